@@ -8,20 +8,13 @@ Everything downstream (delay tables, update plans, simulated time) is read off t
 from __future__ import annotations
 
 import dataclasses
-import numbers
 
 import numpy as np
 
+from rpd.validation import check_int
+
 IDLE, FWD, BWD = 0, 1, 2
 _NEVER = np.iinfo(np.int64).max  # "not finished yet": compares greater than every time step
-
-
-def _check_int(name: str, value, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -145,17 +138,17 @@ def _simulate(S: int, N: int, noam: int | None, R: int | None, H: int | None) ->
 def pipedream(S: int, N: int, noam: int | None = None) -> Timeline:
     """PipeDream asynchronous 1F1B with weight stashing; at most ``noam`` (default S) microbatches
     in flight. ``noam=1`` is naive model parallelism (T = 2*S*N)."""
-    S = _check_int("S", S)
-    N = _check_int("N", N)
-    noam = S if noam is None else _check_int("noam", noam)
+    S = check_int("S", S)
+    N = check_int("N", N)
+    noam = S if noam is None else check_int("noam", noam)
     return _simulate(S, N, noam, None, None)
 
 
 def local_sgd(S: int, N: int, R: int, H: int) -> Timeline:
     """LocalSGD on the same S-stage pipeline: R replicas, microbatch m on replica m mod R,
     rounds of R*H microbatches separated by a barrier and an averaging of the replicas."""
-    S = _check_int("S", S)
-    N = _check_int("N", N)
-    R = _check_int("R", R)
-    H = _check_int("H", H)
+    S = check_int("S", S)
+    N = check_int("N", N)
+    R = check_int("R", R)
+    H = check_int("H", H)
     return _simulate(S, N, None, R, H)

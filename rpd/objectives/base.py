@@ -1,0 +1,89 @@
+"""The objective interface every method runs on.
+
+Parameters live in one flat vector x of size D, cut into S contiguous blocks (one per pipeline
+stage). The stale core only ever needs three things from an objective: the minibatch loss and
+gradient at a (mixed) point, the full objective for evaluation, and the block layout.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class BlockLayout:
+    """Contiguous blocks of a flat vector: block s is ``x[offsets[s] : offsets[s] + sizes[s]]``."""
+
+    sizes: tuple[int, ...]
+
+    @property
+    def S(self) -> int:
+        return len(self.sizes)
+
+    @property
+    def D(self) -> int:
+        return int(sum(self.sizes))
+
+    @property
+    def offsets(self) -> tuple[int, ...]:
+        return tuple(int(o) for o in np.concatenate([[0], np.cumsum(self.sizes)[:-1]]))
+
+    @property
+    def segment_ids(self) -> np.ndarray:
+        """int32 [D]: the block each coordinate belongs to."""
+        return np.repeat(np.arange(self.S, dtype=np.int32), self.sizes)
+
+    @classmethod
+    def even(cls, D: int, S: int) -> "BlockLayout":
+        """SPEC §1: sizes floor(D/S), the first D mod S blocks one larger."""
+        base, extra = divmod(D, S)
+        return cls(tuple(base + (1 if s < extra else 0) for s in range(S)))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Objective:
+    """A stochastic objective f(x) = mean_b f(x; batch b) split into S pipeline blocks.
+
+    ``value_and_grad(x, b, key)`` returns the minibatch loss and its gradient (shape [D]) on
+    dataset batch ``b`` (a traced int); ``key`` feeds optional gradient noise.
+    ``loss(x)`` is what curves report: the full objective for the linear models (minus
+    ``f_star`` gives f - f*), the held-out loss for the language model.
+    Shapes and dtypes of x: [D] of ``dtype``. Hashable by identity, so it can be a static
+    argument of ``jax.jit``.
+    """
+
+    name: str
+    layout: BlockLayout
+    n_batches: int
+    x0: jax.Array  # [D], dtype
+    value_and_grad: Callable[[jax.Array, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
+    loss: Callable[[jax.Array], jax.Array]
+    f_star: float = 0.0
+    L: float | None = None  # smoothness constant when known
+    grad_noise: float = 0.0  # std of i.i.d. Gaussian noise added to every computed block gradient
+    batch_size: int | None = None
+    meta: dict = dataclasses.field(default_factory=dict)  # sizes and settings, for results/configs
+
+    @property
+    def S(self) -> int:
+        return self.layout.S
+
+    @property
+    def D(self) -> int:
+        return self.layout.D
+
+    @property
+    def dtype(self):
+        return self.x0.dtype
+
+    def block(self, x: jax.Array, s: int) -> jax.Array:
+        off = self.layout.offsets[s]
+        return x[..., off : off + self.layout.sizes[s]]
+
+    def full_grad(self, x: jax.Array) -> jax.Array:
+        return jax.grad(self.loss)(x)

@@ -1,0 +1,30 @@
+"""Argument checks shared by every constructor: fail before any work, naming the argument."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+
+def check_int(name: str, value, minimum: int = 1) -> int:
+    """An integer >= ``minimum`` (bools and floats are rejected, even 3.0)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def check_real(name: str, value, *, positive: bool = True, allow_zero: bool = False) -> float:
+    """A finite real number; > 0 by default, >= 0 with ``allow_zero``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise TypeError(f"{name} must be a finite number, got {value!r}")
+    if positive and (value < 0 or (value == 0 and not allow_zero)):
+        raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+    return float(value)
+
+
+def check_choice(name: str, value, choices) -> str:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
+    return value
