@@ -95,4 +95,8 @@ class Objective:
         return self.loss(self.data, x)
 
     def full_grad(self, x: jax.Array) -> jax.Array:
-        return jax.grad(self.loss, argnums=1)(self.data, x)
+        return self.full_grad_data(self.data, x)
+
+    def full_grad_data(self, data, x: jax.Array) -> jax.Array:
+        """Gradient of ``loss`` (the evaluated objective) with explicit data, for use under jit."""
+        return jax.grad(self.loss, argnums=1)(data, x)

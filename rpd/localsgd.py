@@ -1,0 +1,176 @@
+"""LocalSGD on the pipeline (SPEC §2.2, §4): R replicas sharded over a device mesh.
+
+Within a round every replica runs H plain SGD steps on its own microbatches (rule (a) of the
+schedule makes a replica's microbatches strictly sequential, so there is no staleness); at the
+round's end the replicas are replaced by their mean (``lax.pmean`` over the mesh axis). The
+evaluated model is the replica mean x̄.
+
+The timeline decides *when* each block update lands: replica r's step on microbatch m moves
+block s in time step B(m, s). We scatter every block increment into a per-round buffer indexed
+by time step, sum it over replicas (``psum``) and integrate it, which gives x̄ after every time
+step exactly without ever materialising R copies per time step.
+
+Replicas are the leading axis of the state, sharded with ``shard_map`` over mesh axis
+"replica"; R need not equal the device count (R / n_devices replicas per device, vmapped).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, PartitionSpec as P
+
+from rpd.objectives.base import Objective
+from rpd.results import Result
+from rpd.schedules import Timeline
+
+AXIS = "replica"
+
+
+def replica_mesh(R: int, devices=None) -> Mesh:
+    """A 1-d mesh over the largest number of devices that divides R."""
+    devices = list(jax.devices() if devices is None else devices)
+    n = max(k for k in range(1, len(devices) + 1) if R % k == 0)
+    return Mesh(np.array(devices[:n]), (AXIS,))
+
+
+def localsgd_plan(tl: Timeline, n_batches: int) -> dict:
+    """Host-side integer plan, shaped [Q rounds, H local steps, R replicas, ...]."""
+    if tl.kind != "local_sgd":
+        raise ValueError(f"expected a LocalSGD timeline, got kind={tl.kind!r}")
+    S, N, R, H = tl.S, tl.N, tl.R, tl.H
+    Q = -(-N // (R * H))
+    m = np.arange(Q * R * H).reshape(Q, H, R)  # microbatch of (round, local step, replica)
+    valid = m < N
+    mc = np.minimum(m, N - 1)
+    start = np.concatenate([[0], tl.sync_time[:-1] + 1])  # first time step of each round
+    length = tl.sync_time - start + 1
+    t_rel = tl.b_time[mc] - start[:, None, None, None]  # [Q, H, R, S]
+    t_rel = np.where(valid[..., None], t_rel, 0)
+    return dict(
+        batch=(mc % n_batches).astype(np.int32),
+        valid=valid,
+        t_rel=t_rel.astype(np.int32),
+        mb=m.astype(np.int32),
+        start=start,
+        length=length,
+        T_round=int(length.max()),
+        loss_time=tl.f_time[mc, S - 1],  # when the last-stage forward of m ran
+    )
+
+
+def _round_runner(obj: Objective, R: int, T_round: int, track_time: bool):
+    seg = jnp.asarray(obj.layout.segment_ids)
+    D = obj.D
+    grad = jax.vmap(obj.value_and_grad, in_axes=(None, 0, 0))  # over local replicas
+
+    def run(data, batch, valid, t_rel, mb, gamma, key):
+        # Shapes inside shard_map: batch/valid/mb [Q, H, R_loc], t_rel [Q, H, R_loc, S].
+        R_loc = batch.shape[2]
+
+        def local_step(carry, inp):
+            X, buf = carry
+            b, ok, t, m = inp
+            loss, g = grad(data, X, b)
+            if obj.grad_noise > 0:
+                noise = jax.vmap(lambda m: jax.random.normal(jax.random.fold_in(key, m), (D,), obj.dtype))(m)
+                g = g + obj.grad_noise * noise
+            step = jnp.where(ok[:, None], -gamma * g, 0.0)
+            if track_time:
+                buf = buf.at[t[:, seg], jnp.arange(D)[None, :]].add(step)
+            return (X + step, buf), jnp.where(ok, loss, jnp.nan)
+
+        def round_step(xbar, inp):
+            # xbar is replicated (invariant over the mesh). The replicas must be marked as
+            # varying before differentiating: the gradient w.r.t. an invariant value is summed
+            # over the mesh axis by shard_map's transpose, which would silently turn local
+            # steps into synchronous SGD with an R-times step.
+            X = jax.lax.pcast(jnp.broadcast_to(xbar, (R_loc, D)), AXIS, to="varying")
+            buf = jnp.zeros((T_round if track_time else 1, D), obj.dtype)
+            buf = jax.lax.pcast(buf, AXIS, to="varying")
+            (X, buf), losses = jax.lax.scan(local_step, (X, buf), inp)
+            xbar_new = jax.lax.pmean(jnp.mean(X, axis=0), AXIS)
+            traj = None
+            if track_time:
+                traj = xbar + jnp.cumsum(jax.lax.psum(buf, AXIS), axis=0) / R
+            return xbar_new, (traj, losses, xbar_new)
+
+        xbar, (traj, losses, ends) = jax.lax.scan(round_step, obj.x0, (batch, valid, t_rel, mb))
+        return xbar, traj, losses, ends
+
+    return run
+
+
+@functools.lru_cache(maxsize=32)
+def _compiled(obj: Objective, R: int, T_round: int, track_time: bool, mesh: Mesh):
+    run = _round_runner(obj, R, T_round, track_time)
+    rep = P(None, None, AXIS)
+    sharded = jax.shard_map(
+        run,
+        mesh=mesh,
+        in_specs=(P(), rep, rep, rep, rep, P(), P()),
+        out_specs=(P(), P(), P(None, None, AXIS), P()),
+    )
+    grid = jax.vmap(sharded, in_axes=(None, None, None, None, None, 0, None))
+
+    def full(data, batch, valid, t_rel, mb, gammas, key):
+        xbar, traj, losses, ends = grid(data, batch, valid, t_rel, mb, gammas, key)
+        curve = None
+        if track_time:
+            curve = jax.vmap(jax.vmap(jax.vmap(lambda x: obj.loss(data, x))))(traj) - obj.f_star
+        round_curve = jax.vmap(jax.vmap(lambda x: obj.loss(data, x)))(ends) - obj.f_star
+        return xbar, curve, losses, round_curve
+
+    return jax.jit(full)
+
+
+def local_sgd(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, track_time: bool = True,
+              mesh: Mesh | None = None) -> Result:
+    """LocalSGD driven by its pipeline timeline. Replica r = m mod R runs
+
+        x_r <- x_r - gamma * grad f(x_r; xi_m)      for its H microbatches of the round,
+        x_r <- mean_r' x_r'                          at the round's end (lax.pmean),
+
+    and the curve is f(x̄) - f* after every time step (``track_time``; otherwise only at round
+    ends, which is what the language model uses). ``traces["loss_z"]`` [G, N] is the minibatch
+    loss of each microbatch in microbatch order and ``traces["loss_time"]`` [N] the time step
+    of its last-stage forward."""
+    from rpd.methods import _gammas
+    from rpd.validation import check_int
+
+    if tl.S != obj.S:
+        raise ValueError(f"timeline has S={tl.S} stages but the objective has S={obj.S} blocks")
+    gammas = _gammas(gamma)
+    p = localsgd_plan(tl, obj.n_batches)
+    mesh = replica_mesh(tl.R) if mesh is None else mesh
+    fn = _compiled(obj, tl.R, p["T_round"], bool(track_time), mesh)
+    key = jax.random.fold_in(jax.random.key(check_int("seed", seed, 0)), 2)
+    xbar, curve, losses, round_curve = fn(
+        obj.data, jnp.asarray(p["batch"]), jnp.asarray(p["valid"]), jnp.asarray(p["t_rel"]),
+        jnp.asarray(p["mb"]), jnp.asarray(gammas, obj.dtype), key,
+    )
+    f0 = float(obj.full_loss(obj.x0) - obj.f_star)
+    G = len(gammas)
+    if track_time:
+        curve = np.asarray(curve)  # [G, Q, T_round]
+        body = np.concatenate([curve[:, q, : p["length"][q]] for q in range(curve.shape[1])], axis=1)
+        axis_vals = np.arange(tl.T + 1)
+    else:
+        body = np.asarray(round_curve)
+        axis_vals = np.concatenate([[0], tl.sync_time + 1])
+    losses = np.asarray(losses).reshape(G, -1)[:, : tl.N]  # (round, step, replica) order = m order
+    return Result(
+        method="localsgd",
+        gammas=gammas,
+        axis=axis_vals,
+        axis_name="sim_time",
+        curve=np.concatenate([np.full((G, 1), f0), body], axis=1),
+        traces={"loss_z": losses, "loss_time": p["loss_time"].reshape(-1)[: tl.N],
+                "round_end_curve": np.asarray(round_curve)},
+        x_final=np.asarray(xbar),
+        meta=dict(S=tl.S, N=tl.N, R=tl.R, H=tl.H, T=tl.T, seed=seed, objective=obj.name,
+                  devices=int(mesh.devices.size)),
+    )

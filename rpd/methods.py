@@ -1,0 +1,115 @@
+"""Method front-ends: PipeDream (PD), Randomized PipeDream (RPD), minibatch SGD, LocalSGD.
+
+Each builds an update plan (``rpd.plans``) and runs it through the one stale block-SGD core
+(``rpd.core``) for a whole step-size grid in one compiled scan; LocalSGD runs replicas sharded
+over a device mesh (``rpd.localsgd``). All return a :class:`rpd.results.Result`.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+from rpd import core, plans
+from rpd.delays import read_versions  # noqa: F401  (re-exported for notebooks)
+from rpd.localsgd import local_sgd
+from rpd.objectives.base import Objective
+from rpd.results import Result, assemble_curve, record_rows
+from rpd.schedules import Timeline
+from rpd.validation import check_choice, check_int, check_real
+
+__all__ = ["pipedream", "rpd", "sgd", "local_sgd", "run_plan", "Result"]
+
+
+def _gammas(gamma) -> np.ndarray:
+    g = np.atleast_1d(np.asarray(gamma, dtype=np.float64))
+    if g.ndim != 1 or g.size == 0:
+        raise ValueError(f"gamma must be a number or a 1-d array, got shape {g.shape}")
+    for v in g:
+        check_real("gamma", float(v))
+    return g
+
+
+def _points(n_events_axis: int, stride: int) -> np.ndarray:
+    """Recorded positions 0-based: after events stride-1, 2*stride-1, ..., and the last one."""
+    pts = np.arange(stride - 1, n_events_axis, stride)
+    if pts.size == 0 or pts[-1] != n_events_axis - 1:
+        pts = np.append(pts, n_events_axis - 1)
+    return pts.astype(np.int64)
+
+
+def run_plan(obj: Objective, plan: plans.UpdatePlan, gamma, *, seed: int = 0, axis: str = "block_update",
+             stride: int = 1, ring_size: int | None = None, n_slots: int = 1, diag_stride: int = 0,
+             T: int | None = None, method: str = "plan", meta: dict | None = None) -> Result:
+    """Execute any update plan on a gamma grid.
+
+    ``axis="block_update"`` records f after every ``stride`` block updates;
+    ``axis="sim_time"`` after every ``stride`` time steps of the plan's ``time`` (0..T-1)."""
+    check_choice("axis", axis, ("block_update", "sim_time"))
+    stride = check_int("stride", stride)
+    gammas = _gammas(gamma)
+    K = len(plan.block)
+    event = np.arange(K) if axis == "block_update" else np.asarray(plan.time)
+    n_axis = K if axis == "block_update" else int(T if T is not None else plan.time[-1] + 1)
+    points = _points(n_axis, stride)
+    rows = record_rows(event, points)
+    C = plans.ring_size(plan, obj.S) if ring_size is None else check_int("ring_size", ring_size)
+    keys = jax.random.split(jax.random.key(check_int("seed", seed, 0)), 2)[1]
+    keys = jax.numpy.broadcast_to(jax.random.key_data(keys), (len(gammas),) + jax.random.key_data(keys).shape)
+    raw, per_update, x_final = core.execute(
+        obj, plan, rows, len(points), gammas, jax.random.wrap_key_data(keys),
+        ring_size=C, n_slots=n_slots, diag_stride=diag_stride,
+    )
+    f0 = float(obj.full_loss(obj.x0) - obj.f_star)
+    curve, axis_vals = assemble_curve(raw, rows, f0, points)
+    traces = {k: np.asarray(v) for k, v in per_update.items()}
+    return Result(
+        method=method,
+        gammas=gammas,
+        axis=axis_vals,
+        axis_name=axis,
+        curve=curve,
+        traces=traces,
+        x_final=np.asarray(x_final),
+        meta=dict(meta or {}, S=obj.S, K=K, ring_size=C, seed=seed, objective=obj.name),
+    )
+
+
+def pipedream(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, axis: str = "sim_time",
+              stride: int = 1, diag_stride: int = 0) -> Result:
+    """PipeDream (1F1B, weight stashing) driven by its timeline: iteration k is the k-th
+    backward op B(m, a) in (time, stage) order and applies
+
+        x_a <- x_a - gamma * grad_a f(z_m; xi_m),   z_m's block r = block r when F(m, r) ran.
+
+    The history ring holds at most NOAM + 1 versions of each block."""
+    if tl.S != obj.S:
+        raise ValueError(f"timeline has S={tl.S} stages but the objective has S={obj.S} blocks")
+    plan, n_slots = plans.pipedream_plan(tl, obj.n_batches)
+    return run_plan(obj, plan, gamma, seed=seed, axis=axis, stride=stride, n_slots=n_slots,
+                    diag_stride=diag_stride, T=tl.T, method="pd",
+                    meta=dict(N=tl.N, T=tl.T, noam=tl.noam))
+
+
+def rpd(obj: Objective, K: int, gamma, delta: int, seed: int = 0, *, delays="uniform",
+        block_order="uniform", batch_order="uniform", stride: int = 1, diag_stride: int = 0) -> Result:
+    """Randomized PipeDream: for k < K, draw a_k ~ U{0..S-1}, a batch uniformly with
+    replacement, and d_k^(r) ~ U{0..min(delta, k)} per block; then
+
+        x_a <- x_a - gamma * grad_a f(z^k; xi_k),   z^k's block r = block r of x^{k - d_k^(r)}.
+
+    ``delays`` / ``block_order`` / ``batch_order`` also take PD's arrays (see
+    ``rpd.plans.rpd_plan``), with which RPD reproduces PD exactly."""
+    key = jax.random.fold_in(jax.random.key(check_int("seed", seed, 0)), 1)
+    plan = plans.rpd_plan(key, K, obj.S, obj.n_batches, delta, delays=delays,
+                          block_order=block_order, batch_order=batch_order)
+    return run_plan(obj, plan, gamma, seed=seed, axis="block_update", stride=stride,
+                    diag_stride=diag_stride, method="rpd", meta=dict(delta=delta))
+
+
+def sgd(obj: Objective, N: int, gamma, *, seed: int = 0, stride: int = 1) -> Result:
+    """Minibatch SGD, the staleness-free reference: x <- x - gamma * grad f(x; xi_n), batch
+    n mod n_batches, for n < N. Recorded against block updates (S per step)."""
+    plan = plans.sgd_plan(check_int("N", N), obj.S, obj.n_batches)
+    return run_plan(obj, plan, gamma, seed=seed, axis="block_update", stride=stride,
+                    method="sgd", meta=dict(N=N))

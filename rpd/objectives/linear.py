@@ -1,0 +1,191 @@
+"""Linear-model objectives of SPEC §5, built on the host exactly as the reference code does.
+
+All three are chains of S stages with a_0 = 0 and stage_s(x_s, a) = a + X_b[:, block s] x_s,
+so the chain output is X_b x and the loss acts on it; float64 throughout.
+Data order: ``numpy.random.default_rng(seed)`` draws X (or Z), then w*, then the labels.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.optimize
+
+from rpd.objectives.base import BlockLayout, Objective
+from rpd.validation import check_int, check_real
+
+
+def _check_sizes(n, d, S, batch_size):
+    n, d, S = check_int("n", n), check_int("d", d), check_int("S", S)
+    batch_size = check_int("batch_size", batch_size)
+    if S > d:
+        raise ValueError(f"S must be <= d (one coordinate per block at least), got S={S}, d={d}")
+    if n % batch_size:
+        raise ValueError(f"n must be a multiple of batch_size, got n={n}, batch_size={batch_size}")
+    return n, d, S, batch_size
+
+
+def _batch(data, b, B):
+    X_b = jax.lax.dynamic_slice_in_dim(data["X"], b * B, B, axis=0)
+    y_b = jax.lax.dynamic_slice_in_dim(data["y"], b * B, B, axis=0)
+    return X_b, y_b
+
+
+def _least_squares(name, X, w_star, S, batch_size, meta) -> Objective:
+    """f(x) = ||X x - y||^2 / (2n) with y = X w*, so f* = 0 exactly."""
+    n, d = X.shape
+    y = X @ w_star
+    A = X.T @ X / n
+    B = batch_size
+
+    def value_and_grad(data, x, b):
+        X_b, y_b = _batch(data, b, B)
+        r = X_b @ x - y_b
+        return 0.5 * jnp.mean(r * r), X_b.T @ r / B
+
+    # f(x) - f* = (x - w*)^T A (x - w*) / 2 exactly; with A = X^T X / n this costs d^2 instead of
+    # n d per evaluation, and it keeps full float64 precision near the optimum.
+    def loss(data, x):
+        e = x - data["w_star"]
+        return 0.5 * jnp.dot(e, data["A"] @ e)
+
+    data = {"X": jnp.asarray(X), "y": jnp.asarray(y), "A": jnp.asarray(A), "w_star": jnp.asarray(w_star)}
+    return Objective(
+        name=name,
+        layout=BlockLayout.even(d, S),
+        n_batches=n // B,
+        x0=jnp.zeros(d, jnp.float64),
+        data=data,
+        value_and_grad=value_and_grad,
+        loss=loss,
+        f_star=0.0,
+        L=float(np.linalg.eigvalsh(A)[-1]),
+        batch_size=B,
+        meta=dict(meta, n=n, d=d, S=S, batch_size=B),
+    )
+
+
+def random_quadratic(n: int, d: int, S: int, batch_size: int, seed: int = 0) -> Objective:
+    """f(x) = ||X x - y||^2 / (2n), X ~ N(0,1)^{n x d}, w* ~ N(0, I), y = X w*; f* = 0,
+    L = lambda_max(X^T X / n)."""
+    n, d, S, batch_size = _check_sizes(n, d, S, batch_size)
+    rng = np.random.default_rng(check_int("seed", seed, 0))
+    X = rng.standard_normal((n, d))
+    w_star = rng.standard_normal(d)
+    return _least_squares(
+        "random_quadratic", X, w_star, S, batch_size, dict(kind="random_quadratic", seed=seed)
+    )
+
+
+def nesterov_mu(d: int, condition_number: float) -> float:
+    """mu such that tridiag(-1, 2, -1) + mu I (size d) has the given condition number."""
+    lam = 2.0 - 2.0 * np.cos(np.arange(1, d + 1) * np.pi / (d + 1))
+    kappa = check_real("condition_number", condition_number)
+    if kappa <= 1.0:
+        raise ValueError(f"condition_number must be > 1, got {kappa}")
+    return float((lam[-1] - kappa * lam[0]) / (kappa - 1.0))
+
+
+def nesterov_quadratic(
+    n: int,
+    d: int,
+    S: int,
+    batch_size: int,
+    mu: float | None = 0.01,
+    condition_number: float | None = None,
+    seed: int = 0,
+) -> Objective:
+    """Nesterov's worst-case quadratic as least squares: A = tridiag(-1, 2, -1) + mu I,
+    X = sqrt(n) Q C^T with Q from the reduced QR of Z ~ N(0,1)^{n x d} and A = C C^T, so that
+    X^T X / n = A; then w* ~ N(0, I) and y = X w*. Needs n >= d. Give ``mu`` or a target
+    ``condition_number`` (which overrides mu)."""
+    n, d, S, batch_size = _check_sizes(n, d, S, batch_size)
+    if n < d:
+        raise ValueError(f"n must be >= d for Nesterov's quadratic (X^T X / n = A), got n={n}, d={d}")
+    if condition_number is not None:
+        mu = nesterov_mu(d, condition_number)
+    mu = check_real("mu", mu, allow_zero=True)
+    A = 2.0 * np.eye(d) - np.eye(d, k=1) - np.eye(d, k=-1) + mu * np.eye(d)
+    rng = np.random.default_rng(check_int("seed", seed, 0))
+    Z = rng.standard_normal((n, d))
+    Q, _ = np.linalg.qr(Z, mode="reduced")
+    C = np.linalg.cholesky(A)
+    X = np.sqrt(n) * Q @ C.T
+    w_star = rng.standard_normal(d)
+    meta = dict(kind="nesterov_quadratic", mu=mu, seed=seed)
+    return _least_squares("nesterov_quadratic", X, w_star, S, batch_size, meta)
+
+
+def _sigmoid(z):
+    return 0.5 * (1.0 + np.tanh(0.5 * z))
+
+
+def _logistic_f_star(X, y, lam) -> float:
+    """min_x mean BCE + lam/2 ||x||^2 by L-BFGS, polished with Newton steps (strongly convex)."""
+    n, d = X.shape
+
+    def fg(x):
+        z = X @ x
+        f = np.mean(np.logaddexp(0.0, z) - y * z) + 0.5 * lam * x @ x
+        return f, X.T @ (_sigmoid(z) - y) / n + lam * x
+
+    x = scipy.optimize.minimize(fg, np.zeros(d), jac=True, method="L-BFGS-B",
+                                options=dict(maxiter=20000, gtol=1e-12, ftol=1e-16)).x
+    for _ in range(30):
+        f, g = fg(x)
+        p = _sigmoid(X @ x)
+        H = (X.T * (p * (1 - p))) @ X / n + lam * np.eye(d)
+        step = np.linalg.solve(H, g)
+        x = x - step
+        if np.linalg.norm(step) < 1e-14 * (1 + np.linalg.norm(x)):
+            break
+    return float(fg(x)[0])
+
+
+def logistic_regression(
+    n: int,
+    d: int,
+    S: int,
+    batch_size: int,
+    lam: float = 1e-4,
+    grad_noise: float = 0.0,
+    seed: int = 0,
+) -> Objective:
+    """f(x) = mean_i [log(1 + e^{z_i}) - y_i z_i] + lam/2 ||x||^2, z = X x, with X ~ N(0,1)^{n x d},
+    w* ~ N(0, I), y ~ Bernoulli(sigmoid(X w*)); L = lambda_max(X^T X / n)/4 + lam; f* from a
+    high-accuracy solver. ``grad_noise`` = sigma_g of the optional i.i.d. gradient noise."""
+    n, d, S, batch_size = _check_sizes(n, d, S, batch_size)
+    lam = check_real("lam", lam, allow_zero=True)
+    grad_noise = check_real("grad_noise", grad_noise, allow_zero=True)
+    rng = np.random.default_rng(check_int("seed", seed, 0))
+    X = rng.standard_normal((n, d))
+    w_star = rng.standard_normal(d)
+    y = rng.binomial(1, _sigmoid(X @ w_star)).astype(np.float64)
+    B = batch_size
+
+    def value_and_grad(data, x, b):
+        X_b, y_b = _batch(data, b, B)
+        z = X_b @ x
+        f = jnp.mean(jnp.logaddexp(0.0, z) - y_b * z) + 0.5 * lam * jnp.dot(x, x)
+        return f, X_b.T @ (jax.nn.sigmoid(z) - y_b) / B + lam * x
+
+    def loss(data, x):
+        z = data["X"] @ x
+        return jnp.mean(jnp.logaddexp(0.0, z) - data["y"] * z) + 0.5 * lam * jnp.dot(x, x)
+
+    return Objective(
+        name="logistic_regression",
+        layout=BlockLayout.even(d, S),
+        n_batches=n // B,
+        x0=jnp.zeros(d, jnp.float64),
+        data={"X": jnp.asarray(X), "y": jnp.asarray(y)},
+        value_and_grad=value_and_grad,
+        loss=loss,
+        f_star=_logistic_f_star(X, y, lam),
+        L=float(np.linalg.eigvalsh(X.T @ X / n)[-1] / 4 + lam),
+        grad_noise=grad_noise,
+        batch_size=B,
+        meta=dict(kind="logistic_regression", n=n, d=d, S=S, batch_size=B, lam=lam,
+                  grad_noise=grad_noise, seed=seed),
+    )

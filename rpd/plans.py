@@ -1,0 +1,175 @@
+"""Update plans: the one description every stale block-SGD method shares (ARCHITECTURE.md).
+
+A plan says, for every iteration k = 0..K-1: update block ``block[k]`` with the gradient on
+dataset batch ``batch[k]`` taken at the mixed point z^k whose block r is version ``read[k, r]``
+of block r, and the update lands in simulated time step ``time[k]``. Methods differ only in how
+they build the plan: PD reads it off a timeline, RPD samples it, SGD has no staleness.
+
+A gradient can be shared by several updates (PD with weight stashing computes the gradient of
+microbatch m once, at its first backward, and its S block updates apply the pieces): ``fresh[k]``
+says whether iteration k computes a new gradient into gradient slot ``slot[k]`` or reuses it.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rpd.delays import read_versions
+from rpd.schedules import Timeline
+from rpd.validation import check_choice, check_int
+
+
+class UpdatePlan(NamedTuple):
+    block: np.ndarray  # int32 [K]: a_k, the block iteration k updates
+    batch: np.ndarray  # int32 [K]: b_k, the dataset batch of its gradient
+    read: np.ndarray  # int32 [K, S]: v_k^(r), version of block r inside z^k
+    fresh: np.ndarray  # bool [K]: compute a new gradient at z^k (else reuse slot[k])
+    slot: np.ndarray  # int32 [K]: gradient slot written (fresh) or read
+    time: np.ndarray  # int32 [K]: simulated time step in which the update lands
+
+
+def versions_before(block_K: np.ndarray, S: int) -> np.ndarray:
+    """int32 [K+1, S]: row k = how many updates each block received in iterations 0..k-1."""
+    counts = np.zeros((len(block_K) + 1, S), np.int32)
+    np.add.at(counts, (np.arange(1, len(block_K) + 1), block_K), 1)
+    return np.cumsum(counts, axis=0, dtype=np.int32)
+
+
+def ring_size(plan: UpdatePlan, S: int) -> int:
+    """Smallest per-block history that serves every read of the plan: 1 + max over (k, r) of
+    (current version of r at k) - (version read). Raises if a plan reads a future version."""
+    lag = np.asarray(versions_before(np.asarray(plan.block), S)[:-1]) - np.asarray(plan.read)
+    if lag.size and lag.min() < 0:
+        raise ValueError("plan reads a version that does not exist yet")
+    return int(lag.max(initial=0)) + 1
+
+
+def pipedream_plan(tl: Timeline, n_batches: int) -> tuple[UpdatePlan, int]:
+    """PD's plan from a 1F1B timeline; returns it with the number of gradient slots (NOAM).
+
+    Weight stashing makes z^k depend on the microbatch only, so the gradient is computed once at
+    the microbatch's first backward (stage S-1) and applied block by block at each B."""
+    if tl.kind != "pipedream":
+        raise ValueError(f"expected a PipeDream timeline, got kind={tl.kind!r}")
+    m = tl.update_mb
+    first = np.zeros(len(m), bool)
+    first[np.unique(m, return_index=True)[1]] = True
+    plan = UpdatePlan(
+        block=tl.update_stage,
+        batch=(m % n_batches).astype(np.int32),
+        read=read_versions(tl),
+        fresh=first,
+        slot=(m % tl.noam).astype(np.int32),
+        time=tl.update_time,
+    )
+    return plan, int(tl.noam)
+
+
+def sgd_plan(N: int, S: int, n_batches: int) -> UpdatePlan:
+    """Minibatch SGD as a plan: step n updates blocks 0..S-1 with one gradient at x^{nS}, taken
+    on batch n mod n_batches; step n occupies time step n."""
+    k = np.arange(N * S)
+    step = (k // S).astype(np.int32)
+    return UpdatePlan(
+        block=(k % S).astype(np.int32),
+        batch=(step % n_batches).astype(np.int32),
+        read=np.repeat(step[:, None], S, axis=1),
+        fresh=(k % S) == 0,
+        slot=np.zeros(N * S, np.int32),
+        time=step,
+    )
+
+
+DELAYS = ("uniform", "max", "zero")
+BLOCK_ORDERS = ("uniform", "cyclic")
+BATCH_ORDERS = ("uniform", "cyclic")
+
+
+@functools.partial(jax.jit, static_argnames=("K", "S", "n_batches", "delays", "block_order", "batch_order"))
+def _sample_rpd(key, delta, K, S, n_batches, delays, block_order, batch_order):
+    """Per iteration, in SPEC order: block ~ U{0..S-1}, batch ~ U{0..nb-1}, each block's delay
+    ~ U{0..min(delta, k)}; one key per iteration by fold_in."""
+    k = jnp.arange(K)
+
+    def draw(k):
+        k_block, k_batch, k_delay = jax.random.split(jax.random.fold_in(key, k), 3)
+        cap = jnp.minimum(delta, k)
+        a = jax.random.randint(k_block, (), 0, S)
+        b = jax.random.randint(k_batch, (), 0, n_batches)
+        d = {
+            "uniform": lambda: jax.random.randint(k_delay, (S,), 0, cap + 1),
+            "max": lambda: jnp.full((S,), cap),
+            "zero": lambda: jnp.zeros((S,), cap.dtype),
+        }[delays]()
+        return a, b, d
+
+    a, b, d = jax.vmap(draw)(k)
+    if block_order == "cyclic":
+        a = k % S
+    if batch_order == "cyclic":
+        b = k % n_batches
+    return a.astype(jnp.int32), b.astype(jnp.int32), d.astype(jnp.int32)
+
+
+def delays_to_reads(block_K: np.ndarray, delay_KxS: np.ndarray) -> np.ndarray:
+    """Read versions from global delays: z^k's block r is block r of x^{k - d_k^(r)}."""
+    K, S = delay_KxS.shape
+    j = np.arange(K)[:, None] - delay_KxS
+    if j.min(initial=0) < 0:
+        raise ValueError("a delay exceeds its iteration index (d_k^(r) must be <= k)")
+    return versions_before(block_K, S)[j, np.arange(S)[None, :]]
+
+
+def rpd_plan(
+    key: jax.Array,
+    K: int,
+    S: int,
+    n_batches: int,
+    delta: int,
+    *,
+    delays: str | np.ndarray = "uniform",
+    block_order: str | np.ndarray = "uniform",
+    batch_order: str | np.ndarray = "uniform",
+) -> UpdatePlan:
+    """Randomized PipeDream's plan. ``delays`` is "uniform" | "max" | "zero" or an int table
+    [K, S] (e.g. PD's exact delay table); ``block_order`` "uniform" | "cyclic" or an int [K]
+    array (PD's); ``batch_order`` "uniform" | "cyclic" or an int [K] array. Every iteration
+    computes a fresh gradient."""
+    K, S, n_batches = check_int("K", K), check_int("S", S), check_int("n_batches", n_batches)
+    delta = check_int("delta", delta, 0)
+    named = lambda v, choices, name: check_choice(name, v, choices) if isinstance(v, str) else "uniform"  # noqa: E731
+    a, b, d = _sample_rpd(
+        key, delta, K, S, n_batches,
+        named(delays, DELAYS, "delays"),
+        named(block_order, BLOCK_ORDERS, "block_order"),
+        named(batch_order, BATCH_ORDERS, "batch_order"),
+    )
+    a, b, d = np.asarray(a), np.asarray(b), np.asarray(d)
+    if not isinstance(block_order, str):
+        a = _check_table("block_order", block_order, (K,), S)
+    if not isinstance(batch_order, str):
+        b = _check_table("batch_order", batch_order, (K,), n_batches)
+    if not isinstance(delays, str):
+        d = _check_table("delays", delays, (K, S), None)
+    return UpdatePlan(
+        block=a,
+        batch=b,
+        read=delays_to_reads(a, d).astype(np.int32),
+        fresh=np.ones(K, bool),
+        slot=np.zeros(K, np.int32),
+        time=np.arange(K, dtype=np.int32),
+    )
+
+
+def _check_table(name, table, shape, upper):
+    table = np.asarray(table)
+    if table.shape != shape or not np.issubdtype(table.dtype, np.integer):
+        raise ValueError(f"{name} must be an int array of shape {shape}, got {table.dtype} {table.shape}")
+    if table.min(initial=0) < 0 or (upper is not None and table.max(initial=0) >= upper):
+        raise ValueError(f"{name} entries must lie in [0, {upper})")
+    return table.astype(np.int32)
