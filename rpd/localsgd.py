@@ -95,7 +95,7 @@ def _round_runner(obj: Objective, R: int, T_round: int, track_time: bool):
             xbar_new = jax.lax.pmean(jnp.mean(X, axis=0), AXIS)
             traj = None
             if track_time:
-                traj = xbar + jnp.cumsum(jax.lax.psum(buf, AXIS), axis=0) / R
+                traj = xbar[None, :] + jnp.cumsum(jax.lax.psum(buf, AXIS), axis=0) / R
             return xbar_new, (traj, losses, xbar_new)
 
         xbar, (traj, losses, ends) = jax.lax.scan(round_step, obj.x0, (batch, valid, t_rel, mb))

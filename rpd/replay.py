@@ -1,9 +1,11 @@
-"""PipeDream replayed op by op with weight stashing: the reference route for PD.
+"""Timelines replayed op by op with weight stashing: the reference route for PD and LocalSGD.
 
-This is deliberately the literal algorithm of SPEC §2.1 -- walk the timeline, let every F(m, s)
-stash block s, let every B(m, a) take the gradient at m's stashed weights and apply block a --
-in a plain host loop. It exists to check the compiled stale core (``rpd.methods.pipedream``)
-and as the "naive" side of ``benchmarks/``; it is slow by design.
+This is deliberately the literal algorithm of SPEC §2 -- walk the timeline; every F(m, s)
+stashes block s of microbatch m's replica; every B(m, a) takes the gradient at m's stashed
+weights and applies block a to the replica; at the end of a LocalSGD round's last time step the
+replicas are replaced by their mean -- in a plain host loop. It checks the compiled methods
+(``rpd.methods.pipedream``, ``rpd.methods.local_sgd``) and is the "naive" side of
+``benchmarks/``; it is slow by design.
 """
 
 from __future__ import annotations
@@ -15,27 +17,28 @@ from rpd.objectives.base import Objective
 from rpd.schedules import BWD, FWD, Timeline
 
 
-def pipedream_replay(obj: Objective, tl: Timeline, gamma: float) -> np.ndarray:
-    """f(x) - f* after every time step, shape [T + 1] (entry 0: the start)."""
+def replay(obj: Objective, tl: Timeline, gamma: float) -> np.ndarray:
+    """f(x̄) - f* after every time step, shape [T + 1] (entry 0: the start); x̄ is the replica
+    mean (the model itself for PD)."""
     grad = jax.jit(obj.value_and_grad)
-    offs, sizes = obj.layout.offsets, obj.layout.sizes
-    x = np.array(obj.x0, dtype=np.float64)
-    stash: dict[int, np.ndarray] = {}  # microbatch -> its stashed full vector
     loss = jax.jit(obj.loss)
-    curve = [float(loss(obj.data, x)) - obj.f_star]
+    R = tl.R or 1
+    blocks = [slice(o, o + n) for o, n in zip(obj.layout.offsets, obj.layout.sizes)]
+    x = np.tile(np.asarray(obj.x0, dtype=np.float64), (R, 1))  # [R, D]
+    stash: dict[int, np.ndarray] = {}  # microbatch -> its stashed full vector
+    sync = set(int(t) for t in tl.sync_time)
+    curve = [float(loss(obj.data, x.mean(0))) - obj.f_star]
     for t in range(tl.T):
-        ops = [(s, int(tl.mb[t, s])) for s in range(tl.S) if tl.op[t, s] == FWD]
-        for s, m in ops:
-            blk = slice(offs[s], offs[s] + sizes[s])
-            stash.setdefault(m, np.zeros_like(x))[blk] = x[blk]
         for s in range(tl.S):
-            if tl.op[t, s] != BWD:
-                continue
             m = int(tl.mb[t, s])
-            _, g = grad(obj.data, stash[m], m % obj.n_batches)
-            blk = slice(offs[s], offs[s] + sizes[s])
-            x[blk] -= gamma * np.asarray(g)[blk]
-            if s == 0:
-                del stash[m]
-        curve.append(float(loss(obj.data, x)) - obj.f_star)
+            if tl.op[t, s] == FWD:
+                stash.setdefault(m, np.zeros(obj.D))[blocks[s]] = x[m % R, blocks[s]]
+            elif tl.op[t, s] == BWD:
+                _, g = grad(obj.data, stash[m], m % obj.n_batches)
+                x[m % R, blocks[s]] -= gamma * np.asarray(g)[blocks[s]]
+                if s == 0:
+                    del stash[m]
+        if t in sync:
+            x[:] = x.mean(0)
+        curve.append(float(loss(obj.data, x.mean(0))) - obj.f_star)
     return np.array(curve)

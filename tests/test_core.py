@@ -7,7 +7,7 @@ import pytest
 import rpd  # noqa: F401
 from rpd import core, methods, plans, schedules
 from rpd.objectives.linear import logistic_regression, random_quadratic
-from rpd.replay import pipedream_replay
+from rpd.replay import replay
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +82,7 @@ def test_pipedream_equals_weight_stashing_replay(S, N, noam):
     tl = schedules.pipedream(S, N, noam)
     res = methods.pipedream(obj, tl, [0.03, 0.08], axis="sim_time")
     for gi, g in enumerate([0.03, 0.08]):
-        np.testing.assert_allclose(res.curve[gi], pipedream_replay(obj, tl, g), rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(res.curve[gi], replay(obj, tl, g), rtol=1e-12, atol=1e-14)
     assert res.meta["ring_size"] <= tl.noam + 1
 
 
