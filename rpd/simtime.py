@@ -1,0 +1,71 @@
+"""Simulated time (SPEC §6): one time axis for every method, and the fixed-time protocols.
+
+Default cost model: every F and B costs one time step, communication and averaging are free,
+a result made at step t is usable at step t+1. A method's curve on the time axis is f of its
+evaluated model after every time step (``Result.axis_name == "sim_time"``).
+
+Protocol (i), same N: every method processes the same number of microbatches; curves are cut
+to the shortest timeline. Protocol (ii), fixed time T: each method takes the smallest N whose
+timeline reaches T; RPD gets K = the number of backward ops in PD's timeline.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from rpd.results import Result
+from rpd.schedules import Timeline
+from rpd.validation import check_int
+
+
+def smallest_n_reaching(T: int, make_timeline: Callable[[int], Timeline]) -> Timeline:
+    """The timeline of the smallest N >= 1 whose length is >= T (lengths grow with N).
+    Exponential then binary search, so any schedule (and cost model) works."""
+    T = check_int("T", T)
+    lo, hi = 0, 1  # invariant: length(lo) < T (lo = 0 means "no N yet"), answer <= hi
+    tl = make_timeline(hi)
+    while tl.T < T:
+        lo, hi = hi, 2 * hi
+        tl = make_timeline(hi)
+    best = tl
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        cand = make_timeline(mid)
+        if cand.T >= T:
+            hi, best = mid, cand
+        else:
+            lo = mid
+    return best
+
+
+def cut_to(result: Result, T: int) -> Result:
+    """The result's time curve restricted to the first T time steps (axis <= T)."""
+    if result.axis_name != "sim_time":
+        raise ValueError(f"cut_to needs a sim_time curve, got {result.axis_name!r}")
+    keep = result.axis <= T
+    return Result(result.method, result.gammas, result.axis[keep], result.axis_name,
+                  result.curve[:, keep], result.traces, result.x_final, dict(result.meta, cut_T=T))
+
+
+def cut_to_shortest(results: list[Result]) -> list[Result]:
+    """Protocol (i): all curves cut to the shortest timeline."""
+    T = min(int(r.axis[-1]) for r in results)
+    return [cut_to(r, T) for r in results]
+
+
+def value_at_time(result: Result, T: int) -> np.ndarray:
+    """f - f* of each gamma's model after T time steps (the last point at or before T)."""
+    i = int(np.searchsorted(result.axis, T, side="right")) - 1
+    return result.curve[:, i]
+
+
+def block_updates_in(tl: Timeline) -> int:
+    """Number of backward ops (block updates) in a timeline: RPD's K under protocol (ii)."""
+    return int(np.sum(tl.op == 2))
+
+
+def time_of_update(tl: Timeline) -> np.ndarray:
+    """int [K]: time step of each block update, to place per-update curves on the time axis."""
+    return tl.update_time

@@ -1,0 +1,34 @@
+import numpy as np
+import pytest
+
+import rpd  # noqa: F401
+from rpd import methods, schedules, simtime
+from rpd.objectives.linear import random_quadratic
+
+
+@pytest.mark.parametrize("S,T", [(4, 100), (8, 3180), (3, 5), (2, 2)])
+def test_protocol_ii_picks_smallest_n_pipedream(S, T):
+    tl = simtime.smallest_n_reaching(T, lambda n: schedules.pipedream(S, n))
+    assert tl.T >= T
+    assert tl.N == 1 or schedules.pipedream(S, tl.N - 1).T < T
+    assert tl.N == max(1, -(-(T - 2 * S + 2) // 2))  # from T = 2N + 2S - 2
+
+
+@pytest.mark.parametrize("S,R,H,T", [(4, 4, 5, 3180), (4, 4, 1, 77), (3, 5, 2, 400)])
+def test_protocol_ii_picks_smallest_n_localsgd(S, R, H, T):
+    tl = simtime.smallest_n_reaching(T, lambda n: schedules.local_sgd(S, n, R, H))
+    assert tl.T >= T and (tl.N == 1 or schedules.local_sgd(S, tl.N - 1, R, H).T < T)
+
+
+def test_rpd_gets_pd_block_updates():
+    tl = schedules.pipedream(4, 30)
+    assert simtime.block_updates_in(tl) == tl.K == 120
+
+
+def test_protocol_i_cuts_to_shortest_timeline():
+    obj = random_quadratic(n=48, d=8, S=4, batch_size=4, seed=0)
+    pd = methods.pipedream(obj, schedules.pipedream(4, 24), 0.05)
+    ls = methods.local_sgd(obj, schedules.local_sgd(4, 24, 4, 2), 0.05)
+    a, b = simtime.cut_to_shortest([pd, ls])
+    assert a.axis[-1] == b.axis[-1] == min(pd.meta["T"], ls.meta["T"]) == 2 * 24 + 2 * 4 - 2
+    np.testing.assert_array_equal(simtime.value_at_time(pd, 10), pd.curve[:, 10])
