@@ -1,0 +1,221 @@
+"""Experiment tracking behind a tiny interface: a no-op logger (tests, default) and wandb.
+
+Curves are logged from host arrays after a run, never from inside ``jit``. Every row carries
+both step axes, ``sim_time`` (simulated wall-clock time step) and ``block_update`` (global
+iteration k), and metric keys are '/'-namespaced ("loss/f_minus_fstar"), so a dashboard can
+plot any metric against either axis, grouped by the ``meta.method`` config key.
+
+wandb runs offline unless the user asks for online (``mode="online"`` or ``WANDB_MODE``), so
+nothing needs a network. Offline runs land in ``<dir>/wandb/offline-run-*``; upload them later
+with ``wandb sync <dir>/wandb/offline-run-*`` (or ``wandb sync --sync-all`` from ``<dir>``).
+A wandb exception never kills a run: it becomes a ``RuntimeWarning`` and the logger goes quiet.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import warnings
+from pathlib import Path
+from typing import Any, Mapping, NamedTuple, Protocol
+
+import numpy as np
+
+from rpd.store import to_jsonable
+from rpd.validation import check_choice
+
+AXES = ("sim_time", "block_update")
+
+
+class Logger(Protocol):
+    def log_config(self, config: Mapping) -> None: ...
+
+    def log_metrics(self, metrics: Mapping[str, Any], *, sim_time=None,
+                    block_update=None) -> None: ...
+
+    def log_summary(self, summary: Mapping) -> None: ...
+
+    def finish(self) -> None: ...
+
+
+class NoOpLogger:
+    """Accepts everything, does nothing."""
+
+    def log_config(self, config: Mapping) -> None:
+        pass
+
+    def log_metrics(self, metrics: Mapping[str, Any], *, sim_time=None, block_update=None) -> None:
+        pass
+
+    def log_summary(self, summary: Mapping) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+
+def rows(metrics: Mapping[str, Any], sim_time=None, block_update=None) -> list[dict]:
+    """Turn curves {name: [n]} plus step axes [n] into n dict rows (host floats)."""
+    axes = {k: v for k, v in zip(AXES, (sim_time, block_update)) if v is not None}
+    if not axes:
+        raise ValueError("log_metrics needs at least one step axis: sim_time or block_update")
+    cols = {k: np.asarray(v).reshape(-1) for k, v in {**metrics, **axes}.items()}
+    n = {k: c.shape[0] for k, c in cols.items()}
+    if len(set(n.values())) != 1:
+        raise ValueError(f"every curve and axis must have the same length, got {n}")
+    return [{k: c[i].item() for k, c in cols.items()} for i in range(next(iter(n.values())))]
+
+
+def resolve_mode(mode: str | None) -> str:
+    """Explicit mode, else $WANDB_MODE, else "offline"."""
+    mode = mode or os.environ.get("WANDB_MODE") or "offline"
+    return check_choice("mode", mode, {"offline", "online", "disabled"})
+
+
+class WandbLogger:
+    """One wandb run: group = experiment, tags = (method, "S<S>"), config = resolved config
+    plus ``meta = {experiment, method, S}`` (the keys the dashboard groups and filters on)."""
+
+    def __init__(self, *, project: str, experiment: str, method: str, S: int,
+                 config: Mapping | None = None, mode: str | None = None, entity: str | None = None,
+                 dir: str | os.PathLike | None = None, name: str | None = None,
+                 tags: tuple[str, ...] = ()):
+        self._run = None
+        self._defined: set[str] = set()
+        meta = {"experiment": experiment, "method": method, "S": int(S)}
+        self._guard("init", self._init, project=project, entity=entity, group=experiment,
+                    name=name, tags=[method, f"S{int(S)}", *tags], mode=resolve_mode(mode),
+                    dir=None if dir is None else str(dir),
+                    config={**to_jsonable(config or {}), "meta": meta})
+
+    def _init(self, dir, **kw):
+        import wandb
+
+        if dir is not None:
+            Path(dir).mkdir(parents=True, exist_ok=True)
+        settings = wandb.Settings(console="off", x_disable_stats=True, disable_git=True,
+                                  save_code=False, silent=True)
+        self._run = wandb.init(dir=dir, settings=settings, **kw)
+        for axis in AXES:
+            self._run.define_metric(axis, hidden=False)
+
+    def _guard(self, what: str, fn, *args, **kw) -> None:
+        if what != "init" and self._run is None:
+            return
+        try:
+            fn(*args, **kw)
+        except Exception as exc:  # tracking must never kill a run
+            warnings.warn(f"wandb {what} failed, tracking disabled for this run: {exc!r}",
+                          RuntimeWarning, stacklevel=3)
+            self._run = None
+
+    @property
+    def run_dir(self) -> Path | None:
+        """The run's local directory (``.../wandb/offline-run-*`` offline)."""
+        return None if self._run is None else Path(self._run.dir).parent
+
+    def log_config(self, config: Mapping) -> None:
+        self._guard("config", lambda: self._run.config.update(to_jsonable(config),
+                                                              allow_val_change=True))
+
+    def log_metrics(self, metrics: Mapping[str, Any], *, sim_time=None, block_update=None) -> None:
+        """Log curves {name: [n]} row by row; the x axis defaults to sim_time when given."""
+        table = rows(metrics, sim_time, block_update)
+        step_metric = "sim_time" if sim_time is not None else "block_update"
+
+        def log():
+            for key in metrics:
+                if key not in self._defined:
+                    self._run.define_metric(key, step_metric=step_metric)
+                    self._defined.add(key)
+            for row in table:
+                self._run.log(row)
+
+        self._guard("log", log)
+
+    def log_summary(self, summary: Mapping) -> None:
+        self._guard("summary", lambda: self._run.summary.update(to_jsonable(summary)))
+
+    def finish(self) -> None:
+        self._guard("finish", self._run.finish if self._run else None)
+        self._run = None
+
+
+def make_logger(kind: str = "none", **kwargs) -> Logger:
+    """``kind`` "none" -> NoOpLogger; "wandb" -> WandbLogger(**kwargs)."""
+    check_choice("logger", kind, {"none", "wandb"})
+    return NoOpLogger() if kind == "none" else WandbLogger(**kwargs)
+
+
+def shutdown() -> None:
+    """Stop wandb's background service process (at the end of a process or a test)."""
+    try:
+        import wandb
+
+        wandb.teardown()
+    except Exception as exc:
+        warnings.warn(f"wandb teardown failed: {exc!r}", RuntimeWarning, stacklevel=2)
+
+
+# --- reading an offline run back (the .wandb file is a LevelDB-style log of protobuf records)
+
+class OfflineRun(NamedTuple):
+    config: dict
+    history: list[dict]  # one dict per logged row
+    summary: dict
+    group: str
+    tags: tuple[str, ...]
+
+
+_BLOCK, _HEADER = 32768, 7  # LevelDB log block size and record header (crc32, length, type)
+
+
+def _records(data: bytes):
+    if data[:4] != b":W&B":
+        raise ValueError("not a wandb transaction log")
+    pos, chunk = 7, b""  # 7-byte file header: ":W&B", magic, version
+    while pos + _HEADER <= len(data):
+        left = _BLOCK - pos % _BLOCK
+        if left < _HEADER:  # block trailer padding
+            pos += left
+            continue
+        length, kind = struct.unpack("<HB", data[pos + 4: pos + 7])
+        chunk += data[pos + _HEADER: pos + _HEADER + length]
+        pos += _HEADER + length
+        if kind in (1, 4):  # FULL or LAST
+            yield chunk
+            chunk = b""
+        elif kind == 0 and length == 0:
+            break
+
+
+def _items(items) -> dict:
+    out = {}
+    for it in items:
+        key = it.key or "/".join(it.nested_key)
+        out[key] = json.loads(it.value_json)
+    return out
+
+
+def read_offline_run(run_dir: str | os.PathLike) -> OfflineRun:
+    """Parse ``offline-run-*/run-*.wandb``: config, history rows, summary, group and tags."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    (log,) = Path(run_dir).glob("run-*.wandb")
+    config, history, summary, group, tags = {}, [], {}, "", ()
+    for raw in _records(log.read_bytes()):
+        rec = pb.Record()
+        rec.ParseFromString(raw)
+        which = rec.WhichOneof("record_type")
+        if which == "run":
+            config.update(_items(rec.run.config.update))
+            group, tags = rec.run.run_group, tuple(rec.run.tags)
+        elif which == "config":
+            config.update(_items(rec.config.update))
+        elif which == "history":
+            history.append(_items(rec.history.item))
+        elif which == "summary":
+            summary.update(_items(rec.summary.update))
+    config = {k: v.get("value", v) if isinstance(v, dict) else v for k, v in config.items()}
+    return OfflineRun(config, history, summary, group, tags)

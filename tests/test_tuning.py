@@ -1,0 +1,118 @@
+import math
+
+import numpy as np
+import pytest
+
+from rpd import tuning
+
+T = np.arange(100, dtype=np.float64)  # 100 points, tail_frac 0.2 -> the last 20
+
+
+def _curves():
+    """Five curves for gammas 2^-4..2^0; with the default thresholds only 2^-3, 2^-2 are stable."""
+    increasing = 0.01 * (1 + 0.001 * T)  # lowest tail mean, but creeps up
+    stable_a = 0.100 + np.exp(-0.1 * T)  # plateau 0.100
+    stable_b = 0.098 + np.exp(-0.2 * T)  # plateau 0.098 (the best stable), within 5% of it
+    oscillating = 0.05 + 0.02 * (-1.0) ** T
+    diverging = np.where(T < 50, np.exp(0.1 * T), np.nan)
+    gammas = tuning.pow2_grid(-4, 0)
+    return np.stack([increasing, stable_a, stable_b, oscillating, diverging]), gammas
+
+
+def test_pow2_grid_and_exponent():
+    np.testing.assert_array_equal(tuning.pow2_grid(-8, 0), 2.0 ** np.arange(-8, 1))
+    assert [tuning.log2_exponent(g) for g in tuning.pow2_grid(-3, 2)] == [-3, -2, -1, 0, 1, 2]
+    with pytest.raises(ValueError, match="power of two"):
+        tuning.log2_exponent(0.3)
+    with pytest.raises(ValueError, match="hi_exp"):
+        tuning.pow2_grid(0, -1)
+
+
+def test_tail_length():
+    assert tuning.tail_length(100, 0.2) == 20
+    assert tuning.tail_length(1000, 0.01) == 10  # at least 10
+    assert tuning.tail_length(5, 0.2) == 5  # never more than the curve
+    assert tuning.tail_length(101, 0.2) == 21  # ceil
+
+
+def test_stable_selector_picks_smallest_gamma_near_best():
+    curves, gammas = _curves()
+    sel = tuning.select_gamma(curves, gammas, tail_frac=0.2)
+    # stable: 2^-3 (0.100) and 2^-2 (0.098); 0.100 <= 1.05 * 0.098, so the smaller gamma wins
+    assert sel.rule == "stable" and sel.index == 1 and sel.gamma == 2.0**-3
+    r = sel.reports
+    assert [x.stable for x in r] == [False, True, True, False, False]
+    assert r[4].diverged and r[4].reasons == ("diverged (NaN/inf)",) and math.isnan(r[4].tail_mean)
+    assert any(s.startswith("log_slope") for s in r[0].reasons)  # slowly increasing
+    assert any(s.startswith("up_frac") for s in r[0].reasons)
+    assert {s.split()[0] for s in r[3].reasons} >= {"cv", "up_frac", "tv_ratio"}  # oscillating
+    # tail = T 80..99 starts with a down step: 9 of 19 steps go up
+    assert r[3].cv == pytest.approx(0.4) and r[3].up_frac == pytest.approx(9 / 19)
+    assert r[1].tail_mean == pytest.approx(0.100, abs=1e-3)
+    assert "*" in tuning.format_reports(sel).splitlines()[2]
+
+
+def test_near_best_excludes_far_gamma():
+    curves, gammas = _curves()
+    curves[1] += 0.01  # plateau 0.110 > 1.05 * 0.098 -> only 2^-2 remains
+    sel = tuning.select_gamma(curves, gammas)
+    assert sel.gamma == 2.0**-2 and sel.index == 2
+
+
+def test_no_stable_falls_back_to_smallest_tail_mean():
+    curves, gammas = _curves()
+    sel = tuning.select_gamma(curves[[0, 3, 4]], gammas[[0, 3, 4]])
+    assert sel.rule == "min_tail_mean" and sel.gamma == 2.0**-4  # tail mean 0.0109 < 0.05
+
+
+def test_best_final():
+    curves, gammas = _curves()
+    sel = tuning.select_gamma(curves, gammas, rule="best_final")
+    # finals: 0.01099, 0.100, 0.098, 0.03 (T=99 is odd), NaN -> the increasing curve
+    assert sel.rule == "best_final" and sel.index == 0
+
+
+def test_lm_thresholds_are_looser():
+    # tail: linear drift -0.001 per point plus a +-0.0035 zig-zag: up_frac 9/19 or 10/19,
+    # total variation / net change ~ 2*0.0035/0.001 = 7 -> fails DEFAULT (0.45, 5), passes LM
+    zigzag = 1.0 - 0.001 * T + 0.0035 * (-1.0) ** T
+    flat = np.full(100, 2.0)
+    curves, gammas = np.stack([flat, zigzag]), np.array([0.25, 0.5])
+    r = tuning.gamma_report(zigzag, 0.5, 0.2, tuning.DEFAULT)
+    assert not r.stable and 5 < r.tv_ratio < 10 and 0.45 < r.up_frac <= 0.55
+    assert tuning.gamma_report(zigzag, 0.5, 0.2, tuning.LM).stable
+    assert tuning.select_gamma(curves, gammas).gamma == 0.25
+    assert tuning.select_gamma(curves, gammas, thresholds=tuning.LM).gamma == 0.5
+    assert tuning.LM == tuning.StableThresholds(0.25, 0.55, 0.10, 10, 1e-3)
+
+
+def test_all_diverged_is_reported_not_raised():
+    curves = np.array([[1.0, np.inf] + [1.0] * 20, [np.nan] * 22])
+    for rule in ("stable", "best_final"):
+        sel = tuning.select_gamma(curves, [0.5, 1.0], rule=rule)
+        assert sel.all_diverged and sel.index is None and math.isnan(sel.gamma)
+        assert sel.rule == "all_diverged" and all(r.diverged for r in sel.reports)
+
+
+def test_net_change_zero_edge_cases():
+    const = tuning.gamma_report(np.full(30, 0.5), 1.0)
+    assert const.stable and const.tv_ratio == 0.0 and const.cv == 0.0
+    zero = tuning.gamma_report(np.zeros(30), 1.0)  # f - f* exactly 0: 0/0 counts as 0
+    assert zero.stable and zero.cv == 0.0 and zero.max_up == 0.0
+    back = np.full(30, 1.0)
+    back[-5] = 1.01  # leaves and returns exactly: net change 0, variation > 0
+    r = tuning.gamma_report(back, 1.0)
+    assert r.tv_ratio == math.inf and not r.stable and any("tv_ratio" in s for s in r.reasons)
+
+
+def test_negative_best_tail_mean_keeps_the_best():
+    # f - f* slightly below 0 (approximate f*): 1.05 x best would exclude the best itself
+    curves = np.stack([np.full(40, -1e-12), np.full(40, -2e-12)])
+    assert tuning.select_gamma(curves, [0.5, 1.0]).gamma == 1.0
+
+
+def test_bad_shapes_name_the_problem():
+    with pytest.raises(ValueError, match="curves must be"):
+        tuning.select_gamma(np.zeros((3, 20)), [1.0, 2.0])
+    with pytest.raises(ValueError, match="rule"):
+        tuning.select_gamma(np.zeros((1, 20)), [1.0], rule="best")
