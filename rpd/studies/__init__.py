@@ -1,0 +1,62 @@
+"""Paper experiments as studies: one module per figure (SPEC §9).
+
+A study is a module with
+
+- ``Config``: a frozen dataclass of every parameter, defaulting to the paper's setting
+  (``full``); ``QUICK``: a dict of overrides that make it laptop-sized (``quick``);
+- ``run(cfg: Config, progress=None) -> StudyOutput``: all computation, no plotting, no I/O;
+- ``figure(out: StudyOutput, path) -> None``: draws the paper's figure from saved numbers only.
+
+Entry points (``experiments/``) compose a ``Config`` with hydra, call ``run``, save the output
+with ``rpd.store`` and call ``figure`` on what was saved. The library never imports hydra.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import Any
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class StudyOutput:
+    """What a study produces: arrays for the figure, a JSON-able summary, and table rows (the
+    numbers behind the figure's message, printed next to the paper's claim)."""
+
+    arrays: dict[str, np.ndarray]
+    summary: dict[str, Any]
+    table: list[dict[str, Any]]
+
+
+# name -> module path; each module follows the protocol above.
+REGISTRY = {
+    "e1_pd_vs_rpd": "rpd.studies.pd_vs_rpd",
+    "e3_nesterov": "rpd.studies.pd_vs_localsgd",
+    "e4_logistic": "rpd.studies.pd_vs_localsgd",
+    "e5_nanochat": "rpd.studies.nanochat",
+    "e6_scaling": "rpd.studies.scaling",
+    "e8_delta": "rpd.studies.pd_vs_rpd",
+    "staleness_scaling": "rpd.studies.staleness",
+}
+
+
+def load(name: str):
+    """The study module registered under ``name`` (error lists the valid names)."""
+    if name not in REGISTRY:
+        raise ValueError(f"study must be one of {sorted(REGISTRY)}, got {name!r}")
+    return importlib.import_module(REGISTRY[name])
+
+
+def make_config(config_cls, size: str = "quick", quick: dict | None = None, **overrides):
+    """``config_cls`` at paper size (``full``) or with the study's ``QUICK`` overrides, then
+    ``overrides``; unknown fields raise a TypeError naming them."""
+    if size not in ("quick", "full"):
+        raise ValueError(f"size must be 'quick' or 'full', got {size!r}")
+    fields = {f.name for f in dataclasses.fields(config_cls)}
+    unknown = set(overrides) - fields
+    if unknown:
+        raise TypeError(f"unknown {config_cls.__module__}.Config field(s): {sorted(unknown)}")
+    base = dict(quick or {}) if size == "quick" else {}
+    return config_cls(**{**base, **overrides})
