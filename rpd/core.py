@@ -6,14 +6,17 @@ For k = 0..K-1, with a = block[k]:
     g        = grad f(z^k; batch[k])                        (fresh, or reused from slot[k])
     x_a     <- x_a - gamma * (g_a + sigma_g * xi_k)          (only block a moves)
 
-Exact history, bounded memory: the only state is a ring ``ring[C, D]`` holding, for every
-block r, its last C versions (version v of block r lives in row v mod C, columns of block r),
-plus the version counters. C comes from the plan (``plans.ring_size``), so PD keeps at most
-NOAM + 1 versions of each block. A read outside the ring is flagged inside the scan and raised
-on the host after the run (:class:`RingOverflowError`): never a silent wrong read.
+Exact history, bounded memory: the state is a ring ``ring[C, D + P]`` holding, for every block
+r, its last C versions (version v of block r lives in row v mod C, columns of block r; P = the
+largest block size pads the end so that any block is a fixed-size window), plus the version
+counters. C comes from the plan (``plans.ring_size``), so PD keeps at most NOAM + 1 versions of
+each block. A read outside the ring is flagged inside the scan and raised on the host after the
+run (:class:`RingOverflowError`): never a silent wrong read.
 
-``make_run`` builds one jitted function for fixed shapes; step sizes and keys are traced and
-vmapped, so a whole gamma grid (and seeds) is one compile and one scan.
+Per update the work is O(block size): the update reads and writes one block window; the full
+mixed point z^k is gathered only when a gradient is computed, and the full iterate only when it
+is recorded. ``make_run`` builds one jitted function for fixed shapes; step sizes and keys are
+traced and vmapped, so a whole gamma grid is one compile and one scan.
 """
 
 from __future__ import annotations
@@ -34,9 +37,9 @@ class RingOverflowError(RuntimeError):
 
 
 class CoreState(NamedTuple):
-    ring: jax.Array  # float [C, D]: last C versions of every block (version v of r in row v % C)
+    ring: jax.Array  # float [C, D + P]: last C versions of every block (version v of r in row v % C)
     version: jax.Array  # int32 [S]: updates received by each block so far
-    grads: jax.Array  # float [n_slots, D]: gradients shared by several updates (PD stashes)
+    grads: jax.Array  # float [n_slots, D + P]: gradients shared by several updates (PD)
     snapshots: jax.Array  # float [n_records + 1, D]: x recorded for evaluation (last row: discard)
     missed: jax.Array  # bool []: some read fell outside the ring
 
@@ -47,71 +50,75 @@ class CoreOptions(NamedTuple):
     ring_size: int
     n_slots: int
     n_records: int
-    always_fresh: bool  # every iteration computes its own gradient (RPD, plain SGD)
-    diag_stride: int = 0  # > 0: every diag_stride iterations record ||x-z||^2, grad gaps
+    always_fresh: bool  # every iteration computes its own gradient (RPD)
+    diag_stride: int = 0  # > 0: every diag_stride iterations record ||x-z||^2 and gradient gaps
 
 
 def _gather(ring: jax.Array, version_S: jax.Array, seg: jax.Array) -> jax.Array:
-    """The vector whose block r is version version_S[r] of block r, read from the ring."""
-    C, D = ring.shape
+    """The [D] vector whose block r is version version_S[r] of block r, read from the ring."""
+    C = ring.shape[0]
+    D = seg.shape[0]
     return ring[(version_S % C)[seg], jnp.arange(D)]
 
 
 def _run(obj: Objective, opts: CoreOptions, data, plan_arrays, record, gamma, key):
     seg = jnp.asarray(obj.layout.segment_ids)
-    C, D = opts.ring_size, obj.D
-    x0 = obj.x0.astype(obj.dtype)
+    offsets = jnp.asarray(obj.layout.offsets, jnp.int32)
+    sizes = jnp.asarray(obj.layout.sizes, jnp.int32)
+    C, D, P = opts.ring_size, obj.D, max(obj.layout.sizes)
+    pad = lambda v: jnp.concatenate([v, jnp.zeros((P,), v.dtype)])  # noqa: E731
     state = CoreState(
-        ring=jnp.broadcast_to(x0, (C, D)),
+        ring=jnp.broadcast_to(pad(obj.x0.astype(obj.dtype)), (C, D + P)),
         version=jnp.zeros(obj.S, jnp.int32),
-        grads=jnp.zeros((opts.n_slots, D), obj.dtype),
+        grads=jnp.zeros((opts.n_slots, D + P), obj.dtype),
         snapshots=jnp.zeros((opts.n_records + 1, D), obj.dtype),
         missed=jnp.zeros((), bool),
     )
-    sigma = obj.grad_noise
     grad_fn = functools.partial(obj.value_and_grad, data)
+    nan = jnp.full((), jnp.nan, obj.dtype)
 
     def step(state: CoreState, inp):
         k, a, b, read, fresh, slot, rec = inp
-        z = _gather(state.ring, read, seg)
         lag = state.version - read
         missed = state.missed | jnp.any((lag < 0) | (lag >= C))
-        if opts.always_fresh:
-            loss_z, g = grad_fn(z, b)
-            grads = state.grads
-        else:
-            def compute(grads):
-                loss, g = grad_fn(z, b)
-                return grads.at[slot].set(g), loss
 
-            grads, loss_z = jax.lax.cond(
-                fresh, compute, lambda grads: (grads, jnp.full((), jnp.nan, obj.dtype)), state.grads
-            )
-            g = grads[slot]
-        mask = seg == a
-        if sigma > 0:
-            g = g + sigma * jax.random.normal(jax.random.fold_in(key, k), (D,), obj.dtype)
-        x = _gather(state.ring, state.version, seg)
-        x_new = jnp.where(mask, x - gamma * g, x)
+        def compute(grads):
+            loss, g = grad_fn(_gather(state.ring, read, seg), b)
+            return grads.at[slot].set(pad(g)), loss
+
+        if opts.always_fresh:
+            grads, loss_z = compute(state.grads)
+        else:
+            grads, loss_z = jax.lax.cond(fresh, compute, lambda grads: (grads, nan), state.grads)
+        off = offsets[a]
+        in_block = jnp.arange(P) < sizes[a]
+        g_a = jax.lax.dynamic_slice(grads[slot], (off,), (P,))
+        if obj.grad_noise > 0:
+            g_a = g_a + obj.grad_noise * jax.random.normal(jax.random.fold_in(key, k), (P,), obj.dtype)
+        g_a = jnp.where(in_block, g_a, 0.0)
+        x_a = jax.lax.dynamic_slice(state.ring, (state.version[a] % C, off), (1, P))[0]
         row = (state.version[a] + 1) % C
-        ring = state.ring.at[row].set(jnp.where(mask, x_new, state.ring[row]))
-        out = {"loss_z": loss_z, "block_grad_norm": jnp.sqrt(jnp.sum(jnp.where(mask, g, 0.0) ** 2))}
+        old = jax.lax.dynamic_slice(state.ring, (row, off), (1, P))[0]
+        new_a = jnp.where(in_block, x_a - gamma * g_a, old)
+        ring = jax.lax.dynamic_update_slice(state.ring, new_a[None], (row, off))
+        version = state.version.at[a].add(1)
+        snapshots = jax.lax.cond(
+            rec < opts.n_records,
+            lambda s: s.at[rec].set(_gather(ring, version, seg)),
+            lambda s: s,
+            state.snapshots,
+        )
+        out = {"loss_z": loss_z, "block_grad_norm": jnp.sqrt(jnp.sum(g_a**2))}
         if opts.diag_stride:
             def diag(_):
+                x, z = _gather(state.ring, state.version, seg), _gather(state.ring, read, seg)
                 gx, gz = obj.full_grad_data(data, x), obj.full_grad_data(data, z)
                 return jnp.stack([jnp.sum((x - z) ** 2), jnp.sum((gx - gz) ** 2), jnp.sum(gx**2)])
 
             out["diag"] = jax.lax.cond(
                 k % opts.diag_stride == 0, diag, lambda _: jnp.full((3,), jnp.nan, obj.dtype), None
             )
-        new = CoreState(
-            ring=ring,
-            version=state.version.at[a].add(1),
-            grads=grads,
-            snapshots=state.snapshots.at[rec].set(x_new),
-            missed=missed,
-        )
-        return new, out
+        return CoreState(ring, version, grads, snapshots, missed), out
 
     K = plan_arrays[0].shape[0]
     xs = (jnp.arange(K),) + tuple(plan_arrays) + (record,)
@@ -123,14 +130,28 @@ def _run(obj: Objective, opts: CoreOptions, data, plan_arrays, record, gamma, ke
 
 @functools.lru_cache(maxsize=64)
 def make_run(obj: Objective, opts: CoreOptions):
-    """``run(plan_arrays, record, gammas [G], keys [G]) -> (curve [G, n_records], per_update, x_K, missed)``.
+    """``run(data, plan_arrays, record, gammas [G], keys [G]) -> (curve [G, n_records],
+    per_update, x_K [G, D], missed [G])``.
 
     ``plan_arrays`` = (block, batch, read, fresh, slot) of an :class:`UpdatePlan`, shared by the
-    grid; ``record[k]`` = row of the snapshot buffer that x^{k+1} is written to (n_records to
-    discard). The curve is f(snapshot) - f* for every row. One compile per (objective, options,
-    shapes); the grid is a vmap."""
+    grid; ``record[k]`` = snapshot row that x^{k+1} is written to (n_records: not recorded).
+    The curve is f(snapshot) - f* for every row. One compile per (objective, options, shapes);
+    the grid is a vmap."""
     run = functools.partial(_run, obj, opts)
     return jax.jit(jax.vmap(run, in_axes=(None, None, None, 0, 0)))
+
+
+def last_writes(rows: np.ndarray, n_records: int) -> np.ndarray:
+    """Keep only the last write to each snapshot row (earlier ones would be overwritten)."""
+    rows = np.asarray(rows, np.int32)
+    out = np.full_like(rows, n_records)
+    valid = np.nonzero(rows < n_records)[0]
+    last = {}
+    for k in valid[::-1]:
+        last.setdefault(int(rows[k]), k)
+    idx = np.fromiter(last.values(), dtype=np.int64, count=len(last))
+    out[idx] = rows[idx]
+    return out
 
 
 def execute(obj: Objective, plan: UpdatePlan, record: np.ndarray, n_records: int, gammas, keys,
@@ -144,8 +165,9 @@ def execute(obj: Objective, plan: UpdatePlan, record: np.ndarray, n_records: int
         diag_stride=int(diag_stride),
     )
     arrays = tuple(jnp.asarray(a) for a in (plan.block, plan.batch, plan.read, plan.fresh, plan.slot))
+    record = jnp.asarray(last_writes(record, n_records))
     gammas = jnp.asarray(gammas, obj.dtype)
-    curve, per_update, x_final, missed = make_run(obj, opts)(obj.data, arrays, jnp.asarray(record, jnp.int32), gammas, keys)
+    curve, per_update, x_final, missed = make_run(obj, opts)(obj.data, arrays, record, gammas, keys)
     if bool(np.any(missed)):
         raise RingOverflowError(
             f"a read fell outside the history ring (ring_size={ring_size}); size it with "
