@@ -3,26 +3,45 @@
 A schedule is simulated once on the host and returned as a :class:`Timeline`: which operation
 (idle / forward F / backward B) each stage does at each time step, and for which microbatch.
 Everything downstream (delay tables, update plans, simulated time) is read off the timeline.
+
+Simulation. With unit-cost F and B and "a result made at step t is usable at step t+1", every
+readiness test of SPEC §2.1/§2.2 is a comparison of per-stage counters, because each stage
+runs its F's and its B's in microbatch order. With nf_s / nb_s = number of F / B done on stage
+s before step t, and m = nf_s the next forward microbatch:
+
+    F(m, s) ready  <=>  m < N  and  (s = 0 ? nf_0 - nb_0 < NOAM : nf_{s-1} > m)
+                        [LocalSGD: nb_s >= m - R + 1 if m - R is in m's round,
+                                   nb_0 >= first microbatch of m's round]
+    B(nb_s, s) ready <=> nf_s > nb_s  and  (s = S - 1  or  nb_{s+1} > nb_s)
+
+The 1F1B choice "B if ready and (not steady, or preference B, or no F ready)" only needs one
+bit per stage, ``last_b`` = "the last op done was a B" (steady with preference F):
+do B <=> B ready and not (last_b and F ready). So a time step is a handful of vectorized
+comparisons over stages, and many independent schedules run side by side as one long row of
+"lanes" separated by ghost lanes (see :func:`simulate_many`). Per-operation durations would
+replace the counters by per-lane busy-until times; the Timeline arrays stay the same.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
 from rpd.validation import check_int
 
 IDLE, FWD, BWD = 0, 1, 2
-_NEVER = np.iinfo(np.int64).max  # "not finished yet": compares greater than every time step
+_BIG = np.iinfo(np.int32).max // 2  # counter value of a ghost lane: "always done"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Timeline:
     """Ops of one pipeline run, as integer arrays.
 
-    ``op[t, s]`` is IDLE / FWD / BWD and ``mb[t, s]`` the microbatch (-1 when idle).
-    ``f_time[m, s]`` / ``b_time[m, s]`` are the time steps of F(m, s) / B(m, s).
+    ``f_time[m, s]`` / ``b_time[m, s]`` are the time steps of F(m, s) / B(m, s); the run has
+    T = B(N-1, 0) + 1 steps. ``op[t, s]`` is IDLE / FWD / BWD and ``mb[t, s]`` the microbatch
+    (-1 when idle); both are built from the op times on first use.
     Block updates (backward ops) in iteration order -- by time step, then stage index -- are
     ``update_stage[k]``, ``update_mb[k]``, ``update_time[k]`` for k = 0..K-1, K = N*S.
     ``sync_time`` lists the time steps at whose end LocalSGD replicas are averaged (empty for PD).
@@ -31,8 +50,6 @@ class Timeline:
     kind: str  # "pipedream" or "local_sgd"
     S: int
     N: int
-    op: np.ndarray  # int8 [T, S]
-    mb: np.ndarray  # int32 [T, S]
     f_time: np.ndarray  # int32 [N, S]
     b_time: np.ndarray  # int32 [N, S]
     noam: int | None = None  # PD: max microbatches in flight
@@ -42,113 +59,341 @@ class Timeline:
 
     @property
     def T(self) -> int:
-        return int(self.op.shape[0])
+        return int(self.b_time[self.N - 1, 0]) + 1
 
     @property
     def K(self) -> int:
         return self.N * self.S
 
+    @functools.cached_property
+    def _flat_slots(self) -> tuple[np.ndarray, np.ndarray]:
+        stages = np.arange(self.S, dtype=np.int64)
+        return (self.f_time * self.S + stages).ravel(), (self.b_time * self.S + stages).ravel()
+
+    @functools.cached_property
+    def op(self) -> np.ndarray:
+        """int8 [T, S]: IDLE / FWD / BWD."""
+        f, b = self._flat_slots
+        op = np.zeros(self.T * self.S, np.int8)
+        op[f] = FWD
+        op[b] = BWD
+        return op.reshape(self.T, self.S)
+
+    @functools.cached_property
+    def mb(self) -> np.ndarray:
+        """int32 [T, S]: microbatch of the op, -1 when idle."""
+        f, b = self._flat_slots
+        m = np.repeat(np.arange(self.N, dtype=np.int32), self.S)
+        mb = np.full(self.T * self.S, -1, np.int32)
+        mb[f] = m
+        mb[b] = m
+        return mb.reshape(self.T, self.S)
+
+    @functools.cached_property
+    def _updates(self) -> tuple[np.ndarray, np.ndarray]:
+        # np.nonzero walks [T, S] in row-major order: by time, then stage = iteration order.
+        t, s = np.nonzero(self.op == BWD)
+        return t.astype(np.int32), s.astype(np.int32)
+
     @property
     def update_time(self) -> np.ndarray:
-        return np.nonzero(self.op == BWD)[0].astype(np.int32)
+        return self._updates[0]
 
     @property
     def update_stage(self) -> np.ndarray:
-        return np.nonzero(self.op == BWD)[1].astype(np.int32)
+        return self._updates[1]
 
-    @property
+    @functools.cached_property
     def update_mb(self) -> np.ndarray:
-        return self.mb[self.op == BWD].astype(np.int32)
+        return self.mb[self._updates].astype(np.int32)
 
     def bubble_ratio(self) -> float:
-        return float(np.mean(self.op == IDLE))
+        """Idle slots / (T * S) = 1 - 2NS / (T S)."""
+        return 1.0 - 2.0 * self.N / self.T
 
 
-def _simulate(S: int, N: int, noam: int | None, R: int | None, H: int | None) -> Timeline:
-    """1F1B rules of SPEC §2.1 (PD) plus the LocalSGD rules (a), (b) of §2.2, vectorized over stages."""
-    f_time = np.full((N + 1, S), _NEVER, np.int64)  # row N is a sentinel for "no microbatch"
-    b_time = np.full((N + 1, S), _NEVER, np.int64)
-    next_f = np.zeros(S, np.int64)
-    next_b = np.zeros(S, np.int64)
-    steady = np.zeros(S, bool)
-    prefer_b = np.zeros(S, bool)
-    stages = np.arange(S)
-    active = 0
-    ops, mbs = [], []
-    local = R is not None
-    if local:
-        round_size = R * H
-        last_of_round = np.minimum((np.arange(N) // round_size) * round_size - 1, N - 1)
-    t = 0
-    while b_time[N - 1, 0] == _NEVER:
-        mf = np.minimum(next_f, N)
-        mbk = np.minimum(next_b, N)
-        f_ready = next_f < N
-        up = np.empty(S, np.int64)
-        up[1:] = f_time[mf[1:], stages[:-1]]
-        f_ready[1:] &= up[1:] < t
-        if local:
-            m = np.minimum(mf, N - 1)
-            prev = m - R
-            same_round = (prev >= 0) & (prev // round_size == m // round_size)
-            f_ready &= ~same_round | (b_time[np.maximum(prev, 0), stages] < t)
-            lr = last_of_round[m]
-            f_ready &= (lr < 0) | (b_time[np.maximum(lr, 0), 0] < t)
+@dataclasses.dataclass(frozen=True)
+class ScheduleSpec:
+    """One schedule to simulate: PD if ``R`` is None (cap ``noam``), else LocalSGD (R, H)."""
+
+    S: int
+    N: int
+    noam: int | None = None
+    R: int | None = None
+    H: int | None = None
+
+
+def _round_tables(N: int, R: int, H: int) -> tuple[np.ndarray, np.ndarray]:
+    """For m = 0..N (m = N: never asked, padded): B-count thresholds of LocalSGD rules (a), (b).
+
+    (a) own stage must have done B(m - R) when m - R is in m's round: nb_s >= m - R + 1;
+    (b) stage 0 must have finished every earlier round: nb_0 >= q * R * H, q = m's round.
+    """
+    m = np.arange(N + 1)
+    start = (m // (R * H)) * (R * H)
+    need_own = np.where(m - R >= start, m - R + 1, 0)
+    return need_own, start
+
+
+def simulate_many(specs: list[ScheduleSpec]) -> list[Timeline]:
+    """Simulate independent schedules side by side in one vectorized time loop (module doc).
+
+    Lanes: ``[ghost, stages of spec 0, ghost, stages of spec 1, ..., ghost]``. A ghost has
+    nf = nb = BIG and N = 0, so it never acts, and it makes "F done upstream" true for every
+    stage 0 and "B done downstream" true for every stage S-1 without special cases. Running
+    schedules stay a prefix of the lanes, which shrinks as schedules finish. Each op's time is
+    written straight into per-lane [N] slots of flat F / B time arrays.
+
+    Fast-forward (PD only): the step rule reads only counter differences (nf_{s-1} - nf_s,
+    nf_s - nb_s, nb_{s+1} - nb_s), the bit ``last_b`` and whether nf_s < N. When every stage of
+    a schedule did exactly one F and one B in the last two steps and ``last_b`` is unchanged,
+    the state two steps ago equals the current one up to +1 on every counter, so the next steps
+    repeat that two-step period exactly until some stage runs out of forwards. Those periods
+    are added to the counters at once, their op times filled in arithmetically, and the
+    schedule's clock shifted (``shift``: own time = loop step + shift).
+    """
+    order = sorted(range(len(specs)), key=lambda i: -_loop_length_guess(specs[i]))
+    sp_ = [specs[i] for i in order]
+    S_ = np.array([sp.S for sp in sp_])
+    first = np.concatenate([[1], 1 + np.cumsum(S_[:-1] + 1)])  # lane of each spec's stage 0
+    end_of = first + S_  # each spec's trailing ghost lane
+    L = int(end_of[-1] + 1)
+    lane_N = np.zeros(L, np.int32)
+    cap = np.full(L, _BIG, np.int32)  # NOAM cap, only on PD stage-0 lanes
+    may_skip = np.ones(L, bool)  # PD and ghost lanes
+    for pos, sp in enumerate(sp_):
+        lanes = slice(first[pos], end_of[pos])
+        lane_N[lanes] = sp.N
+        if sp.R is None:
+            cap[first[pos]] = sp.S if sp.noam is None else sp.noam
         else:
-            f_ready[0] &= active < noam
-        b_ready = (next_b < N) & (f_time[mbk, stages] < t)
-        down = np.full(S, -1, np.int64)
-        down[:-1] = b_time[mbk[:-1], stages[1:]]
-        b_ready[:-1] &= down[:-1] < t
-        do_b = b_ready & (~steady | prefer_b | ~f_ready)
-        do_f = ~do_b & f_ready
-        op = np.where(do_b, BWD, np.where(do_f, FWD, IDLE)).astype(np.int8)
-        mb = np.where(do_b, next_b, np.where(do_f, next_f, -1)).astype(np.int32)
-        f_time[mf[do_f], stages[do_f]] = t
-        b_time[mbk[do_b], stages[do_b]] = t
-        prefer_b = np.where(do_b, False, np.where(do_f & steady, True, prefer_b))
-        steady |= do_b
-        next_f += do_f
-        next_b += do_b
-        active += int(do_f[0]) - int(do_b[0])
-        ops.append(op)
-        mbs.append(mb)
-        t += 1
-        if t > 4 * S * N + 4 * S + 8:  # every schedule here finishes in at most 2*S*N steps
-            raise RuntimeError("schedule simulation did not terminate")
-    sync = np.zeros(0, np.int32)
+            may_skip[lanes] = False
+    local = not may_skip.all()
     if local:
-        ends = np.minimum(np.arange(round_size, N + round_size, round_size), N) - 1
-        sync = b_time[ends, 0].astype(np.int32)
+        need_own, need_sync, stage0, base, is_local = _local_tables(sp_, first, L)
+    # F(m) of a lane is stored at f_flat[slot + m]; a lane has N + 1 slots, and every step
+    # writes the step's time into slot nf (nb): the slot of the next F (B), which keeps the time
+    # of the step that finally does it. Ghosts write into the last slot, (-BIG) + BIG.
+    slot = np.concatenate([[0], np.cumsum(lane_N + 1)[:-1]]).astype(np.int64)
+    trash = int(np.sum(lane_N + 1))
+    slot[lane_N == 0] = trash - _BIG
+    f_flat = np.zeros(trash + 1, np.int32)
+    b_flat = np.zeros(trash + 1, np.int32)
+    shift = np.zeros(L, np.int32)
+    nf = np.where(lane_N > 0, 0, _BIG).astype(np.int32)
+    nb = nf.copy()
+    last_b = np.zeros(L, bool)
+    bound = max(_length_bound(sp) for sp in sp_)
+    running = len(sp_)
+    e = int(end_of[-1])  # lanes 1..e-1 can still act
+    t, snap, hist = 0, None, []
+    while running:
+        c = slice(1, e)
+        nf_c, nb_c, lb_c = nf[c], nb[c], last_b[c]
+        f_ready = nf_c < lane_N[c]
+        f_ready &= nf[0 : e - 1] > nf_c
+        f_ready &= (nf_c - nb_c) < cap[c]
+        if local:
+            m = base[c] + nf_c * is_local[c]
+            f_ready &= nb_c >= need_own[m]
+            f_ready &= nb[stage0[c]] >= need_sync[m]
+        b_ready = nb_c < nf_c
+        b_ready &= nb[2 : e + 1] > nb_c
+        do_b = b_ready & ~(lb_c & f_ready)
+        do_f = f_ready & ~do_b
+        now = shift[c] + np.int32(t)
+        f_flat[slot[c] + nf_c] = now
+        b_flat[slot[c] + nb_c] = now
+        nf_c += do_f
+        nb_c += do_b
+        lb_c &= ~do_f
+        lb_c |= do_b
+        hist = [hist[-1], (do_f, do_b)] if hist else [(do_f, do_b)]
+        t += 1
+        if t % 8 == 6:
+            snap = (e, nf[: e + 1].copy(), nb[: e + 1].copy(), last_b[: e + 1].copy())
+        elif t % 8 == 0:
+            if snap is not None and snap[0] == e:
+                state = (nf, nb, last_b, shift, f_flat, b_flat, slot)
+                _fast_forward(snap, state, hist, lane_N, may_skip, first[:running], t)
+            while running and nb[first[running - 1]] >= lane_N[first[running - 1]]:
+                running -= 1
+            e = int(end_of[running - 1]) if running else 0
+        if t > bound:
+            raise RuntimeError("schedule simulation did not terminate")
+    out: list[Timeline | None] = [None] * len(specs)
+    for pos, i in enumerate(order):
+        sp = sp_[pos]
+        cut = slice(int(slot[first[pos]]), int(slot[first[pos]]) + sp.S * (sp.N + 1))
+        # [N, S] views of the lane-major storage (stage s's times are contiguous)
+        f_time = f_flat[cut].reshape(sp.S, sp.N + 1)[:, : sp.N].T
+        b_time = b_flat[cut].reshape(sp.S, sp.N + 1)[:, : sp.N].T
+        out[i] = _timeline(sp, f_time, b_time)
+    return out
+
+
+def _fast_forward(snap, state, hist, lane_N, may_skip, first, t) -> None:
+    """Skip whole two-step periods of schedules whose state repeated since ``snap`` (see above)."""
+    nf, nb, last_b, shift, f_flat, b_flat, slot = state
+    e, nf0, nb0, lb0 = snap
+    n = e + 1
+    ok = (nf[:n] - nf0 == 1) & (nb[:n] - nb0 == 1) & (last_b[:n] == lb0) & (nf[:n] < lane_N[:n])
+    ok |= lane_N[:n] == 0  # ghosts
+    ok &= may_skip[:n]
+    (f2, b2), _ = hist  # ops of the period's first step, on lanes 1..e-1
+    for pos in np.nonzero(np.logical_and.reduceat(ok, first))[0]:
+        s0 = int(first[pos])
+        S = int(np.argmax(lane_N[s0:] == 0))
+        periods = int(lane_N[s0] - 1 - nf[s0])  # stage 0 has done the most F's
+        if periods <= 0:
+            continue
+        lanes = slice(s0, s0 + S)
+        block = slice(int(slot[s0]), int(slot[s0]) + S * (int(lane_N[s0]) + 1))
+        m = np.arange(int(lane_N[s0]) + 1, dtype=np.int32)
+        for flat, cnt, first_step in ((f_flat, nf, f2), (b_flat, nb, b2)):
+            # repeat j of the m0-th op of a lane, m = m0 + j, runs at own time t + shift + 2j + phase
+            m0 = cnt[lanes][:, None]
+            phase = (~first_step[s0 - 1 : s0 - 1 + S]).astype(np.int32)[:, None]
+            times = 2 * m + (shift[lanes][:, None] + np.int32(t) + phase - 2 * m0)
+            fill = (m >= m0) & (m < m0 + periods)
+            np.copyto(flat[block].reshape(S, -1), times, where=fill)
+            cnt[lanes] += periods
+        shift[lanes] += 2 * periods
+
+
+def _loop_length_guess(sp: ScheduleSpec) -> int:
+    fast = sp.R is None and (sp.noam is None or sp.noam >= sp.S)
+    return 8 * sp.S if fast else _length_bound(sp)
+
+
+def _length_bound(sp: ScheduleSpec) -> int:
+    # Naive (NOAM = 1) is the slowest possible schedule: 2*S*N steps; LocalSGD is faster.
+    return 2 * sp.S * sp.N + 8
+
+
+def _local_tables(specs, first, L):
+    """Per-lane lookups for LocalSGD lanes: thresholds indexed by base[lane] + m."""
+    need_own, need_sync, off = [np.zeros(1, np.int32)], [np.zeros(1, np.int32)], 1
+    base = np.zeros(L, np.int64)  # PD and ghost lanes always read entry 0: threshold 0
+    is_local = np.zeros(L, np.int64)
+    stage0 = np.zeros(L, np.int64)  # ghost lane 0 has nb = BIG >= 0
+    for pos, sp in enumerate(specs):
+        lanes = slice(first[pos], first[pos] + sp.S)
+        stage0[lanes] = first[pos]
+        if sp.R is None:
+            continue
+        own, sync = _round_tables(sp.N, sp.R, sp.H)
+        need_own.append(own.astype(np.int32))
+        need_sync.append(sync.astype(np.int32))
+        base[lanes] = off
+        is_local[lanes] = 1
+        off += sp.N + 1
+    return np.concatenate(need_own), np.concatenate(need_sync), stage0, base, is_local
+
+
+def _timeline(sp: ScheduleSpec, f_time: np.ndarray, b_time: np.ndarray) -> Timeline:
+    sync = np.zeros(0, np.int32)
+    if sp.R is not None:
+        RH = sp.R * sp.H
+        round_ends = np.minimum(np.arange(RH, sp.N + RH, RH), sp.N) - 1
+        sync = b_time[round_ends, 0].copy()
     return Timeline(
-        kind="local_sgd" if local else "pipedream",
-        S=S,
-        N=N,
-        op=np.stack(ops),
-        mb=np.stack(mbs),
-        f_time=f_time[:N].astype(np.int32),
-        b_time=b_time[:N].astype(np.int32),
-        noam=None if local else noam,
-        R=R,
-        H=H,
+        kind="pipedream" if sp.R is None else "local_sgd",
+        S=sp.S,
+        N=sp.N,
+        f_time=f_time,
+        b_time=b_time,
+        noam=(sp.S if sp.noam is None else sp.noam) if sp.R is None else None,
+        R=sp.R,
+        H=sp.H,
         sync_time=sync,
     )
 
 
 def pipedream(S: int, N: int, noam: int | None = None) -> Timeline:
-    """PipeDream asynchronous 1F1B with weight stashing; at most ``noam`` (default S) microbatches
-    in flight. ``noam=1`` is naive model parallelism (T = 2*S*N)."""
-    S = check_int("S", S)
-    N = check_int("N", N)
-    noam = S if noam is None else check_int("noam", noam)
-    return _simulate(S, N, noam, None, None)
+    """PipeDream asynchronous 1F1B with weight stashing (SPEC §2.1).
+
+    At most ``noam`` (default S) microbatches in flight; ``noam=1`` is naive model parallelism.
+    Unit costs give T = 2N + 2S - 2 for NOAM >= S and T = 2SN for NOAM = 1.
+    """
+    return simulate_many([_pd_spec(S, N, noam)])[0]
+
+
+def pipedream_many(S_values, N_values, noam: int | None = None) -> list[Timeline]:
+    """``[pipedream(S, N, noam) for S, N in zip(S_values, N_values)]``, simulated side by side."""
+    return simulate_many([_pd_spec(S, N, noam) for S, N in zip(S_values, N_values, strict=True)])
 
 
 def local_sgd(S: int, N: int, R: int, H: int) -> Timeline:
-    """LocalSGD on the same S-stage pipeline: R replicas, microbatch m on replica m mod R,
-    rounds of R*H microbatches separated by a barrier and an averaging of the replicas."""
+    """LocalSGD on the same S-stage pipeline (SPEC §2.2).
+
+    R replicas, microbatch m on replica m mod R, rounds of R*H microbatches separated by a
+    barrier and an averaging of the replicas at the end of step ``sync_time[q]``.
+    With R >= S: T = 2N + ceil(N / (R*H)) * (2S - 2).
+    """
+    spec = ScheduleSpec(
+        S=check_int("S", S), N=check_int("N", N), R=check_int("R", R), H=check_int("H", H)
+    )
+    return simulate_many([spec])[0]
+
+
+def _pd_spec(S, N, noam) -> ScheduleSpec:
     S = check_int("S", S)
     N = check_int("N", N)
-    R = check_int("R", R)
-    H = check_int("H", H)
-    return _simulate(S, N, None, R, H)
+    return ScheduleSpec(S=S, N=N, noam=S if noam is None else check_int("noam", noam))
+
+
+def validate(tl: Timeline) -> None:
+    """Raise ValueError unless ``tl`` is a consistent schedule.
+
+    Checks: every microbatch does F then B on every stage, each stage in microbatch order;
+    F(m, s-1) < F(m, s), B(m, s+1) < B(m, s), F(m, S-1) < B(m, S-1) (dependencies; a result
+    is usable one step after it is made); one op per stage per step; the run ends with
+    B(N-1, 0); PD: at most NOAM microbatches in flight; LocalSGD: rules (a) and (b).
+    """
+    S, N = tl.S, tl.N
+    f, b = tl.f_time.astype(np.int64), tl.b_time.astype(np.int64)
+    _require(f.shape == (N, S) and b.shape == (N, S), "f_time/b_time must be [N, S]")
+    _require(f.min() >= 0, "op times must be >= 0")
+    _require(np.all(np.diff(f, axis=0) > 0) and np.all(np.diff(b, axis=0) > 0),
+             "each stage must run its F's and its B's in microbatch order")
+    _require(np.all(f[:, 1:] > f[:, :-1]), "F(m, s) before F(m, s-1) finished")
+    _require(np.all(b[:, :-1] > b[:, 1:]), "B(m, s) before B(m, s+1) finished")
+    _require(np.all(b > f), "B(m, s) before F(m, s) finished")
+    both = np.sort(np.concatenate([f, b]), axis=0)
+    _require(np.all(np.diff(both, axis=0) > 0), "two ops on one stage in one step")
+    _require(b[N - 1, 0] == b.max(), "the run must end with B(N-1, 0)")
+    if tl.kind == "pipedream":
+        # in flight at step t on stage 0: F(m, 0) <= t < B(m, 0)
+        in_flight = np.zeros(tl.T + 1, np.int64)
+        np.add.at(in_flight, f[:, 0], 1)
+        np.add.at(in_flight, b[:, 0], -1)
+        _require(np.cumsum(in_flight).max() <= tl.noam, f"more than NOAM={tl.noam} in flight")
+    else:
+        RH = tl.R * tl.H
+        m = np.arange(N)
+        same = (m - tl.R) >= (m // RH) * RH
+        _require(np.all(f[same] > b[m[same] - tl.R]), "LocalSGD rule (a) violated")
+        later = m >= RH
+        last_prev = (m[later] // RH) * RH - 1
+        _require(np.all(f[later] > b[last_prev, 0][:, None]), "LocalSGD barrier (b) violated")
+
+
+def _require(ok, message: str) -> None:
+    if not ok:
+        raise ValueError(f"invalid timeline: {message}")
+
+
+def render_ascii(tl: Timeline, first: int = 0, last: int | None = None) -> str:
+    """One line per machine: ``F3`` / ``B3`` for F/B of microbatch 3 (1-based, as in the paper),
+    ``.`` for idle; time steps ``first..last-1``."""
+    op, mb = tl.op[first:last], tl.mb[first:last]
+    width = len(str(tl.N)) + 1
+    lines = []
+    for s in range(tl.S):
+        cells = [
+            ("." if o == IDLE else ("F" if o == FWD else "B") + str(m + 1)).rjust(width)
+            for o, m in zip(op[:, s].tolist(), mb[:, s].tolist())
+        ]
+        lines.append(f"machine {s + 1:>{len(str(tl.S))}}: " + " ".join(cells))
+    return "\n".join(lines)
