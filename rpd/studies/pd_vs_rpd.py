@@ -1,0 +1,366 @@
+"""E1 and E8 (SPEC §9): PipeDream against Randomized PipeDream on the random quadratic.
+
+E1 (``Config``, ``run``, ``figure``): f − f* against the block update K for PD (its 1F1B
+timeline, cyclic data) and RPD for several delay bounds δ, each at the γ the selector picks on
+the same power-of-two grid. The paper's message: at δ = S² − S/2 (= 60 for S = 8) RPD tracks PD.
+
+E8 (``E8Config``, ``run_e8``, ``figure_e8``): the best RPD objective against δ -- the final
+f − f* at each δ's selected γ -- over a δ grid that contains the paper's δ values, with PD's
+level as a reference line.
+
+RPD curves are averaged over ``seeds`` (the RPD sampling seed; the data seed is ``seed``);
+γ is selected on the seed-mean curve, so a γ that diverges for any seed is never chosen, and
+figures band the selected γ's curves from the smallest to the largest seed. All RPD runs of a
+study share one compiled program: every plan runs with one history ring, sized for the
+largest delay bound (:func:`rpd.plans.ring_size` over all plans).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import jax
+import numpy as np
+
+from rpd import methods, objectives, plans, schedules, theory, tuning
+from rpd.studies import StudyOutput
+
+TITLE = "PipeDream vs Randomized PipeDream for different δ"
+E8_TITLE = "Best Randomized PipeDream objective against δ"
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """E1 at the paper's size (SPEC §9)."""
+
+    S: int = 8
+    n: int = 2000
+    d: int = 512
+    batch_size: int = 100
+    N: int = 400  # microbatches of PD; RPD runs K = N·S block updates
+    noam: int = 8
+    seed: int = 0  # data seed of the random quadratic
+    deltas: tuple[int, ...] = (8, 30, 60, 180, 420)
+    gamma_exps: tuple[int, int] = (-8, 0)  # γ grid 2^lo .. 2^hi, for PD and RPD
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)  # RPD sampling seeds (curves averaged / banded)
+    selector: str = "stable"  # or "best_final"
+    tail_frac: float = 0.2
+    stride: int = 1  # record f − f* every `stride` block updates
+
+
+QUICK = dict(n=400, d=64, batch_size=20, N=100, gamma_exps=(-6, 0), seeds=(0, 1))
+
+
+@dataclasses.dataclass(frozen=True)
+class E8Config:
+    """E8: the E1 objective and budget, δ swept over a grid containing the paper's δ values."""
+
+    S: int = 8
+    n: int = 2000
+    d: int = 512
+    batch_size: int = 100
+    N: int = 400
+    noam: int = 8
+    seed: int = 0
+    deltas: tuple[int, ...] = (0, 1, 2, 4, 8, 15, 30, 60, 120, 180, 300, 420, 600, 1000)
+    gamma_exps: tuple[int, int] = (-8, 0)
+    seeds: tuple[int, ...] = (0, 1, 2)
+    selector: str = "stable"
+    tail_frac: float = 0.2
+    stride: int = 8  # the selector's tail needs the curve, not every update
+
+
+E8_QUICK = dict(n=400, d=64, batch_size=20, N=100, gamma_exps=(-6, 0), seeds=(0, 1),
+                deltas=(0, 2, 8, 30, 60, 180, 420), stride=4)
+
+
+def n_steps(cfg) -> int:
+    """Units of work ``run`` / ``run_e8`` report to ``progress``: PD, then every (δ, seed)."""
+    return 1 + len(cfg.deltas) * len(cfg.seeds)
+
+
+def _setting(cfg) -> str:
+    """The fields that differ from the paper's setting, for the figure ("" at paper size)."""
+    paper = type(cfg)()
+    diff = [f"{f.name}={getattr(cfg, f.name)}" for f in dataclasses.fields(cfg)
+            if getattr(cfg, f.name) != getattr(paper, f.name)]
+    return ", ".join(diff)
+
+
+def rpd_key(seed: int) -> jax.Array:
+    """The plan key :func:`rpd.methods.rpd` derives from ``seed`` (so seed s here = seed s there)."""
+    return jax.random.fold_in(jax.random.key(seed), 1)
+
+
+def rpd_sweep(obj, K: int, gammas, deltas, seeds, *, stride: int = 1,
+              progress: Callable[[str], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """RPD curves for every (δ, seed) on one γ grid: (axis [P], curves [n_delta, n_seed, G, P]).
+
+    Plans are sampled first and all run with the largest ring any of them needs, so the whole
+    sweep is one compile."""
+    grid = [[plans.rpd_plan(rpd_key(s), K, obj.S, obj.n_batches, int(dl)) for s in seeds] for dl in deltas]
+    C = max(plans.ring_size(p, obj.S) for row in grid for p in row)
+    curves, axis = [], None
+    for dl, row in zip(deltas, grid):
+        per_seed = []
+        for s, plan in zip(seeds, row):
+            res = methods.run_plan(obj, plan, gammas, seed=s, stride=stride, ring_size=C,
+                                   method="rpd", meta=dict(delta=int(dl)))
+            per_seed.append(res.curve)
+            axis = res.axis
+            if progress is not None:
+                progress(f"RPD δ={dl} seed={s}")
+        curves.append(per_seed)
+    return axis, np.asarray(curves)
+
+
+RULES = ("stable", "best_final")
+
+
+def _rules(cfg) -> tuple[str, str]:
+    """The configured selector first, then the other one: both are cheap on the same curves, and
+    on this interpolating quadratic they disagree (the stable test's CV limit rejects every
+    linearly converging tail, so "stable" picks the smallest γ)."""
+    if cfg.selector not in RULES:
+        raise ValueError(f"selector must be one of {RULES}, got {cfg.selector!r}")
+    return (cfg.selector, next(r for r in RULES if r != cfg.selector))
+
+
+def _select(curves_GxP, gammas, rule, cfg) -> tuple[int, tuning.Selection]:
+    sel = tuning.select_gamma(curves_GxP, gammas, rule=rule, tail_frac=cfg.tail_frac)
+    return (-1 if sel.index is None else sel.index), sel
+
+
+def _pd_and_rpd(cfg, progress):
+    obj = objectives.random_quadratic(n=cfg.n, d=cfg.d, S=cfg.S, batch_size=cfg.batch_size, seed=cfg.seed)
+    gammas = tuning.pow2_grid(*cfg.gamma_exps)
+    tl = schedules.pipedream(cfg.S, cfg.N, cfg.noam)
+    pd = methods.pipedream(obj, tl, gammas, axis="block_update", stride=cfg.stride)
+    if progress is not None:
+        progress("PD")
+    axis, rpd_curves = rpd_sweep(obj, tl.K, gammas, cfg.deltas, cfg.seeds, stride=cfg.stride,
+                                 progress=progress)
+    if not np.array_equal(axis, pd.axis):
+        raise AssertionError("PD and RPD curves must share the block-update axis")
+    return obj, gammas, tl, pd, axis, rpd_curves
+
+
+def _entry(sel: tuning.Selection, idx: int, curve_P) -> dict:
+    if idx < 0:
+        return dict(gamma=None, gamma_exp=None, rule=sel.rule, final=None, tail_mean=None)
+    return dict(gamma=sel.gamma, gamma_exp=tuning.log2_exponent(sel.gamma), rule=sel.rule,
+                final=float(curve_P[-1]), tail_mean=float(sel.reports[idx].tail_mean))
+
+
+def log_gap(a_P: np.ndarray, b_P: np.ndarray) -> float:
+    """Mean over recorded points of |log10 a − log10 b| (how far apart two curves run)."""
+    tiny = np.finfo(np.float64).tiny
+    return float(np.mean(np.abs(np.log10(np.maximum(a_P, tiny)) - np.log10(np.maximum(b_P, tiny)))))
+
+
+def _pow2(gamma) -> str | None:
+    return None if gamma is None else f"2^{tuning.log2_exponent(gamma)}"
+
+
+def _tex(gamma) -> str:
+    return f"$2^{{{tuning.log2_exponent(gamma)}}}$"
+
+
+def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutput:
+    """E1: PD and RPD(δ) curves on the γ grid, the γ each selector rule picks (the configured
+    rule first), and how closely each RPD curve tracks PD's at the picked γ's: the mean over K
+    of |log10 RPD − log10 PD| ("log10_gap_to_pd")."""
+    rules = _rules(cfg)
+    obj, gammas, tl, pd, axis, rpd_curves = _pd_and_rpd(cfg, progress)
+    rpd_mean = rpd_curves.mean(axis=1)  # [n_delta, G, P]; inf/NaN of any seed propagates
+    pd_idx = np.full(len(rules), -1, np.int64)
+    rpd_idx = np.full((len(rules), len(cfg.deltas)), -1, np.int64)
+    by_rule, rows = {}, []
+    for u, rule in enumerate(rules):
+        pd_idx[u], sel = _select(pd.curve, gammas, rule, cfg)
+        pd_best = pd.curve[pd_idx[u]] if pd_idx[u] >= 0 else None
+        pd_entry, per_delta = _entry(sel, pd_idx[u], pd_best), []
+        for i, dl in enumerate(cfg.deltas):
+            rpd_idx[u, i], sel = _select(rpd_mean[i], gammas, rule, cfg)
+            j = rpd_idx[u, i]
+            e = _entry(sel, j, rpd_mean[i, j] if j >= 0 else None)
+            e["delta"] = int(dl)
+            e["log10_gap_to_pd"] = log_gap(rpd_mean[i, j], pd_best) if j >= 0 and pd_best is not None else None
+            per_delta.append(e)
+        gaps = np.array([np.nan if e["log10_gap_to_pd"] is None else e["log10_gap_to_pd"] for e in per_delta])
+        closest = None if np.all(np.isnan(gaps)) else int(cfg.deltas[int(np.nanargmin(gaps))])
+        by_rule[rule] = dict(pd=pd_entry, rpd=per_delta, closest_delta=closest)
+        rows.append(dict(selector=rule, method="PD", delta=None, gamma=_pow2(pd_entry["gamma"]),
+                         final=pd_entry["final"], tail_mean=pd_entry["tail_mean"], log10_gap_to_pd=0.0))
+        rows += [dict(selector=rule, method="RPD", delta=e["delta"], gamma=_pow2(e["gamma"]), final=e["final"],
+                      tail_mean=e["tail_mean"], log10_gap_to_pd=e["log10_gap_to_pd"]) for e in per_delta]
+    delta_pd = theory.pd_delta(cfg.S)
+    summary = dict(
+        study="e1_pd_vs_rpd", config=dataclasses.asdict(cfg), setting=_setting(cfg), selectors=list(rules),
+        K=int(tl.K), L=float(obj.L), f0=float(pd.curve[0, 0]), delta_pd=delta_pd, **by_rule,
+        claim=f"at δ = S² − S/2 = {delta_pd}, RPD tracks PD",
+    )
+    arrays = dict(
+        K=axis, gammas=gammas, deltas=np.asarray(cfg.deltas, np.int64), seeds=np.asarray(cfg.seeds, np.int64),
+        pd_curves=pd.curve, rpd_curves=rpd_curves,  # [G, P], [n_delta, n_seed, G, P]
+        pd_gamma_index=pd_idx, rpd_gamma_index=rpd_idx,  # [n_rule], [n_rule, n_delta]; -1: none
+    )
+    return StudyOutput(arrays=arrays, summary=summary, table=rows)
+
+
+def run_e8(cfg: E8Config, progress: Callable[[str], None] | None = None) -> StudyOutput:
+    """E8: for every δ and selector rule, the seed-mean final f − f* of RPD at the selected γ
+    (and its per-seed values), with PD's final at its selected γ as the reference level."""
+    rules = _rules(cfg)
+    obj, gammas, tl, pd, axis, rpd_curves = _pd_and_rpd(cfg, progress)
+    rpd_mean = rpd_curves.mean(axis=1)
+    n_delta, n_seed = rpd_curves.shape[:2]
+    idx = np.full((len(rules), n_delta), -1, np.int64)
+    best = np.full((len(rules), n_delta), np.nan)
+    best_seed = np.full((len(rules), n_delta, n_seed), np.nan)
+    pd_idx = np.full(len(rules), -1, np.int64)
+    pd_level = np.full(len(rules), np.nan)
+    delta_pd = theory.pd_delta(cfg.S)
+    by_rule, rows = {}, []
+    for u, rule in enumerate(rules):
+        pd_idx[u], _ = _select(pd.curve, gammas, rule, cfg)
+        if pd_idx[u] >= 0:
+            pd_level[u] = pd.curve[pd_idx[u], -1]
+        for i in range(n_delta):
+            idx[u, i], _ = _select(rpd_mean[i], gammas, rule, cfg)
+            if idx[u, i] >= 0:
+                best[u, i] = rpd_mean[i, idx[u, i], -1]
+                best_seed[u, i] = rpd_curves[i, :, idx[u, i], -1]
+        by_rule[rule] = dict(
+            pd_final=None if np.isnan(pd_level[u]) else float(pd_level[u]),
+            pd_gamma_exp=None if pd_idx[u] < 0 else tuning.log2_exponent(gammas[pd_idx[u]]),
+            best_final=[None if np.isnan(v) else float(v) for v in best[u]],  # aligned with deltas
+            best_gamma_exp=[None if j < 0 else tuning.log2_exponent(gammas[j]) for j in idx[u]],
+            deltas_at_or_below_pd=[int(d) for d, v in zip(cfg.deltas, best[u]) if v <= pd_level[u]],
+        )
+        rows.append(dict(selector=rule, method="PD", delta=None,
+                         gamma=_pow2(gammas[pd_idx[u]]) if pd_idx[u] >= 0 else None,
+                         best_final=by_rule[rule]["pd_final"], ratio_to_pd=1.0))
+        rows += [dict(selector=rule, method="RPD", delta=int(d), gamma=_pow2(gammas[j]) if j >= 0 else None,
+                      best_final=None if np.isnan(v) else float(v),
+                      ratio_to_pd=None if np.isnan(v) else float(v / pd_level[u]))
+                 for d, j, v in zip(cfg.deltas, idx[u], best[u])]
+    summary = dict(
+        study="e8_delta", config=dataclasses.asdict(cfg), setting=_setting(cfg), selectors=list(rules),
+        K=int(tl.K), delta_pd=delta_pd, deltas=[int(d) for d in cfg.deltas], **by_rule,
+        claim=f"RPD's best objective worsens as δ grows; around δ = S² − S/2 = {delta_pd} it is at PD's level",
+    )
+    arrays = dict(
+        deltas=np.asarray(cfg.deltas, np.int64), gammas=gammas, seeds=np.asarray(cfg.seeds, np.int64), K=axis,
+        rpd_final=rpd_curves[..., -1],  # [n_delta, n_seed, G]
+        pd_final=pd.curve[:, -1],  # [G]
+        best_gamma_index=idx, best_final=best, best_final_per_seed=best_seed,  # [n_rule, n_delta(, n_seed)]
+        pd_gamma_index=pd_idx, pd_level=pd_level,  # [n_rule]
+    )
+    return StudyOutput(arrays=arrays, summary=summary, table=rows)
+
+
+def _footer(fig, summary) -> None:
+    setting = summary.get("setting") or ""
+    if setting:
+        fig.text(0.01, 0.005, f"quick setting (paper: see SPEC §9): {setting}", fontsize=7,
+                 ha="left", va="bottom", color="0.3", wrap=True)
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def figure(out: StudyOutput, path) -> None:
+    """E1 from the saved arrays: f − f* (log) against K, PD and RPD per δ at their selected γ,
+    RPD as the seed mean with a min–max band over seeds. One panel per selector rule; the second
+    rule's panel only when it picks differently."""
+    plt = _plt()
+    a, s = out.arrays, out.summary
+    K, gammas, rules = a["K"], a["gammas"], list(s["selectors"])
+    panels = [0] + [1] if not (np.array_equal(a["pd_gamma_index"][0], a["pd_gamma_index"][1])
+                               and np.array_equal(a["rpd_gamma_index"][0], a["rpd_gamma_index"][1])) else [0]
+    fig, axes = plt.subplots(1, len(panels), figsize=(7.0 * len(panels), 4.8), squeeze=False, sharey=True)
+    colors = plt.get_cmap("viridis")(np.linspace(0.0, 0.9, len(a["deltas"])))
+    n_seed = len(a["seeds"])
+    for ax, u in zip(axes[0], panels):
+        for i, dl in enumerate(a["deltas"]):
+            j = int(a["rpd_gamma_index"][u, i])
+            if j < 0:
+                continue
+            runs = a["rpd_curves"][i, :, j]
+            mark = " = S² − S/2" if int(dl) == int(s["delta_pd"]) else ""
+            ax.plot(K, runs.mean(0), color=colors[i], lw=1.4,
+                    label=f"RPD, δ = {int(dl)}{mark}, γ = {_tex(gammas[j])}")
+            if n_seed > 1:
+                ax.fill_between(K, runs.min(0), runs.max(0), color=colors[i], alpha=0.2, lw=0)
+        j = int(a["pd_gamma_index"][u])
+        if j >= 0:
+            ax.plot(K, a["pd_curves"][j], color="k", lw=2.0, ls="--",
+                    label=f"PipeDream, γ = {_tex(gammas[j])}")
+        ax.set_yscale("log")
+        ax.set_xlabel("block update K")
+        ax.set_title(f"γ: {rules[u].replace('_', ' ')} selector" + (" (SPEC §7 default)" if rules[u] == "stable" else ""),
+                     fontsize=9)
+        ax.legend(fontsize=7)
+        ax.grid(True, which="major", alpha=0.3)
+    axes[0, 0].set_ylabel("f(x^K) − f*")
+    cfg = s["config"]
+    fig.suptitle(f"{TITLE}\nrandom quadratic, S = {cfg['S']}, n = {cfg['n']}, d = {cfg['d']}, B = {cfg['batch_size']}, "
+                 f"γ ∈ {{$2^{{{cfg['gamma_exps'][0]}}}$, …, $2^{{{cfg['gamma_exps'][1]}}}$}}"
+                 + (f"; RPD: mean and range over {n_seed} seeds" if n_seed > 1 else ""), fontsize=10)
+    _footer(fig, s)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+
+
+def figure_e8(out: StudyOutput, path) -> None:
+    """E8 from the saved arrays: RPD's final f − f* at each δ's selected γ against δ (seed mean,
+    min–max band), one line per selector rule, PD's level per rule as a horizontal line, and
+    δ = S² − S/2 marked."""
+    plt = _plt()
+    a, s = out.arrays, out.summary
+    deltas = a["deltas"].astype(float)
+    x = np.maximum(deltas, 0.5)  # δ = 0 drawn at 0.5 on the log axis (tick relabelled)
+    fig, ax = plt.subplots(figsize=(7.0, 4.6))
+    n_seed = a["best_final_per_seed"].shape[-1]
+    for u, rule in enumerate(s["selectors"]):
+        c, ls = f"C{u}", ("-" if u == 0 else "-.")
+        ax.plot(x, a["best_final"][u], "o" + ls, color=c, ms=4,
+                label=f"RPD, γ per δ: {rule.replace('_', ' ')}" + (" (seed mean)" if n_seed > 1 else ""))
+        if n_seed > 1:
+            per_seed = a["best_final_per_seed"][u]
+            ax.fill_between(x, np.nanmin(per_seed, 1), np.nanmax(per_seed, 1), color=c, alpha=0.15, lw=0)
+        for xi, yi, j in zip(x, a["best_final"][u], a["best_gamma_index"][u]):
+            if j >= 0 and np.isfinite(yi):
+                ax.annotate(_tex(a["gammas"][j]), (xi, yi), textcoords="offset points",
+                            xytext=(0, 5), fontsize=6, ha="center", color=c)
+        j = int(a["pd_gamma_index"][u])
+        if j >= 0:
+            ax.axhline(a["pd_level"][u], color=c, ls="--", lw=1.2,
+                       label=f"PipeDream ({rule.replace('_', ' ')}), γ = {_tex(a['gammas'][j])}")
+    ax.axvline(s["delta_pd"], color="C3", ls=":", label=f"δ = S² − S/2 = {s['delta_pd']}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    if np.any(deltas == 0):
+        ticks = [t for t in (1, 10, 100, 1000, 10000) if t <= x.max() * 1.01]
+        ax.set_xticks([0.5] + ticks, ["0"] + [f"{t:g}" for t in ticks])
+    ax.set_xlabel("δ (delay bound)")
+    ax.set_ylabel(f"best final f(x^K) − f*, K = {s['K']}")
+    cfg = s["config"]
+    ax.set_title(f"{E8_TITLE}\nrandom quadratic, S = {cfg['S']}, n = {cfg['n']}, d = {cfg['d']}, "
+                 f"B = {cfg['batch_size']}, γ ∈ {{$2^{{{cfg['gamma_exps'][0]}}}$, …, $2^{{{cfg['gamma_exps'][1]}}}$}}"
+                 + (f", band: range over {n_seed} seeds" if n_seed > 1 else ""), fontsize=9)
+    ax.legend(fontsize=7)
+    ax.grid(True, which="major", alpha=0.3)
+    _footer(fig, s)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.savefig(path, dpi=150)
+    plt.close(fig)

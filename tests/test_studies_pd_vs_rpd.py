@@ -1,0 +1,104 @@
+"""E1 / E8 studies (rpd.studies.pd_vs_rpd) at a tiny size: selections, summaries and figures
+are recomputed from the saved arrays."""
+
+import numpy as np
+import pytest
+
+from rpd import methods, objectives, store, tuning
+from rpd.studies import StudyOutput, pd_vs_rpd
+
+TINY = dict(S=4, n=64, d=16, batch_size=8, N=24, noam=4, deltas=(0, 6, 14), gamma_exps=(-5, -1),
+            seeds=(0, 1), stride=1)
+
+
+@pytest.fixture(scope="module")
+def e1():
+    return pd_vs_rpd.run(pd_vs_rpd.Config(**TINY))
+
+
+@pytest.fixture(scope="module")
+def e8():
+    return pd_vs_rpd.run_e8(pd_vs_rpd.E8Config(**TINY))
+
+
+def _roundtrip(out, tmp_path):
+    path = store.save_run(tmp_path / "run", {"study": out.summary["study"]}, out.arrays, out.summary)
+    run = store.load_run(path)
+    return StudyOutput(arrays=run.curves, summary=run.summary, table=[])
+
+
+def test_e1_selection_is_finite_and_matches_selector(e1):
+    a, s = e1.arrays, e1.summary
+    assert s["selectors"] == ["stable", "best_final"]
+    for u, rule in enumerate(s["selectors"]):
+        j = int(a["pd_gamma_index"][u])
+        assert j >= 0 and np.all(np.isfinite(a["pd_curves"][j]))
+        assert j == tuning.select_gamma(a["pd_curves"], a["gammas"], rule=rule).index
+        for i in range(len(a["deltas"])):
+            mean = a["rpd_curves"][i].mean(0)
+            j = int(a["rpd_gamma_index"][u, i])
+            assert j == tuning.select_gamma(mean, a["gammas"], rule=rule).index
+            assert np.all(np.isfinite(a["rpd_curves"][i, :, j]))  # every seed finite at the chosen γ
+
+
+def test_e1_summary_equals_recomputation(e1):
+    a, s = e1.arrays, e1.summary
+    K = s["K"]
+    assert K == 4 * 24 and a["K"][-1] == K and a["rpd_curves"].shape == (3, 2, 5, K + 1)
+    for u, rule in enumerate(s["selectors"]):
+        pd_curve = a["pd_curves"][a["pd_gamma_index"][u]]
+        assert s[rule]["pd"]["final"] == pd_curve[-1]
+        for i, e in enumerate(s[rule]["rpd"]):
+            j = a["rpd_gamma_index"][u, i]
+            mean = a["rpd_curves"][i, :, j].mean(0)
+            assert e["gamma"] == a["gammas"][j] and e["gamma_exp"] == int(np.log2(a["gammas"][j]))
+            assert e["final"] == pytest.approx(mean[-1], rel=1e-12)
+            gap = np.mean(np.abs(np.log10(mean) - np.log10(pd_curve)))
+            assert e["log10_gap_to_pd"] == pytest.approx(gap, rel=1e-12)
+
+
+def test_rpd_sweep_equals_methods_rpd():
+    """Shared ring + seed convention: the sweep's curve for (δ, seed) is methods.rpd's."""
+    obj = objectives.random_quadratic(n=64, d=16, S=4, batch_size=8, seed=0)
+    gammas = tuning.pow2_grid(-4, -2)
+    _, curves = pd_vs_rpd.rpd_sweep(obj, 96, gammas, (2, 14), (0, 3))
+    ref = methods.rpd(obj, 96, gammas, 14, seed=3)
+    np.testing.assert_allclose(curves[1, 1], ref.curve, rtol=1e-12, atol=0)
+
+
+def test_e1_figure_from_saved_output(e1, tmp_path):
+    out = _roundtrip(e1, tmp_path)
+    png = tmp_path / "e1.png"
+    pd_vs_rpd.figure(out, png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_e8_best_equals_recomputation(e8):
+    a, s = e8.arrays, e8.summary
+    for u, rule in enumerate(s["selectors"]):
+        for i in range(len(a["deltas"])):
+            j = a["best_gamma_index"][u, i]
+            assert j >= 0
+            assert a["best_final"][u, i] == pytest.approx(a["rpd_final"][i, :, j].mean(), rel=1e-12)
+            np.testing.assert_array_equal(a["best_final_per_seed"][u, i], a["rpd_final"][i, :, j])
+            assert s[rule]["best_final"][i] == a["best_final"][u, i]
+        assert a["pd_level"][u] == a["pd_final"][a["pd_gamma_index"][u]]
+        below = [int(d) for d, v in zip(a["deltas"], a["best_final"][u]) if v <= a["pd_level"][u]]
+        assert s[rule]["deltas_at_or_below_pd"] == below
+
+
+def test_e8_figure_from_saved_output(e8, tmp_path):
+    out = _roundtrip(e8, tmp_path)
+    png = tmp_path / "e8.png"
+    pd_vs_rpd.figure_e8(out, png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_quick_configs_are_valid():
+    from rpd.studies import make_config
+
+    assert make_config(pd_vs_rpd.Config, "full") == pd_vs_rpd.Config()
+    cfg = make_config(pd_vs_rpd.E8Config, "quick", pd_vs_rpd.E8_QUICK)
+    assert 60 in cfg.deltas and 0 in cfg.deltas
+    with pytest.raises(ValueError, match="selector"):
+        pd_vs_rpd._rules(pd_vs_rpd.Config(selector="best"))
