@@ -1,0 +1,216 @@
+"""One paper figure: run its study, save the output, draw the figure from what was saved.
+
+    python -m experiments.figure experiment=e3_nesterov            # quick (laptop) size
+    python -m experiments.figure experiment=e3_nesterov size=full  # the paper's size
+    python -m experiments.figure experiment=e1_pd_vs_rpd force=true +study.overrides.N=100
+
+The study (``rpd.studies``; E2/E7 come from ``experiments/delay_law.py``) is computed once per
+(name, size, study config) and stored with ``rpd.store`` under
+``<results_root>/figures/<name>/<hash>``; a complete stored output is reused unless
+``force=true``. The PNG ``<out_dir>/<name>.png`` and the numbers ``<out_dir>/<name>.json``
+(summary, table rows, size, config, runtime) are always drawn from the stored copy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Callable, NamedTuple
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from experiments import config as C
+
+# Figures computed outside rpd.studies: name -> module (same protocol, see `resolve`).
+EXTERNAL = {"e2_delay_law": "experiments.delay_law", "e7_schedules": "experiments.delay_law"}
+
+
+class StudyNotAvailable(ImportError):
+    """The study's module is not in the repository (yet)."""
+
+
+class FigureOutcome(NamedTuple):
+    name: str
+    png: Path
+    numbers: Path
+    size: str
+    config: dict  # the study's Config, as stored
+    runtime_s: float  # of the computation (from the store when reused)
+    cached: bool  # the stored output was reused
+    table: list[dict]
+    summary: dict
+    run_path: Path
+
+
+def resolve(name: str) -> SimpleNamespace:
+    """The protocol pieces of a study: ``Config``, ``QUICK``, ``run``, ``figure``, ``n_steps``.
+
+    A module that serves several figures names the extra ones by the figure's tag (the part of
+    the name before the first '_', e.g. "e8"): ``E8Config``, ``E8_QUICK``, ``run_e8``,
+    ``figure_e8`` (``rpd.studies.pd_vs_rpd`` for E1/E8); missing tagged pieces fall back to the
+    module's plain ``Config`` / ``QUICK`` / ``run`` / ``figure``. A module whose figures share
+    one ``Config`` with presets provides ``config_for(name, size, **overrides)`` instead
+    (``rpd.studies.pd_vs_localsgd`` for E3/E4). Raises
+    :class:`StudyNotAvailable` when the module does not exist yet."""
+    from rpd import studies
+
+    path = EXTERNAL.get(name) or studies.REGISTRY.get(name)
+    if path is None:
+        raise ValueError(f"study.name must be one of {sorted(set(studies.REGISTRY) | set(EXTERNAL))}, "
+                         f"got {name!r}")
+    try:
+        mod = importlib.import_module(path)
+    except ModuleNotFoundError as err:
+        if err.name and (path == err.name or path.startswith(err.name + ".")):
+            raise StudyNotAvailable(f"{name}: module {path} is not in the repository") from None
+        raise
+    tag = name.split("_")[0]
+    up = tag.upper()
+
+    def pick(*names):
+        for n in names:
+            if hasattr(mod, n):
+                return getattr(mod, n)
+        return None
+
+    ns = SimpleNamespace(
+        module=mod,
+        Config=pick(f"{up}Config", "Config"),
+        QUICK=pick(f"{up}_QUICK", "QUICK") or {},
+        run=pick(f"run_{tag}", "run"),
+        figure=pick(f"figure_{tag}", "figure"),
+        n_steps=pick(f"n_steps_{tag}", "n_steps"),
+        config_for=pick("config_for"),
+        name=name,
+    )
+    missing = [k for k in ("Config", "run", "figure") if getattr(ns, k) is None]
+    if missing:
+        raise StudyNotAvailable(f"{name}: module {path} has no {missing} (study protocol)")
+    return ns
+
+
+def study_config(study: SimpleNamespace, size: str, overrides: dict | None = None):
+    """The study's ``Config`` at ``size`` with ``overrides`` (lists become tuples, as the
+    frozen Configs declare)."""
+    from rpd.studies import make_config
+
+    over = {k: tuple(v) if isinstance(v, list) else v for k, v in (overrides or {}).items()}
+    if study.config_for is not None:
+        return study.config_for(study.name, size, **over)
+    return make_config(study.Config, size, quick=study.QUICK, **over)
+
+
+def study_key(name: str, size: str, cfg) -> dict:
+    """What identifies a stored study output (its store key and config.json)."""
+    return {"study": name, "size": size, "config": dataclasses.asdict(cfg)}
+
+
+class _Counter:
+    """The study's ``progress(message)`` callback: counts units of work, forwards them."""
+
+    def __init__(self, total: int | None, on_step: Callable[[str, int, int | None], None] | None):
+        self.done, self.total, self.on_step = 0, total, on_step
+
+    def __call__(self, message: Any = "") -> None:
+        self.done += 1
+        if self.on_step is not None:
+            self.on_step(str(message), self.done, self.total)
+
+
+def compute(name: str, size: str = "quick", overrides: dict | None = None, *,
+            results_root: str | Path = "results", force: bool = False,
+            on_step: Callable[[str, int, int | None], None] | None = None,
+            on_start: Callable[[int | None], None] | None = None) -> tuple[Path, bool]:
+    """Run study ``name`` unless a complete output is stored; returns (run dir, reused).
+    A failing study is stored with status "failed" and re-raised."""
+    from rpd import store
+
+    study = resolve(name)
+    cfg = study_config(study, size, overrides)
+    key = study_key(name, size, cfg)
+    path = store.run_dir(Path(results_root) / "figures" / name, key)
+    if not force and store.should_skip(path, key):
+        return path, True
+    total = study.n_steps(cfg) if study.n_steps is not None else None
+    if on_start is not None:
+        on_start(total)
+    t0 = time.perf_counter()
+    try:
+        out = study.run(cfg, progress=_Counter(total, on_step))
+    except Exception as exc:
+        store.save_failure(path, key, exc)
+        raise
+    runtime = time.perf_counter() - t0
+    store.save_run(path, key, curves=out.arrays,
+                   summary={"summary": out.summary, "table": out.table, "runtime_s": runtime})
+    return path, False
+
+
+def draw(name: str, path: Path, out_dir: str | Path = "paper_figures", *, cached: bool = False,
+         git_commit: str | None = None) -> FigureOutcome:
+    """Draw figure ``name`` and write its numbers from the stored output at ``path``."""
+    from rpd import store
+    from rpd.studies import StudyOutput
+
+    run = store.load_run(path)
+    if run.status != "ok":
+        raise RuntimeError(f"{name}: stored output at {path} has status {run.status}: {run.error}")
+    out = StudyOutput(arrays=run.curves, summary=run.summary["summary"], table=run.summary["table"])
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    png, numbers = out_dir / f"{name}.png", out_dir / f"{name}.json"
+    resolve(name).figure(out, png)
+    runtime = float(run.summary.get("runtime_s", float("nan")))
+    record = {"figure": name, "size": run.config["size"], "config": run.config["config"],
+              "runtime_s": runtime, "results": str(path), "git_commit": git_commit,
+              "summary": out.summary, "table": out.table}
+    store.atomic_write(numbers, json.dumps(store.to_jsonable(record), indent=1, sort_keys=True,
+                                           allow_nan=False).encode())
+    return FigureOutcome(name, png, numbers, run.config["size"], run.config["config"], runtime,
+                         cached, out.table, out.summary, path)
+
+
+def make_figure(cfg, *, on_step=None, on_start=None, git_commit: str | None = None) -> FigureOutcome:
+    """The whole job of ``experiments.figure`` for a composed ``FigureConfig``."""
+    cfg = C.typed(cfg, C.FigureConfig)
+    name, size = cfg.study.name, C._value(cfg.size)
+    overrides = OmegaConf.to_container(cfg.study.overrides, resolve=True)
+    path, cached = compute(name, size, overrides, results_root=cfg.results_root, force=cfg.force,
+                           on_step=on_step, on_start=on_start)
+    return draw(name, path, cfg.out_dir, cached=cached, git_commit=git_commit)
+
+
+def format_table(rows: list[dict]) -> str:
+    """Rows of dicts as an aligned plain-text table (columns in first-seen order)."""
+    if not rows:
+        return "  (no rows)"
+    cols: list[str] = []
+    for r in rows:
+        cols += [k for k in r if k not in cols]
+
+    def fmt(v):
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return "" if v is None else str(v)
+
+    cells = [[fmt(r.get(c)) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    line = lambda vals: "  " + "  ".join(v.ljust(w) for v, w in zip(vals, widths))  # noqa: E731
+    return "\n".join([line(cols), line(["-" * w for w in widths])] + [line(r) for r in cells])
+
+
+@hydra.main(version_base="1.3", config_path="../configs", config_name="figure")
+def main(cfg: DictConfig) -> None:
+    out = make_figure(cfg, on_step=lambda msg, done, total: print(f"  [{done}/{total or '?'}] {msg}"))
+    print(f"{out.name} ({out.size}{', reused' if out.cached else ''}, {out.runtime_s:.1f} s): "
+          f"{out.png}, {out.numbers}")
+    print(format_table(out.table))
+
+
+if __name__ == "__main__":
+    main()

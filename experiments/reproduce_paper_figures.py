@@ -1,0 +1,207 @@
+"""Regenerate every paper figure (SPEC §9: E1-E8 and the S^4 figure) into paper_figures/.
+
+    python -m experiments.reproduce_paper_figures                 # quick: all figures, <= 10 min on 2 cores
+    python -m experiments.reproduce_paper_figures --size full     # the paper's sizes
+    python -m experiments.reproduce_paper_figures --only e1,e3    # some figures (tag or full name)
+    python -m experiments.reproduce_paper_figures --force         # recompute stored studies too
+
+Each figure is ``experiments.figure`` on ``configs/experiment/<name>.yaml``: the study runs (or
+its complete stored output under ``results/figures/`` is reused), is saved with ``rpd.store``,
+and the PNG and the numbers (``<name>.json``) are drawn from the saved output, never from wandb.
+One progress bar runs over the figures and one over each study's units of work. At the end a
+table gives, per figure, the paper's message and the numbers behind it (the study's table), and
+``paper_figures/MANIFEST.json`` records figure -> png, numbers, size, config, runtime, commit.
+A failing figure is reported and the others go on; the exit code is 1 if any figure failed or
+its study is not in the repository ("missing").
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import NamedTuple, Sequence
+
+from tqdm.auto import tqdm
+
+from experiments import config as C
+from experiments import figure as F
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+# SPEC §9, in the paper's order: figure -> the message the numbers should show.
+FIGURES = {
+    "e1_pd_vs_rpd": "E1: at delta = S^2 - S/2 = 60, RPD tracks PD (random quadratic, S = 8)",
+    "e2_delay_law": "E2: PD's steady-state delays: max ~ S^2 - S/2, mean ~ S^2/2",
+    "e3_nesterov": "E3: PD beats LocalSGD (H = 2, 5, 30) clearly on Nesterov's quadratic",
+    "e4_logistic": "E4: LocalSGD with H = 5 beats PD on logistic regression; H = 30 is worst",
+    "e5_nanochat": "E5: PD reaches a clearly lower training loss than LocalSGD on the small LM",
+    "e6_scaling": "E6: at fixed time PD/RPD stay flat near 1e-2, LocalSGD improves with S, wins for S >= 4",
+    "e7_schedules": "E7: schedule pictures: PD 1F1B, naive (NOAM = 1), LocalSGD H = 1, 2, 3",
+    "e8_delta": "E8: best RPD objective against delta (PD's level for reference)",
+    "staleness_scaling": "S^4: measured stale-read error exponents next to the bound's 4",
+}
+
+
+class Report(NamedTuple):
+    name: str
+    status: str  # "ok" | "reused" | "failed" | "missing"
+    outcome: F.FigureOutcome | None
+    error: str | None
+    wall_s: float
+
+
+def git_commit(cwd: Path = CONFIG_DIR.parent) -> str | None:
+    """HEAD's hash, with "-dirty" when the working tree has changes; None outside git."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True,
+                              check=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
+                               capture_output=True, text=True, check=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("-dirty" if dirty else "")
+
+
+def select(only: str | None, names: Sequence[str] = tuple(FIGURES)) -> list[str]:
+    """Figures matching ``--only`` ("e1,e3" or full names), in the paper's order."""
+    if not only:
+        return list(names)
+    wanted = [w.strip() for w in only.split(",") if w.strip()]
+    chosen, unknown = [], []
+    for w in wanted:
+        hits = [n for n in names if n == w or n.split("_")[0] == w]
+        (chosen.extend(hits) if hits else unknown.append(w))
+    if unknown:
+        raise SystemExit(f"--only: unknown figure(s) {unknown}; choose from {list(names)} "
+                         f"or their tags ({', '.join(n.split('_')[0] for n in names)})")
+    return [n for n in names if n in chosen]
+
+
+def figure_config(name: str, size: str, *, force: bool, results_root: str, out_dir: str,
+                  config_dir: Path = CONFIG_DIR):
+    """The composed ``FigureConfig`` of ``configs/experiment/<name>.yaml`` (or, for a study
+    without an experiment file, the schema with ``study.name = name``)."""
+    overrides = [f"size={size}", f"force={str(force).lower()}", f"results_root={results_root}",
+                 f"out_dir={out_dir}"]
+    if (config_dir / "experiment" / f"{name}.yaml").exists():
+        from hydra import compose, initialize_config_dir
+
+        with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
+            return compose("figure", overrides=[f"experiment={name}", *overrides])
+    return C.typed({"study": {"name": name}, "size": size, "force": force,
+                    "results_root": results_root, "out_dir": out_dir}, C.FigureConfig)
+
+
+def reproduce(names: Sequence[str], size: str = "quick", *, force: bool = False,
+              results_root: str = "results", out_dir: str = "paper_figures",
+              config_dir: Path = CONFIG_DIR, messages: dict | None = None,
+              file=None) -> list[Report]:
+    """Make every figure in ``names``; never stops at a failure. Returns one report each and
+    writes ``<out_dir>/MANIFEST.json``."""
+    messages = {**FIGURES, **(messages or {})}
+    commit = git_commit()
+    reports: list[Report] = []
+    outer = tqdm(names, desc="figures", unit="fig", file=file, dynamic_ncols=True)
+    for name in outer:
+        outer.set_postfix_str(name)
+        inner: list[tqdm] = []
+
+        def on_start(total, _name=name):
+            inner.append(tqdm(total=total, desc=f"  {_name}", unit="step", leave=False, file=file,
+                              dynamic_ncols=True))
+
+        def on_step(msg, done, total):
+            if inner:
+                inner[0].set_postfix_str(msg[:40])
+                inner[0].update(1)
+
+        t0 = time.perf_counter()
+        try:
+            cfg = figure_config(name, size, force=force, results_root=results_root, out_dir=out_dir,
+                                config_dir=config_dir)
+            out = F.make_figure(cfg, on_step=on_step, on_start=on_start, git_commit=commit)
+            rep = Report(name, "reused" if out.cached else "ok", out, None, time.perf_counter() - t0)
+        except F.StudyNotAvailable as err:
+            rep = Report(name, "missing", None, str(err), time.perf_counter() - t0)
+        except Exception as err:  # report it, go on with the other figures
+            tqdm.write(f"{name} FAILED:\n{traceback.format_exc()}", file=file)
+            rep = Report(name, "failed", None, f"{type(err).__name__}: {err}", time.perf_counter() - t0)
+        finally:
+            for bar in inner:
+                bar.close()
+        tqdm.write(f"{name}: {rep.status} ({rep.wall_s:.1f} s)"
+                   + (f" - {rep.error}" if rep.error else ""), file=file)
+        reports.append(rep)
+    outer.close()
+    write_manifest(Path(out_dir), reports, size, commit)
+    print(summary_text(reports, messages), file=file or sys.stdout)
+    return reports
+
+
+def write_manifest(out_dir: Path, reports: Sequence[Report], size: str, commit: str | None) -> Path:
+    """Merge this run's figures into ``<out_dir>/MANIFEST.json`` (atomically)."""
+    from rpd import store
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "MANIFEST.json"
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError):
+        manifest = {}
+    figures = manifest.get("figures", {})
+    for r in reports:
+        o = r.outcome
+        figures[r.name] = {
+            "status": r.status, "error": r.error, "size": o.size if o else size,
+            "png": o.png.name if o else None, "numbers": o.numbers.name if o else None,
+            "config": o.config if o else None, "runtime_s": o.runtime_s if o else None,
+            "wall_s": r.wall_s, "results": str(o.run_path) if o else None, "git_commit": commit,
+        }
+    manifest = {"generated_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "git_commit": commit, "figures": figures}
+    store.atomic_write(path, json.dumps(store.to_jsonable(manifest), indent=1, sort_keys=True).encode())
+    return path
+
+
+def summary_text(reports: Sequence[Report], messages: dict) -> str:
+    """What each figure shows: status, the paper's message and the study's table."""
+    lines = ["", "=" * 78, "What each figure shows", "=" * 78]
+    for r in reports:
+        o = r.outcome
+        head = f"[{r.status}] {r.name}"
+        if o is not None:
+            head += f" ({o.size}, computed in {o.runtime_s:.1f} s) -> {o.png}"
+        lines += ["", head, f"  paper: {messages.get(r.name, '')}"]
+        if o is not None:
+            lines.append(F.format_table(o.table))
+        elif r.error:
+            lines.append(f"  {r.error}")
+    bad = [r.name for r in reports if r.status in ("failed", "missing")]
+    lines += ["", f"{len(reports) - len(bad)}/{len(reports)} figures made"
+              + (f"; not made: {', '.join(bad)}" if bad else "")]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m experiments.reproduce_paper_figures",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size", choices=["quick", "full"], default="quick",
+                    help="quick: laptop-sized (the default); full: the paper's sizes")
+    ap.add_argument("--only", default=None, help="comma-separated figures, e.g. e1,e3 or e6_scaling")
+    ap.add_argument("--force", action="store_true", help="recompute even if a stored output exists")
+    ap.add_argument("--results", default="results", help="results store root (default: results)")
+    ap.add_argument("--out", default="paper_figures", help="where PNGs, numbers and MANIFEST.json go")
+    args = ap.parse_args(argv)
+    reports = reproduce(select(args.only), args.size, force=args.force, results_root=args.results,
+                        out_dir=args.out)
+    return 1 if any(r.status in ("failed", "missing") for r in reports) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
