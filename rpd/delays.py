@@ -27,19 +27,30 @@ from rpd.validation import check_int
 
 def _indices_SxN(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
     """int32 [S, N] j (forward index) and k (update index), stage-major: the layout in which a
-    Timeline stores its op times, so every pass here reads memory in order.
+    Timeline stores its op times, so every pass here streams through memory.
 
-    With a 0/1 grid of B ops flattened in (time, stage) order, its inclusive prefix sum at the
-    slot of F(m, r) is j[m, r] (no B in that slot) and at the slot of B(m, a) it is k[m, a] + 1.
+    With is_b[s, t] = 1 if stage s does a B at step t, the number of updates ordered before
+    slot (t, s) is  Σ_{t' < t} Σ_a is_b[a, t']  +  Σ_{a < s} is_b[a, t]. At the slot of
+    F(m, r) that is j[m, r]; at the slot of B(m, a) it is k[m, a].
     """
-    stages = np.arange(tl.S)[:, None]
-    b_slot = tl.b_time.T * tl.S + stages
-    is_b = np.zeros(tl.T * tl.S, np.int8)
-    is_b[b_slot] = 1
-    rank = np.cumsum(is_b, dtype=np.int32)
-    k = rank[b_slot]
+    S, T = tl.S, tl.T
+    idx = np.int32 if S * T < 2**31 else np.int64
+    row = (np.arange(S, dtype=idx) * idx(T))[:, None]
+    f_slot = tl.f_time.T.astype(idx) + row  # [S, N], increasing along each row
+    b_slot = tl.b_time.T.astype(idx) + row
+    is_b = np.zeros((S, T), np.int8)
+    is_b.ravel()[b_slot] = 1
+    # Σ_{a <= s} is_b[a, t] <= S: int16 halves the traffic of the largest array here
+    upto_s = np.cumsum(is_b, axis=0, dtype=np.int16 if S < 2**15 else np.int32)
+    before_t = np.zeros(T, np.int32)
+    np.cumsum(upto_s[-1, :-1], out=before_t[1:])  # updates in steps < t
+    upto_s = upto_s.ravel()
+    j = before_t[tl.f_time.T]
+    j += upto_s[f_slot]  # no B in an F slot: "a <= r" counts the same as "a < r"
+    k = before_t[tl.b_time.T]
+    k += upto_s[b_slot]
     k -= 1
-    return rank[tl.f_time.T * tl.S + stages], k
+    return j, k
 
 
 def forward_index(tl: Timeline) -> np.ndarray:
