@@ -21,9 +21,12 @@ import dataclasses
 from typing import Callable
 
 import jax
+import matplotlib
 import numpy as np
+from matplotlib.figure import Figure
 
 from rpd import methods, objectives, plans, schedules, theory, tuning
+from rpd.plotting import paper_style
 from rpd.studies import StudyOutput
 
 TITLE = "PipeDream vs Randomized PipeDream for different δ"
@@ -268,26 +271,22 @@ def _footer(fig, summary) -> None:
                  ha="left", va="bottom", color="0.3", wrap=True)
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def figure(out: StudyOutput, path) -> None:
     """E1 from the saved arrays: f − f* (log) against K, PD and RPD per δ at their selected γ,
     RPD as the seed mean with a min–max band over seeds. One panel per selector rule; the second
     rule's panel only when it picks differently."""
-    plt = _plt()
     a, s = out.arrays, out.summary
+    with paper_style():
+        _draw_e1(a, s, path)
+
+
+def _draw_e1(a, s, path) -> None:
     K, gammas, rules = a["K"], a["gammas"], list(s["selectors"])
     panels = [0] + [1] if not (np.array_equal(a["pd_gamma_index"][0], a["pd_gamma_index"][1])
                                and np.array_equal(a["rpd_gamma_index"][0], a["rpd_gamma_index"][1])) else [0]
-    fig, axes = plt.subplots(1, len(panels), figsize=(7.0 * len(panels), 4.8), squeeze=False, sharey=True)
-    colors = plt.get_cmap("viridis")(np.linspace(0.0, 0.9, len(a["deltas"])))
+    fig = Figure(figsize=(7.0 * len(panels), 4.8))
+    axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)
+    colors = matplotlib.colormaps["viridis"](np.linspace(0.0, 0.9, len(a["deltas"])))
     n_seed = len(a["seeds"])
     for ax, u in zip(axes[0], panels):
         for i, dl in enumerate(a["deltas"]):
@@ -318,18 +317,22 @@ def figure(out: StudyOutput, path) -> None:
     _footer(fig, s)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     fig.savefig(path, dpi=150)
-    plt.close(fig)
 
 
 def figure_e8(out: StudyOutput, path) -> None:
     """E8 from the saved arrays: RPD's final f − f* at each δ's selected γ against δ (seed mean,
     min–max band), one line per selector rule, PD's level per rule as a horizontal line, and
     δ = S² − S/2 marked."""
-    plt = _plt()
     a, s = out.arrays, out.summary
+    with paper_style():
+        _draw_e8(a, s, path)
+
+
+def _draw_e8(a, s, path) -> None:
     deltas = a["deltas"].astype(float)
     x = np.maximum(deltas, 0.5)  # δ = 0 drawn at 0.5 on the log axis (tick relabelled)
-    fig, ax = plt.subplots(figsize=(7.0, 4.6))
+    fig = Figure(figsize=(7.0, 4.6))
+    ax = fig.subplots()
     n_seed = a["best_final_per_seed"].shape[-1]
     for u, rule in enumerate(s["selectors"]):
         c, ls = f"C{u}", ("-" if u == 0 else "-.")
@@ -363,4 +366,3 @@ def figure_e8(out: StudyOutput, path) -> None:
     _footer(fig, s)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     fig.savefig(path, dpi=150)
-    plt.close(fig)

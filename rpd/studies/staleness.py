@@ -28,8 +28,10 @@ import dataclasses
 from typing import Callable
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from rpd import methods, objectives, schedules, theory, tuning
+from rpd.plotting import paper_style
 from rpd.studies import StudyOutput
 
 TITLE = "Stale-read error against the number of stages S"
@@ -198,15 +200,16 @@ def figure(out: StudyOutput, path) -> None:
     """Two log-log panels against S: ‖x − z‖² with its bound γ²δ²G², and ‖∇f(x) − ∇f(z)‖² with
     the stale term γ²L²δ²G²; PD solid, RPD dashed; fitted slopes (95% CI) in the legend and an
     S⁴ guide."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     a, s = out.arrays, out.summary
+    with paper_style():
+        _draw(a, s, path)
+
+
+def _draw(a, s, path) -> None:
     S = a["S"].astype(float)
     fits = s["fits"]
-    fig, axes = plt.subplots(1, 2, figsize=(12.5, 4.8))
+    fig = Figure(figsize=(12.5, 4.8))
+    axes = fig.subplots(1, 2)
     panels = (("xz", "bound_xz", "mean ‖x^k − z^k‖²", "bound γ²δ²G²"),
               ("grad_gap", "bound_stale", "mean ‖∇f(x^k) − ∇f(z^k)‖²", "stale term γ²L²δ²G²"))
     for ax, (q, b, qname, bname) in zip(axes, panels):
@@ -232,4 +235,3 @@ def figure(out: StudyOutput, path) -> None:
         fig.text(0.01, 0.005, f"quick setting (paper: S = 2..128): {s['setting']}", fontsize=7, color="0.3")
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     fig.savefig(path, dpi=150)
-    plt.close(fig)
