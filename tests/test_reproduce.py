@@ -1,0 +1,150 @@
+"""The figure runner and the reproduce-paper-figures script (experiments.figure,
+experiments.reproduce_paper_figures), on a fake registered study and, in the slow suite, on
+every real one in quick mode."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from experiments import figure as F
+from experiments import reproduce_paper_figures as R
+from rpd import store, studies
+from rpd.studies import StudyOutput
+
+
+@dataclasses.dataclass(frozen=True)
+class FakeConfig:
+    steps: int = 5
+    scale: float = 2.0
+
+
+def _fake_module(name: str, calls: list, fail: bool = False) -> types.ModuleType:
+    mod = types.ModuleType(name)
+    mod.Config = FakeConfig
+    mod.QUICK = {"steps": 3}
+    mod.n_steps = lambda cfg: cfg.steps
+
+    def run(cfg, progress=None):
+        calls.append(cfg)
+        for i in range(cfg.steps):
+            if progress is not None:
+                progress(f"fake step {i}")
+        if fail:
+            raise RuntimeError("the fake study broke")
+        x = np.arange(cfg.steps, dtype=np.float64)
+        return StudyOutput(arrays={"x": x, "y": cfg.scale * x},
+                           summary={"slope": cfg.scale, "steps": cfg.steps},
+                           table=[{"quantity": "slope", "measured": cfg.scale, "paper": 2.0}])
+
+    def figure(out, path):
+        calls.append(("figure", {k: np.asarray(v) for k, v in out.arrays.items()}, out.table))
+        path.write_bytes(b"\x89PNG fake")
+
+    mod.run, mod.figure = run, figure
+    return mod
+
+
+@pytest.fixture
+def fakes(monkeypatch):
+    """Registers fake_ok (works), fake_broken (raises) and fake_ghost (module absent)."""
+    calls = {"fake_ok": [], "fake_broken": []}
+    for name, fail in (("fake_ok", False), ("fake_broken", True)):
+        modname = f"tests_fake_studies.{name}"
+        monkeypatch.setitem(sys.modules, modname, _fake_module(modname, calls[name], fail))
+        monkeypatch.setitem(studies.REGISTRY, name, modname)
+    monkeypatch.setitem(studies.REGISTRY, "fake_ghost", "rpd.studies.fake_ghost_not_written")
+    return calls
+
+
+def test_reproduce_writes_figures_manifest_table_and_progress(fakes, tmp_path):
+    out, res = tmp_path / "paper_figures", tmp_path / "results"
+    log = io.StringIO()
+    reports = R.reproduce(["fake_ok", "fake_broken", "fake_ghost"], "quick", results_root=str(res),
+                          out_dir=str(out), messages={"fake_ok": "slope is two"}, file=log)
+    assert [r.status for r in reports] == ["ok", "failed", "missing"]
+    assert "the fake study broke" in reports[1].error and "not in the repository" in reports[2].error
+
+    # the study ran once at quick size; the figure got the arrays read back from the store
+    (cfg, (tag, arrays, table)) = fakes["fake_ok"]
+    assert cfg == FakeConfig(steps=3) and tag == "figure"
+    np.testing.assert_array_equal(arrays["y"], [0.0, 2.0, 4.0])
+    assert table == [{"quantity": "slope", "measured": 2.0, "paper": 2.0}]
+    assert (out / "fake_ok.png").read_bytes().startswith(b"\x89PNG")
+
+    numbers = json.loads((out / "fake_ok.json").read_text())
+    assert numbers["size"] == "quick" and numbers["config"] == {"steps": 3, "scale": 2.0}
+    assert numbers["summary"] == {"slope": 2.0, "steps": 3} and numbers["table"] == table
+
+    manifest = json.loads((out / "MANIFEST.json").read_text())["figures"]
+    ok = manifest["fake_ok"]
+    assert (ok["status"], ok["png"], ok["numbers"], ok["size"]) == ("ok", "fake_ok.png", "fake_ok.json", "quick")
+    assert ok["config"] == {"steps": 3, "scale": 2.0} and ok["runtime_s"] >= 0
+    assert "git_commit" in ok
+    assert manifest["fake_broken"]["status"] == "failed" and manifest["fake_ghost"]["status"] == "missing"
+
+    text = log.getvalue()
+    assert "figures" in text and "fake step 2" in text  # the outer bar and the study's progress
+    assert "[ok] fake_ok" in text and "paper: slope is two" in text
+    assert "quantity" in text and "measured" in text  # the study's table is printed
+    assert "1/3 figures made; not made: fake_broken, fake_ghost" in text
+
+    # the failure is in the store; a failed output is never drawn
+    broken = [r for r in store.iter_runs(res) if r.status == "failed"]
+    assert len(broken) == 1 and "the fake study broke" in broken[0].error
+
+
+def test_rerun_reuses_the_stored_study_unless_forced(fakes, tmp_path):
+    kw = dict(results_root=str(tmp_path / "r"), out_dir=str(tmp_path / "pf"), file=io.StringIO())
+    assert R.reproduce(["fake_ok"], **kw)[0].status == "ok"
+    n_runs = sum(isinstance(c, FakeConfig) for c in fakes["fake_ok"])
+    again = R.reproduce(["fake_ok"], **kw)[0]
+    assert again.status == "reused" and again.outcome.cached
+    assert sum(isinstance(c, FakeConfig) for c in fakes["fake_ok"]) == n_runs  # not recomputed
+    assert (tmp_path / "pf" / "fake_ok.png").exists()  # but redrawn
+    forced = R.reproduce(["fake_ok"], force=True, **kw)[0]
+    assert forced.status == "ok" and sum(isinstance(c, FakeConfig) for c in fakes["fake_ok"]) == n_runs + 1
+    full = R.reproduce(["fake_ok"], "full", **kw)[0]
+    assert full.outcome.config == {"steps": 5, "scale": 2.0} and full.outcome.size == "full"
+    manifest = json.loads((tmp_path / "pf" / "MANIFEST.json").read_text())["figures"]
+    assert manifest["fake_ok"]["size"] == "full"
+
+
+def test_study_config_overrides_and_unknown_fields(fakes):
+    study = F.resolve("fake_ok")
+    assert F.study_config(study, "quick", {"scale": 3.0}) == FakeConfig(steps=3, scale=3.0)
+    with pytest.raises(TypeError, match="bogus"):
+        F.study_config(study, "quick", {"bogus": 1})
+    with pytest.raises(ValueError, match="study.name must be one of"):
+        F.resolve("no_such_figure")
+
+
+def test_only_selects_figures_by_tag_or_name():
+    assert R.select("e3,e1") == ["e1_pd_vs_rpd", "e3_nesterov"]
+    assert R.select("staleness_scaling,e6_scaling") == ["e6_scaling", "staleness_scaling"]
+    assert R.select(None) == list(R.FIGURES) and len(R.FIGURES) == 9
+    with pytest.raises(SystemExit, match="e9"):
+        R.select("e1,e9")
+
+
+@pytest.mark.slow
+def test_quick_mode_end_to_end(tmp_path, capsys):
+    """The README's main command at its default (quick) size: every figure of SPEC §9 is made,
+    or reported missing when its study is not in the repository yet; none fails."""
+    code = R.main(["--results", str(tmp_path / "results"), "--out", str(tmp_path / "pf")])
+    manifest = json.loads((tmp_path / "pf" / "MANIFEST.json").read_text())["figures"]
+    assert set(manifest) == set(R.FIGURES)
+    statuses = {name: entry["status"] for name, entry in manifest.items()}
+    assert all(s in ("ok", "missing") for s in statuses.values()), statuses
+    for name, entry in manifest.items():
+        if entry["status"] == "ok":
+            assert (tmp_path / "pf" / entry["png"]).stat().st_size > 1000
+            assert json.loads((tmp_path / "pf" / entry["numbers"]).read_text())["table"]
+    assert code == (1 if "missing" in statuses.values() else 0)
+    assert "What each figure shows" in capsys.readouterr().out
