@@ -80,7 +80,8 @@ def _run(obj: Objective, opts: CoreOptions, data, plan_arrays, record, gamma, ke
     def step(state: CoreState, inp):
         k, a, b, read, fresh, slot, rec = inp
         lag = state.version - read
-        missed = state.missed | jnp.any((lag < 0) | (lag >= C))
+        reads_z = fresh | (k % opts.diag_stride == 0) if opts.diag_stride else fresh  # reuse reads nothing
+        missed = state.missed | (reads_z & jnp.any((lag < 0) | (lag >= C)))
 
         def compute(grads):
             loss, g = grad_fn(_gather(state.ring, read, seg), b)

@@ -53,7 +53,7 @@ def run_plan(obj: Objective, plan: plans.UpdatePlan, gamma, *, seed: int = 0, ax
     n_axis = K if axis == "block_update" else int(T if T is not None else plan.time[-1] + 1)
     points = _points(n_axis, stride)
     rows = record_rows(event, points)
-    C = plans.ring_size(plan, obj.S) if ring_size is None else check_int("ring_size", ring_size)
+    C = plans.ring_size(plan, obj.S, diag_stride) if ring_size is None else check_int("ring_size", ring_size)
     keys = jax.random.split(jax.random.key(check_int("seed", seed, 0)), 2)[1]
     keys = jax.numpy.broadcast_to(jax.random.key_data(keys), (len(gammas),) + jax.random.key_data(keys).shape)
     raw, per_update, x_final = core.execute(

@@ -40,10 +40,17 @@ def versions_before(block_K: np.ndarray, S: int) -> np.ndarray:
     return np.cumsum(counts, axis=0, dtype=np.int32)
 
 
-def ring_size(plan: UpdatePlan, S: int) -> int:
+def ring_size(plan: UpdatePlan, S: int, diag_stride: int = 0) -> int:
     """Smallest per-block history that serves every read of the plan: 1 + max over (k, r) of
-    (current version of r at k) - (version read). Raises if a plan reads a future version."""
+    (current version of r at k) - (version read), over the iterations that read z^k: those that
+    compute a fresh gradient, and with ``diag_stride`` > 0 every diag_stride-th (diagnostics).
+    A reused gradient reads nothing, so PD needs at most NOAM + 1 versions. Raises if a plan
+    reads a future version."""
     lag = np.asarray(versions_before(np.asarray(plan.block), S)[:-1]) - np.asarray(plan.read)
+    reads = np.asarray(plan.fresh, bool).copy()
+    if diag_stride:
+        reads[:: int(diag_stride)] = True
+    lag = lag[reads]
     if lag.size and lag.min() < 0:
         raise ValueError("plan reads a version that does not exist yet")
     return int(lag.max(initial=0)) + 1
