@@ -210,7 +210,10 @@ def read_offline_run(run_dir: str | os.PathLike) -> OfflineRun:
         which = rec.WhichOneof("record_type")
         if which == "run":
             config.update(_items(rec.run.config.update))
-            group, tags = rec.run.run_group, tuple(rec.run.tags)
+            # wandb may write several run records (start, then updates); later ones can leave
+            # group and tags empty, so keep the first non-empty values.
+            group = group or rec.run.run_group
+            tags = tags or tuple(rec.run.tags)
         elif which == "config":
             config.update(_items(rec.config.update))
         elif which == "history":
