@@ -19,10 +19,12 @@ import dataclasses
 from typing import Callable
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from rpd import methods, objectives, schedules, simtime, theory, tuning
+from rpd.plotting import paper_style
 from rpd.studies import StudyOutput
-from rpd.studies.pd_vs_localsgd import select
+from rpd.studies.pd_vs_localsgd import best_final, select
 
 TITLE = "Fixed-time scaling vs number of stages"
 CLAIM = "PD and RPD stay flat near 1e-2; LocalSGD improves with S and wins for S >= 4"
@@ -98,11 +100,13 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
             entry[m] = dict(gamma_index=idx, gamma=None if idx < 0 else sel.gamma,
                             gamma_exp=None if idx < 0 else tuning.log2_exponent(sel.gamma), rule=sel.rule,
                             f_at_T=None if idx < 0 else float(r.curve[idx, -1]),
-                            tail_mean=None if idx < 0 else float(sel.reports[idx].tail_mean))
+                            tail_mean=None if idx < 0 else float(sel.reports[idx].tail_mean),
+                            best_final=best_final(r.curve))
         per_S.append(entry)
         rows.append(dict(S=S, **{f"{m}_gamma": None if entry[m]["gamma_exp"] is None else f"2^{entry[m]['gamma_exp']}"
                                  for m in METHODS},
                          **{f"{m}_f_at_T": entry[m]["f_at_T"] for m in METHODS},
+                         **{f"{m}_best_final": entry[m]["best_final"] for m in METHODS},
                          pd_N=entry["pd_N"], localsgd_N=entry["localsgd_N"], rpd_K=entry["rpd_K"],
                          rpd_delta=entry["rpd_delta"]))
     for m in METHODS:
@@ -138,24 +142,24 @@ def claim_checks(arrays: dict) -> list[dict]:
 
 def figure(out: StudyOutput, path) -> None:
     """f − f* at the time budget against S (log-log), each method at its selected γ per S."""
-    import matplotlib
+    with paper_style():
+        _draw(out.arrays, out.summary, path)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    a, s = out.arrays, out.summary
+def _draw(a: dict, s: dict, path) -> None:
     S = a["S"]
     H = s["config"]["H"]
     labels = dict(pd="PipeDream", rpd="Randomized PipeDream, δ = ⌊S² − S/2⌋", localsgd=f"LocalSGD, R = S, H = {H}")
     styles = dict(pd=dict(color="k", marker="o"), rpd=dict(color="C3", marker="s", ls="--"),
                   localsgd=dict(color="C0", marker="^"))
-    fig, ax = plt.subplots(figsize=(7.0, 4.6))
+    fig = Figure(figsize=(7.0, 4.6))
+    ax = fig.subplots()
     for m in METHODS:
         y = a[f"{m}_f_at_T"]
         ax.plot(S, y, label=labels[m], **styles[m])
         for x, v, j in zip(S, y, a[f"{m}_gamma_index"]):
             if j >= 0 and np.isfinite(v):
-                ax.annotate(f"2^{tuning.log2_exponent(float(a[f'{m}_gammas'][j]))}", (x, v),
+                ax.annotate(f"$2^{{{tuning.log2_exponent(float(a[f'{m}_gammas'][j]))}}}$", (x, v),
                             textcoords="offset points", xytext=(0, 6), fontsize=6, ha="center",
                             color=styles[m]["color"])
     ax.set_xscale("log", base=2)
@@ -166,6 +170,4 @@ def figure(out: StudyOutput, path) -> None:
     ax.set_title(f"{s['title']}\n{s['setting']}; stable γ (labels: γ per point)", fontsize=9)
     ax.legend(fontsize=8)
     ax.grid(True, which="major", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
+    fig.savefig(path, bbox_inches="tight")
