@@ -1,0 +1,275 @@
+"""E5 (SPEC §9): PipeDream against LocalSGD on the small character LM, protocol (ii).
+
+PD runs N microbatches on its 1F1B timeline (NOAM = S); its length T = 2N + 2S − 2 is the
+time budget. LocalSGD (R replicas, H local steps per round) takes, for every H of ``H_grid``,
+the smallest N whose timeline reaches T. Every method runs the whole γ grid.
+
+Metric (the paper's "last-stage forward loss"): at time step t, the minibatch loss of the most
+recent microbatch whose forward on the last stage S − 1 ran at or before t (NaN before the
+first one). For PD that loss is the core's ``loss_z`` of the microbatch's fresh update (its
+first backward, on stage S − 1): weight stashing makes it exactly the loss of the forward pass
+F(m, S − 1); for LocalSGD it is the replica's minibatch loss. Curves cover time steps
+0..T − 1. γ is chosen per method by the stable selector with the LM thresholds
+(``tuning.LM``, tail ``tail_frac``) on that raw curve from the first last-stage forward on.
+The figure draws it smoothed by a trailing mean over ``smooth_window`` time steps (the raw
+curve faint underneath); the held-out loss is PD's at a stride and LocalSGD's at round ends.
+
+Paper: PD reaches a clearly lower training loss. The table reports what comes out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable
+
+import numpy as np
+
+from rpd import methods, schedules, simtime, tuning
+from rpd.objectives import nanochat as nc
+from rpd.results import Result
+from rpd.studies import StudyOutput
+from rpd.validation import check_int
+
+TITLE = "PD vs. LocalSGD on NanoChat"
+CLAIM = "PD reaches a clearly lower training loss"
+X_LABEL = "time step (simulated wall-clock time)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """E5 at the paper's size (SPEC §9). Cost on 2 CPU cores: ~25k gradients of ~0.14 s
+    (about an hour); see BENCHMARKS.md "NanoChat E5"."""
+
+    S: int = 16  # pipeline stages: embedding, S − 2 transformer blocks, head
+    R: int = 16  # LocalSGD replicas
+    N: int = 1024  # PD's microbatches; T = PD's timeline length is the budget
+    H: tuple[int, ...] = (1, 4, 8)  # LocalSGD local steps drawn in the figure (subset of H_grid)
+    H_grid: tuple[int, ...] = (1, 2, 4, 8, 16)  # LocalSGD local steps run (the paper's H grid)
+    gamma_exps: tuple[int, int] = (-5, -1)  # γ grid 2^lo .. 2^hi, both methods
+    tail_frac: float = 0.2  # stable selector's tail (LM thresholds)
+    batch_size: int = 16
+    seq_len: int = 32
+    width: int = 64
+    heads: int = 4
+    text_path: str | None = None  # None: the fetched corpus (python -m rpd.corpus fetch)
+    heldout_frac: float = 0.1
+    heldout_batches: int = 8
+    heldout_points: int = 32  # PD's held-out loss every ⌈T / heldout_points⌉ time steps
+    smooth_window: int = 128  # trailing mean (time steps) of the drawn and reported training loss
+    noam: int | None = None  # PD's cap on microbatches in flight (None: S)
+    seed: int = 0  # model initialisation
+
+
+# Laptop size (~1-2 min on 2 cores): 4 stages (2 transformer blocks), width 32, N = 256.
+QUICK = dict(S=4, R=4, N=256, H=(1, 4), H_grid=(1, 4), gamma_exps=(-3, -1), width=32,
+             smooth_window=32)
+
+
+def n_steps(cfg: Config) -> int:
+    """Units of work ``run`` reports to ``progress``: PD, then one per H of ``H_grid``."""
+    return 1 + len(cfg.H_grid)
+
+
+def setting(cfg: Config) -> str:
+    return (f"S = {cfg.S}, R = {cfg.R}, PD N = {cfg.N}, width {cfg.width}, {cfg.heads} heads, "
+            f"B = {cfg.batch_size}, seq {cfg.seq_len}")
+
+
+def method_keys(cfg: Config) -> list[str]:
+    """Array prefixes: "pd", then "localsgd_H{H}" for every H of ``H_grid``."""
+    return ["pd"] + [f"localsgd_H{H}" for H in cfg.H_grid]
+
+
+def last_stage_curve(loss_GxN: np.ndarray, time_N: np.ndarray, T: int) -> np.ndarray:
+    """float [G, T]: at time step t, the loss of the most recent microbatch whose last-stage
+    forward ran at or before t (``time_N[m]``, increasing in m); NaN before the first."""
+    time_N = np.asarray(time_N)
+    if np.any(np.diff(time_N) <= 0):
+        raise ValueError("last-stage forward times must increase with the microbatch index")
+    m_T = np.searchsorted(time_N, np.arange(T), side="right") - 1
+    loss = np.asarray(loss_GxN, np.float64)
+    return np.where(m_T[None, :] >= 0, loss[:, np.maximum(m_T, 0)], np.nan)
+
+
+def trailing_mean(curve_GxT: np.ndarray, window: int) -> np.ndarray:
+    """Mean of the last ``window`` points at or before t, over points that are not the leading
+    NaNs (before the first last-stage forward); a NaN/inf later on propagates (divergence)."""
+    y = np.asarray(curve_GxT, np.float64)
+    window = check_int("smooth_window", window)
+    started = ~np.all(np.isnan(y), axis=0)  # the same for every γ: the schedule decides it
+    out = np.full_like(y, np.nan)
+    t0 = int(np.argmax(started)) if started.any() else y.shape[1]
+    c = np.concatenate([np.zeros((y.shape[0], 1)), np.cumsum(y[:, t0:], axis=1)], axis=1)
+    hi = np.arange(1, c.shape[1])
+    lo = np.maximum(hi - window, 0)
+    with np.errstate(invalid="ignore"):
+        out[:, t0:] = (c[:, hi] - c[:, lo]) / (hi - lo)
+    return out
+
+
+def pd_microbatch_losses(res: Result, tl: schedules.Timeline) -> np.ndarray:
+    """float [G, N]: PD's loss_z at each microbatch's fresh update (its first backward, on
+    stage S − 1), i.e. the loss of its last-stage forward under weight stashing."""
+    _, first_k = np.unique(tl.update_mb, return_index=True)
+    if not np.all(tl.update_stage[first_k] == tl.S - 1):
+        raise AssertionError("a PD microbatch's first backward is not on the last stage")
+    return np.asarray(res.traces["loss_z"])[:, first_k]
+
+
+def select(train_GxT: np.ndarray, gammas: np.ndarray, tail_frac: float) -> tuple[tuning.Selection, int]:
+    """LM-threshold stable selector on the raw curve from its first defined point; returns the
+    selection and that first time step."""
+    t0 = int(np.argmax(~np.all(np.isnan(train_GxT), axis=0)))
+    with np.errstate(over="ignore", invalid="ignore"):
+        sel = tuning.select_gamma(train_GxT[:, t0:], gammas, rule="stable", tail_frac=tail_frac,
+                                  thresholds=tuning.LM)
+    return sel, t0
+
+
+def make_objective(cfg: Config):
+    return nc.nanochat(cfg.S, path=cfg.text_path, batch_size=cfg.batch_size, seq_len=cfg.seq_len,
+                       width=cfg.width, heads=cfg.heads, seed=cfg.seed, heldout_frac=cfg.heldout_frac,
+                       heldout_batches=cfg.heldout_batches)
+
+
+def _check(cfg: Config) -> None:
+    if not set(cfg.H) <= set(cfg.H_grid):
+        raise ValueError(f"H {cfg.H} must be a subset of H_grid {cfg.H_grid}")
+    if len(set(cfg.H_grid)) != len(cfg.H_grid):
+        raise ValueError(f"H_grid has repeated values: {cfg.H_grid}")
+
+
+def _pow2(gamma) -> str | None:
+    return None if gamma is None else f"2^{tuning.log2_exponent(gamma)}"
+
+
+def _fin(v) -> float | None:
+    return float(v) if v is not None and np.isfinite(v) else None
+
+
+def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutput:
+    """PD and LocalSGD (every H of ``H_grid``) on the γ grid at a common time budget T; the
+    selected γ per method, its final smoothed training loss at T and its final held-out loss."""
+    _check(cfg)
+    report = progress or (lambda msg: None)
+    obj = make_objective(cfg)
+    gammas = tuning.pow2_grid(*cfg.gamma_exps)
+    S = cfg.S
+    pd_tl = schedules.pipedream(S, cfg.N, cfg.noam)
+    T = pd_tl.T
+    stride = max(1, math.ceil(T / cfg.heldout_points))
+    runs = [("pd", None, pd_tl, methods.pipedream(obj, pd_tl, gammas, seed=cfg.seed, stride=stride))]
+    report("PD")
+    for H in cfg.H_grid:
+        tl = simtime.smallest_n_reaching(T, lambda n, H=H: schedules.local_sgd(S, n, cfg.R, H))
+        runs.append((f"localsgd_H{H}", H, tl,
+                     methods.local_sgd(obj, tl, gammas, seed=cfg.seed, track_time=False)))
+        report(f"LocalSGD H={H}")
+
+    arrays: dict[str, np.ndarray] = {"time": np.arange(T)}
+    entries, rows = [], []
+    for key, H, tl, res in runs:
+        loss_GxN = pd_microbatch_losses(res, tl) if H is None else np.asarray(res.traces["loss_z"])
+        time_N = tl.f_time[:, S - 1]
+        train = last_stage_curve(loss_GxN, time_N, T)
+        smooth = trailing_mean(train, cfg.smooth_window)
+        sel, t0 = select(train, gammas, cfg.tail_frac)
+        idx = -1 if sel.index is None else sel.index
+        arrays.update({f"{key}_gammas": gammas, f"{key}_train": train, f"{key}_train_smooth": smooth,
+                       f"{key}_mb_loss": loss_GxN, f"{key}_mb_time": time_N,
+                       f"{key}_heldout": res.curve, f"{key}_heldout_time": res.axis})
+        # the method's own per-update trace, so the curve can be checked against it
+        arrays[f"{key}_loss_z" if H is None else f"{key}_loss_time"] = (
+            res.traces["loss_z"] if H is None else res.traces["loss_time"])
+        final_smooth = None if idx < 0 else _fin(smooth[idx, -1])
+        # standard error of the final window's mean over the microbatches it holds (a noise scale)
+        in_win = (time_N >= T - cfg.smooth_window) & (time_N < T)
+        sem = None if idx < 0 or in_win.sum() < 2 else _fin(
+            np.std(loss_GxN[idx, in_win], ddof=1) / math.sqrt(in_win.sum()))
+        entry = dict(
+            key=key, method="PD" if H is None else "LocalSGD", H=H, N=int(tl.N), T_own=int(tl.T),
+            gamma_index=idx, gamma=None if idx < 0 else sel.gamma,
+            gamma_exp=None if idx < 0 else tuning.log2_exponent(sel.gamma), rule=sel.rule,
+            first_loss_time=t0, train_smooth_final=final_smooth, train_final_sem=sem,
+            train_raw_final=None if idx < 0 else _fin(train[idx, -1]),
+            tail_mean=None if idx < 0 else _fin(sel.reports[idx].tail_mean),
+            heldout_final=None if idx < 0 else _fin(res.curve[idx, -1]),
+            heldout_final_time=int(res.axis[-1]), shown=H is None or H in cfg.H,
+            gamma_reports=[dict(gamma_exp=tuning.log2_exponent(r.gamma), stable=r.stable,
+                                diverged=r.diverged, tail_mean=_fin(r.tail_mean),
+                                train_smooth_final=_fin(smooth[i, -1]), heldout_final=_fin(res.curve[i, -1]),
+                                reasons=list(r.reasons))
+                           for i, r in enumerate(sel.reports)],
+        )
+        entries.append(entry)
+        rows.append(dict(method=entry["method"], H=H, N=entry["N"], T_own=entry["T_own"],
+                         gamma=_pow2(entry["gamma"]), rule=sel.rule,
+                         train_loss_smoothed_at_T=final_smooth, train_loss_sem=sem,
+                         heldout_loss_final=entry["heldout_final"]))
+    checks = claim_checks(entries)
+    rows += [dict(method="paper claim", paper=c["statement"], holds=c["holds"], measured=c["measured"])
+             for c in checks]
+    summary = dict(
+        study="e5_nanochat", title=TITLE, setting=setting(cfg), config=dataclasses.asdict(cfg), T=T,
+        heldout_stride=stride, smooth_window=cfg.smooth_window, D=obj.D,
+        stage_sizes=list(obj.layout.sizes), vocab_size=obj.meta["vocab_size"], corpus=obj.meta["source"],
+        n_batches=obj.n_batches, methods=entries, claim=CLAIM, checks=checks,
+    )
+    return StudyOutput(arrays=arrays, summary=summary, table=rows)
+
+
+def claim_checks(entries: list[dict]) -> list[dict]:
+    """The paper's statement as a measured fact at T (never used to tune): PD's smoothed
+    training loss against the best LocalSGD over the whole H grid."""
+    final = {e["key"]: (np.inf if e["train_smooth_final"] is None else e["train_smooth_final"])
+             for e in entries}
+    sem = {e["key"]: e["train_final_sem"] or 0.0 for e in entries}
+    pd = final.pop("pd")
+    if not final:
+        return []
+    best = min(final, key=final.get)
+    gap = final[best] - pd
+    noise = math.hypot(sem["pd"], sem[best])
+    return [dict(statement="PD ends below every LocalSGD (smoothed training loss at T)",
+                 holds=bool(pd < final[best]),
+                 measured=f"PD {pd:.4g} vs best LocalSGD ({best}) {final[best]:.4g}: gap {gap:+.3g} "
+                          f"({gap / max(noise, 1e-300):+.1f} standard errors of the window means)")]
+
+
+def figure(out: StudyOutput, path) -> None:
+    """Left: smoothed last-stage forward loss (raw faint) against the time step for PD and the
+    shown LocalSGD H at their selected γ; right: held-out loss. From saved arrays only."""
+    from matplotlib.figure import Figure
+
+    from rpd import plotting
+
+    a, s = out.arrays, out.summary
+    t = a["time"]
+    with plotting.paper_style():
+        fig = Figure(figsize=(12.5, 4.8))
+        ax, ax_h = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.7, 1.0]})
+        for i, e in enumerate(m for m in s["methods"] if m["shown"]):
+            j = int(e["gamma_index"])
+            if j < 0:
+                continue
+            g = tuning.log2_exponent(float(a[f"{e['key']}_gammas"][j]))
+            color = "k" if e["method"] == "PD" else f"C{i - 1}"
+            label = (f"PipeDream, γ = 2^{g}" if e["method"] == "PD"
+                     else f"LocalSGD, H = {e['H']}, γ = 2^{g}")
+            ax.plot(t, a[f"{e['key']}_train"][j], color=color, lw=0.6, alpha=0.18)
+            ax.plot(t, a[f"{e['key']}_train_smooth"][j], color=color, lw=2.0, label=label)
+            ax_h.plot(a[f"{e['key']}_heldout_time"], a[f"{e['key']}_heldout"][j], color=color,
+                      lw=1.6, marker="o", ms=2.5, label=label)
+        rules = sorted({e["rule"] for e in s["methods"] if e["shown"]})
+        ax.set_xlabel(X_LABEL)
+        ax.set_ylabel("last-stage forward loss (training)")
+        ax.set_title(f"{s['title']}\n{s['setting']}\nγ by the LM selector (rule: {', '.join(rules)}); "
+                     f"trailing mean over {s['smooth_window']} steps, raw faint", fontsize=9)
+        ax.legend(fontsize=8)
+        ax_h.set_xlabel(X_LABEL)
+        ax_h.set_ylabel("held-out loss")
+        ax_h.set_title(f"held-out loss (PD every {s['heldout_stride']} steps, LocalSGD at round ends)",
+                       fontsize=9)
+        fig.tight_layout()
+        plotting._save(fig, path)
