@@ -116,3 +116,14 @@ def test_bad_shapes_name_the_problem():
         tuning.select_gamma(np.zeros((3, 20)), [1.0, 2.0])
     with pytest.raises(ValueError, match="rule"):
         tuning.select_gamma(np.zeros((1, 20)), [1.0], rule="best")
+
+
+def test_huge_finite_curve_is_unstable_without_overflow_warning():
+    """A run on its way to inf (finite, ~1e200) must fail the test quietly (warnings are errors)."""
+    from rpd import tuning
+
+    gammas = [0.1, 1.0]
+    good = 1.0 + np.exp(-np.arange(100) / 10.0)
+    huge = 1e200 * np.exp(np.arange(100) / 10.0) / np.exp(9.9)
+    sel = tuning.select_gamma(np.stack([good, huge]), gammas)
+    assert sel.gamma == 0.1 and not sel.reports[1].stable

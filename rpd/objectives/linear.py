@@ -32,8 +32,9 @@ def _batch(data, b, B):
     return X_b, y_b
 
 
-def _least_squares(name, X, w_star, S, batch_size, meta) -> Objective:
-    """f(x) = ||X x - y||^2 / (2n) with y = X w*, so f* = 0 exactly."""
+def _least_squares(name, X, w_star, S, batch_size, meta, quad_form=None) -> Objective:
+    """f(x) = ||X x - y||^2 / (2n) with y = X w*, so f* = 0 exactly. ``quad_form(e)`` may give
+    e^T A e cheaper than the dense d^2 product (Nesterov's A is tridiagonal)."""
     n, d = X.shape
     y = X @ w_star
     A = X.T @ X / n
@@ -48,7 +49,7 @@ def _least_squares(name, X, w_star, S, batch_size, meta) -> Objective:
     # n d per evaluation, and it keeps full float64 precision near the optimum.
     def loss(data, x):
         e = x - data["w_star"]
-        return 0.5 * jnp.dot(e, data["A"] @ e)
+        return 0.5 * (quad_form(e) if quad_form else jnp.dot(e, data["A"] @ e))
 
     data = {"X": jnp.asarray(X), "y": jnp.asarray(y), "A": jnp.asarray(A), "w_star": jnp.asarray(w_star)}
     return Objective(
@@ -84,6 +85,10 @@ def nesterov_mu(d: int, condition_number: float) -> float:
     kappa = check_real("condition_number", condition_number)
     if kappa <= 1.0:
         raise ValueError(f"condition_number must be > 1, got {kappa}")
+    kappa_max = lam[-1] / lam[0]
+    if kappa > kappa_max:
+        raise ValueError(f"condition_number must be <= {kappa_max:.6g} for d={d} (reached at mu=0), "
+                         f"got {kappa}")
     return float((lam[-1] - kappa * lam[0]) / (kappa - 1.0))
 
 
@@ -114,7 +119,11 @@ def nesterov_quadratic(
     X = np.sqrt(n) * Q @ C.T
     w_star = rng.standard_normal(d)
     meta = dict(kind="nesterov_quadratic", mu=mu, seed=seed)
-    return _least_squares("nesterov_quadratic", X, w_star, S, batch_size, meta)
+
+    def quad_form(e):  # e^T (tridiag(-1, 2, -1) + mu I) e in O(d): evaluation runs every time step
+        return (2.0 + mu) * jnp.dot(e, e) - 2.0 * jnp.dot(e[1:], e[:-1])
+
+    return _least_squares("nesterov_quadratic", X, w_star, S, batch_size, meta, quad_form)
 
 
 def _sigmoid(z):
