@@ -170,7 +170,7 @@ class FigureConfig(Config):
     """``python -m experiments.figure``: one study, saved, then drawn from the saved output."""
 
     size: Size = Size.quick
-    out_dir: str = "paper_figures"
+    out_dir: Optional[str] = None  # None: paper_figures/ for full, paper_figures/quick/ for quick
 
 
 def register() -> None:

@@ -182,7 +182,8 @@ def make_figure(cfg, *, on_step=None, on_start=None, git_commit: str | None = No
     overrides = OmegaConf.to_container(cfg.study.overrides, resolve=True)
     path, cached = compute(name, size, overrides, results_root=cfg.results_root, force=cfg.force,
                            on_step=on_step, on_start=on_start)
-    return draw(name, path, cfg.out_dir, cached=cached, git_commit=git_commit)
+    out_dir = cfg.out_dir or ("paper_figures" if size == "full" else "paper_figures/quick")
+    return draw(name, path, out_dir, cached=cached, git_commit=git_commit)
 
 
 def format_table(rows: list[dict]) -> str:

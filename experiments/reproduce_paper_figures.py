@@ -1,4 +1,5 @@
-"""Regenerate every paper figure (SPEC §9: E1-E8 and the S^4 figure) into paper_figures/.
+"""Regenerate every paper figure (SPEC §9: E1-E8 and the S^4 figure) into paper_figures/
+(paper size, ``--size full``) or paper_figures/quick/ (the quick default).
 
     python -m experiments.reproduce_paper_figures                 # quick: all figures, <= 10 min on 2 cores
     python -m experiments.reproduce_paper_figures --size full     # the paper's sizes
@@ -196,10 +197,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--only", default=None, help="comma-separated figures, e.g. e1,e3 or e6_scaling")
     ap.add_argument("--force", action="store_true", help="recompute even if a stored output exists")
     ap.add_argument("--results", default="results", help="results store root (default: results)")
-    ap.add_argument("--out", default="paper_figures", help="where PNGs, numbers and MANIFEST.json go")
+    ap.add_argument("--out", default=None,
+                    help="where PNGs, numbers and MANIFEST.json go (default: paper_figures/ for full, "
+                         "paper_figures/quick/ for quick, so a quick run never overwrites the paper-size "
+                         "figures)")
     args = ap.parse_args(argv)
+    out = args.out or ("paper_figures" if args.size == "full" else "paper_figures/quick")
     reports = reproduce(select(args.only), args.size, force=args.force, results_root=args.results,
-                        out_dir=args.out)
+                        out_dir=out)
     return 1 if any(r.status in ("failed", "missing") for r in reports) else 0
 
 
