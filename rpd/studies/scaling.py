@@ -141,7 +141,8 @@ def claim_checks(arrays: dict) -> list[dict]:
 
 
 def figure(out: StudyOutput, path) -> None:
-    """f − f* at the time budget against S (log-log), each method at its selected γ per S."""
+    """f − f* at the time budget against S (log-log), each method at its selected γ per S
+    (solid), and the lowest final value over its γ grid (dotted diagnostic)."""
     with paper_style():
         _draw(out.arrays, out.summary, path)
 
@@ -162,6 +163,11 @@ def _draw(a: dict, s: dict, path) -> None:
                 ax.annotate(f"$2^{{{tuning.log2_exponent(float(a[f'{m}_gammas'][j]))}}}$", (x, v),
                             textcoords="offset points", xytext=(0, 6), fontsize=6, ha="center",
                             color=styles[m]["color"])
+        # Diagnostic, never used to choose: the lowest final value over the whole grid per S.
+        best = [np.nanmin(np.where(np.isfinite(c := a[f"{m}_S{int(v)}_curves"][:, -1]), c, np.nan))
+                for v in S]
+        ax.plot(S, best, color=styles[m]["color"], ls=":", lw=1.0, alpha=0.6)
+    ax.plot([], [], color="0.4", ls=":", lw=1.0, label="dotted: best final over the γ grid (diagnostic)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(S, [str(int(v)) for v in S])
