@@ -11,7 +11,6 @@ import jax
 import numpy as np
 
 from rpd import core, plans
-from rpd.delays import read_versions  # noqa: F401  (re-exported for notebooks)
 from rpd.localsgd import local_sgd
 from rpd.objectives.base import Objective
 from rpd.results import Result, assemble_curve, record_rows

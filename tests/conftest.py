@@ -7,3 +7,26 @@ import jax  # noqa: E402
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 jax.config.update("jax_enable_x64", True)
+
+
+import dataclasses  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def figure_from_store(tmp_path):
+    """Save a study's output with rpd.store, reload it, draw the figure from the reloaded copy
+    only, and check a real PNG came out; returns its path."""
+    from rpd import store
+    from rpd.studies import StudyOutput
+
+    def draw(study, cfg, out, name="fig.png"):
+        run_dir = store.save_run(tmp_path / "run", dataclasses.asdict(cfg), out.arrays, out.summary)
+        saved = store.load_run(run_dir)
+        png = tmp_path / name
+        study.figure(StudyOutput(arrays=saved.curves, summary=saved.summary, table=[]), png)
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+        return png
+
+    return draw

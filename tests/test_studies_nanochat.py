@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import rpd  # noqa: F401
-from rpd import plans, schedules, store, tuning
-from rpd.studies import StudyOutput, load
+from rpd import plans, schedules, tuning
+from rpd.studies import load
 from rpd.studies import nanochat as study
 
 TINY = dict(S=3, R=3, N=12, H=(2,), H_grid=(2,), gamma_exps=(-2, -1), batch_size=4, seq_len=8,
@@ -173,10 +173,6 @@ def test_pd_ring_holds_at_most_noam_plus_one_versions():
     assert plans.ring_size(plan, 16) <= tl.noam + 1 and slots == tl.noam
 
 
-def test_figure_from_saved_output(tiny, tmp_path):
+def test_figure_from_saved_output(tiny, figure_from_store):
     cfg, out = tiny
-    run_dir = store.save_run(tmp_path / "run", dataclasses.asdict(cfg), out.arrays, out.summary)
-    saved = store.load_run(run_dir)
-    png = tmp_path / "e5.png"
-    study.figure(StudyOutput(arrays=saved.curves, summary=saved.summary, table=[]), png)
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    figure_from_store(study, cfg, out)

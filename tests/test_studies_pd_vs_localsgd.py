@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import rpd  # noqa: F401
-from rpd import methods, schedules, store, tuning
-from rpd.studies import StudyOutput, load
+from rpd import methods, schedules, tuning
+from rpd.studies import load
 from rpd.studies import pd_vs_localsgd as study
 
 TINY = dict(S=2, R=2, d=8, n=24, batch_size=4, N=12, H=(1, 3), pd_gamma_exps=(-5, -2),
@@ -82,10 +82,6 @@ def test_summary_equals_recomputation_from_arrays(tiny):
     assert [r["f_minus_fstar_at_cut"] for r in rows] == [e["f_at_cut"] for e in out.summary["methods"]]
 
 
-def test_figure_from_saved_output(tiny, tmp_path):
+def test_figure_from_saved_output(tiny, figure_from_store):
     cfg, out = tiny
-    run_dir = store.save_run(tmp_path / "run", dataclasses.asdict(cfg), out.arrays, out.summary)
-    saved = store.load_run(run_dir)
-    png = tmp_path / "fig.png"
-    study.figure(StudyOutput(arrays=saved.curves, summary=saved.summary, table=[]), png)
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    figure_from_store(study, cfg, out)

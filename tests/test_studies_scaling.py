@@ -1,13 +1,12 @@
 """E6 study: protocol (ii) budgets, γ selection recomputed from the saved arrays, figure from disk."""
 
-import dataclasses
 
 import numpy as np
 import pytest
 
 import rpd  # noqa: F401
-from rpd import schedules, store, tuning
-from rpd.studies import StudyOutput, load
+from rpd import schedules, tuning
+from rpd.studies import load
 from rpd.studies import scaling as study
 
 TINY = dict(S_values=(2, 4), T=40, n=8, d=8, pd_gamma_exps=(-4, -2), localsgd_gamma_exps=(-4, -2))
@@ -57,10 +56,6 @@ def test_summary_equals_recomputation_from_arrays(tiny):
     assert checks["LocalSGD improves with S"] == bool(np.all(np.diff(ls) < 0))
 
 
-def test_figure_from_saved_output(tiny, tmp_path):
+def test_figure_from_saved_output(tiny, figure_from_store):
     cfg, out = tiny
-    run_dir = store.save_run(tmp_path / "run", dataclasses.asdict(cfg), out.arrays, out.summary)
-    saved = store.load_run(run_dir)
-    png = tmp_path / "fig.png"
-    study.figure(StudyOutput(arrays=saved.curves, summary=saved.summary, table=[]), png)
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    figure_from_store(study, cfg, out)

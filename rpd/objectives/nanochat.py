@@ -29,7 +29,7 @@ from jax.flatten_util import ravel_pytree
 
 from rpd import corpus
 from rpd.objectives.base import BlockLayout, Objective
-from rpd.validation import check_int, check_real
+from rpd.validation import check_int
 
 DTYPE = jnp.float32
 LN_EPS = 1e-5
