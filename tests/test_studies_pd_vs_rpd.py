@@ -1,11 +1,13 @@
 """E1 / E8 studies (rpd.studies.pd_vs_rpd) at a tiny size: selections, summaries and figures
 are recomputed from the saved arrays."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
-from rpd import methods, objectives, store, tuning
-from rpd.studies import StudyOutput, pd_vs_rpd
+from rpd import methods, objectives, tuning
+from rpd.studies import pd_vs_rpd
 
 TINY = dict(S=4, n=64, d=16, batch_size=8, N=24, noam=4, deltas=(0, 6, 14), gamma_exps=(-5, -1),
             seeds=(0, 1), stride=1)
@@ -19,12 +21,6 @@ def e1():
 @pytest.fixture(scope="module")
 def e8():
     return pd_vs_rpd.run_e8(pd_vs_rpd.E8Config(**TINY))
-
-
-def _roundtrip(out, tmp_path):
-    path = store.save_run(tmp_path / "run", {"study": out.summary["study"]}, out.arrays, out.summary)
-    run = store.load_run(path)
-    return StudyOutput(arrays=run.curves, summary=run.summary, table=[])
 
 
 def test_e1_selection_is_finite_and_matches_selector(e1):
@@ -66,11 +62,8 @@ def test_rpd_sweep_equals_methods_rpd():
     np.testing.assert_allclose(curves[1, 1], ref.curve, rtol=1e-12, atol=0)
 
 
-def test_e1_figure_from_saved_output(e1, tmp_path):
-    out = _roundtrip(e1, tmp_path)
-    png = tmp_path / "e1.png"
-    pd_vs_rpd.figure(out, png)
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+def test_e1_figure_from_saved_output(e1, figure_from_store):
+    figure_from_store(pd_vs_rpd, pd_vs_rpd.Config(**TINY), e1)
 
 
 def test_e8_best_equals_recomputation(e8):
@@ -87,11 +80,8 @@ def test_e8_best_equals_recomputation(e8):
         assert s[rule]["deltas_at_or_below_pd"] == below
 
 
-def test_e8_figure_from_saved_output(e8, tmp_path):
-    out = _roundtrip(e8, tmp_path)
-    png = tmp_path / "e8.png"
-    pd_vs_rpd.figure_e8(out, png)
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+def test_e8_figure_from_saved_output(e8, figure_from_store):
+    figure_from_store(SimpleNamespace(figure=pd_vs_rpd.figure_e8), pd_vs_rpd.E8Config(**TINY), e8)
 
 
 def test_quick_configs_are_valid():

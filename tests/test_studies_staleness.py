@@ -4,8 +4,8 @@ the fitted slopes are recomputed independently."""
 import numpy as np
 import pytest
 
-from rpd import methods, objectives, schedules, store, theory, tuning
-from rpd.studies import StudyOutput, staleness
+from rpd import methods, objectives, schedules, theory, tuning
+from rpd.studies import staleness
 
 TINY = staleness.Config(S_values=(2, 4, 8), n=64, d=16, batch_size=8, N=24, gamma_exps=(-7, -3), large_S=2)
 
@@ -57,12 +57,8 @@ def test_slopes_equal_loglog_fit_on_saved_arrays(out):
     assert row["bound_exponent"] == 4 and row["slope"] == round(fits["pd/xz/all"]["slope"], 3)
 
 
-def test_figure_from_saved_output(out, tmp_path):
-    path = store.save_run(tmp_path / "run", {"study": "staleness"}, out.arrays, out.summary)
-    run = store.load_run(path)
-    png = tmp_path / "s4.png"
-    staleness.figure(StudyOutput(run.curves, run.summary, []), png)
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+def test_figure_from_saved_output(out, figure_from_store):
+    figure_from_store(staleness, TINY, out)
 
 
 def test_converging_rejects_growth_and_nan():
