@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import time
 import warnings
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Protocol
@@ -137,9 +138,18 @@ class WandbLogger:
     def log_summary(self, summary: Mapping) -> None:
         self._guard("summary", lambda: self._run.summary.update(to_jsonable(summary)))
 
-    def finish(self) -> None:
+    def finish(self, timeout: float = 30.0) -> None:
+        """Finish the run and wait (up to ``timeout`` s) until its transaction log is complete.
+
+        ``wandb.finish`` can return before wandb's service has flushed the run's ``.wandb``
+        file, so a reader (``read_offline_run``, ``wandb sync``) right after could see a
+        truncated log; we wait for its closing "exit" record instead."""
+        run_dir = self.run_dir
         self._guard("finish", self._run.finish if self._run else None)
         self._run = None
+        if run_dir is not None and not _wait_until_complete(run_dir, timeout):
+            warnings.warn(f"wandb run log in {run_dir} still incomplete after {timeout} s",
+                          RuntimeWarning, stacklevel=2)
 
 
 def make_logger(kind: str = "none", **kwargs) -> Logger:
@@ -190,6 +200,30 @@ def _records(data: bytes):
             break
 
 
+def _record_kinds(log: Path):
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    for raw in _records(log.read_bytes()):
+        rec = pb.Record()
+        rec.ParseFromString(raw)
+        yield rec.WhichOneof("record_type"), rec
+
+
+def _wait_until_complete(run_dir: Path, timeout: float, poll: float = 0.05) -> bool:
+    """True once ``run_dir/run-*.wandb`` holds its final "exit" record."""
+    deadline = time.monotonic() + timeout
+    while True:
+        logs = list(Path(run_dir).glob("run-*.wandb"))
+        try:
+            if logs and any(kind == "exit" for kind, _ in _record_kinds(logs[0])):
+                return True
+        except Exception:  # a half-written record: not complete yet
+            pass
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll)
+
+
 def _items(items) -> dict:
     out = {}
     for it in items:
@@ -200,14 +234,9 @@ def _items(items) -> dict:
 
 def read_offline_run(run_dir: str | os.PathLike) -> OfflineRun:
     """Parse ``offline-run-*/run-*.wandb``: config, history rows, summary, group and tags."""
-    from wandb.proto import wandb_internal_pb2 as pb
-
     (log,) = Path(run_dir).glob("run-*.wandb")
     config, history, summary, group, tags = {}, [], {}, "", ()
-    for raw in _records(log.read_bytes()):
-        rec = pb.Record()
-        rec.ParseFromString(raw)
-        which = rec.WhichOneof("record_type")
+    for which, rec in _record_kinds(log):
         if which == "run":
             config.update(_items(rec.run.config.update))
             # wandb may write several run records (start, then updates); later ones can leave

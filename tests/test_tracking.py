@@ -95,3 +95,18 @@ def test_failure_while_logging_disables_the_logger(offline_env):
     with pytest.warns(RuntimeWarning, match="wandb log failed.*disk full"):
         log.log_metrics({"loss/f": np.ones(2)}, sim_time=np.arange(2))
     log.finish()  # no-op now, no exception
+
+
+def test_finish_waits_for_a_complete_log(offline_env):
+    """wandb.finish may return before the .wandb log is flushed; finish() waits for 'exit'."""
+    log = tracking.WandbLogger(project="p", experiment="E", method="pd", S=2,
+                               dir=offline_env / "runs")
+    log.log_metrics({"loss/f": np.ones(2)}, sim_time=np.arange(2))
+    run_dir = log.run_dir
+    log.finish()
+    assert tracking._wait_until_complete(run_dir, timeout=0.0)  # already complete on return
+    (wandb_log,) = run_dir.glob("run-*.wandb")
+    truncated = offline_env / "truncated" / "run-x.wandb"
+    truncated.parent.mkdir()
+    truncated.write_bytes(wandb_log.read_bytes()[:200])  # header and the first records only
+    assert not tracking._wait_until_complete(truncated.parent, timeout=0.1)
