@@ -58,20 +58,18 @@ def bench_step(repeats: int) -> None:
     gammas = jnp.asarray(tuning.pow2_grid(-8, -4))  # stable γ's: no overflow slow paths
     K = 3200
     G = len(gammas)
-    keys = jax.random.split(jax.random.key(0), G)
     one_record = np.full(K, 1, np.int32)
     one_record[-1] = 0  # only x^K is recorded, in both programs
 
     def core_fn(plan):
-        opts = core.CoreOptions(ring_size=plans.ring_size(plan, obj.S), n_slots=1, n_records=1,
-                                always_fresh=True)
+        opts = core.CoreOptions(ring_size=plans.ring_size(plan, obj.S), n_slots=1, n_records=1)
         run = core.make_run(obj, opts)
         arrays = tuple(jnp.asarray(a) for a in (plan.block, plan.batch, plan.read, plan.fresh, plan.slot))
         rec = jnp.asarray(one_record)
-        return lambda: run(obj.data, arrays, rec, gammas, keys)[0]
+        return lambda: run(obj.data, arrays, rec, gammas, np.int32(0))[0]
 
-    stale = plans.rpd_plan(pd_vs_rpd.rpd_key(0), K, obj.S, obj.n_batches, 60)
-    zero = plans.rpd_plan(pd_vs_rpd.rpd_key(0), K, obj.S, obj.n_batches, 60, delays="zero")
+    stale = plans.rpd_plan(0, K, obj.S, obj.n_batches, 60)
+    zero = plans.rpd_plan(0, K, obj.S, obj.n_batches, 60, delays="zero")
 
     def sgd(gamma, batches):
         def step(x, b):
@@ -111,12 +109,12 @@ def bench_memory() -> None:
           f"(ratio {ring / cap:.2f}); every iterate K x D (reference code) = {ref / 2**20:.2f} MiB "
           f"(ring is {ref / ring:.0f}x smaller)")
     # XLA's accounting of one compiled PD run (one γ, only x^K recorded): all live buffers
-    opts = core.CoreOptions(ring_size=C, n_slots=n_slots, n_records=1, always_fresh=False)
+    opts = core.CoreOptions(ring_size=C, n_slots=n_slots, n_records=1)
     arrays = tuple(jnp.asarray(a) for a in (plan.block, plan.batch, plan.read, plan.fresh, plan.slot))
     rec = np.full(tl.K, 1, np.int32)
     rec[-1] = 0
     compiled = core.make_run(obj, opts).lower(obj.data, arrays, jnp.asarray(rec), jnp.ones(1),
-                                              jax.random.split(jax.random.key(0), 1)).compile()
+                                              np.int32(0)).compile()
     ma = compiled.memory_analysis()
     if ma is not None:
         data_bytes = sum(int(np.asarray(v).nbytes) for v in jax.tree_util.tree_leaves(obj.data))

@@ -15,8 +15,8 @@ run (:class:`RingOverflowError`): never a silent wrong read.
 
 Per update the work is O(block size): the update reads and writes one block window; the full
 mixed point z^k is gathered only when a gradient is computed, and the full iterate only when it
-is recorded. ``make_run`` builds one jitted function for fixed shapes; step sizes and keys are
-traced and vmapped, so a whole gamma grid is one compile and one scan.
+is recorded. ``make_run`` builds one jitted function for fixed shapes; step sizes are traced and
+vmapped, so a whole gamma grid is one compile and one scan.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rpd.objectives.base import Objective
+from rpd.objectives.base import BlockLayout, Objective
 from rpd.plans import UpdatePlan
 
 
@@ -50,19 +50,22 @@ class CoreOptions(NamedTuple):
     ring_size: int
     n_slots: int
     n_records: int
-    always_fresh: bool  # every iteration computes its own gradient (RPD)
     diag_stride: int = 0  # > 0: every diag_stride iterations record ||x-z||^2 and gradient gaps
 
 
-def _gather(ring: jax.Array, version_S: jax.Array, seg: jax.Array) -> jax.Array:
-    """The [D] vector whose block r is version version_S[r] of block r, read from the ring."""
-    C = ring.shape[0]
-    D = seg.shape[0]
-    return ring[(version_S % C)[seg], jnp.arange(D)]
+def _gather(ring: jax.Array, version_S: jax.Array, layout: BlockLayout) -> jax.Array:
+    """The [D] vector whose block r is version version_S[r] of block r, read from the ring.
+
+    One dynamic slice per block (static offset and size, dynamic row): contiguous copies, which
+    XLA runs ~2x faster per update than one element-wise gather of D (row, column) pairs."""
+    rows = version_S % ring.shape[0]
+    return jnp.concatenate([
+        jax.lax.dynamic_slice(ring, (rows[r], jnp.int32(off)), (1, size))[0]
+        for r, (off, size) in enumerate(zip(layout.offsets, layout.sizes))
+    ])
 
 
 def _run(obj: Objective, opts: CoreOptions, data, plan_arrays, record, gamma, key):
-    seg = jnp.asarray(obj.layout.segment_ids)
     offsets = jnp.asarray(obj.layout.offsets, jnp.int32)
     sizes = jnp.asarray(obj.layout.sizes, jnp.int32)
     C, D, P = opts.ring_size, obj.D, max(obj.layout.sizes)
@@ -84,13 +87,13 @@ def _run(obj: Objective, opts: CoreOptions, data, plan_arrays, record, gamma, ke
         missed = state.missed | (reads_z & jnp.any((lag < 0) | (lag >= C)))
 
         def compute(grads):
-            loss, g = grad_fn(_gather(state.ring, read, seg), b)
+            loss, g = grad_fn(_gather(state.ring, read, obj.layout), b)
             return grads.at[slot].set(pad(g)), loss
 
-        if opts.always_fresh:
-            grads, loss_z = compute(state.grads)
-        else:
-            grads, loss_z = jax.lax.cond(fresh, compute, lambda grads: (grads, nan), state.grads)
+        # A cond even when every update is fresh (RPD): measured, XLA compiles this program
+        # faster and runs it no slower than one without the branch, and PD and RPD runs of
+        # the same shapes then share one compiled program.
+        grads, loss_z = jax.lax.cond(fresh, compute, lambda grads: (grads, nan), state.grads)
         off = offsets[a]
         in_block = jnp.arange(P) < sizes[a]
         g_a = jax.lax.dynamic_slice(grads[slot], (off,), (P,))
@@ -105,14 +108,14 @@ def _run(obj: Objective, opts: CoreOptions, data, plan_arrays, record, gamma, ke
         version = state.version.at[a].add(1)
         snapshots = jax.lax.cond(
             rec < opts.n_records,
-            lambda s: s.at[rec].set(_gather(ring, version, seg)),
+            lambda s: s.at[rec].set(_gather(ring, version, obj.layout)),
             lambda s: s,
             state.snapshots,
         )
         out = {"loss_z": loss_z, "block_grad_norm": jnp.sqrt(jnp.sum(g_a**2))}
         if opts.diag_stride:
             def diag(_):
-                x, z = _gather(state.ring, state.version, seg), _gather(state.ring, read, seg)
+                x, z = _gather(state.ring, state.version, obj.layout), _gather(state.ring, read, obj.layout)
                 gx, gz = obj.full_grad_data(data, x), obj.full_grad_data(data, z)
                 return jnp.stack([jnp.sum((x - z) ** 2), jnp.sum((gx - gz) ** 2), jnp.sum(gx**2)])
 
@@ -124,22 +127,33 @@ def _run(obj: Objective, opts: CoreOptions, data, plan_arrays, record, gamma, ke
     K = plan_arrays[0].shape[0]
     xs = (jnp.arange(K),) + tuple(plan_arrays) + (record,)
     final, per_update = jax.lax.scan(step, state, xs)
-    curve = jax.vmap(lambda x: obj.loss(data, x))(final.snapshots[:-1]) - obj.f_star
-    x_final = _gather(final.ring, final.version, seg)
-    return curve, per_update, x_final, final.missed
+    x_final = _gather(final.ring, final.version, obj.layout)
+    return final.snapshots[:-1], per_update, x_final, final.missed
 
 
 @functools.lru_cache(maxsize=64)
 def make_run(obj: Objective, opts: CoreOptions):
-    """``run(data, plan_arrays, record, gammas [G], keys [G]) -> (curve [G, n_records],
+    """``run(data, plan_arrays, record, gammas [G], seed) -> (curve [G, n_records], f0,
     per_update, x_K [G, D], missed [G])``.
 
     ``plan_arrays`` = (block, batch, read, fresh, slot) of an :class:`UpdatePlan`, shared by the
     grid; ``record[k]`` = snapshot row that x^{k+1} is written to (n_records: not recorded).
-    The curve is f(snapshot) - f* for every row. One compile per (objective, options, shapes);
-    the grid is a vmap."""
-    run = functools.partial(_run, obj, opts)
-    return jax.jit(jax.vmap(run, in_axes=(None, None, None, 0, 0)))
+    The curve is f(snapshot) - f* for every row and f0 = f(x^0) - f*. ``seed`` (an int) keys
+    the gradient noise, the same key for every step size, so the grid differs only in gamma.
+    One compile per (objective, options, shapes); the grid is a vmap."""
+    run = jax.vmap(functools.partial(_run, obj, opts), in_axes=(None, None, None, 0, None))
+
+    def run_and_evaluate(data, plan_arrays, record, gammas, seed):
+        key = jax.random.split(jax.random.key(seed), 2)[1]
+        snapshots, per_update, x_final, missed = run(data, plan_arrays, record, gammas, key)
+        # One flat batch of 1 + G * n_records points: XLA then evaluates a quadratic with one
+        # GEMM, ~3x faster than a nested vmap over (gamma, record).
+        G, R, D = snapshots.shape
+        points = jnp.concatenate([obj.x0.astype(obj.dtype)[None], snapshots.reshape(G * R, D)])
+        f = jax.vmap(functools.partial(obj.loss, data))(points) - obj.f_star
+        return f[1:].reshape(G, R), f[0], per_update, x_final, missed
+
+    return jax.jit(run_and_evaluate)
 
 
 def last_writes(rows: np.ndarray, n_records: int) -> np.ndarray:
@@ -155,23 +169,25 @@ def last_writes(rows: np.ndarray, n_records: int) -> np.ndarray:
     return out
 
 
-def execute(obj: Objective, plan: UpdatePlan, record: np.ndarray, n_records: int, gammas, keys,
+def execute(obj: Objective, plan: UpdatePlan, record: np.ndarray, n_records: int, gammas, seed: int,
             *, ring_size: int, n_slots: int = 1, diag_stride: int = 0):
-    """Run a plan for a grid of step sizes (one key per step size); raise on ring overflow."""
+    """Run a plan for a grid of step sizes; raise on ring overflow.
+
+    Returns (curve [G, n_records], f0, per_update, x_K [G, D]) as host arrays."""
     opts = CoreOptions(
         ring_size=int(ring_size),
         n_slots=int(n_slots),
         n_records=int(n_records),
-        always_fresh=bool(np.all(plan.fresh)),
         diag_stride=int(diag_stride),
     )
     arrays = tuple(jnp.asarray(a) for a in (plan.block, plan.batch, plan.read, plan.fresh, plan.slot))
     record = jnp.asarray(last_writes(record, n_records))
     gammas = jnp.asarray(gammas, obj.dtype)
-    curve, per_update, x_final, missed = make_run(obj, opts)(obj.data, arrays, record, gammas, keys)
+    out = make_run(obj, opts)(obj.data, arrays, record, gammas, np.int32(seed))
+    curve, f0, per_update, x_final, missed = jax.device_get(out)
     if bool(np.any(missed)):
         raise RingOverflowError(
             f"a read fell outside the history ring (ring_size={ring_size}); size it with "
             "rpd.plans.ring_size(plan, S)"
         )
-    return curve, per_update, x_final
+    return curve, float(f0), per_update, x_final

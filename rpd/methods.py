@@ -7,7 +7,6 @@ over a device mesh (``rpd.localsgd``). All return a :class:`rpd.results.Result`.
 
 from __future__ import annotations
 
-import jax
 import numpy as np
 
 from rpd import core, plans
@@ -53,13 +52,10 @@ def run_plan(obj: Objective, plan: plans.UpdatePlan, gamma, *, seed: int = 0, ax
     points = _points(n_axis, stride)
     rows = record_rows(event, points)
     C = plans.ring_size(plan, obj.S, diag_stride) if ring_size is None else check_int("ring_size", ring_size)
-    keys = jax.random.split(jax.random.key(check_int("seed", seed, 0)), 2)[1]
-    keys = jax.numpy.broadcast_to(jax.random.key_data(keys), (len(gammas),) + jax.random.key_data(keys).shape)
-    raw, per_update, x_final = core.execute(
-        obj, plan, rows, len(points), gammas, jax.random.wrap_key_data(keys),
+    raw, f0, per_update, x_final = core.execute(
+        obj, plan, rows, len(points), gammas, check_int("seed", seed, 0),
         ring_size=C, n_slots=n_slots, diag_stride=diag_stride,
     )
-    f0 = float(obj.full_loss(obj.x0) - obj.f_star)
     curve, axis_vals = assemble_curve(raw, rows, f0, points)
     traces = {k: np.asarray(v) for k, v in per_update.items()}
     return Result(
@@ -99,8 +95,7 @@ def rpd(obj: Objective, K: int, gamma, delta: int, seed: int = 0, *, delays="uni
 
     ``delays`` / ``block_order`` / ``batch_order`` also take PD's arrays (see
     ``rpd.plans.rpd_plan``), with which RPD reproduces PD exactly."""
-    key = jax.random.fold_in(jax.random.key(check_int("seed", seed, 0)), 1)
-    plan = plans.rpd_plan(key, K, obj.S, obj.n_batches, delta, delays=delays,
+    plan = plans.rpd_plan(check_int("seed", seed, 0), K, obj.S, obj.n_batches, delta, delays=delays,
                           block_order=block_order, batch_order=batch_order)
     return run_plan(obj, plan, gamma, seed=seed, axis="block_update", stride=stride,
                     diag_stride=diag_stride, method="rpd", meta=dict(delta=delta))

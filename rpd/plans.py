@@ -97,10 +97,16 @@ BLOCK_ORDERS = ("uniform", "cyclic")
 BATCH_ORDERS = ("uniform", "cyclic")
 
 
-@functools.partial(jax.jit, static_argnames=("K", "S", "n_batches", "delays", "block_order", "batch_order"))
-def _sample_rpd(key, delta, K, S, n_batches, delays, block_order, batch_order):
+# The sampler runs once per plan in ~4 ms, but its ~11 inlined threefry hashes take XLA ~2 s to
+# compile at the default optimisation level and ~0.9 s at level 0 (the same draws: integer
+# hashing is exact; tests/test_core.py checks them against eager jax.random calls). Compile time
+# is what a study pays, so level 0.
+@functools.partial(jax.jit, static_argnames=("K", "S", "n_batches", "delays", "block_order", "batch_order"),
+                   compiler_options={"xla_backend_optimization_level": 0})
+def _sample_rpd(seed, delta, K, S, n_batches, delays, block_order, batch_order):
     """Per iteration, in SPEC order: block ~ U{0..S-1}, batch ~ U{0..nb-1}, each block's delay
-    ~ U{0..min(delta, k)}; one key per iteration by fold_in."""
+    ~ U{0..min(delta, k)}; one key per iteration by fold_in into fold_in(key(seed), 1)."""
+    key = jax.random.fold_in(jax.random.key(seed), 1)
     k = jnp.arange(K)
 
     def draw(k):
@@ -133,7 +139,7 @@ def delays_to_reads(block_K: np.ndarray, delay_KxS: np.ndarray) -> np.ndarray:
 
 
 def rpd_plan(
-    key: jax.Array,
+    seed: int,
     K: int,
     S: int,
     n_batches: int,
@@ -143,15 +149,16 @@ def rpd_plan(
     block_order: str | np.ndarray = "uniform",
     batch_order: str | np.ndarray = "uniform",
 ) -> UpdatePlan:
-    """Randomized PipeDream's plan. ``delays`` is "uniform" | "max" | "zero" or an int table
+    """Randomized PipeDream's plan, sampled from ``seed``. ``delays is "uniform" | "max" | "zero" or an int table
     [K, S] (e.g. PD's exact delay table); ``block_order`` "uniform" | "cyclic" or an int [K]
     array (PD's); ``batch_order`` "uniform" | "cyclic" or an int [K] array. Every iteration
     computes a fresh gradient."""
     K, S, n_batches = check_int("K", K), check_int("S", S), check_int("n_batches", n_batches)
+    seed = check_int("seed", seed, 0)
     delta = check_int("delta", delta, 0)
     named = lambda v, choices, name: check_choice(name, v, choices) if isinstance(v, str) else "uniform"  # noqa: E731
     a, b, d = _sample_rpd(
-        key, delta, K, S, n_batches,
+        np.int32(seed), delta, K, S, n_batches,
         named(delays, DELAYS, "delays"),
         named(block_order, BLOCK_ORDERS, "block_order"),
         named(batch_order, BATCH_ORDERS, "batch_order"),

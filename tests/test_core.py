@@ -61,7 +61,7 @@ def test_three_iterations_by_hand():
 def test_zero_delay_is_block_sgd(quad):
     K = 40
     res = methods.rpd(quad, K, 0.05, delta=5, seed=1, delays="zero")
-    plan = plans.rpd_plan(jax.random.fold_in(jax.random.key(1), 1), K, quad.S, quad.n_batches, 5, delays="zero")
+    plan = plans.rpd_plan(1, K, quad.S, quad.n_batches, 5, delays="zero")
     ref = _naive_block_sgd(quad, plan.block, plan.batch, plan.read, 0.05)
     assert np.all(plan.read == plans.versions_before(plan.block, quad.S)[:-1])
     np.testing.assert_allclose(res.curve[0], ref, rtol=1e-12)
@@ -70,7 +70,7 @@ def test_zero_delay_is_block_sgd(quad):
 def test_uniform_delays_match_full_history_reference(quad):
     K, delta = 60, 12
     res = methods.rpd(quad, K, [0.02, 0.05], delta=delta, seed=2)
-    plan = plans.rpd_plan(jax.random.fold_in(jax.random.key(2), 1), K, quad.S, quad.n_batches, delta)
+    plan = plans.rpd_plan(2, K, quad.S, quad.n_batches, delta)
     for gi, g in enumerate([0.02, 0.05]):
         np.testing.assert_allclose(res.curve[gi], _naive_block_sgd(quad, plan.block, plan.batch, plan.read, g), rtol=1e-12)
     assert res.meta["ring_size"] <= delta + 1
@@ -121,7 +121,7 @@ def test_second_call_does_not_recompile(quad):
     tl = schedules.pipedream(quad.S, 9)
     methods.pipedream(quad, tl, [0.1, 0.2])
     plan, slots = plans.pipedream_plan(tl, quad.n_batches)
-    opts = core.CoreOptions(plans.ring_size(plan, quad.S), slots, tl.T, False)
+    opts = core.CoreOptions(plans.ring_size(plan, quad.S), slots, tl.T)
     fn = core.make_run(quad, opts)
     before = fn._cache_size()
     methods.pipedream(quad, tl, [0.3, 0.05])  # new step sizes, same shapes
@@ -160,3 +160,17 @@ def test_bad_arguments_name_the_field(quad):
         methods.pipedream(quad, schedules.pipedream(3, 4), 0.1)
     with pytest.raises(ValueError, match="delays"):
         methods.rpd(quad, 5, 0.1, delta=2, delays="gaussian")
+
+
+def test_rpd_draws_follow_spec_order():
+    """Iteration k draws, from fold_in(key, k) split in three: block ~ U{0..S-1}, batch
+    ~ U{0..nb-1}, then S delays ~ U{0..min(delta, k)} -- checked against eager jax.random."""
+    K, S, nb, delta = 40, 5, 6, 9
+    a, b, d = map(np.asarray, plans._sample_rpd(7, delta, K, S, nb, "uniform", "uniform", "uniform"))
+    key = jax.random.fold_in(jax.random.key(7), 1)
+    for k in (0, 1, 2, 9, 10, 39):
+        kb, kbatch, kd = jax.random.split(jax.random.fold_in(key, k), 3)
+        assert a[k] == int(jax.random.randint(kb, (), 0, S))
+        assert b[k] == int(jax.random.randint(kbatch, (), 0, nb))
+        np.testing.assert_array_equal(d[k], jax.random.randint(kd, (S,), 0, min(delta, k) + 1))
+    assert d[0].max() == 0 and d.max() <= delta and a.max() < S and b.max() < nb

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from rpd import methods, objectives, tuning
+from rpd import methods, objectives, schedules, tuning
 from rpd.studies import pd_vs_rpd
 
 TINY = dict(S=4, n=64, d=16, batch_size=8, N=24, noam=4, deltas=(0, 6, 14), gamma_exps=(-5, -1),
@@ -53,13 +53,22 @@ def test_e1_summary_equals_recomputation(e1):
             assert e["log10_gap_to_pd"] == pytest.approx(gap, rel=1e-12)
 
 
-def test_rpd_sweep_equals_methods_rpd():
-    """Shared ring + seed convention: the sweep's curve for (δ, seed) is methods.rpd's."""
+def test_rpd_sweep_equals_methods_rpd_and_pipedream():
+    """Shared program (one ring, PD's gradient slots) + seed convention: the sweep's curve for
+    (δ, seed) is methods.rpd's and its PD run is methods.pipedream's, on any number of threads."""
     obj = objectives.random_quadratic(n=64, d=16, S=4, batch_size=8, seed=0)
     gammas = tuning.pow2_grid(-4, -2)
-    _, curves = pd_vs_rpd.rpd_sweep(obj, 96, gammas, (2, 14), (0, 3))
-    ref = methods.rpd(obj, 96, gammas, 14, seed=3)
+    tl = schedules.pipedream(4, 24)
+    axis, curves, pd = pd_vs_rpd.rpd_sweep(obj, tl.K, gammas, (2, 14), (0, 3), timeline=tl, workers=2)
+    ref = methods.rpd(obj, tl.K, gammas, 14, seed=3)
     np.testing.assert_allclose(curves[1, 1], ref.curve, rtol=1e-12, atol=0)
+    pd_ref = methods.pipedream(obj, tl, gammas, axis="block_update")
+    np.testing.assert_allclose(pd.curve, pd_ref.curve, rtol=1e-12, atol=0)
+    np.testing.assert_array_equal(axis, pd_ref.axis)
+    _, serial, _ = pd_vs_rpd.rpd_sweep(obj, tl.K, gammas, (2, 14), (0, 3), workers=1)
+    np.testing.assert_array_equal(serial, curves)
+    with pytest.raises(ValueError, match="K="):
+        pd_vs_rpd.rpd_sweep(obj, tl.K + 1, gammas, (2,), (0,), timeline=tl)
 
 
 def test_e1_figure_from_saved_output(e1, figure_from_store):

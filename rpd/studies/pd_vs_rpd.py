@@ -18,14 +18,14 @@ largest delay bound (:func:`rpd.plans.ring_size` over all plans).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Callable
 
-import jax
 import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
-from rpd import methods, objectives, plans, schedules, theory, tuning
+from rpd import concurrency, methods, objectives, plans, schedules, theory, tuning
 from rpd.plotting import paper_style
 from rpd.studies import StudyOutput
 
@@ -91,31 +91,42 @@ def _setting(cfg) -> str:
     return ", ".join(diff)
 
 
-def rpd_key(seed: int) -> jax.Array:
-    """The plan key :func:`rpd.methods.rpd` derives from ``seed`` (so seed s here = seed s there)."""
-    return jax.random.fold_in(jax.random.key(seed), 1)
-
-
 def rpd_sweep(obj, K: int, gammas, deltas, seeds, *, stride: int = 1,
-              progress: Callable[[str], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """RPD curves for every (δ, seed) on one γ grid: (axis [P], curves [n_delta, n_seed, G, P]).
+              progress: Callable[[str], None] | None = None, timeline: schedules.Timeline | None = None,
+              workers: int | None = None) -> tuple[np.ndarray, np.ndarray, methods.Result | None]:
+    """RPD curves for every (δ, seed) on one γ grid, and optionally PD on ``timeline`` (same K):
+    (axis [P], curves [n_delta, n_seed, G, P], PD's result or None), all on the block-update
+    axis.
 
-    Plans are sampled first and all run with the largest ring any of them needs, so the whole
-    sweep is one compile."""
-    grid = [[plans.rpd_plan(rpd_key(s), K, obj.S, obj.n_batches, int(dl)) for s in seeds] for dl in deltas]
-    C = max(plans.ring_size(p, obj.S) for row in grid for p in row)
-    curves, axis = [], None
+    Every run shares one compiled program: plans are sampled first and all run with the largest
+    history ring any of them needs and PD's number of gradient slots. Runs are independent, so
+    they execute side by side on ``workers`` host threads (:mod:`rpd.concurrency`)."""
+    grid = [[plans.rpd_plan(s, K, obj.S, obj.n_batches, int(dl)) for s in seeds] for dl in deltas]
+    pd_plan, n_slots = plans.pipedream_plan(timeline, obj.n_batches) if timeline is not None else (None, 1)
+    if timeline is not None and timeline.K != K:
+        raise ValueError(f"PD's timeline has K={timeline.K} block updates, the sweep K={K}")
+    all_plans = [p for row in grid for p in row] + ([pd_plan] if pd_plan is not None else [])
+    C = max(plans.ring_size(p, obj.S) for p in all_plans)
+    shared = dict(stride=stride, ring_size=C, n_slots=n_slots, axis="block_update")
+    tasks, labels = [], []
+    if timeline is not None:
+        tasks.append(functools.partial(methods.run_plan, obj, pd_plan, gammas, T=timeline.T, method="pd",
+                                       meta=dict(N=timeline.N, T=timeline.T, noam=timeline.noam), **shared))
+        labels.append("PD")
     for dl, row in zip(deltas, grid):
-        per_seed = []
         for s, plan in zip(seeds, row):
-            res = methods.run_plan(obj, plan, gammas, seed=s, stride=stride, ring_size=C,
-                                   method="rpd", meta=dict(delta=int(dl)))
-            per_seed.append(res.curve)
-            axis = res.axis
-            if progress is not None:
-                progress(f"RPD δ={dl} seed={s}")
-        curves.append(per_seed)
-    return axis, np.asarray(curves)
+            tasks.append(functools.partial(methods.run_plan, obj, plan, gammas, seed=s, method="rpd",
+                                           meta=dict(delta=int(dl)), **shared))
+            labels.append(f"RPD δ={dl} seed={s}")
+    results = [None] * len(tasks)
+    for i, res in concurrency.run_concurrently(tasks, workers=workers):
+        results[i] = res
+        if progress is not None:
+            progress(labels[i])
+    pd = results.pop(0) if timeline is not None else None
+    axis = results[0].axis
+    curves = np.asarray([r.curve for r in results]).reshape((len(deltas), len(seeds)) + results[0].curve.shape)
+    return axis, curves, pd
 
 
 RULES = ("stable", "best_final")
@@ -139,11 +150,8 @@ def _pd_and_rpd(cfg, progress):
     obj = objectives.random_quadratic(n=cfg.n, d=cfg.d, S=cfg.S, batch_size=cfg.batch_size, seed=cfg.seed)
     gammas = tuning.pow2_grid(*cfg.gamma_exps)
     tl = schedules.pipedream(cfg.S, cfg.N, cfg.noam)
-    pd = methods.pipedream(obj, tl, gammas, axis="block_update", stride=cfg.stride)
-    if progress is not None:
-        progress("PD")
-    axis, rpd_curves = rpd_sweep(obj, tl.K, gammas, cfg.deltas, cfg.seeds, stride=cfg.stride,
-                                 progress=progress)
+    axis, rpd_curves, pd = rpd_sweep(obj, tl.K, gammas, cfg.deltas, cfg.seeds, stride=cfg.stride,
+                                     progress=progress, timeline=tl)
     if not np.array_equal(axis, pd.axis):
         raise AssertionError("PD and RPD curves must share the block-update axis")
     return obj, gammas, tl, pd, axis, rpd_curves
