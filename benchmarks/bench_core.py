@@ -12,10 +12,13 @@
     the compiled PD run's buffers;
 (d) one PD run of E3's setup (Nesterov quadratic, S = 16, d = 512, n = 600, B = 5, N = 600,
     one γ) through the core, cold and warm, against ``rpd.replay.replay`` (the op-by-op host
-    loop) on the same run; the curves are checked to agree.
+    loop) on the same run; the curves are checked to agree;
+(e) the E1 RPD sweep (five δ, one seed, shared program already compiled) one run after another
+    (``workers=1``) against side by side on host threads (``workers=2``, rpd.concurrency), best
+    of ``--repeats``; the curves are checked to be identical.
 
     .venv/bin/python benchmarks/bench_core.py            # all sections
-    .venv/bin/python benchmarks/bench_core.py a          # or any of a b c d
+    .venv/bin/python benchmarks/bench_core.py a          # or any of a b c d e
 """
 
 from __future__ import annotations
@@ -146,14 +149,39 @@ def bench_replay() -> None:
           f"{naive / cold:.1f}x cold, {naive / warm:.0f}x warm; max rel. curve difference {err:.1e}")
 
 
+def bench_threads(repeats: int) -> None:
+    cfg = pd_vs_rpd.Config(seeds=(0,))
+    obj = objectives.random_quadratic(n=cfg.n, d=cfg.d, S=cfg.S, batch_size=cfg.batch_size, seed=cfg.seed)
+    gammas = tuning.pow2_grid(*cfg.gamma_exps)
+    K = cfg.N * cfg.S
+
+    def sweep(workers):
+        return pd_vs_rpd.rpd_sweep(obj, K, gammas, cfg.deltas, cfg.seeds, workers=workers)[1]
+
+    sweep(1)  # compile
+    times = {1: [], 2: []}
+    for _ in range(repeats):
+        for w in (1, 2):
+            t = time.perf_counter()
+            curves = sweep(w)
+            times[w].append(time.perf_counter() - t)
+            if w == 1:
+                serial = curves
+            else:
+                assert np.array_equal(curves, serial, equal_nan=True), "thread count changed the curves"
+    t1, t2 = min(times[1]), min(times[2])
+    print(f"(e) E1 RPD sweep, {len(cfg.deltas)} δ x {len(gammas)} γ, K={K}, compiled: one after another "
+          f"{t1:.2f} s, on 2 host threads {t2:.2f} s  ->  {t1 / t2:.2f}x; curves identical")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("sections", nargs="*", help="any of a b c d (default: all)")
+    p.add_argument("sections", nargs="*", help="any of a b c d e (default: all)")
     p.add_argument("--repeats", type=int, default=5)
     args = p.parse_args()
-    args.sections = args.sections or ["a", "b", "c", "d"]
-    if not set(args.sections) <= {"a", "b", "c", "d"}:
-        p.error(f"sections must be among a b c d, got {args.sections}")
+    args.sections = args.sections or ["a", "b", "c", "d", "e"]
+    if not set(args.sections) <= {"a", "b", "c", "d", "e"}:
+        p.error(f"sections must be among a b c d e, got {args.sections}")
     print(f"jax {jax.__version__}, devices {jax.devices()}, x64 {jax.config.jax_enable_x64}")
     if "a" in args.sections:
         bench_e1()  # first: its time includes every compilation
@@ -163,6 +191,8 @@ def main() -> None:
         bench_memory()
     if "d" in args.sections:
         bench_replay()
+    if "e" in args.sections:
+        bench_threads(args.repeats)
 
 
 if __name__ == "__main__":

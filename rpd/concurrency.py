@@ -3,9 +3,9 @@
 XLA executes a CPU scan like ours on one core (its small GEMMs are not split across threads),
 so a sweep of independent runs -- RPD for several δ and seeds -- leaves the other cores idle.
 Calling the compiled program from several host threads overlaps the runs: JAX releases the
-GIL while XLA executes. Measured on the 2-core machine (BENCHMARKS.md): five E1 RPD runs take
-4.1 s on two threads against 6.6 s one after another. Results do not depend on the number of
-workers: every run is deterministic and independent.
+GIL while XLA executes. Measured on the 2-core machine (``benchmarks/bench_core.py e``,
+BENCHMARKS.md): E1's five RPD runs take 4.15 s on two threads against 7.85 s one after another.
+Results do not depend on the number of workers: every run is deterministic and independent.
 
 The first task runs alone so that the program all tasks share is compiled exactly once; the
 rest then go to the thread pool. On a GPU the same code queues the runs on the device.
