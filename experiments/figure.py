@@ -205,12 +205,17 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join([line(cols), line(["-" * w for w in widths])] + [line(r) for r in cells])
 
 
-@hydra.main(version_base="1.3", config_path="../configs", config_name="figure")
-def main(cfg: DictConfig) -> None:
+def run_and_report(cfg: DictConfig) -> None:
+    """Make one figure, printing progress, where it was written and its table."""
     out = make_figure(cfg, on_step=lambda msg, done, total: print(f"  [{done}/{total or '?'}] {msg}"))
     print(f"{out.name} ({out.size}{', reused' if out.cached else ''}, {out.runtime_s:.1f} s): "
           f"{out.png}, {out.numbers}")
     print(format_table(out.table))
+
+
+@hydra.main(version_base="1.3", config_path="../configs", config_name="figure")
+def main(cfg: DictConfig) -> None:
+    run_and_report(cfg)
 
 
 if __name__ == "__main__":

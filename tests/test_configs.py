@@ -201,3 +201,25 @@ def test_multirun_goes_on_after_a_failed_job(tmp_path):
     runs = {r.config["objective"]["name"]: r for r in store.iter_runs(tmp_path / "train")}
     assert runs["random_quadratic"].status == "ok"
     assert runs["nanochat"].status == "failed" and "missing.txt" in runs["nanochat"].error
+
+
+def test_staleness_scaling_entry_point(tmp_path):
+    """``python -m experiments.staleness_scaling`` is experiments.figure with the S⁴ study
+    preselected: it writes the figure and its numbers, and refuses another experiment."""
+    from experiments import staleness_scaling as S4
+
+    assert S4.with_experiment(["x", "size=full"]) == ["x", "experiment=staleness_scaling", "size=full"]
+    assert S4.with_experiment(["x", "experiment=e1_pd_vs_rpd"]) == ["x", "experiment=e1_pd_vs_rpd"]
+    env = dict(os.environ, HYDRA_FULL_ERROR="1")
+    base = [sys.executable, "-m", "experiments.staleness_scaling", f"out_dir={tmp_path}",
+            f"results_root={tmp_path / 'results'}", f"hydra.run.dir={tmp_path / 'hydra'}"]
+    tiny = ["+study.overrides.S_values=[2,4,8]", "+study.overrides.N=8", "+study.overrides.n=64",
+            "+study.overrides.d=16", "+study.overrides.large_S=4"]
+    proc = subprocess.run(base + tiny, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "staleness_scaling.png").stat().st_size > 0
+    assert "bound_stale" in proc.stdout and (tmp_path / "staleness_scaling.json").exists()
+    proc = subprocess.run(base + ["experiment=e1_pd_vs_rpd"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode != 0 and "experiment=staleness_scaling" in proc.stderr
+    assert not (tmp_path / "e1_pd_vs_rpd.png").exists()
