@@ -14,7 +14,7 @@ def test_results_in_task_order_first_task_alone_then_overlapping():
         def run():
             with lock:
                 running.add(i)
-            time.sleep(0.05)
+            time.sleep(0.2)
             with lock:
                 alongside[i] = set(running) - {i}
                 running.discard(i)
