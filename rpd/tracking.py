@@ -145,9 +145,11 @@ class WandbLogger:
         file, so a reader (``read_offline_run``, ``wandb sync``) right after could see a
         truncated log; we wait for its closing "exit" record instead."""
         run_dir = self.run_dir
+        # Only a run that writes a log (offline / online, not "disabled") has one to wait for.
+        has_log = run_dir is not None and any(run_dir.glob("run-*.wandb"))
         self._guard("finish", self._run.finish if self._run else None)
         self._run = None
-        if run_dir is not None and not _wait_until_complete(run_dir, timeout):
+        if has_log and not _wait_until_complete(run_dir, timeout):
             warnings.warn(f"wandb run log in {run_dir} still incomplete after {timeout} s",
                           RuntimeWarning, stacklevel=2)
 

@@ -110,3 +110,10 @@ def test_finish_waits_for_a_complete_log(offline_env):
     truncated.parent.mkdir()
     truncated.write_bytes(wandb_log.read_bytes()[:200])  # header and the first records only
     assert not tracking._wait_until_complete(truncated.parent, timeout=0.1)
+
+
+def test_disabled_run_finishes_without_waiting(offline_env):
+    log = tracking.WandbLogger(project="p", experiment="E", method="pd", S=2, mode="disabled",
+                               dir=offline_env / "runs")
+    log.log_metrics({"loss/f": np.ones(2)}, sim_time=np.arange(2))
+    log.finish(timeout=60.0)  # a RuntimeWarning (an error under pytest) if it waited for a log
