@@ -56,21 +56,11 @@ QUICK = dict(n=400, d=64, batch_size=20, N=100, gamma_exps=(-6, 0), seeds=(0, 1)
 
 
 @dataclasses.dataclass(frozen=True)
-class E8Config:
+class E8Config(Config):
     """E8: the E1 objective and budget, δ swept over a grid containing the paper's δ values."""
 
-    S: int = 8
-    n: int = 2000
-    d: int = 512
-    batch_size: int = 100
-    N: int = 400
-    noam: int = 8
-    seed: int = 0
     deltas: tuple[int, ...] = (0, 1, 2, 4, 8, 15, 30, 60, 120, 180, 300, 420, 600, 1000)
-    gamma_exps: tuple[int, int] = (-8, 0)
     seeds: tuple[int, ...] = (0, 1, 2)
-    selector: str = "stable"
-    tail_frac: float = 0.2
     stride: int = 8  # the selector's tail needs the curve, not every update
 
 
@@ -101,10 +91,10 @@ def rpd_sweep(obj, K: int, gammas, deltas, seeds, *, stride: int = 1,
     Every run shares one compiled program: plans are sampled first and all run with the largest
     history ring any of them needs and PD's number of gradient slots. Runs are independent, so
     they execute side by side on ``workers`` host threads (:mod:`rpd.concurrency`)."""
-    grid = [[plans.rpd_plan(s, K, obj.S, obj.n_batches, int(dl)) for s in seeds] for dl in deltas]
-    pd_plan, n_slots = plans.pipedream_plan(timeline, obj.n_batches) if timeline is not None else (None, 1)
     if timeline is not None and timeline.K != K:
         raise ValueError(f"PD's timeline has K={timeline.K} block updates, the sweep K={K}")
+    grid = [[plans.rpd_plan(s, K, obj.S, obj.n_batches, int(dl)) for s in seeds] for dl in deltas]
+    pd_plan, n_slots = plans.pipedream_plan(timeline, obj.n_batches) if timeline is not None else (None, 1)
     all_plans = [p for row in grid for p in row] + ([pd_plan] if pd_plan is not None else [])
     C = max(plans.ring_size(p, obj.S) for p in all_plans)
     shared = dict(stride=stride, ring_size=C, n_slots=n_slots, axis="block_update")
