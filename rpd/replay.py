@@ -18,8 +18,8 @@ from rpd.schedules import BWD, FWD, Timeline
 
 
 def replay(obj: Objective, tl: Timeline, gamma: float) -> np.ndarray:
-    """f(x̄) - f* after every time step, shape [T + 1] (entry 0: the start); x̄ is the replica
-    mean (the model itself for PD)."""
+    """f(x̄) - f* after every time step (tick), shape [T + 1] (entry 0: the start); x̄ is the
+    replica mean (the model itself for PD). Works on timelines timed under any cost model."""
     grad = jax.jit(obj.value_and_grad)
     loss = jax.jit(obj.loss)
     R = tl.R or 1
@@ -27,13 +27,18 @@ def replay(obj: Objective, tl: Timeline, gamma: float) -> np.ndarray:
     x = np.tile(np.asarray(obj.x0, dtype=np.float64), (R, 1))  # [R, D]
     stash: dict[int, np.ndarray] = {}  # microbatch -> its stashed full vector
     sync = set(int(t) for t in tl.sync_time)
+    # Events per tick: F's read at their first tick, B's land at the end of their last tick
+    # (with unit costs both are the op's time step), in stage order within a tick.
+    events: dict[int, list[tuple[int, int, int]]] = {}
+    for kind, times in ((FWD, tl.f_time), (BWD, tl.b_time)):
+        for m, s in np.ndindex(times.shape):
+            events.setdefault(int(times[m, s]), []).append((s, kind, m))
     curve = [float(loss(obj.data, x.mean(0))) - obj.f_star]
     for t in range(tl.T):
-        for s in range(tl.S):
-            m = int(tl.mb[t, s])
-            if tl.op[t, s] == FWD:
+        for s, kind, m in sorted(events.get(t, ())):
+            if kind == FWD:
                 stash.setdefault(m, np.zeros(obj.D))[blocks[s]] = x[m % R, blocks[s]]
-            elif tl.op[t, s] == BWD:
+            else:
                 _, g = grad(obj.data, stash[m], m % obj.n_batches)
                 x[m % R, blocks[s]] -= gamma * np.asarray(g)[blocks[s]]
                 if s == 0:

@@ -1,7 +1,9 @@
 """Simulated time (SPEC §6): one time axis for every method, and the fixed-time protocols.
 
 Default cost model: every F and B costs one time step, communication and averaging are free,
-a result made at step t is usable at step t+1. A method's curve on the time axis is f of its
+a result made at step t is usable at step t+1. Under an :class:`rpd.costs.CostModel` the axis is
+in ticks and every function here works unchanged (an update lands at the end of its op's last
+tick). A method's curve on the time axis is f of its
 evaluated model after every time step (``Result.axis_name == "sim_time"``).
 
 Protocol (i), same N: every method processes the same number of microbatches; curves are cut
@@ -62,8 +64,8 @@ def value_at_time(result: Result, T: int) -> np.ndarray:
 
 
 def block_updates_in(tl: Timeline) -> int:
-    """Number of backward ops (block updates) in a timeline: RPD's K under protocol (ii)."""
-    return int(np.sum(tl.op == 2))
+    """Number of block updates in a timeline: RPD's K under protocol (ii)."""
+    return int(len(tl.update_time))
 
 
 def time_of_update(tl: Timeline) -> np.ndarray:

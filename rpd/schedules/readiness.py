@@ -18,98 +18,21 @@ The 1F1B choice "B if ready and (not steady, or preference B, or no F ready)" on
 bit per stage, ``last_b`` = "the last op done was a B" (steady with preference F):
 do B <=> B ready and not (last_b and F ready). So a time step is a handful of vectorized
 comparisons over stages, and many independent schedules run side by side as one long row of
-"lanes" separated by ghost lanes (see :func:`simulate_many`). Per-operation durations would
-replace the counters by per-lane busy-until times; the Timeline arrays stay the same.
+"lanes" separated by ghost lanes (see :func:`simulate_many`). Under a cost model the order
+these rules produce at unit costs is timed by the one timer (:mod:`rpd.schedules.build`), as a
+runtime executing that order would run it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import numpy as np
 
+from rpd.schedules.timeline import Timeline
 from rpd.validation import check_int
 
-IDLE, FWD, BWD = 0, 1, 2
 _BIG = np.iinfo(np.int32).max // 2  # counter value of a ghost lane: "always done"
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class Timeline:
-    """Ops of one pipeline run, as integer arrays.
-
-    ``f_time[m, s]`` / ``b_time[m, s]`` are the time steps of F(m, s) / B(m, s); the run has
-    T = B(N-1, 0) + 1 steps. ``op[t, s]`` is IDLE / FWD / BWD and ``mb[t, s]`` the microbatch
-    (-1 when idle); both are built from the op times on first use.
-    Block updates (backward ops) in iteration order -- by time step, then stage index -- are
-    ``update_stage[k]``, ``update_mb[k]``, ``update_time[k]`` for k = 0..K-1, K = N*S.
-    ``sync_time`` lists the time steps at whose end LocalSGD replicas are averaged (empty for PD).
-    """
-
-    kind: str  # "pipedream" or "local_sgd"
-    S: int
-    N: int
-    f_time: np.ndarray  # int32 [N, S]
-    b_time: np.ndarray  # int32 [N, S]
-    noam: int | None = None  # PD: max microbatches in flight
-    R: int | None = None  # LocalSGD: replicas
-    H: int | None = None  # LocalSGD: local steps per round
-    sync_time: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int32))
-
-    @property
-    def T(self) -> int:
-        return int(self.b_time[self.N - 1, 0]) + 1
-
-    @property
-    def K(self) -> int:
-        return self.N * self.S
-
-    @functools.cached_property
-    def _flat_slots(self) -> tuple[np.ndarray, np.ndarray]:
-        stages = np.arange(self.S, dtype=np.int64)
-        return (self.f_time * self.S + stages).ravel(), (self.b_time * self.S + stages).ravel()
-
-    @functools.cached_property
-    def op(self) -> np.ndarray:
-        """int8 [T, S]: IDLE / FWD / BWD."""
-        f, b = self._flat_slots
-        op = np.zeros(self.T * self.S, np.int8)
-        op[f] = FWD
-        op[b] = BWD
-        return op.reshape(self.T, self.S)
-
-    @functools.cached_property
-    def mb(self) -> np.ndarray:
-        """int32 [T, S]: microbatch of the op, -1 when idle."""
-        f, b = self._flat_slots
-        m = np.repeat(np.arange(self.N, dtype=np.int32), self.S)
-        mb = np.full(self.T * self.S, -1, np.int32)
-        mb[f] = m
-        mb[b] = m
-        return mb.reshape(self.T, self.S)
-
-    @functools.cached_property
-    def _updates(self) -> tuple[np.ndarray, np.ndarray]:
-        # np.nonzero walks [T, S] in row-major order: by time, then stage = iteration order.
-        t, s = np.nonzero(self.op == BWD)
-        return t.astype(np.int32), s.astype(np.int32)
-
-    @property
-    def update_time(self) -> np.ndarray:
-        return self._updates[0]
-
-    @property
-    def update_stage(self) -> np.ndarray:
-        return self._updates[1]
-
-    @functools.cached_property
-    def update_mb(self) -> np.ndarray:
-        return self.mb[self._updates].astype(np.int32)
-
-    def bubble_ratio(self) -> float:
-        """Idle slots / (T * S) = 1 - 2NS / (T S)."""
-        return 1.0 - 2.0 * self.N / self.T
 
 
 @dataclasses.dataclass(frozen=True)
@@ -382,18 +305,3 @@ def validate(tl: Timeline) -> None:
 def _require(ok, message: str) -> None:
     if not ok:
         raise ValueError(f"invalid timeline: {message}")
-
-
-def render_ascii(tl: Timeline, first: int = 0, last: int | None = None) -> str:
-    """One line per machine: ``F3`` / ``B3`` for F/B of microbatch 3 (1-based, as in the paper),
-    ``.`` for idle; time steps ``first..last-1``."""
-    op, mb = tl.op[first:last], tl.mb[first:last]
-    width = len(str(tl.N)) + 1
-    lines = []
-    for s in range(tl.S):
-        cells = [
-            ("." if o == IDLE else ("F" if o == FWD else "B") + str(m + 1)).rjust(width)
-            for o, m in zip(op[:, s].tolist(), mb[:, s].tolist())
-        ]
-        lines.append(f"machine {s + 1:>{len(str(tl.S))}}: " + " ".join(cells))
-    return "\n".join(lines)

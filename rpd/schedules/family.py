@@ -1,0 +1,188 @@
+"""The schedule family (SPEC §10.2): one public constructor per schedule, each returning a timed
+:class:`~rpd.schedules.timeline.Timeline`.
+
+Synchronous schedules run N = (number of flushes) * M microbatches, flush after flush with a
+barrier between them (``overlapped=True`` for ZB-H2 / ZB-V drops it: each stage steps its
+optimizer locally, as sail-sg's optimizer post-validation allows, ZOO.md §3.7). Asynchronous
+ones (PipeDream, 2BW, PipeMare) run one stream. ``costs=None`` is unit cost: F = B = 1, and
+F = I = W = 1 for the split-backward schedules; costs of the interleaved and V schedules are per
+chunk. Bad parameters raise a ValueError naming the parameter before any work.
+"""
+
+from __future__ import annotations
+
+from rpd.costs import CostModel
+from rpd.schedules import orders, readiness
+from rpd.schedules.build import order_of, timed
+from rpd.schedules.ir import concat, shift_mb
+from rpd.schedules.timeline import Timeline
+from rpd.validation import check_int
+
+MAX_OPS = 50_000_000  # ~3 GB of op tables: beyond it a timeline is refused before any allocation
+
+
+def _check(S, N, M, per_mb: int = 2, stages_per_rank: int = 1):
+    S, N, M = check_int("S", S), check_int("N", N), check_int("M", M)
+    if N % M:
+        raise ValueError(f"N must be a whole number of flushes of M microbatches, got N={N}, M={M}")
+    if per_mb * N * S * stages_per_rank > MAX_OPS:
+        raise ValueError(f"N * S = {N * S} microbatch-stages is too large to simulate (limit {MAX_OPS} ops)")
+    return S, N, M
+
+
+def _costs(costs) -> CostModel | None:
+    if costs is not None and not isinstance(costs, CostModel):
+        raise TypeError(f"costs must be an rpd.costs.CostModel or None, got {type(costs).__name__}")
+    return costs
+
+
+def _flushes(kind, one_flush, S, N, M, costs, *, overlapped=False, gap=0, **kw) -> Timeline:
+    order = concat([shift_mb(one_flush, q * M) for q in range(N // M)])
+    return timed(kind, order, S=S, N=N, M=M, costs=_costs(costs), overlapped=overlapped,
+                 barrier_every=None if overlapped else M, gap=gap, **kw)
+
+
+# ---------------------------------------------------------------- asynchronous streams
+
+
+def pipedream(S: int, N: int, noam: int | None = None, costs: CostModel | None = None) -> Timeline:
+    """PipeDream asynchronous 1F1B with weight stashing (SPEC §2.1).
+
+    At most ``noam`` (default S) microbatches in flight; ``noam=1`` is naive model parallelism.
+    Unit costs give T = 2N + 2S - 2 for NOAM >= S and T = 2SN for NOAM = 1. Under ``costs`` the
+    order the readiness rule produces is timed by the one timer."""
+    tl = readiness.pipedream(S, N, noam)
+    if _costs(costs) is None or costs.is_unit:
+        return tl
+    return timed("pipedream", order_of(tl), S=tl.S, N=tl.N, costs=costs, noam=tl.noam)
+
+
+def local_sgd(S: int, N: int, R: int, H: int, costs: CostModel | None = None, values: int = 0) -> Timeline:
+    """LocalSGD on the same S-stage pipeline (SPEC §2.2).
+
+    R replicas, microbatch m on replica m mod R, rounds of R*H microbatches separated by a
+    barrier and an averaging of the replicas that ends with tick ``sync_time[q]``; the averaging
+    of ``values`` numbers per stage costs ``costs.allreduce_ticks(values)`` ticks.
+    With unit costs and R >= S: T = 2N + ceil(N / (R*H)) * (2S - 2)."""
+    tl = readiness.local_sgd(S, N, R, H)
+    values = check_int("values", values, minimum=0)
+    if _costs(costs) is None or costs.is_unit:
+        return tl
+    return timed("local_sgd", order_of(tl), S=tl.S, N=tl.N, costs=costs, R=tl.R, H=tl.H,
+                 barrier_every=tl.R * tl.H, gap=costs.allreduce_ticks(values))
+
+
+def pipedream_2bw(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeline:
+    """PipeDream-2BW (msr-fiddle/pipedream@pipedream_2bw ``forward_backward_pipelining_no_flushes``):
+    PipeDream's 1F1B stream with no flush; every M microbatches one coalesced update
+    W_{k+1} = W_k - γ Σ ∇f_j(W_{k-1}) from two weight buffers. W_{k-1} is still held when a
+    minibatch's last backward runs only if M >= S - 1 (ZOO.md §3.13), else ValueError."""
+    S, N, M = _check(S, N, M)
+    if M < S - 1:
+        raise ValueError(f"pipedream_2bw needs M >= S - 1 (two weight versions), got M={M}, S={S}")
+    tl = readiness.pipedream(S, N)
+    return timed("pipedream_2bw", order_of(tl), S=S, N=N, M=M, costs=_costs(costs), noam=S)
+
+
+def pipemare(S: int, N: int, costs: CostModel | None = None) -> Timeline:
+    """PipeMare's order: PipeDream's 1F1B stream without weight stashing (ZOO.md §3.14; one
+    weight version per block, forward and backward read different versions)."""
+    tl = readiness.pipedream(S, N)
+    return timed("pipemare", order_of(tl), S=tl.S, N=tl.N, costs=_costs(costs), noam=tl.noam)
+
+
+# ---------------------------------------------------------------- synchronous (flush) schedules
+
+
+def gpipe(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeline:
+    """GPipe fill-drain: per flush every rank runs F(0..M-1) then B(0..M-1) (ZOO.md §3.2).
+    T_flush = (M + S - 1)(tF + tB) for any tF:tB; M activations in flight."""
+    S, N, M = _check(S, N, M)
+    return _flushes("gpipe", orders.gpipe_order(S, M), S, N, M, costs)
+
+
+def one_f_one_b(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeline:
+    """1F1B with flush (PipeDream-Flush / DAPPLE / Megatron, ZOO.md §3.3): GPipe's makespan,
+    min(S - s, M) activations on rank s."""
+    S, N, M = _check(S, N, M)
+    return _flushes("1f1b", orders.one_f_one_b_order(S, M), S, N, M, costs)
+
+
+def interleaved(S: int, N: int, M: int, v: int, costs: CostModel | None = None,
+                group: int | None = None) -> Timeline:
+    """Interleaved 1F1B with v chunks per rank and Megatron's microbatch group size ``group``
+    (default S; S <= group <= M and M mod group in {0} ∪ [S, group)), ZOO.md §3.4.
+    Costs are per chunk. v = 1 is 1F1B."""
+    v = check_int("v", v)
+    S, N, M = _check(S, N, M, stages_per_rank=v)
+    if v == 1:
+        return one_f_one_b(S, N, M, costs)
+    group = S if group is None else check_int("group", group)
+    orders.check_interleaved(S, M, v, group)
+    return _flushes("interleaved", orders.interleaved_order(S, M, v, group), S, N, M, costs,
+                    n_stages=S * v, v=v)
+
+
+def zb_h1(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeline:
+    """ZB-H1 (ZOO.md §3.6): 1F1B with the backward split into I and W, W delayed by r
+    microbatches on rank r. Idle per rank (S - 1)(tF + tI - tW) when tW <= tF."""
+    S, N, M = _check(S, N, M, per_mb=3)
+    return _flushes("zb_h1", orders.zb_h1_order(S, M), S, N, M, costs, split=True)
+
+
+def zb_h2(S: int, N: int, M: int, costs: CostModel | None = None, overlapped: bool = False,
+          max_pending=None) -> Timeline:
+    """ZB-H2 by the greedy rule with the 2p memory cap (ZOO.md §3.7). Per-rank span 3M iff
+    M >= 2S - 1 at unit costs, but T_flush = 3M + S - 1 as ZB-H1: the gain needs
+    ``overlapped=True`` (no barrier between flushes, optimizer post-validation)."""
+    S, N, M = _check(S, N, M, per_mb=3)
+    return _flushes("zb_h2", orders.zb_h2_order(S, M, max_pending), S, N, M, costs, split=True,
+                    overlapped=bool(overlapped))
+
+
+def zb_v(S: int, N: int, M: int, costs: CostModel | None = None, overlapped: bool = False) -> Timeline:
+    """ZB-V (torch ``ScheduleZBVZeroBubble``, ZOO.md §3.9): two chunks per rank in a V
+    (rank r holds stages r and 2S-1-r), split backward. Chunk costs F = I = W give every rank a
+    span of 6M chunk ticks; T_flush = 6M + S - 1."""
+    from rpd.schedules.v_shape import zbv_order
+
+    S, N, M = _check(S, N, M, per_mb=3, stages_per_rank=2)
+    return _flushes("zb_v", zbv_order(S, M), S, N, M, costs, split=True, n_stages=2 * S, v=2,
+                    overlapped=bool(overlapped))
+
+
+def dualpipe_v(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeline:
+    """DualPipeV (torch ``ScheduleDualPipeV``, ZOO.md §3.10): V placement, overlapped F&B
+    pairs (cost ``costs.FB``) and a partly split backward. Needs M >= 2S."""
+    from rpd.schedules.v_shape import dualpipe_v_order
+
+    S, N, M = _check(S, N, M, per_mb=3, stages_per_rank=2)
+    return _flushes("dualpipe_v", dualpipe_v_order(S, M), S, N, M, costs, split=True, n_stages=2 * S, v=2)
+
+
+def chimera(S: int, N: int, M: int, costs: CostModel | None = None, values: int = 0) -> Timeline:
+    """Chimera with two pipelines in opposite directions over S (= D, even) workers (ZOO.md
+    §3.11). Each worker holds two stage replicas whose gradients are all-reduced at the end of
+    each flush: ``costs.allreduce_ticks(values)`` ticks, ``values`` per stage."""
+    from rpd.schedules.chimera import chimera_order
+
+    S, N, M = _check(S, N, M)
+    values = check_int("values", values, minimum=0)
+    gap = 0 if costs is None else _costs(costs).allreduce_ticks(values)
+    return _flushes("chimera", chimera_order(S, M), S, N, M, costs, gap=gap)
+
+
+SCHEDULES = {
+    "gpipe": gpipe,
+    "1f1b": one_f_one_b,
+    "interleaved": interleaved,
+    "zb_h1": zb_h1,
+    "zb_h2": zb_h2,
+    "zb_v": zb_v,
+    "dualpipe_v": dualpipe_v,
+    "chimera": chimera,
+    "pipedream": pipedream,
+    "pipedream_2bw": pipedream_2bw,
+    "pipemare": pipemare,
+    "local_sgd": local_sgd,
+}

@@ -1,0 +1,311 @@
+"""A timed pipeline run, :class:`Timeline`, and what every timeline reports (SPEC §10.3).
+
+Ticks follow :mod:`rpd.costs`: an op occupying ticks start .. end-1 has its result from tick
+``end`` on. ``f_time[m, g]`` is the first tick of F(m, g) (when it reads its weights) and
+``b_time[m, g]`` the last tick of the op that completes microbatch m's gradient on stage g (B,
+or W when the backward is split): its update "lands at the end of tick b_time", exactly the
+unit-cost convention of SPEC §2 where both are the op's time step. Every downstream consumer
+(delay tables, plans, simulated-time axes) reads these two arrays.
+
+Block updates in iteration order -- by ``b_time``, then stage -- are ``update_stage[k]``,
+``update_mb[k]``, ``update_time[k]`` for k = 0..K-1, K = N * n_stages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import NamedTuple
+
+import numpy as np
+
+from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD, IDLE, KIND_CHAR
+
+
+class OpTable(NamedTuple):
+    """Every op of a run, rank-major in each rank's execution order."""
+
+    kind: np.ndarray  # int8 [n]: FWD / BWD / BWD_I / BWD_W
+    stage: np.ndarray  # int32 [n]: global stage (model chunk)
+    mb: np.ndarray  # int32 [n]
+    rank: np.ndarray  # int32 [n]
+    start: np.ndarray  # int64 [n]: first tick
+    end: np.ndarray  # int64 [n]: first tick after the op
+    fused: np.ndarray  # bool [n]: overlapped with the previous op of its rank (same span)
+
+
+SYNCHRONOUS = ("gpipe", "1f1b", "interleaved", "zb_h1", "zb_h2", "zb_v", "dualpipe_v", "chimera", "naive_flush")
+SPLIT = ("zb_h1", "zb_h2", "zb_v", "dualpipe_v")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Timeline:
+    """Ops of one pipeline run. PD and LocalSGD (``kind`` "pipedream" / "local_sgd") keep the
+    original fields; the schedule family adds flushes, chunks and split backward.
+
+    ``S`` is the number of ranks (devices) and ``n_stages`` the number of global stages (S * v
+    for the chunked schedules). ``sync_time`` lists the ticks at whose end LocalSGD replicas are
+    averaged; ``flush_time[q]`` the tick at whose end flush q is over everywhere (synchronous
+    schedules: the optimizer step; -1 per flush when flushes overlap).
+    """
+
+    kind: str
+    S: int
+    N: int
+    f_time: np.ndarray  # int [N, n_stages]
+    b_time: np.ndarray  # int [N, n_stages]
+    noam: int | None = None  # PD: max microbatches in flight
+    R: int | None = None  # LocalSGD: replicas
+    H: int | None = None  # LocalSGD: local steps per round
+    sync_time: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int32))
+    M: int | None = None  # microbatches per flush / minibatch (synchronous schedules, 2BW)
+    v: int = 1  # model chunks per rank
+    n_stages_: int | None = None  # global stages; None: S
+    table_: OpTable | None = None  # None: one unit op per F/B, built from f_time/b_time on use
+    costs: object | None = None  # the rpd.costs.CostModel it was timed with (None: unit)
+    flush_time: np.ndarray | None = None  # int [n_flush]
+    overlapped: bool = False  # flushes may overlap (optimizer post-validation)
+    i_time: np.ndarray | None = None  # int [N, n_stages]: last tick of I (split backward)
+
+    # ------------------------------------------------------------------ shape and ops
+
+    @property
+    def n_stages(self) -> int:
+        return self.S if self.n_stages_ is None else self.n_stages_
+
+    @property
+    def split(self) -> bool:
+        return self.i_time is not None
+
+    @property
+    def synchronous(self) -> bool:
+        return self.kind in SYNCHRONOUS
+
+    @functools.cached_property
+    def T(self) -> int:
+        if self.table_ is None:
+            return int(self.b_time[self.N - 1, 0]) + 1
+        last = int(self.table_.end.max())
+        return max(last, int(self.sync_time.max()) + 1) if len(self.sync_time) else last
+
+    @property
+    def K(self) -> int:
+        return self.N * self.n_stages
+
+    @functools.cached_property
+    def table(self) -> OpTable:
+        """Every op with its rank and [start, end) ticks."""
+        if self.table_ is not None:
+            return self.table_
+        N, S = self.N, self.S
+        kind = np.repeat(np.array([FWD, BWD], np.int8), N * S).reshape(2, N, S)
+        times = np.stack([self.f_time, self.b_time]).astype(np.int64)  # [2, N, S]
+        stage = np.broadcast_to(np.arange(S, dtype=np.int32), (2, N, S))
+        mb = np.broadcast_to(np.arange(N, dtype=np.int32)[:, None], (2, N, S))
+        o = np.lexsort((times.ravel(), stage.ravel()))
+        start = times.ravel()[o]
+        return OpTable(kind=kind.ravel()[o], stage=stage.ravel()[o], mb=mb.ravel()[o],
+                       rank=stage.ravel()[o], start=start, end=start + 1,
+                       fused=np.zeros(len(o), bool))
+
+    # ------------------------------------------------------------------ grids (pictures)
+
+    @functools.cached_property
+    def _flat_slots(self) -> tuple[np.ndarray, np.ndarray]:
+        stages = np.arange(self.S, dtype=np.int64)
+        return (self.f_time * self.S + stages).ravel(), (self.b_time * self.S + stages).ravel()
+
+    @functools.cached_property
+    def op(self) -> np.ndarray:
+        """int8 [T, S]: IDLE / FWD / BWD / BWD_I / BWD_W on each rank at each tick."""
+        if self.table_ is None:
+            f, b = self._flat_slots
+            op = np.zeros(self.T * self.S, np.int8)
+            op[f] = FWD
+            op[b] = BWD
+            return op.reshape(self.T, self.S)
+        return self._paint(self.table.kind, IDLE).astype(np.int8)
+
+    @functools.cached_property
+    def mb(self) -> np.ndarray:
+        """int32 [T, S]: microbatch of the op, -1 when idle."""
+        if self.table_ is None:
+            f, b = self._flat_slots
+            m = np.repeat(np.arange(self.N, dtype=np.int32), self.S)
+            mb = np.full(self.T * self.S, -1, np.int32)
+            mb[f] = m
+            mb[b] = m
+            return mb.reshape(self.T, self.S)
+        return self._paint(self.table.mb, -1).astype(np.int32)
+
+    @functools.cached_property
+    def stage(self) -> np.ndarray:
+        """int32 [T, S]: global stage of the op, -1 when idle."""
+        if self.table_ is None:
+            return np.where(self.op != IDLE, np.arange(self.S, dtype=np.int32), -1)
+        return self._paint(self.table.stage, -1).astype(np.int32)
+
+    def _paint(self, values: np.ndarray, fill: int) -> np.ndarray:
+        t = self.table
+        length = t.end - t.start
+        ticks = np.repeat(t.start, length) + _ranges(length)
+        grid = np.full((self.T, self.S), fill, np.int64)
+        grid[ticks, np.repeat(t.rank, length)] = np.repeat(values, length)
+        return grid
+
+    # ------------------------------------------------------------------ updates
+
+    @functools.cached_property
+    def _updates(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self.table_ is None and self.kind in ("pipedream", "local_sgd"):
+            # np.nonzero walks [T, S] in row-major order: by time, then stage = iteration order.
+            t, s = np.nonzero(self.op == BWD)
+            return t.astype(np.int32), s.astype(np.int32), self.mb[t, s].astype(np.int32)
+        G = self.n_stages
+        time = self.b_time.ravel()
+        stage = np.tile(np.arange(G, dtype=np.int32), self.N)
+        o = np.lexsort((stage, time))
+        return time[o].astype(np.int32), stage[o], (o // G).astype(np.int32)
+
+    @property
+    def update_time(self) -> np.ndarray:
+        return self._updates[0]
+
+    @property
+    def update_stage(self) -> np.ndarray:
+        return self._updates[1]
+
+    @property
+    def update_mb(self) -> np.ndarray:
+        return self._updates[2]
+
+    # ------------------------------------------------------------------ metrics (SPEC §10.3)
+
+    def busy(self) -> np.ndarray:
+        """int64 [S]: ticks each rank computes (a fused pair counts once)."""
+        t = self.table
+        once = ~t.fused
+        return np.bincount(t.rank[once], weights=(t.end - t.start)[once], minlength=self.S).astype(np.int64)
+
+    def idle(self) -> np.ndarray:
+        """int64 [S]: idle ticks of each rank within the makespan [0, T)."""
+        return self.T - self.busy()
+
+    def bubble_ratio(self) -> float:
+        """f_total = idle / (T * S): the share of wall time the ranks are idle (ZOO.md §0)."""
+        return float(self.idle().sum() / (self.T * self.S))
+
+    def bubble_overhead(self) -> float:
+        """r_ideal = idle / ideal compute (Megatron's (1/v)(S-1)/M form; f = r / (1 + r))."""
+        return float(self.idle().sum() / self.busy().sum())
+
+    def spans(self) -> np.ndarray:
+        """int64 [n_flush, S]: each rank's span (first op start to last op end) in each flush;
+        one row for schedules without flushes."""
+        t = self.table
+        q = t.mb // self.M if (self.M is not None and self.synchronous) else np.zeros_like(t.mb)
+        n_flush = int(q.max(initial=0)) + 1
+        key = q.astype(np.int64) * self.S + t.rank
+        first = np.full(n_flush * self.S, np.iinfo(np.int64).max)
+        last = np.full(n_flush * self.S, np.iinfo(np.int64).min)
+        np.minimum.at(first, key, t.start)
+        np.maximum.at(last, key, t.end)
+        return np.where(last >= first, last - first, 0).reshape(n_flush, self.S)
+
+    def period(self) -> int:
+        """Steady-state period P: the longest span of any rank in any flush. When flushes may
+        overlap (each stage steps locally) this is the time per minibatch; with a barrier the
+        time per minibatch is the flush makespan (ZOO.md §0)."""
+        return int(self.spans().max())
+
+    def peak_activations(self, until: str | None = None) -> np.ndarray:
+        """float [S]: most activations in flight on each rank, in units of A (one microbatch on
+        one full stage; a chunk holds A/v). Allocated at the start of F(m, g), freed at the end
+        of the op named by ``until``: "B" (full backward), "I" (split: the default, counts
+        F-not-I) or "W" (split: F-not-W, which also holds the W residues)."""
+        t = self.table
+        until = ("I" if self.split else "B") if until is None else until
+        if until not in ("B", "I", "W"):
+            raise ValueError(f"until must be 'B', 'I' or 'W', got {until!r}")
+        release = {"B": (BWD,), "I": (BWD, BWD_I), "W": (BWD, BWD_W)}[until]
+        if until == "B" and self.split and np.any(t.kind == BWD_I):
+            raise ValueError("this schedule splits its backward: use until='I' or until='W'")
+        G, N = self.n_stages, self.N
+        free_at = np.full((G, N), -1, np.int64)
+        rel = np.isin(t.kind, release)
+        free_at[t.stage[rel], t.mb[rel]] = t.end[rel]
+        f = t.kind == FWD
+        alloc_t, rank = t.start[f], t.rank[f]
+        free_t = free_at[t.stage[f], t.mb[f]]
+        # events sorted by (rank, tick, frees first); the running sum's max per rank is the peak
+        when = np.concatenate([alloc_t, free_t])
+        delta = np.concatenate([np.ones(len(alloc_t)), -np.ones(len(free_t))])
+        who = np.concatenate([rank, rank])
+        o = np.lexsort((delta, when, who))
+        level = np.cumsum(delta[o])
+        who = who[o]
+        starts = np.searchsorted(who, np.arange(self.S))
+        base = np.concatenate([[0.0], level])[starts]
+        peak = np.zeros(self.S)
+        np.maximum.at(peak, who, level - base[who])
+        return peak / self.v
+
+    def weight_versions(self) -> np.ndarray:
+        """int [n_stages]: versions of each block kept at once. Synchronous schedules keep one
+        (Chimera's two replicas of a stage are kept identical); PD stashes up to S - s
+        (:func:`rpd.delays.stashed_versions`); 2BW double-buffers (2); PipeMare keeps one;
+        LocalSGD keeps the R replica copies of the block on its stage."""
+        G = self.n_stages
+        if self.kind == "pipedream":
+            from rpd.delays import stashed_versions
+
+            return stashed_versions(self)
+        if self.kind == "pipedream_2bw":
+            return np.full(G, 2, np.int64)
+        if self.kind == "local_sgd":
+            return np.full(G, self.R, np.int64)
+        return np.ones(G, np.int64)
+
+    def weight_memory(self) -> np.ndarray:
+        """float [S]: weights held per rank, in units of one full stage's weights (a chunk is
+        1/v): every version of every block the rank holds (Chimera: both stage replicas)."""
+        t = self.table
+        held = np.zeros((self.S, self.n_stages), bool)
+        held[t.rank, t.stage] = True
+        return (held * self.weight_versions()[None, :]).sum(axis=1) / self.v
+
+    def summary(self) -> dict:
+        """The SPEC §10.3 numbers as plain Python values (for tables and JSON)."""
+        out = dict(schedule=self.kind, S=self.S, N=self.N, M=self.M, v=self.v, T=self.T,
+                   period=self.period(), bubble_f_total=self.bubble_ratio(),
+                   bubble_r_ideal=self.bubble_overhead(), idle=self.idle().tolist(),
+                   peak_activations=self.peak_activations().tolist(),
+                   weight_versions=self.weight_versions().tolist(),
+                   weight_memory=self.weight_memory().tolist())
+        if self.split:
+            out["peak_activations_W"] = self.peak_activations(until="W").tolist()
+        return out
+
+
+def _ranges(length: np.ndarray) -> np.ndarray:
+    """concatenate(arange(n) for n in length), without a Python loop."""
+    total = int(length.sum())
+    ends = np.cumsum(length)
+    return np.arange(total) - np.repeat(ends - length, length)
+
+
+def render_ascii(tl: Timeline, first: int = 0, last: int | None = None) -> str:
+    """One line per machine: ``F3`` / ``B3`` / ``I3`` / ``W3`` for an op of microbatch 3
+    (1-based, as in the paper), ``.`` for idle; ticks ``first..last-1``. Chunked schedules
+    append the chunk's stage (``F3s5``)."""
+    op, mb, st = tl.op[first:last], tl.mb[first:last], tl.stage[first:last]
+    chunked = tl.n_stages != tl.S
+    width = len(str(tl.N)) + 1 + (len(str(tl.n_stages)) + 1 if chunked else 0)
+    lines = []
+    for s in range(tl.S):
+        cells = [
+            ("." if o == IDLE else KIND_CHAR[o] + str(m + 1) + (f"s{g}" if chunked else "")).rjust(width)
+            for o, m, g in zip(op[:, s].tolist(), mb[:, s].tolist(), st[:, s].tolist())
+        ]
+        lines.append(f"machine {s + 1:>{len(str(tl.S))}}: " + " ".join(cells))
+    return "\n".join(lines)
