@@ -86,6 +86,19 @@ def test_pipedream_equals_weight_stashing_replay(S, N, noam):
     assert res.meta["ring_size"] <= tl.noam + 1
 
 
+def test_pipedream_under_costs_equals_replay_on_ticks():
+    """With tB = 2tF and a p2p latency, updates land at the end of their B's last tick and the
+    compiled PD equals the weight-stashing replay tick by tick."""
+    from rpd.costs import CostModel
+
+    obj = random_quadratic(n=60, d=12, S=4, batch_size=10, seed=1)
+    tl = schedules.pipedream(4, 12, costs=CostModel(F=1, B=2, p2p=1))
+    res = methods.pipedream(obj, tl, [0.03, 0.08], axis="sim_time")
+    assert len(res.axis) == tl.T + 1
+    for gi, g in enumerate([0.03, 0.08]):
+        np.testing.assert_allclose(res.curve[gi], replay(obj, tl, g), rtol=1e-12, atol=1e-14)
+
+
 def test_rpd_with_pd_plan_reproduces_pd(quad):
     """RPD fed PD's block order, data order and exact delay table is PD."""
     from rpd.delays import delay_table

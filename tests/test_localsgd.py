@@ -76,3 +76,17 @@ def test_noise_and_long_run_finish():
     again = methods.local_sgd(obj, tl, [0.01, 0.05], seed=3)
     np.testing.assert_array_equal(res.curve, again.curve)
     assert np.all(np.isfinite(res.curve)) and res.curve[0, -1] < res.curve[0, 0]
+
+
+@pytest.mark.parametrize("S,N,R,H", [(3, 20, 3, 2), (3, 17, 4, 3)])
+def test_costs_timeline_equals_literal_replay(quad, S, N, R, H):
+    """Under tB = 2tF, a p2p latency and an averaging cost the time axis is in ticks and the
+    compiled LocalSGD still equals the op-by-op replay at every tick."""
+    from rpd.costs import CostModel
+
+    tl = schedules.local_sgd(S, N, R, H, costs=CostModel(F=1, B=2, p2p=1, allreduce=(2, 0.25)), values=4)
+    assert tl.T > schedules.local_sgd(S, N, R, H).T
+    res = methods.local_sgd(quad, tl, [0.05, 0.2])
+    assert len(res.axis) == tl.T + 1
+    for gi, g in enumerate([0.05, 0.2]):
+        np.testing.assert_allclose(res.curve[gi], replay(quad, tl, g), rtol=1e-11, atol=1e-13)
