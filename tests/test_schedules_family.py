@@ -181,3 +181,14 @@ def test_split_timeline_fields():
     assert np.all(np.diff(tl.update_time) >= 0)
     assert tl.op.shape == (tl.T, 4) and set(np.unique(tl.op)) <= {0, FWD, BWD_I, BWD_W}
     assert "I1" in schedules.render_ascii(tl)
+
+
+def test_huge_readiness_runs_are_refused_quickly():
+    import time
+
+    t = time.perf_counter()
+    with pytest.raises(ValueError, match="S=100000, N=100 is too large"):
+        schedules.pipedream(10**5, 100)
+    with pytest.raises(ValueError, match="too large"):
+        schedules.local_sgd(10**5, 100, 4, 2)
+    assert time.perf_counter() - t < 1.0

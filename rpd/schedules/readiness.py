@@ -257,13 +257,28 @@ def local_sgd(S: int, N: int, R: int, H: int) -> Timeline:
     spec = ScheduleSpec(
         S=check_int("S", S), N=check_int("N", N), R=check_int("R", R), H=check_int("H", H)
     )
+    _check_size(spec.S, spec.N)
     return simulate_many([spec])[0]
+
+
+MAX_STAGE_STEPS = 2 * 10**9  # ~1 min of the vectorised loop; far above every study (E2: 5e5)
+
+
+def _check_size(S: int, N: int, noam: int | None = None) -> None:
+    """Refuse before any allocation a run whose loop would touch more than MAX_STAGE_STEPS
+    (stage, step) cells: T <= 2SN / min(NOAM, S) + 2S steps of S lanes."""
+    cells = (2 * S * N // min(noam or S, S) + 2 * S) * S
+    if cells > MAX_STAGE_STEPS:
+        raise ValueError(f"S={S}, N={N} is too large to simulate: about {cells:.3g} stage-steps "
+                         f"> {MAX_STAGE_STEPS:.0e}")
 
 
 def _pd_spec(S, N, noam) -> ScheduleSpec:
     S = check_int("S", S)
     N = check_int("N", N)
-    return ScheduleSpec(S=S, N=N, noam=S if noam is None else check_int("noam", noam))
+    noam = S if noam is None else check_int("noam", noam)
+    _check_size(S, N, noam)
+    return ScheduleSpec(S=S, N=N, noam=noam)
 
 
 def validate(tl: Timeline) -> None:
