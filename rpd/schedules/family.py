@@ -164,7 +164,7 @@ def chimera(S: int, N: int, M: int, costs: CostModel | None = None, values: int 
     """Chimera with two pipelines in opposite directions over S (= D, even) workers (ZOO.md
     §3.11). Each worker holds two stage replicas whose gradients are all-reduced at the end of
     each flush: ``costs.allreduce_ticks(values)`` ticks, ``values`` per stage."""
-    from rpd.schedules.chimera import chimera_order
+    from rpd.schedules.bidirectional import chimera_order
 
     S, N, M = _check(S, N, M)
     values = check_int("values", values, minimum=0)

@@ -85,8 +85,11 @@ class Timeline:
     def T(self) -> int:
         if self.table_ is None:
             return int(self.b_time[self.N - 1, 0]) + 1
-        last = int(self.table_.end.max())
-        return max(last, int(self.sync_time.max()) + 1) if len(self.sync_time) else last
+        last = int(self.table_.end.max())  # a barrier's gap after the last group (averaging,
+        for marks in (self.sync_time, self.flush_time):  # all-reduce) belongs to the run
+            if marks is not None and len(marks):
+                last = max(last, int(np.max(marks)) + 1)
+        return last
 
     @property
     def K(self) -> int:
