@@ -74,6 +74,7 @@ class Objective:
     grad_noise: float = 0.0
     batch_size: int | None = None
     meta: dict = dataclasses.field(default_factory=dict)  # sizes and settings, for results/configs
+    chain: Any = None  # rpd.objectives.chain.Chain: the stage structure, for two-point gradients
 
     @property
     def S(self) -> int:

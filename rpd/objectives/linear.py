@@ -13,6 +13,7 @@ import numpy as np
 import scipy.optimize
 
 from rpd.objectives.base import BlockLayout, Objective
+from rpd.objectives.chain import Chain
 from rpd.validation import check_int, check_real
 
 
@@ -30,6 +31,21 @@ def _batch(data, b, B):
     X_b = jax.lax.dynamic_slice_in_dim(data["X"], b * B, B, axis=0)
     y_b = jax.lax.dynamic_slice_in_dim(data["y"], b * B, B, axis=0)
     return X_b, y_b
+
+
+def _additive_chain(layout: BlockLayout, B: int, head, penalty=None) -> Chain:
+    """stage_s(x_s, (X_b, z)) = (X_b, z + X_b[:, block s] x_s): the chain output is X_b x."""
+    offsets, sizes = layout.offsets, layout.sizes
+
+    def inputs(data, b):
+        X_b, y_b = _batch(data, b, B)
+        return (X_b, jnp.zeros(B, X_b.dtype)), y_b
+
+    def stage(data, s, x_s, a):
+        X_b, z = a
+        return X_b, z + jax.lax.dynamic_slice_in_dim(X_b, offsets[s], sizes[s], axis=1) @ x_s
+
+    return Chain(inputs=inputs, stage=stage, head=lambda data, a, y: head(a[1], y), penalty=penalty)
 
 
 def _least_squares(name, X, w_star, S, batch_size, meta, quad_form=None) -> Objective:
@@ -52,9 +68,11 @@ def _least_squares(name, X, w_star, S, batch_size, meta, quad_form=None) -> Obje
         return 0.5 * (quad_form(e) if quad_form else jnp.dot(e, data["A"] @ e))
 
     data = {"X": jnp.asarray(X), "y": jnp.asarray(y), "A": jnp.asarray(A), "w_star": jnp.asarray(w_star)}
+    layout = BlockLayout.even(d, S)
     return Objective(
         name=name,
-        layout=BlockLayout.even(d, S),
+        layout=layout,
+        chain=_additive_chain(layout, B, lambda z, y: 0.5 * jnp.mean((z - y) ** 2)),
         n_batches=n // B,
         x0=jnp.zeros(d, jnp.float64),
         data=data,
@@ -183,9 +201,12 @@ def logistic_regression(
         z = data["X"] @ x
         return jnp.mean(jnp.logaddexp(0.0, z) - data["y"] * z) + 0.5 * lam * jnp.dot(x, x)
 
+    layout = BlockLayout.even(d, S)
     return Objective(
         name="logistic_regression",
-        layout=BlockLayout.even(d, S),
+        layout=layout,
+        chain=_additive_chain(layout, B, lambda z, y: jnp.mean(jnp.logaddexp(0.0, z) - y * z),
+                              penalty=lambda x_s: 0.5 * lam * jnp.dot(x_s, x_s)),
         n_batches=n // B,
         x0=jnp.zeros(d, jnp.float64),
         data={"X": jnp.asarray(X), "y": jnp.asarray(y)},
