@@ -18,8 +18,8 @@ baseline.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
-import numba
 import numpy as np
 
 from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD, Order
@@ -95,7 +95,7 @@ def time_order(flat: FlatOrder, dur: np.ndarray, p2p: int, flush: np.ndarray | N
     gap = np.zeros(n_flush, np.int64) if gap is None else np.asarray(gap, np.int64)
     start = np.empty(n, np.int64)
     end = np.empty(n, np.int64)
-    stuck = _time_kernel(flat.rank_ptr, np.asarray(dur, np.int64), flat.dep, lat.astype(np.int64),
+    stuck = _compiled_kernel()(flat.rank_ptr, np.asarray(dur, np.int64), flat.dep, lat.astype(np.int64),
                          flat.fused, flush, gap, n_flush, start, end)
     if stuck >= 0:
         raise ValueError(f"the order deadlocks: rank {stuck} waits for an op that can never run "
@@ -103,7 +103,15 @@ def time_order(flat: FlatOrder, dur: np.ndarray, p2p: int, flush: np.ndarray | N
     return start, end
 
 
-@numba.njit(cache=True, nogil=True)
+@functools.cache
+def _compiled_kernel():
+    """numba-compiled :func:`_time_kernel`, built on first use (unit-cost PD and LocalSGD never
+    import numba); ``cache=True`` keeps the machine code on disk across processes."""
+    import numba
+
+    return numba.njit(cache=True, nogil=True)(_time_kernel)
+
+
 def _time_kernel(rank_ptr, dur, dep, lat, fused, flush, gap, n_flush, start, end):  # pragma: no cover
     S = len(rank_ptr) - 1
     n = len(dur)
