@@ -9,7 +9,7 @@ from rpd.costs import CostModel, Straggler
 from rpd.schedules import orders
 from rpd.schedules.build import order_of, timed
 from rpd.schedules.ir import BWD, FWD, ops
-from rpd.schedules.timer import flatten, op_durations, time_order, time_order_reference
+from rpd.schedules.timer import flatten, op_durations, time_order_reference
 
 
 @pytest.mark.parametrize("S", range(1, 41))
