@@ -46,6 +46,7 @@ FIGURES = {
     "e7_schedules": "E7: schedule pictures: PD 1F1B, naive (NOAM = 1), LocalSGD H = 1, 2, 3",
     "e8_delta": "E8: best RPD objective against delta (PD's level for reference)",
     "staleness_scaling": "S^4: measured stale-read error exponents next to the bound's 4",
+    "e9_frontier": "E9: every schedule's bubble and memory, measured; the seeds' four claims checked",
 }
 
 

@@ -38,6 +38,7 @@ REGISTRY = {
     "e5_nanochat": "rpd.studies.nanochat",
     "e6_scaling": "rpd.studies.scaling",
     "e8_delta": "rpd.studies.pd_vs_rpd",
+    "e9_frontier": "rpd.studies.schedule_table",
     "staleness_scaling": "rpd.studies.staleness",
 }
 
