@@ -50,6 +50,9 @@ FIGURES = {
 }
 
 
+MAX_ROWS = 40  # rows of a study's table printed in the summary (all of them are in its JSON)
+
+
 class Report(NamedTuple):
     name: str
     status: str  # "ok" | "reused" | "failed" | "missing"
@@ -181,7 +184,12 @@ def summary_text(reports: Sequence[Report], messages: dict) -> str:
             head += f" ({o.size}, computed in {o.runtime_s:.1f} s) -> {o.png}"
         lines += ["", head, f"  paper: {messages.get(r.name, '')}"]
         if o is not None:
-            lines.append(F.format_table(o.table))
+            for claim in (o.summary or {}).get("claims", []):  # E9: the seeds' claims, measured
+                lines.append(f"  claim: {claim['claim']} -> {'holds' if claim['holds'] else 'FAILS'}: "
+                             f"{claim['measured']}")
+            lines.append(F.format_table(o.table[:MAX_ROWS]))
+            if len(o.table) > MAX_ROWS:
+                lines.append(f"  ... {len(o.table) - MAX_ROWS} more rows in {o.numbers}")
         elif r.error:
             lines.append(f"  {r.error}")
     bad = [r.name for r in reports if r.status in ("failed", "missing")]
