@@ -83,6 +83,7 @@ class E7Config:
     naive_N: int = 3
     local_sgd_H: tuple[int, ...] = (1, 2, 3)
     local_sgd_rounds: int = 2  # N = rounds * R * H
+    family: bool = True  # also chart every schedule of the family (S = 4, M = 8, unit costs)
 
 
 E7_QUICK: dict = {}
@@ -114,7 +115,14 @@ def run_e7(cfg: E7Config, progress: Callable[[str], None] | None = None) -> Stud
                       "bubble_ratio": delays.bubble_ratio(tl)})
         if progress is not None:
             progress(name)
-    return StudyOutput(arrays=arrays, summary={"titles": titles}, table=table)
+    family = {}
+    if cfg.family:  # unit costs: F = B, and F = I = W for the split-backward schedules
+        from rpd.studies import schedule_table
+
+        for name, ops in schedule_table.pictures(schedule_table.ORDER, b=1).items():
+            arrays[f"family/{name}"] = ops
+        family = {"costs": "F = B (split: F = I = W), chunks at half cost", "scale": schedule_table.SCALE}
+    return StudyOutput(arrays=arrays, summary={"titles": titles, "family": family}, table=table)
 
 
 def figure_e7(out: StudyOutput, path) -> None:
@@ -124,6 +132,13 @@ def figure_e7(out: StudyOutput, path) -> None:
         for name, title in out.summary["titles"].items()
     ]
     plotting.schedule_pictures(panels, path)
+    family = [k for k in out.arrays if k.startswith("family/")]
+    if family:  # the schedule family, ops drawn with their ticks (I and W in their own colours)
+        from rpd.plotting_schedules import schedule_gantt
+
+        path = Path(path)
+        schedule_gantt([dict(title=k.split("/", 1)[1], ops=out.arrays[k], scale=out.summary["family"]["scale"])
+                        for k in family], path.with_name(path.stem + "_family.png"))
 
 
 # ---------------------------------------------------------------- hydra entry point
@@ -145,6 +160,7 @@ class E7Section:
     naive_N: int = 3
     local_sgd_H: list[int] = dataclasses.field(default_factory=lambda: [1, 2, 3])
     local_sgd_rounds: int = 2
+    family: bool = True
 
 
 @dataclasses.dataclass

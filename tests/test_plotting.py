@@ -55,7 +55,7 @@ def test_entry_point_writes_numbers_and_figures(tmp_path):
     assert set(table) == {"pd", "naive", "local_sgd_H1", "local_sgd_H2"}
     assert all(r["T"] == r["T_law"] for r in table.values())
     assert table["naive"]["T"] == 2 * 2 * 2
-    for name in ("e2_delay_law.png", "e7_schedules.png"):
+    for name in ("e2_delay_law.png", "e7_schedules.png", "e7_schedules_family.png"):
         assert (tmp_path / name).read_bytes()[:8] == PNG
 
 

@@ -131,7 +131,7 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
                         rows.append(_cell(name, S, M, cfg.flushes * M, label, f, b, c))
             if progress is not None:
                 progress(f"S={S}, M={M}")
-    arrays = _pictures(cfg.schedules)
+    arrays = {f"{k}/ops": v for k, v in pictures(cfg.schedules).items()}
     verdicts = claims(rows, cfg.flushes)
     summary = dict(claims=verdicts, scale=SCALE, picture=PICTURE_SIZE,
                    na=[f"{r['schedule']} S={r['S']} M={r['M']}: {r['reason']}" for r in rows
@@ -139,14 +139,16 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
     return StudyOutput(arrays=arrays, summary=summary, table=rows)
 
 
-def _pictures(names) -> dict[str, np.ndarray]:
-    """One flush of every schedule at S = 4, M = 8, B = 2F (I = W = F), no latency: the op table."""
+def pictures(names, b: int = 2) -> dict[str, np.ndarray]:
+    """One flush of every schedule at S = 4, M = 8, F = 1, B = ``b`` (I = W = B/2, with B = 2
+    for the split schedules when b = 1), no latency: int [7, n] op tables (kind, stage, mb,
+    rank, start, end, fused) in quarter-F ticks."""
     S, M = PICTURE_SIZE["S"], PICTURE_SIZE["M"]
     out = {}
     for name in names:
-        tl = build(name, S, M, M, cost_model(name, 1, 2, 0))
+        tl = build(name, S, M, M, cost_model(name, 1, max(b, 2) if name in SPLIT else b, 0))
         t = tl.table
-        out[f"{name}/ops"] = np.stack([t.kind, t.stage, t.mb, t.rank, t.start, t.end, t.fused]).astype(np.int64)
+        out[name] = np.stack([t.kind, t.stage, t.mb, t.rank, t.start, t.end, t.fused]).astype(np.int64)
     return out
 
 
