@@ -187,6 +187,8 @@ def summary_text(reports: Sequence[Report], messages: dict) -> str:
             for claim in (o.summary or {}).get("claims", []):  # E9: the seeds' claims, measured
                 lines.append(f"  claim: {claim['claim']} -> {'holds' if claim['holds'] else 'FAILS'}: "
                              f"{claim['measured']}")
+                if claim.get("verdict"):
+                    lines.append(f"         {claim['verdict']}")
             lines.append(F.format_table(o.table[:MAX_ROWS]))
             if len(o.table) > MAX_ROWS:
                 lines.append(f"  ... {len(o.table) - MAX_ROWS} more rows in {o.numbers}")

@@ -51,3 +51,28 @@ def test_claim_verdicts(out):
     assert "15.79%" in verdicts["GPipe"]["measured"] and "18.75%" in verdicts["GPipe"]["measured"]
     assert "6.56x" in out.summary["claims"][3]["measured"]
     json.dumps(out.summary)  # stored as JSON
+
+
+def test_claim_verdicts_are_read_from_the_table(out):
+    gpipe, one_f1b, inter, speed = out.summary["claims"]
+    assert gpipe["verdict"].startswith("18.75% is r_ideal")
+    # 1F1B: the number is right, "reduces" is not; counted over the fixture's 8 + 8 cells
+    assert one_f1b["number_holds"] and not one_f1b["holds"]
+    assert "equal in 8 of 8" in one_f1b["verdict"] and "longer in 8 of 8" in one_f1b["verdict"]
+    assert "4 A against GPipe's 16 A" in one_f1b["verdict"]
+    # interleaved: the closed form in every latency-free cell, the 5-10% window only at M = 4S
+    assert "(S-1)/(vM+S-1) at v = 2 in 8 of 8 cells" in inter["verdict"]
+    inside = [r for r in out.table if r["schedule"] == "interleaved" and 0.05 <= r["bubble_f_total"] <= 0.10]
+    assert {(r["S"], r["M"], r["p2p"]) for r in inside} == {(4, 16, 0), (8, 32, 0)}
+    assert inter["measured"].endswith(f"{len(inside)} inside 5-10%")
+    # K = 8, M = 32: KM/(M+K-1) = 256/39; latency costs 1F1B more than GPipe
+    assert "6.56x = KM/(M+K-1)" in speed["verdict"] and "GPipe: 6.56x" in speed["verdict"]
+    lat = cell(out, "1f1b", 8, 32, "F=B", 1)
+    assert f"1F1B {2 * 8 * 32 * 2 / lat['T']:.2f}x" in speed["verdict"]
+
+
+def test_table_figure(out, tmp_path):
+    from rpd.plotting_schedules import frontier_table_figure
+
+    path = frontier_table_figure(out.table, tmp_path / "e9.png", claims=out.summary["claims"])
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
