@@ -6,6 +6,17 @@ For k = 0..K-1, with a = block[k]:
     g        = grad f(z^k; batch[k])                        (fresh, or reused from slot[k])
     x_a     <- x_a - gamma * (g_a + sigma_g * xi_k)          (only block a moves)
 
+Options a plan may carry (static: each recompiles once), for the schedule family (SPEC §11):
+
+- ``n_micro`` = M > 1: g is the mean of the M microbatch gradients on batches batch[k] ..
+  batch[k] + M - 1 (mod n_batches), all at z^k (synchronous flushes, 2BW);
+- ``read_bwd``: a two-point gradient (``rpd.objectives.chain``): forward at z^k, every stage's
+  VJP at z_B^k, whose block r is version read_bwd[k, r] of block r (PipeMare);
+- ``horizon`` / ``horizon_bwd`` (float [K, S]): the point read is moved along each block's
+  update velocity u (an EMA of the steps it received, kept per version in a second ring):
+  block r of z^k becomes w_r - horizon[k, r] * u_r (weight prediction, PipeMare's T2);
+- ``scale`` (float [K]): update k's step is gamma * scale[k] (PipeMare's T1 warm-up).
+
 Exact history, bounded memory: the state is a ring ``ring[C, D + P]`` holding, for every block
 r, its last C versions (version v of block r lives in row v mod C, columns of block r; P = the
 largest block size pads the end so that any block is a fixed-size window), plus the version
@@ -38,6 +49,7 @@ class RingOverflowError(RuntimeError):
 
 class CoreState(NamedTuple):
     ring: jax.Array  # float [C, D + P]: last C versions of every block (version v of r in row v % C)
+    vel: jax.Array  # float [C or 1, D + P]: update velocity u of every block, per version (if used)
     version: jax.Array  # int32 [S]: updates received by each block so far
     grads: jax.Array  # float [n_slots, D + P]: gradients shared by several updates (PD)
     snapshots: jax.Array  # float [n_records + 1, D]: x recorded for evaluation (last row: discard)
@@ -51,6 +63,11 @@ class CoreOptions(NamedTuple):
     n_slots: int
     n_records: int
     diag_stride: int = 0  # > 0: every diag_stride iterations record ||x-z||^2 and gradient gaps
+    n_micro: int = 1  # microbatch gradients averaged per fresh gradient
+    two_point: bool = False  # forward and backward weights differ (plan carries read_bwd)
+    velocity: bool = False  # keep each block's update velocity (plan carries horizons)
+    ema: float = 0.9  # u <- ema * u + (1 - ema) * step
+    scaled: bool = False  # per-update step-size multipliers (plan carries scale)
 
 
 def _gather(ring: jax.Array, version_S: jax.Array, layout: BlockLayout) -> jax.Array:
@@ -65,29 +82,60 @@ def _gather(ring: jax.Array, version_S: jax.Array, layout: BlockLayout) -> jax.A
     ])
 
 
-def _run(obj: Objective, opts: CoreOptions, data, plan_arrays, record, gamma, key):
+def _gradient(obj: Objective, opts: CoreOptions, data):
+    """(z_F, z_B, b) -> (loss, flat gradient) for the plan's options: one or M microbatches,
+    one point or two (``z_B`` is ignored unless ``opts.two_point``)."""
+    if opts.two_point:
+        from rpd.objectives.chain import two_point_value_and_grad
+
+        one = lambda zf, zb, b: two_point_value_and_grad(obj, data, zf, zb, b)
+    else:
+        one = lambda zf, zb, b: obj.value_and_grad(data, zf, b)
+    if opts.n_micro == 1:
+        return one
+    micro = jnp.arange(opts.n_micro, dtype=jnp.int32)
+
+    def mean_of_microbatches(zf, zb, b):
+        losses, grads = jax.vmap(lambda bb: one(zf, zb, bb))((b + micro) % obj.n_batches)
+        return losses.mean(), grads.mean(axis=0)
+
+    return mean_of_microbatches
+
+
+def _run(obj: Objective, opts: CoreOptions, data, plan_arrays, extra, record, gamma, key):
     offsets = jnp.asarray(obj.layout.offsets, jnp.int32)
     sizes = jnp.asarray(obj.layout.sizes, jnp.int32)
+    segment = jnp.asarray(obj.layout.segment_ids)
     C, D, P = opts.ring_size, obj.D, max(obj.layout.sizes)
-    pad = lambda v: jnp.concatenate([v, jnp.zeros((P,), v.dtype)])  # noqa: E731
+    pad = lambda v: jnp.concatenate([v, jnp.zeros((P,), v.dtype)])
     state = CoreState(
         ring=jnp.broadcast_to(pad(obj.x0.astype(obj.dtype)), (C, D + P)),
+        vel=jnp.zeros((C if opts.velocity else 1, D + P), obj.dtype),
         version=jnp.zeros(obj.S, jnp.int32),
         grads=jnp.zeros((opts.n_slots, D + P), obj.dtype),
         snapshots=jnp.zeros((opts.n_records + 1, D), obj.dtype),
         missed=jnp.zeros((), bool),
     )
-    grad_fn = functools.partial(obj.value_and_grad, data)
+    grad_fn = _gradient(obj, opts, data)
     nan = jnp.full((), jnp.nan, obj.dtype)
 
+    def point(state, read, horizon):
+        z = _gather(state.ring, read, obj.layout)
+        if opts.velocity:  # w - h * u, blockwise
+            z = z - horizon[segment] * _gather(state.vel, read, obj.layout)
+        return z
+
     def step(state: CoreState, inp):
-        k, a, b, read, fresh, slot, rec = inp
-        lag = state.version - read
+        (k, a, b, read, fresh, slot, rec), ex = inp
+        out_of_ring = lambda v: jnp.any((state.version - v < 0) | (state.version - v >= C))
         reads_z = fresh | (k % opts.diag_stride == 0) if opts.diag_stride else fresh  # reuse reads nothing
-        missed = state.missed | (reads_z & jnp.any((lag < 0) | (lag >= C)))
+        bad = out_of_ring(read) | (out_of_ring(ex["read_bwd"]) if opts.two_point else False)
+        missed = state.missed | (reads_z & bad)
 
         def compute(grads):
-            loss, g = grad_fn(_gather(state.ring, read, obj.layout), b)
+            z_f = point(state, read, ex.get("horizon"))
+            z_b = point(state, ex["read_bwd"], ex.get("horizon_bwd")) if opts.two_point else z_f
+            loss, g = grad_fn(z_f, z_b, b)
             return grads.at[slot].set(pad(g)), loss
 
         # A cond even when every update is fresh (RPD): measured, XLA compiles this program
@@ -103,8 +151,15 @@ def _run(obj: Objective, opts: CoreOptions, data, plan_arrays, record, gamma, ke
         x_a = jax.lax.dynamic_slice(state.ring, (state.version[a] % C, off), (1, P))[0]
         row = (state.version[a] + 1) % C
         old = jax.lax.dynamic_slice(state.ring, (row, off), (1, P))[0]
-        new_a = jnp.where(in_block, x_a - gamma * g_a, old)
+        step_a = (gamma * ex["scale"] if opts.scaled else gamma) * g_a
+        new_a = jnp.where(in_block, x_a - step_a, old)
         ring = jax.lax.dynamic_update_slice(state.ring, new_a[None], (row, off))
+        vel = state.vel
+        if opts.velocity:  # u_a <- ema * u_a + (1 - ema) * step, stored as version v + 1
+            u_a = jax.lax.dynamic_slice(vel, (state.version[a] % C, off), (1, P))[0]
+            u_old = jax.lax.dynamic_slice(vel, (row, off), (1, P))[0]
+            u_new = jnp.where(in_block, opts.ema * u_a + (1 - opts.ema) * step_a, u_old)
+            vel = jax.lax.dynamic_update_slice(vel, u_new[None], (row, off))
         version = state.version.at[a].add(1)
         snapshots = jax.lax.cond(
             rec < opts.n_records,
@@ -122,10 +177,10 @@ def _run(obj: Objective, opts: CoreOptions, data, plan_arrays, record, gamma, ke
             out["diag"] = jax.lax.cond(
                 k % opts.diag_stride == 0, diag, lambda _: jnp.full((3,), jnp.nan, obj.dtype), None
             )
-        return CoreState(ring, version, grads, snapshots, missed), out
+        return CoreState(ring, vel, version, grads, snapshots, missed), out
 
     K = plan_arrays[0].shape[0]
-    xs = (jnp.arange(K),) + tuple(plan_arrays) + (record,)
+    xs = ((jnp.arange(K),) + tuple(plan_arrays) + (record,), dict(extra or {}))
     final, per_update = jax.lax.scan(step, state, xs)
     x_final = _gather(final.ring, final.version, obj.layout)
     return final.snapshots[:-1], per_update, x_final, final.missed
@@ -133,19 +188,20 @@ def _run(obj: Objective, opts: CoreOptions, data, plan_arrays, record, gamma, ke
 
 @functools.lru_cache(maxsize=64)
 def make_run(obj: Objective, opts: CoreOptions):
-    """``run(data, plan_arrays, record, gammas [G], seed) -> (curve [G, n_records], f0,
-    per_update, x_K [G, D], missed [G])``.
+    """``run(data, plan_arrays, record, gammas [G], seed, extra=None) -> (curve [G, n_records],
+    f0, per_update, x_K [G, D], missed [G])``.
 
     ``plan_arrays`` = (block, batch, read, fresh, slot) of an :class:`UpdatePlan`, shared by the
-    grid; ``record[k]`` = snapshot row that x^{k+1} is written to (n_records: not recorded).
+    grid; ``extra`` the per-update arrays its options need (``read_bwd``, ``horizon``,
+    ``horizon_bwd``, ``scale``: see :func:`plan_extras`); ``record[k]`` = snapshot row that x^{k+1} is written to (n_records: not recorded).
     The curve is f(snapshot) - f* for every row and f0 = f(x^0) - f*. ``seed`` (an int) keys
     the gradient noise, the same key for every step size, so the grid differs only in gamma.
     One compile per (objective, options, shapes); the grid is a vmap."""
-    run = jax.vmap(functools.partial(_run, obj, opts), in_axes=(None, None, None, 0, None))
+    run = jax.vmap(functools.partial(_run, obj, opts), in_axes=(None, None, None, None, 0, None))
 
-    def run_and_evaluate(data, plan_arrays, record, gammas, seed):
+    def run_and_evaluate(data, plan_arrays, record, gammas, seed, extra=None):
         key = jax.random.split(jax.random.key(seed), 2)[1]
-        snapshots, per_update, x_final, missed = run(data, plan_arrays, record, gammas, key)
+        snapshots, per_update, x_final, missed = run(data, plan_arrays, extra, record, gammas, key)
         # One flat batch of 1 + G * n_records points: XLA then evaluates a quadratic with one
         # GEMM, ~3x faster than a nested vmap over (gamma, record).
         G, R, D = snapshots.shape
@@ -169,21 +225,47 @@ def last_writes(rows: np.ndarray, n_records: int) -> np.ndarray:
     return out
 
 
+def plan_extras(plan: UpdatePlan) -> dict:
+    """The optional per-update arrays of a plan that the core reads (None fields left out)."""
+    out = {}
+    for name in ("read_bwd", "horizon", "horizon_bwd", "scale"):
+        v = getattr(plan, name)
+        if v is not None:
+            out[name] = np.asarray(v, np.int32 if name == "read_bwd" else None)
+    if "horizon_bwd" in out and "read_bwd" not in out:
+        raise ValueError("a plan with horizon_bwd needs read_bwd (a two-point gradient)")
+    if ("horizon" in out) != ("horizon_bwd" in out) and "read_bwd" in out:
+        # both points move along the velocity or neither does: fill the missing one with 0
+        shape = out["read_bwd"].shape
+        out.setdefault("horizon", np.zeros(shape))
+        out.setdefault("horizon_bwd", np.zeros(shape))
+    return out
+
+
 def execute(obj: Objective, plan: UpdatePlan, record: np.ndarray, n_records: int, gammas, seed: int,
-            *, ring_size: int, n_slots: int = 1, diag_stride: int = 0):
+            *, ring_size: int, n_slots: int = 1, diag_stride: int = 0, ema: float = 0.9):
     """Run a plan for a grid of step sizes; raise on ring overflow.
 
     Returns (curve [G, n_records], f0, per_update, x_K [G, D]) as host arrays."""
+    extra = plan_extras(plan)
+    if "read_bwd" in extra and obj.chain is None:
+        raise ValueError(f"objective {obj.name!r} has no stage chain: a two-point plan needs one")
     opts = CoreOptions(
         ring_size=int(ring_size),
         n_slots=int(n_slots),
         n_records=int(n_records),
         diag_stride=int(diag_stride),
+        n_micro=int(plan.n_micro),
+        two_point="read_bwd" in extra,
+        velocity="horizon" in extra,
+        ema=float(ema),
+        scaled="scale" in extra,
     )
     arrays = tuple(jnp.asarray(a) for a in (plan.block, plan.batch, plan.read, plan.fresh, plan.slot))
+    extra = {k: jnp.asarray(v, jnp.int32 if k == "read_bwd" else obj.dtype) for k, v in extra.items()}
     record = jnp.asarray(last_writes(record, n_records))
     gammas = jnp.asarray(gammas, obj.dtype)
-    out = make_run(obj, opts)(obj.data, arrays, record, gammas, np.int32(seed))
+    out = make_run(obj, opts)(obj.data, arrays, record, gammas, np.int32(seed), extra or None)
     curve, f0, per_update, x_final, missed = jax.device_get(out)
     if bool(np.any(missed)):
         raise RingOverflowError(

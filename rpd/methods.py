@@ -1,22 +1,23 @@
-"""Method front-ends: PipeDream (PD), Randomized PipeDream (RPD), minibatch SGD, LocalSGD.
+"""Method front-ends: PipeDream (PD), Randomized PipeDream (RPD), minibatch SGD, LocalSGD,
+and :func:`train`, which trains any timeline of the schedule family with its own semantics.
 
-Each builds an update plan (``rpd.plans``) and runs it through the one stale block-SGD core
-(``rpd.core``) for a whole step-size grid in one compiled scan; LocalSGD runs replicas sharded
-over a device mesh (``rpd.localsgd``). All return a :class:`rpd.results.Result`.
+Each builds an update plan (``rpd.plans``, ``rpd.semantics``) and runs it through the one stale
+block-SGD core (``rpd.core``) for a whole step-size grid in one compiled scan; LocalSGD runs
+replicas sharded over a device mesh (``rpd.localsgd``). All return a :class:`rpd.results.Result`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from rpd import core, plans
+from rpd import core, plans, semantics
 from rpd.localsgd import local_sgd
 from rpd.objectives.base import Objective
 from rpd.results import Result, assemble_curve, record_rows
 from rpd.schedules import Timeline
 from rpd.validation import check_choice, check_int, check_real
 
-__all__ = ["pipedream", "rpd", "sgd", "local_sgd", "run_plan", "Result"]
+__all__ = ["Result", "local_sgd", "pipedream", "rpd", "run_plan", "sgd", "train"]
 
 
 def _gammas(gamma) -> np.ndarray:
@@ -38,7 +39,8 @@ def _points(n_events_axis: int, stride: int) -> np.ndarray:
 
 def run_plan(obj: Objective, plan: plans.UpdatePlan, gamma, *, seed: int = 0, axis: str = "block_update",
              stride: int = 1, ring_size: int | None = None, n_slots: int = 1, diag_stride: int = 0,
-             T: int | None = None, method: str = "plan", meta: dict | None = None) -> Result:
+             T: int | None = None, method: str = "plan", meta: dict | None = None,
+             ema: float = 0.9) -> Result:
     """Execute any update plan on a gamma grid.
 
     ``axis="block_update"`` records f after every ``stride`` block updates;
@@ -54,7 +56,7 @@ def run_plan(obj: Objective, plan: plans.UpdatePlan, gamma, *, seed: int = 0, ax
     C = plans.ring_size(plan, obj.S, diag_stride) if ring_size is None else check_int("ring_size", ring_size)
     raw, f0, per_update, x_final = core.execute(
         obj, plan, rows, len(points), gammas, check_int("seed", seed, 0),
-        ring_size=C, n_slots=n_slots, diag_stride=diag_stride,
+        ring_size=C, n_slots=n_slots, diag_stride=diag_stride, ema=ema,
     )
     curve, axis_vals = assemble_curve(raw, rows, f0, points)
     traces = {k: np.asarray(v) for k, v in per_update.items()}
@@ -83,7 +85,7 @@ def pipedream(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, axis: str =
     plan, n_slots = plans.pipedream_plan(tl, obj.n_batches)
     return run_plan(obj, plan, gamma, seed=seed, axis=axis, stride=stride, n_slots=n_slots,
                     diag_stride=diag_stride, T=tl.T, method="pd",
-                    meta=dict(N=tl.N, T=tl.T, noam=tl.noam))
+                    meta={"N": tl.N, "T": tl.T, "noam": tl.noam})
 
 
 def rpd(obj: Objective, K: int, gamma, delta: int, seed: int = 0, *, delays="uniform",
@@ -98,7 +100,7 @@ def rpd(obj: Objective, K: int, gamma, delta: int, seed: int = 0, *, delays="uni
     plan = plans.rpd_plan(check_int("seed", seed, 0), K, obj.S, obj.n_batches, delta, delays=delays,
                           block_order=block_order, batch_order=batch_order)
     return run_plan(obj, plan, gamma, seed=seed, axis="block_update", stride=stride,
-                    diag_stride=diag_stride, method="rpd", meta=dict(delta=delta))
+                    diag_stride=diag_stride, method="rpd", meta={"delta": delta})
 
 
 def sgd(obj: Objective, N: int, gamma, *, seed: int = 0, stride: int = 1) -> Result:
@@ -106,4 +108,54 @@ def sgd(obj: Objective, N: int, gamma, *, seed: int = 0, stride: int = 1) -> Res
     n mod n_batches, for n < N. Recorded against block updates (S per step)."""
     plan = plans.sgd_plan(check_int("N", N), obj.S, obj.n_batches)
     return run_plan(obj, plan, gamma, seed=seed, axis="block_update", stride=stride,
-                    method="sgd", meta=dict(N=N))
+                    method="sgd", meta={"N": N})
+
+
+OPTIONS = {  # timeline kind -> the options of its semantics
+    "pipedream": ("predict", "ema"),
+    "pipemare": ("predict", "ema", "t1", "t1_window", "t2"),
+}
+
+
+def train(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, stride: int = 1, axis: str = "sim_time",
+          diag_stride: int = 0, **options) -> Result:
+    """Train on any timeline with its schedule's semantics (``rpd.semantics``); the curve is on
+    the timeline's tick axis (``axis="sim_time"``) or against block updates.
+
+    Options: ``predict`` (PipeDream, PipeMare: forward at predicted weights), ``ema`` (the
+    velocity's EMA factor, default 0.9), ``t1`` / ``t1_window`` / ``t2`` (PipeMare). An option
+    the schedule does not have raises a ValueError naming it. LocalSGD timelines go to
+    :func:`local_sgd`; synchronous schedules, PipeDream-2BW and PipeMare to their plans."""
+    kind = tl.kind
+    allowed = OPTIONS.get(kind, ())
+    for name, value in options.items():
+        if name not in ("predict", "ema", "t1", "t1_window", "t2"):
+            raise TypeError(f"train() got an unknown option {name!r}")
+        if name not in allowed and value not in (None, False):
+            raise ValueError(f"option {name}={value!r} does not apply to a {kind} timeline "
+                             f"(its options: {list(allowed) or 'none'})")
+    ema = check_real("ema", float(options.get("ema") if options.get("ema") is not None else 0.9))
+    if not 0.0 <= ema < 1.0:
+        raise ValueError(f"ema must lie in [0, 1), got {ema}")
+    if kind == "local_sgd":
+        return local_sgd(obj, tl, gamma, seed=seed)
+    if tl.S != obj.S and not tl.synchronous:
+        raise ValueError(f"timeline has S={tl.S} stages but the objective has S={obj.S} blocks")
+    n_slots = 1
+    if kind == "pipedream":
+        plan, n_slots = (semantics.pipedream_prediction_plan(tl, obj.n_batches) if options.get("predict")
+                         else plans.pipedream_plan(tl, obj.n_batches))
+    elif kind == "pipemare":
+        plan = semantics.pipemare_plan(tl, obj.n_batches, predict=bool(options.get("predict")),
+                                       t1=bool(options.get("t1")), t1_window=options.get("t1_window"),
+                                       t2=bool(options.get("t2")))
+    elif kind == "pipedream_2bw":
+        plan, n_slots = semantics.pipedream_2bw_plan(tl, obj.n_batches), 2
+    elif tl.synchronous:
+        plan = semantics.synchronous_plan(tl, obj.S, obj.n_batches)
+    else:
+        raise ValueError(f"no training semantics for timeline kind {kind!r}")
+    active = {k: v for k, v in options.items() if v not in (None, False)}
+    return run_plan(obj, plan, gamma, seed=seed, axis=axis, stride=stride, n_slots=n_slots,
+                    diag_stride=diag_stride, T=tl.T, method=kind, ema=ema,
+                    meta=dict(N=tl.N, T=tl.T, M=tl.M, schedule=kind, **active))

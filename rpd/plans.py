@@ -31,6 +31,12 @@ class UpdatePlan(NamedTuple):
     fresh: np.ndarray  # bool [K]: compute a new gradient at z^k (else reuse slot[k])
     slot: np.ndarray  # int32 [K]: gradient slot written (fresh) or read
     time: np.ndarray  # int32 [K]: simulated time step in which the update lands
+    # Options of the schedule family (SPEC §11); None / 1 = PD's single-point, one-microbatch core.
+    n_micro: int = 1  # microbatch gradients averaged per fresh gradient (batches batch[k] + j)
+    read_bwd: np.ndarray | None = None  # int32 [K, S]: versions of the backward weights
+    horizon: np.ndarray | None = None  # float [K, S]: forward point w - horizon * u (prediction)
+    horizon_bwd: np.ndarray | None = None  # float [K, S]: backward point w - horizon_bwd * u (T2)
+    scale: np.ndarray | None = None  # float [K]: step-size multiplier of update k (T1)
 
 
 def versions_before(block_K: np.ndarray, S: int) -> np.ndarray:
@@ -42,11 +48,14 @@ def versions_before(block_K: np.ndarray, S: int) -> np.ndarray:
 
 def ring_size(plan: UpdatePlan, S: int, diag_stride: int = 0) -> int:
     """Smallest per-block history that serves every read of the plan: 1 + max over (k, r) of
-    (current version of r at k) - (version read), over the iterations that read z^k: those that
+    (current version of r at k) - (version read, forward or backward), over the iterations that read z^k: those that
     compute a fresh gradient, and with ``diag_stride`` > 0 every diag_stride-th (diagnostics).
     A reused gradient reads nothing, so PD needs at most NOAM + 1 versions. Raises if a plan
     reads a future version."""
-    lag = np.asarray(versions_before(np.asarray(plan.block), S)[:-1]) - np.asarray(plan.read)
+    current = np.asarray(versions_before(np.asarray(plan.block), S)[:-1])
+    lag = current - np.asarray(plan.read)
+    if plan.read_bwd is not None:  # a two-point gradient reads both points
+        lag = np.concatenate([lag, current - np.asarray(plan.read_bwd)], axis=1)
     reads = np.asarray(plan.fresh, bool).copy()
     if diag_stride:
         reads[:: int(diag_stride)] = True
@@ -156,7 +165,7 @@ def rpd_plan(
     K, S, n_batches = check_int("K", K), check_int("S", S), check_int("n_batches", n_batches)
     seed = check_int("seed", seed, 0)
     delta = check_int("delta", delta, 0)
-    named = lambda v, choices, name: check_choice(name, v, choices) if isinstance(v, str) else "uniform"  # noqa: E731
+    named = lambda v, choices, name: check_choice(name, v, choices) if isinstance(v, str) else "uniform"
     a, b, d = _sample_rpd(
         np.int32(seed), delta, K, S, n_batches,
         named(delays, DELAYS, "delays"),

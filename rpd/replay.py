@@ -26,7 +26,7 @@ def replay(obj: Objective, tl: Timeline, gamma: float) -> np.ndarray:
     blocks = [slice(o, o + n) for o, n in zip(obj.layout.offsets, obj.layout.sizes)]
     x = np.tile(np.asarray(obj.x0, dtype=np.float64), (R, 1))  # [R, D]
     stash: dict[int, np.ndarray] = {}  # microbatch -> its stashed full vector
-    sync = set(int(t) for t in tl.sync_time)
+    sync = {int(t) for t in tl.sync_time}
     # Events per tick: F's read at their first tick, B's land at the end of their last tick
     # (with unit costs both are the op's time step), in stage order within a tick.
     events: dict[int, list[tuple[int, int, int]]] = {}
@@ -47,3 +47,37 @@ def replay(obj: Objective, tl: Timeline, gamma: float) -> np.ndarray:
             x[:] = x.mean(0)
         curve.append(float(loss(obj.data, x.mean(0))) - obj.f_star)
     return np.array(curve)
+
+
+def replay_pipemare(obj: Objective, tl: Timeline, gamma: float) -> np.ndarray:
+    """PipeMare op by op, stage by stage, one weight version (ZOO.md §3.14): F(m, s) computes
+    a_{s+1} = stage_s(x_s, a_s) with the current x_s and keeps a_s; B(m, s) takes the VJP of
+    stage s at (the current x_s, the kept a_s) of the cotangent B(m, s+1) passed down (the
+    loss's gradient at a_S for s = S-1) and applies the weight part to x_s. Returns the final
+    x [D]; the reference for ``rpd.methods.train`` on a PipeMare timeline."""
+    chain = obj.chain
+    if chain is None:
+        raise ValueError(f"objective {obj.name!r} does not expose its stage chain")
+    S = obj.S
+    blocks = [slice(o, o + n) for o, n in zip(obj.layout.offsets, obj.layout.sizes)]
+    stage = [jax.jit(lambda xs, a, s=s: chain.stage(obj.data, s, xs, a)) for s in range(S)]
+    vjp = [jax.jit(lambda xs, a, d, s=s: jax.vjp(lambda p, b: chain.stage(obj.data, s, p, b), xs, a)[1](d))
+           for s in range(S)]
+    head = jax.jit(jax.grad(lambda out, target: chain.head(obj.data, out, target)))
+    penalty = jax.jit(jax.grad(chain.penalty)) if chain.penalty is not None else None
+    x = np.asarray(obj.x0, dtype=np.float64).copy()
+    acts: dict[tuple[int, int], object] = {}  # (m, s) -> a_s of microbatch m
+    targets, delta = {}, {}
+    events = sorted([(int(tl.f_time[m, s]), s, FWD, m) for m, s in np.ndindex(tl.f_time.shape)]
+                    + [(int(tl.b_time[m, s]), s, BWD, m) for m, s in np.ndindex(tl.b_time.shape)])
+    for _, s, kind, m in events:
+        if kind == FWD:
+            if s == 0:
+                acts[m, 0], targets[m] = chain.inputs(obj.data, m % obj.n_batches)
+            acts[m, s + 1] = stage[s](x[blocks[s]], acts[m, s])
+        else:
+            d = head(acts.pop((m, S)), targets[m]) if s == S - 1 else delta.pop(m)
+            g, delta[m] = vjp[s](x[blocks[s]], acts.pop((m, s)), d)
+            g = np.asarray(g) + (np.asarray(penalty(x[blocks[s]])) if penalty is not None else 0.0)
+            x[blocks[s]] -= gamma * g
+    return x
