@@ -20,7 +20,8 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from rpd import tuning
+from rpd import registry, tuning
+from rpd.costs import CostModel
 from rpd.validation import check_choice, check_int, check_real
 
 
@@ -31,11 +32,10 @@ class ObjectiveName(enum.Enum):
     nanochat = "nanochat"
 
 
-class MethodName(enum.Enum):
-    pd = "pd"
-    rpd = "rpd"
-    sgd = "sgd"
-    localsgd = "localsgd"
+# The names of the registries (rpd.registry): registering a method or a schedule is the only
+# step, its name becomes a config choice here (a misspelling fails at compose time).
+MethodName = enum.Enum("MethodName", {name: name for name in registry.METHODS})
+ScheduleName = enum.Enum("ScheduleName", {name: name for name in registry.SCHEDULES})
 
 
 class Delays(enum.Enum):  # RPD's delay model; "pd" = PipeDream's exact delay table
@@ -110,19 +110,51 @@ class MethodConfig:
     batch_order: BatchOrder = BatchOrder.uniform
     selector: Selector = Selector.stable
     tail_frac: float = 0.2
-    stride: int = 1  # record f every `stride` time steps (PD) or block updates (RPD, SGD)
+    stride: int = 1  # record f every `stride` time steps (PD, pipeline) or block updates (RPD, SGD)
+    # method=pipeline (rpd.methods.train), where the schedule's semantics has them:
+    predict: bool = False  # PipeDream, PipeMare: forward at predicted weights
+    ema: Optional[float] = None  # EMA factor of the velocity (predict, t2); null: 0.9
+    t1: bool = False  # PipeMare T1: per-stage step-size warm-up by delay
+    t1_window: Optional[int] = None  # T1's window in updates; null: N / 4
+    t2: bool = False  # PipeMare T2: backward weights extrapolated toward the forward ones
 
 
 @dataclasses.dataclass
 class ScheduleConfig:
-    """``rpd.schedules``: the pipeline. PD uses S, N, noam; LocalSGD S, N, R, H; RPD gets PD's K."""
+    """``rpd.schedules`` through ``rpd.registry``: the pipeline. ``name`` null: the method's own
+    schedule (PD, RPD, SGD: pipedream; LocalSGD: local_sgd; pipeline: pipedream). Each schedule
+    reads S, N (or T) and its own fields; the others are ignored (and left out of a run's key)."""
 
-    S: int = 8  # stages = blocks
-    N: int = 400  # microbatches (protocol (i)); K = N S block updates
-    noam: Optional[int] = None  # PD: max microbatches in flight; null: S; 1: naive model parallelism
-    R: Optional[int] = None  # LocalSGD replicas; null: S (the paper)
-    H: int = 1  # LocalSGD local steps per round
+    name: Optional[ScheduleName] = None
+    S: int = 8  # ranks = stages = blocks (chunked schedules: S * v stages on S ranks, S blocks)
+    N: int = 400  # microbatches (protocol (i)); flush schedules: a multiple of M
+    noam: Optional[int] = None  # pipedream: max microbatches in flight; null: S; 1: naive model parallelism
+    R: Optional[int] = None  # local_sgd replicas; null: S (the paper)
+    H: int = 1  # local_sgd local steps per round
     T: Optional[int] = None  # protocol (ii): take the smallest N whose timeline reaches T (N ignored)
+    M: Optional[int] = None  # flush schedules, 2BW: microbatches per flush; null: S (dualpipe_v: 2S)
+    v: Optional[int] = None  # interleaved: model chunks per rank; null: 2
+    group: Optional[int] = None  # interleaved: Megatron's microbatch group size; null: S
+    overlapped: bool = False  # zb_h2, zb_v: flushes overlap (no barrier; optimizer post-validation)
+
+
+@dataclasses.dataclass
+class CostsConfig:
+    """``rpd.costs.CostModel`` (SPEC §10.1), integer ticks. The defaults are unit costs: every F
+    and B one tick (split-backward schedules: F = I = W = 1), which is the paper's time step."""
+
+    F: int = 1  # forward, per stage (per chunk for interleaved / V schedules)
+    B: Optional[int] = None  # full backward; null: I + W if given, else 1
+    I: Optional[int] = None  # noqa: E741 (split backward: input gradient); null: B/2, or 1
+    W: Optional[int] = None  # split backward: weight gradient; with I, I + W = B
+    FB: Optional[int] = None  # DualPipeV's overlapped F&B pair; null: F + B
+    p2p: int = 0  # latency added to every dependency that crosses ranks
+    allreduce_alpha: float = 0.0  # an averaging / all-reduce of v values: ceil(alpha + beta v) ticks
+    allreduce_beta: float = 0.0
+    allreduce_values: Optional[int] = None  # v per stage; null: the objective's largest block
+    straggler_p: float = 0.0  # each op independently slowed with probability p ...
+    straggler_ticks: int = 0  # ... by this many ticks
+    seed: int = 0  # seed of the straggler draws
 
 
 @dataclasses.dataclass
@@ -153,6 +185,7 @@ class Config:
     objective: ObjectiveConfig = dataclasses.field(default_factory=ObjectiveConfig)
     method: MethodConfig = dataclasses.field(default_factory=MethodConfig)
     schedule: ScheduleConfig = dataclasses.field(default_factory=ScheduleConfig)
+    costs: CostsConfig = dataclasses.field(default_factory=CostsConfig)
     logger: LoggerConfig = dataclasses.field(default_factory=LoggerConfig)
     study: StudyConfig = dataclasses.field(default_factory=StudyConfig)
     experiment_name: str = "default"  # wandb group (set by configs/experiment/*); results are keyed by content
@@ -218,10 +251,9 @@ def validate(cfg) -> None:
         check_int("schedule.N", s.N)
     else:
         check_int("schedule.T", s.T)
-    if s.noam is not None:
-        check_int("schedule.noam", s.noam)
-    if s.R is not None:
-        check_int("schedule.R", s.R)
+    for field in ("noam", "R", "M", "v", "group"):
+        if getattr(s, field) is not None:
+            check_int(f"schedule.{field}", getattr(s, field))
     check_int("schedule.H", s.H)
 
     check_choice("method.name", _value(m.name), [x.value for x in MethodName])
@@ -239,6 +271,7 @@ def validate(cfg) -> None:
     if check_real("method.tail_frac", m.tail_frac) > 1:
         raise ValueError(f"method.tail_frac must be <= 1, got {m.tail_frac}")
     check_int("method.stride", m.stride)
+    run_spec(cfg)  # the schedule, its costs and the method's options, through rpd.registry
 
     name = check_choice("objective.name", _value(o.name), [x.value for x in ObjectiveName])
     B = check_int("objective.batch_size", o.batch_size)
@@ -276,6 +309,34 @@ def validate(cfg) -> None:
             check_real("objective.mu", o.mu, allow_zero=True)
     if name == "logistic_regression":
         check_real("objective.lam", o.lam, allow_zero=True)
+
+
+def cost_model(c) -> CostModel:
+    """The ``rpd.costs.CostModel`` of a costs config node (checked, naming ``costs.<field>``)."""
+    alpha = check_real("costs.allreduce_alpha", c.allreduce_alpha, allow_zero=True)
+    beta = check_real("costs.allreduce_beta", c.allreduce_beta, allow_zero=True)
+    if c.allreduce_values is not None:
+        check_int("costs.allreduce_values", c.allreduce_values, 0)
+    p = check_real("costs.straggler_p", c.straggler_p, allow_zero=True)
+    if p > 1:
+        raise ValueError(f"costs.straggler_p must be <= 1, got {p}")
+    ticks = check_int("costs.straggler_ticks", c.straggler_ticks, 0)
+    return CostModel(F=c.F, B=c.B, I=c.I, W=c.W, FB=c.FB, p2p=c.p2p, allreduce=(alpha, beta),
+                     straggler=(p, ticks) if p > 0 and ticks > 0 else None, seed=c.seed)
+
+
+def run_spec(cfg) -> registry.RunSpec:
+    """The checked, resolved (method, schedule, options, costs) of a config (``rpd.registry``):
+    errors name the field (``schedule.M``, ``method.t1``, ``costs.B``)."""
+    m, s = cfg.method, cfg.schedule
+    params = registry.ScheduleParams(S=s.S, N=s.N, T=s.T, M=s.M, v=s.v, group=s.group,
+                                     overlapped=s.overlapped, noam=s.noam, R=s.R, H=s.H)
+    options = registry.MethodOptions(
+        stride=m.stride, delta=m.delta, delays=_value(m.delays), block_order=_value(m.block_order),
+        batch_order=_value(m.batch_order), predict=m.predict, ema=m.ema, t1=m.t1, t1_window=m.t1_window,
+        t2=m.t2)
+    return registry.prepare(_value(m.name), _value(s.name), params, options, cost_model(cfg.costs),
+                            cfg.costs.allreduce_values, method_prefix="method.", schedule_prefix="schedule.")
 
 
 def to_container(cfg) -> dict:

@@ -47,6 +47,7 @@ FIGURES = {
     "e8_delta": "E8: best RPD objective against delta (PD's level for reference)",
     "staleness_scaling": "S^4: measured stale-read error exponents next to the bound's 4",
     "e9_frontier": "E9: every schedule's bubble and memory, measured; the seeds' four claims checked",
+    "e10_frontier": "E10: every schedule trained: loss at a time budget and time to a target, against memory",
 }
 
 

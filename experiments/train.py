@@ -3,10 +3,12 @@
     python -m experiments.train method=rpd schedule.S=16
     python -m experiments.train -m method=pd,rpd,localsgd schedule.S=2,4,8,16
     python -m experiments.train -m launcher=joblib experiment=e3_nesterov method=localsgd schedule.H=2,5,30
+    python -m experiments.train -m method=pipeline schedule=gpipe,1f1b,zb_h1,pipemare costs=unit,b2f_latency
 
 ``run(cfg)`` is the whole job (tests call it directly): validate the config, skip if the results
-store already holds this exact run, build the objective and the schedule, run the method for
-every γ of the grid (one compiled, vmapped scan per seed), select γ (``rpd.tuning``), save
+store already holds this exact run, build the objective, run the method on its schedule and
+costs for every γ of the grid (``rpd.registry``: one compiled, vmapped scan per seed; this module
+never dispatches on a method or schedule name), select γ (``rpd.tuning``), save
 config / curves / summary / status atomically under ``<results_root>/train/<config hash>``
 (``rpd.store``), and log the curves against ``sim_time`` and ``block_update``.
 A γ that diverges is recorded (``diverged`` flags; status "diverged" only when all did); an
@@ -50,11 +52,12 @@ def _v(x):
 
 def run_config(cfg) -> dict:
     """The resolved config that identifies a run (its results-store key and config.json):
-    objective, method, schedule, with fields the method does not use set to null, so e.g.
-    ``schedule.H`` does not split PD runs. Logger, paths and the experiment name are left out."""
+    objective, method, schedule and costs, with what the run does not read set to null and the
+    defaults it resolves filled in (``rpd.registry.prepare``), so e.g. ``schedule.H`` does not
+    split PD runs. Logger, paths and the experiment name are left out."""
     full = C.to_container(cfg)
-    key = {k: full[k] for k in ("objective", "method", "schedule")}
-    o, m, s = key["objective"], key["method"], key["schedule"]
+    key = {k: full[k] for k in ("objective", "method", "schedule", "costs")}
+    o, m = key["objective"], key["method"]
     if o["name"] == "nanochat":
         o.update(n=None, d=None, mu=None, condition_number=None, lam=None)
     else:
@@ -64,26 +67,12 @@ def run_config(cfg) -> dict:
             o.update(mu=None, condition_number=None)
         if o["name"] != "logistic_regression":
             o["lam"] = None
-    name = m["name"]
     if m["gammas"] is None:
         m["gammas"] = C.gammas(cfg.method)
     m.pop("gamma_lo"), m.pop("gamma_hi")
-    if name != "rpd":
-        m.update(delta=None, delays=None, block_order=None, batch_order=None)
-    elif m["delta"] is None:
-        from rpd.theory import pd_delta
-
-        m["delta"] = pd_delta(s["S"])
-    if name != "localsgd":
-        s.update(R=None, H=None)
-    elif s["R"] is None:
-        s["R"] = s["S"]
-    if name == "localsgd" or name == "sgd":
-        s["noam"] = None
-    elif s["noam"] is None:
-        s["noam"] = s["S"]
-    if s["T"] is not None:
-        s["N"] = None
+    spec = C.run_spec(cfg)
+    m.update(dataclasses.asdict(spec.options))
+    key["schedule"] = dict(name=spec.pipeline.name, **dataclasses.asdict(spec.pipeline.params))
     return key
 
 
@@ -111,94 +100,6 @@ def build_objective(o, S: int):
     return obj
 
 
-def _pd_timeline(s, N: int | None = None):
-    from rpd import schedules, simtime
-
-    if N is None and s.T is not None:
-        return simtime.smallest_n_reaching(s.T, lambda n: schedules.pipedream(s.S, n, s.noam))
-    return schedules.pipedream(s.S, s.N if N is None else N, s.noam)
-
-
-def _localsgd_timeline(s):
-    from rpd import schedules, simtime
-
-    R = s.S if s.R is None else s.R
-    make = lambda n: schedules.local_sgd(s.S, n, R, s.H)  # noqa: E731
-    return simtime.smallest_n_reaching(s.T, make) if s.T is not None else make(s.N)
-
-
-def _block_updates_at(update_time: np.ndarray, sim_time: np.ndarray) -> np.ndarray:
-    """Block updates completed after ``sim_time`` time steps: #{k : time[k] < t}."""
-    return np.searchsorted(np.sort(update_time), sim_time, side="left").astype(np.int64)
-
-
-def _sim_time_at(update_time: np.ndarray, block_update: np.ndarray) -> np.ndarray:
-    """Time steps completed when ``block_update`` updates are done (0 before any)."""
-    a = np.asarray(block_update, np.int64)
-    return np.where(a > 0, np.asarray(update_time)[np.maximum(a - 1, 0)] + 1, 0).astype(np.int64)
-
-
-def _delay_stats(d_KxS: np.ndarray) -> dict:
-    d = np.asarray(d_KxS, np.float64).ravel()
-    return {"delay/mean": float(d.mean()), "delay/p10": float(np.percentile(d, 10)),
-            "delay/max": float(d.max())}
-
-
-def _execute(cfg, obj, seed: int, grid: list[float]):
-    """One method call for the whole grid; returns (Result, sim_time [P] | None,
-    block_update [P], extra summary)."""
-    from rpd import delays, methods, simtime
-
-    m, s = cfg.method, cfg.schedule
-    name = _v(m.name)
-    if name == "pd":
-        tl = _pd_timeline(s)
-        res = methods.pipedream(obj, tl, grid, seed=seed, stride=m.stride)
-        if s.T is not None:
-            res = simtime.cut_to(res, s.T)
-        extra = dict(N=tl.N, K=tl.K, T=tl.T, noam=tl.noam, **_delay_stats(delays.delay_table(tl)))
-        return res, res.axis, _block_updates_at(tl.update_time, res.axis), extra
-    if name == "localsgd":
-        tl = _localsgd_timeline(s)
-        lm = _v(cfg.objective.name) == "nanochat"
-        res = methods.local_sgd(obj, tl, grid, seed=seed, track_time=not lm)
-        if s.T is not None and not lm:
-            res = simtime.cut_to(res, s.T)
-        if m.stride > 1 and not lm:
-            keep = (res.axis % m.stride == 0) | (res.axis == res.axis[-1])
-            res = dataclasses.replace(res, axis=res.axis[keep], curve=res.curve[:, keep])
-        extra = dict(N=tl.N, K=tl.K, T=tl.T, R=tl.R, H=tl.H, **_delay_stats(np.zeros(1)))
-        return res, res.axis, _block_updates_at(tl.update_time, res.axis), extra
-    if name == "sgd":
-        res = methods.sgd(obj, s.N if s.T is None else _pd_timeline(s).N, grid, seed=seed,
-                          stride=m.stride)
-        return res, None, res.axis, dict(N=int(res.meta["N"]), K=int(res.meta["K"]))
-    # rpd: PD's K (and PD's time of update k, to place RPD on the time axis)
-    tl = _pd_timeline(s)
-    K = simtime.block_updates_in(tl)
-    delta = m.delta if m.delta is not None else _pd_delta(s.S)
-    d_tab = None
-    opts = {}
-    for field, pd_value in (("delays", lambda: delays.delay_table(tl)),
-                            ("block_order", lambda: tl.update_stage),
-                            ("batch_order", lambda: tl.update_mb % obj.n_batches)):
-        v = _v(getattr(m, field))
-        opts[field] = pd_value() if v == "pd" else v
-        if field == "delays" and v == "pd":
-            d_tab = opts[field]
-    res = methods.rpd(obj, K, grid, delta, seed=seed, stride=m.stride, **opts)
-    extra = dict(N=tl.N, K=K, T=tl.T, delta=int(delta))
-    if d_tab is not None:
-        extra.update(_delay_stats(d_tab))
-    return res, _sim_time_at(tl.update_time, res.axis), res.axis, extra
-
-
-def _pd_delta(S: int) -> int:
-    from rpd.theory import pd_delta
-
-    return pd_delta(S)
-
-
 def _stack(arrays: list) -> np.ndarray | None:
     arrays = [np.asarray(a) for a in arrays]
     if all(a.shape == arrays[0].shape for a in arrays):
@@ -208,16 +109,18 @@ def _stack(arrays: list) -> np.ndarray | None:
 
 def train(cfg) -> tuple[dict, dict, str]:
     """The computation of one job (no I/O): curves, summary and status ("ok" / "diverged")."""
-    from rpd import tuning
+    from rpd import registry, tuning
 
     t0 = time.perf_counter()
     grid = C.gammas(cfg.method)
+    spec = C.run_spec(cfg)
     obj = build_objective(cfg.objective, cfg.schedule.S)
     lm = obj.name == "nanochat"
     results, sim_time, block_update, extra = [], None, None, {}
     for seed in cfg.method.seeds:
-        res, sim_time, block_update, extra = _execute(cfg, obj, int(seed), grid)
-        results.append(res)
+        out = registry.run(spec, obj, grid, int(seed))
+        results.append(out.result)
+        sim_time, block_update, extra = out.sim_time, out.block_update, out.extra
     metric = "loss/heldout" if lm else "loss/f_minus_fstar"
     curve = np.stack([r.curve for r in results])  # [n_seeds, G, P]
     curves: dict[str, Any] = {metric: curve, "gammas": np.asarray(grid),
@@ -238,7 +141,8 @@ def train(cfg) -> tuple[dict, dict, str]:
     status = "diverged" if diverged.all() else "ok"
     final = mean[:, -1]
     summary = {
-        "method": _v(cfg.method.name), "objective": obj.name, "S": int(cfg.schedule.S),
+        "method": _v(cfg.method.name), "schedule": spec.pipeline.name, "objective": obj.name,
+        "S": int(cfg.schedule.S),
         "metric": metric, "gammas": grid,
         "gamma_log2_grid": [tuning.log2_exponent(g) if _is_pow2(g) else None for g in grid],
         "tuning/gamma": sel.gamma, "tuning/rule": sel.rule, "tuning/index": sel.index,

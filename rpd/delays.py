@@ -193,6 +193,14 @@ def steady_state_mask(tl: Timeline) -> np.ndarray:
     return (m >= tl.S) & (m < tl.N - tl.S)
 
 
+def table_summary(d_KxS: np.ndarray) -> dict[str, float]:
+    """Mean, 10th percentile and max of every entry of a delay table (all iterations, all
+    blocks), under the names a run's summary uses: ``delay/mean``, ``delay/p10``, ``delay/max``."""
+    d = np.asarray(d_KxS, np.float64).ravel()
+    return {"delay/mean": float(d.mean()), "delay/p10": float(np.percentile(d, 10)),
+            "delay/max": float(d.max())}
+
+
 # ---------------------------------------------------------------- the delay law (E2)
 
 

@@ -92,7 +92,10 @@ def _round_runner(obj: Objective, R: int, T_round: int, track_time: bool):
             buf = jnp.zeros((T_round if track_time else 1, D), obj.dtype)
             buf = jax.lax.pcast(buf, AXIS, to="varying")
             (X, buf), losses = jax.lax.scan(local_step, (X, buf), inp)
-            xbar_new = jax.lax.pmean(jnp.mean(X, axis=0), AXIS)
+            # A padding round (no microbatch on any replica, see ``pad_to``) leaves x̄ exactly
+            # as it is: averaging R equal copies could move it by rounding.
+            live = jax.lax.pmax(jnp.any(inp[1]).astype(jnp.int32), AXIS) > 0
+            xbar_new = jnp.where(live, jax.lax.pmean(jnp.mean(X, axis=0), AXIS), xbar)
             traj = None
             if track_time:
                 traj = xbar[None, :] + jnp.cumsum(jax.lax.psum(buf, AXIS), axis=0) / R
@@ -127,8 +130,16 @@ def _compiled(obj: Objective, R: int, T_round: int, track_time: bool, mesh: Mesh
     return jax.jit(full)
 
 
+def round_shape(tl: Timeline) -> tuple[int, int]:
+    """(rounds, ticks of the longest round, its averaging included) of a LocalSGD timeline: the
+    shape of the program that runs it (see ``pad_to`` of :func:`local_sgd`)."""
+    sync = np.asarray(tl.sync_time)
+    start = np.concatenate([[0], sync[:-1] + 1])
+    return int(len(sync)), int((sync - start + 1).max())
+
+
 def local_sgd(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, track_time: bool = True,
-              mesh: Mesh | None = None) -> Result:
+              mesh: Mesh | None = None, pad_to: tuple[int, int] | None = None) -> Result:
     """LocalSGD driven by its pipeline timeline. Replica r = m mod R runs
 
         x_r <- x_r - gamma * grad f(x_r; xi_m)      for its H microbatches of the round,
@@ -137,7 +148,14 @@ def local_sgd(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, track_time:
     and the curve is f(x̄) - f* after every time step (``track_time``; otherwise only at round
     ends, which is what the language model uses). ``traces["loss_z"]`` [G, N] is the minibatch
     loss of each microbatch in microbatch order and ``traces["loss_time"]`` [N] the time step
-    of its last-stage forward."""
+    of its last-stage forward.
+
+    ``pad_to=(rounds, round_ticks)``, each at least :func:`round_shape`'s, runs the compiled
+    program of that shape: rounds without microbatches are appended (they change nothing) and
+    every round's tick buffer is ``round_ticks`` long. Timelines of different lengths (the rungs
+    of a cost ladder) then share one compilation. The result is the unpadded one up to rounding:
+    x̄ and the minibatch losses are bitwise equal; f(x̄), evaluated in a batch of another shape,
+    may differ in the last bits (relative 1e-15)."""
     from rpd.methods import _gammas
     from rpd.validation import check_int
 
@@ -145,18 +163,26 @@ def local_sgd(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, track_time:
         raise ValueError(f"timeline has S={tl.S} stages but the objective has S={obj.S} blocks")
     gammas = _gammas(gamma)
     p = localsgd_plan(tl, obj.n_batches)
+    inputs = [p["batch"], p["valid"], p["t_rel"], p["mb"]]
+    Q, T_round = len(p["length"]), p["T_round"]
+    if pad_to is not None:
+        if len(pad_to) != 2:
+            raise ValueError(f"pad_to must be (rounds, round_ticks), got {pad_to!r}")
+        rounds = check_int("pad_to[0]", pad_to[0], Q)
+        T_round = check_int("pad_to[1]", pad_to[1], T_round)
+        inputs = [np.concatenate([a, np.zeros((rounds - Q,) + a.shape[1:], a.dtype)]) for a in inputs]
     mesh = replica_mesh(tl.R) if mesh is None else mesh
-    fn = _compiled(obj, tl.R, p["T_round"], bool(track_time), mesh)
+    fn = _compiled(obj, tl.R, T_round, bool(track_time), mesh)
     key = jax.random.fold_in(jax.random.key(check_int("seed", seed, 0)), 2)
     xbar, curve, losses, round_curve = fn(
-        obj.data, jnp.asarray(p["batch"]), jnp.asarray(p["valid"]), jnp.asarray(p["t_rel"]),
-        jnp.asarray(p["mb"]), jnp.asarray(gammas, obj.dtype), key,
+        obj.data, *(jnp.asarray(a) for a in inputs), jnp.asarray(gammas, obj.dtype), key,
     )
+    round_curve = np.asarray(round_curve)[:, :Q]
     f0 = float(obj.full_loss(obj.x0) - obj.f_star)
     G = len(gammas)
     if track_time:
-        curve = np.asarray(curve)  # [G, Q, T_round]
-        body = np.concatenate([curve[:, q, : p["length"][q]] for q in range(curve.shape[1])], axis=1)
+        curve = np.asarray(curve)  # [G, Q (padded), T_round (padded)]
+        body = np.concatenate([curve[:, q, : p["length"][q]] for q in range(Q)], axis=1)
         axis_vals = np.arange(tl.T + 1)
     else:
         body = np.asarray(round_curve)
@@ -169,7 +195,7 @@ def local_sgd(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, track_time:
         axis_name="sim_time",
         curve=np.concatenate([np.full((G, 1), f0), body], axis=1),
         traces={"loss_z": losses, "loss_time": p["loss_time"].reshape(-1)[: tl.N],
-                "round_end_curve": np.asarray(round_curve)},
+                "round_end_curve": round_curve},
         x_final=np.asarray(xbar),
         meta=dict(S=tl.S, N=tl.N, R=tl.R, H=tl.H, T=tl.T, seed=seed, objective=obj.name,
                   devices=int(mesh.devices.size)),

@@ -8,6 +8,8 @@ replicas sharded over a device mesh (``rpd.localsgd``). All return a :class:`rpd
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from rpd import core, plans, semantics
@@ -37,21 +39,32 @@ def _points(n_events_axis: int, stride: int) -> np.ndarray:
     return pts.astype(np.int64)
 
 
+def _explicit_points(at, n_axis: int) -> np.ndarray:
+    a = np.asarray(at)
+    if a.ndim != 1 or a.size == 0 or not np.issubdtype(a.dtype, np.integer):
+        raise ValueError(f"at must be a non-empty 1-d int array, got {a.dtype} {a.shape}")
+    if a[0] < 1 or a[-1] > n_axis or np.any(np.diff(a) <= 0):
+        raise ValueError(f"at must increase strictly within 1..{n_axis}, got {a[0]}..{a[-1]}")
+    return (a - 1).astype(np.int64)
+
+
 def run_plan(obj: Objective, plan: plans.UpdatePlan, gamma, *, seed: int = 0, axis: str = "block_update",
              stride: int = 1, ring_size: int | None = None, n_slots: int = 1, diag_stride: int = 0,
              T: int | None = None, method: str = "plan", meta: dict | None = None,
-             ema: float = 0.9) -> Result:
+             ema: float = 0.9, at=None) -> Result:
     """Execute any update plan on a gamma grid.
 
     ``axis="block_update"`` records f after every ``stride`` block updates;
-    ``axis="sim_time"`` after every ``stride`` time steps of the plan's ``time`` (0..T-1)."""
+    ``axis="sim_time"`` after every ``stride`` time steps of the plan's ``time`` (0..T-1).
+    ``at`` (increasing ints in 1..T or 1..K) records exactly there instead: the axis values of
+    the curve, so runs of different lengths share one compiled program."""
     check_choice("axis", axis, ("block_update", "sim_time"))
     stride = check_int("stride", stride)
     gammas = _gammas(gamma)
     K = len(plan.block)
     event = np.arange(K) if axis == "block_update" else np.asarray(plan.time)
     n_axis = K if axis == "block_update" else int(T if T is not None else plan.time[-1] + 1)
-    points = _points(n_axis, stride)
+    points = _points(n_axis, stride) if at is None else _explicit_points(at, n_axis)
     rows = record_rows(event, points)
     C = plans.ring_size(plan, obj.S, diag_stride) if ring_size is None else check_int("ring_size", ring_size)
     raw, f0, per_update, x_final = core.execute(
@@ -118,9 +131,11 @@ OPTIONS = {  # timeline kind -> the options of its semantics
 
 
 def train(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, stride: int = 1, axis: str = "sim_time",
-          diag_stride: int = 0, **options) -> Result:
+          diag_stride: int = 0, at=None, ring_size: int | None = None, **options) -> Result:
     """Train on any timeline with its schedule's semantics (``rpd.semantics``); the curve is on
-    the timeline's tick axis (``axis="sim_time"``) or against block updates.
+    the timeline's tick axis (``axis="sim_time"``) or against block updates, every ``stride``
+    or exactly ``at`` (see :func:`run_plan`). ``ring_size`` (raised to what the plan needs)
+    lets runs of several timelines share one compiled program.
 
     Options: ``predict`` (PipeDream, PipeMare: forward at predicted weights), ``ema`` (the
     velocity's EMA factor, default 0.9), ``t1`` / ``t1_window`` / ``t2`` (PipeMare). An option
@@ -138,7 +153,15 @@ def train(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, stride: int = 1
     if not 0.0 <= ema < 1.0:
         raise ValueError(f"ema must lie in [0, 1), got {ema}")
     if kind == "local_sgd":
-        return local_sgd(obj, tl, gamma, seed=seed)
+        if at is None:
+            return local_sgd(obj, tl, gamma, seed=seed)
+        # The model LocalSGD trains is the replicas' average, which exists at round ends:
+        # record those and read each asked tick off the last round end at or before it.
+        res = local_sgd(obj, tl, gamma, seed=seed, track_time=False)
+        keep = _explicit_points(at, tl.T) + 1
+        idx = np.concatenate([[0], np.searchsorted(res.axis, keep, side="right") - 1])
+        return dataclasses.replace(res, axis=np.concatenate([[0], keep]), curve=res.curve[:, idx],
+                                   meta=dict(res.meta, recorded="round ends"))
     if tl.S != obj.S and not tl.synchronous:
         raise ValueError(f"timeline has S={tl.S} stages but the objective has S={obj.S} blocks")
     n_slots = 1
@@ -155,7 +178,11 @@ def train(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, stride: int = 1
         plan = semantics.synchronous_plan(tl, obj.S, obj.n_batches)
     else:
         raise ValueError(f"no training semantics for timeline kind {kind!r}")
+    if ring_size is not None:  # at least what the plan needs
+        ring_size = max(check_int("ring_size", ring_size), plans.ring_size(plan, obj.S, diag_stride))
     active = {k: v for k, v in options.items() if v not in (None, False)}
-    return run_plan(obj, plan, gamma, seed=seed, axis=axis, stride=stride, n_slots=n_slots,
-                    diag_stride=diag_stride, T=tl.T, method=kind, ema=ema,
-                    meta=dict(N=tl.N, T=tl.T, M=tl.M, schedule=kind, **active))
+    res = run_plan(obj, plan, gamma, seed=seed, axis=axis, stride=stride, n_slots=n_slots,
+                   diag_stride=diag_stride, T=tl.T, method=kind, ema=ema, at=at, ring_size=ring_size,
+                   meta=dict(N=tl.N, T=tl.T, M=tl.M, schedule=kind, **active))
+    res.traces["update_time"] = np.asarray(plan.time)  # [K]: the tick each update lands
+    return res

@@ -71,3 +71,16 @@ def block_updates_in(tl: Timeline) -> int:
 def time_of_update(tl: Timeline) -> np.ndarray:
     """int [K]: time step of each block update, to place per-update curves on the time axis."""
     return tl.update_time
+
+
+def block_updates_at(update_time: np.ndarray, sim_time: np.ndarray) -> np.ndarray:
+    """int64: block updates completed after ``sim_time`` time steps (ticks), #{k : time[k] < t}:
+    a per-tick curve's block-update axis. ``update_time`` need not be sorted."""
+    return np.searchsorted(np.sort(np.asarray(update_time)), sim_time, side="left").astype(np.int64)
+
+
+def sim_time_at(update_time: np.ndarray, block_update: np.ndarray) -> np.ndarray:
+    """int64: time steps (ticks) completed when ``block_update`` updates are done, 0 before any:
+    a per-update curve's time axis. ``update_time`` is in update order (non-decreasing)."""
+    a = np.asarray(block_update, np.int64)
+    return np.where(a > 0, np.asarray(update_time)[np.maximum(a - 1, 0)] + 1, 0).astype(np.int64)

@@ -109,6 +109,12 @@ BAD = [
     (["method.gama_lo=3"], "method.gama_lo"),
     (["schedule.S=four"], "schedule.S"),
     (["method.seeds=[-1]"], "method.seeds[0]"),
+    (["schedule.name=gpipee"], "schedule.name"),
+    (["method=pipeline", "schedule=pipedream_2bw", "schedule.M=2"], "schedule.M"),
+    (["method=pipeline", "schedule=interleaved", "schedule.v=0"], "schedule.v"),
+    (["method=pd", "schedule=gpipe"], "schedule.name"),
+    (["costs.F=0"], "costs.F"),
+    (["costs.p2p=one"], "costs.p2p"),
 ]
 
 
@@ -144,6 +150,24 @@ def test_rerun_skips_complete_runs_and_force_recomputes(tmp_path, monkeypatch):
     assert not forced.skipped and forced.path == first.path
     other = train.run(_compose([f"results_root={tmp_path}", *TINY_LINEAR, "schedule.N=9"]))
     assert other.path != first.path
+
+
+def test_pipeline_run_with_costs_is_its_own_run(tmp_path):
+    """method=pipeline schedule=gpipe costs=b2f: curves against ticks of the b2f timeline (GPipe's
+    flush: (M + S - 1)(tF + tB) ticks); the same cell at unit costs is another run with the same
+    per-update numbers, and a rerun of either is skipped."""
+    common = [f"results_root={tmp_path}", *TINY_LINEAR, "method=pipeline", "schedule=gpipe", "schedule.M=4"]
+    b2f = train.run(_compose([*common, "costs=b2f"]))
+    assert b2f.status == "ok", b2f.error
+    S, M, N = 3, 4, 8
+    assert b2f.summary["schedule"] == "gpipe" and b2f.summary["T"] == (N // M) * (M + S - 1) * 3
+    assert b2f.curves["axis/sim_time"][-1] == b2f.summary["T"]
+    assert b2f.curves["axis/block_update"][-1] == b2f.summary["K"] == (N // M) * S
+    assert b2f.summary["bubble/f_total"] == pytest.approx((S - 1) / (M + S - 1))
+    unit = train.run(_compose([*common, "costs=unit"]))
+    assert unit.path != b2f.path and unit.summary["T"] == (N // M) * (M + S - 1) * 2
+    np.testing.assert_allclose(unit.summary["final"], b2f.summary["final"], rtol=1e-12)
+    assert train.run(_compose([*common, "costs=b2f"])).skipped
 
 
 def test_failed_run_is_recorded_and_rerun(tmp_path, monkeypatch):

@@ -39,6 +39,8 @@ REGISTRY = {
     "e6_scaling": "rpd.studies.scaling",
     "e8_delta": "rpd.studies.pd_vs_rpd",
     "e9_frontier": "rpd.studies.schedule_table",
+    "e10_frontier": "rpd.studies.frontier",
+    "e11_costs": "rpd.studies.costs_crossover",
     "staleness_scaling": "rpd.studies.staleness",
 }
 

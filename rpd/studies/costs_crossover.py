@@ -1,0 +1,694 @@
+"""E11 (SPEC §11): the paper's comparison under real costs, and where its winner changes.
+
+E3 (PipeDream against LocalSGD on Nesterov's quadratic, PD wins) and E6 (fixed-time scaling in
+S on logistic regression, LocalSGD wins for S >= 4) are run again on a ladder of cost models,
+and for every series the study reports the cost level at which the winner changes (the
+crossover), not a yes/no.
+
+**Cost ladder** (one parameter, the all-reduce latency α). Rung "unit" is the paper's model:
+F = B = 1 tick, free communication, free averaging. Every other rung has tF = 1 and tB = 2
+ticks (a tick is one forward), a point-to-point latency of c ticks on every dependency that
+crosses ranks (c in ``p2p``, one series each, held fixed along the ladder) and a LocalSGD
+averaging of ``⌈α + β·D⌉`` ticks at the end of every round, D = ⌈d/S⌉ values (the largest
+block: every stage averages its own block across the R replicas, the round waits for the
+slowest); α climbs ``alphas`` with β fixed. PD has no averaging, so its timeline, and its
+value, is the same on every α rung of a series (tested).
+
+**Budget** (what makes rungs comparable). Time is counted in ticks. At each rung the budget is
+the paper's budget stretched by PipeDream's own slowdown under that rung's costs:
+``budget = ⌈T_paper · T_PD(N_paper; costs) / T_PD(N_paper; unit)⌉``, with T_paper the paper's
+budget in unit time steps and N_paper the microbatches PD runs in it (E3: N = 600 and T_paper =
+PD's makespan 2N + 2S − 2; E6: T = 3180 and N = ⌈(T − 2S + 2)/2⌉). PD therefore does the
+paper's work at every rung (exactly so for E3, up to rounding for E6), at tB = 2tF and c = 0 the
+budget is 1.5·T_paper, and the α rungs of a series share one budget. The question each rung
+answers: in the wall-clock time PD needs for the paper's work under these costs, how far does
+LocalSGD get?
+
+**Protocols.** Each panel keeps its paper experiment's protocol. Quadratic (E3, protocol (i)):
+every method runs the same N microbatches and every curve is cut to PD's makespan (LocalSGD's
+timeline is longer at every rung; if it were not, it would get the smallest N reaching the
+budget). Logistic regression (E6, protocol (ii)): PD and LocalSGD (R = S, H = 5) each take the
+smallest N whose timeline reaches the budget. At the unit rung both panels are E3 and E6
+exactly (tested against ``pd_vs_localsgd`` and ``scaling``); RPD is not part of E11 (it has no
+timeline to put costs on).
+
+Each run's γ is chosen by the stable selector on its curve up to the budget; the number compared
+is f − f* at the budget. The best final value over the γ grid is reported beside it (and its own
+crossover), never used to choose. The winner of a rung is the method with the lower f − f* (the
+quadratic: PD against the best LocalSGD H); the crossover of a series (panel, S, c) is the first
+α rung whose winner differs from the α = 0 rung's, given as the bracket of the two rungs and a
+point interpolated linearly in log2(1 + α) on log(f_LocalSGD / f_PD).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from rpd import concurrency, localsgd, methods, objectives, schedules, simtime, tuning
+from rpd.costs import CostModel
+from rpd.plotting import paper_style
+from rpd.studies import StudyOutput
+from rpd.studies.pd_vs_localsgd import best_final, select
+
+TITLE = "PipeDream vs LocalSGD under costs: where the winner changes"
+PANELS = ("quadratic", "logistic")
+CLAIMS = {
+    "quadratic": "E3: PD beats every LocalSGD H on Nesterov's quadratic",
+    "logistic": "E6: at fixed time LocalSGD (R = S, H = 5) beats PD for S >= 4 on logistic regression",
+}
+UNIT = "unit"
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """E11 at the paper's sizes: E3's quadratic and E6's logistic regression on the cost ladder."""
+
+    # The cost ladder (ticks; one tick = one F).
+    tF: int = 1
+    tB: int = 2
+    p2p: tuple[int, ...] = (0, 1)  # latency c of every cross-rank dependency; one series each
+    alphas: tuple[int, ...] = (0, 4, 16, 64, 256, 1024, 4096)  # averaging latency α, the ladder
+    beta: float = 1 / 64  # averaging cost per value averaged (ticks): ⌈α + β·D⌉, D = ⌈d/S⌉
+    # E3 panel: Nesterov's quadratic, protocol (i).
+    quad_S: int = 16
+    quad_R: int = 16
+    quad_d: int = 512
+    quad_n: int = 600
+    quad_batch_size: int = 5
+    quad_N: int = 600
+    quad_mu: float = 0.01
+    quad_H: tuple[int, ...] = (2, 5, 30)
+    quad_tail_frac: float = 0.2
+    # E6 panel: logistic regression with gradient noise, protocol (ii), R = S.
+    log_S_values: tuple[int, ...] = (2, 4, 8, 16, 32, 64, 128)
+    log_T: int = 3180  # the paper's budget in unit time steps
+    log_n: int = 50
+    log_d: int = 512
+    log_batch_size: int = 1
+    log_lam: float = 1e-4
+    log_grad_noise: float = 0.5
+    log_H: int = 5
+    log_tail_frac: float = 0.01
+    # Both panels.
+    pd_gamma_exps: tuple[int, int] = (-12, -3)
+    localsgd_gamma_exps: tuple[int, int] = (-8, 2)
+    seed: int = 0
+
+
+# E3's and E6's quick sizes (so the unit rung equals paper_figures/quick/e3_nesterov, e6_scaling)
+# and a shorter ladder.
+QUICK = dict(quad_S=4, quad_R=4, quad_d=64, quad_n=120, quad_N=120, log_S_values=(2, 4, 8), log_T=400,
+             alphas=(0, 16, 64, 256))
+
+
+@dataclasses.dataclass(frozen=True)
+class Level:
+    """One rung: ``key`` names it in arrays and tables; ``costs`` is None at the unit rung."""
+
+    key: str
+    c: int | None
+    alpha: float | None
+    costs: CostModel | None
+
+
+def levels(cfg: Config) -> list[Level]:
+    """The unit rung, then for every c in ``p2p`` every α in ``alphas``."""
+    out = [Level(UNIT, None, None, None)]
+    for c in cfg.p2p:
+        for a in cfg.alphas:
+            out.append(Level(f"c{c}_a{a:g}", int(c), a,
+                             CostModel(F=cfg.tF, B=cfg.tB, p2p=int(c), allreduce=(a, cfg.beta))))
+    return out
+
+
+def series_keys(cfg: Config) -> list[tuple[str, int, int | None]]:
+    """(panel, S, c) of every series: the quadratic's one S, then each S of the logistic panel."""
+    return [(p, S, c) for p, Ss in (("quadratic", (cfg.quad_S,)), ("logistic", cfg.log_S_values))
+            for S in Ss for c in cfg.p2p]
+
+
+def block_values(d: int, S: int) -> int:
+    """D, the values one stage averages: its block, the largest being ⌈d/S⌉ (SPEC §1)."""
+    return -(-d // S)
+
+
+def pd_only(costs: CostModel | None) -> CostModel | None:
+    """The rung's costs without the averaging term (PD never averages): one PD timeline per c."""
+    return None if costs is None else dataclasses.replace(costs, allreduce=(0, 0))
+
+
+def budget(T_paper: int, N_paper: int, S: int, costs: CostModel | None) -> int:
+    """The paper's budget stretched by PD's slowdown under ``costs`` (see the module doc)."""
+    if costs is None:
+        return int(T_paper)
+    unit = schedules.pipedream(S, N_paper).T
+    return int(math.ceil(T_paper * schedules.pipedream(S, N_paper, costs=pd_only(costs)).T / unit - 1e-12))
+
+
+def smallest_n(T: int, make: Callable[[int], schedules.Timeline], guess: int) -> schedules.Timeline:
+    """:func:`rpd.simtime.smallest_n_reaching`'s timeline (the smallest N >= 1 whose timeline
+    reaches T; lengths grow with N), searched outward from ``guess``: a few timelines instead of
+    about 2·log2(N) when the guess is close (tested equal)."""
+    n = max(1, int(guess))
+    tl = make(n)
+    step = 1
+    if tl.T >= T:  # invariant: length(lo) < T (lo = 0: none), length(hi) >= T
+        hi, best = n, tl
+        while True:
+            lo = max(0, hi - step)
+            if lo == 0:
+                break
+            cand = make(lo)
+            if cand.T < T:
+                break
+            hi, best, step = lo, cand, 2 * step
+    else:
+        lo = n
+        while True:
+            cand = make(lo + step)
+            if cand.T >= T:
+                hi, best = lo + step, cand
+                break
+            lo, step = lo + step, 2 * step
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        cand = make(mid)
+        if cand.T >= T:
+            hi, best = mid, cand
+        else:
+            lo = mid
+    return best
+
+
+def logistic_n_paper(S: int, T: int) -> int:
+    """E6's PD microbatches at unit cost: the smallest N whose timeline reaches T."""
+    return simtime.smallest_n_reaching(T, lambda n: schedules.pipedream(S, n)).N
+
+
+def n_steps(cfg: Config) -> int:
+    """Units of work ``run`` reports: one per run (PD once per c and at the unit rung)."""
+    n_levels = 1 + len(cfg.p2p) * len(cfg.alphas)
+    pd_runs = 1 + len(cfg.p2p)
+    return (pd_runs + n_levels * len(cfg.quad_H)) + len(cfg.log_S_values) * (pd_runs + n_levels)
+
+
+def _quad_objective(cfg: Config):
+    return objectives.nesterov_quadratic(n=cfg.quad_n, d=cfg.quad_d, S=cfg.quad_S, batch_size=cfg.quad_batch_size,
+                                         mu=cfg.quad_mu, seed=cfg.seed)
+
+
+def _log_objective(cfg: Config, S: int):
+    return objectives.logistic_regression(n=cfg.log_n, d=cfg.log_d, S=S, batch_size=cfg.log_batch_size,
+                                          lam=cfg.log_lam, grad_noise=cfg.log_grad_noise, seed=cfg.seed)
+
+
+def setting(cfg: Config) -> dict:
+    """The two problems as run, for the figure."""
+    return dict(
+        quadratic=(f"Nesterov quadratic, μ = {cfg.quad_mu:g}, d = {cfg.quad_d}, n = {cfg.quad_n}, "
+                   f"B = {cfg.quad_batch_size}, N = {cfg.quad_N}, S = {cfg.quad_S}, R = {cfg.quad_R}"),
+        logistic=(f"logistic regression, n = {cfg.log_n}, d = {cfg.log_d}, B = {cfg.log_batch_size}, "
+                  f"λ = {cfg.log_lam:g}, σ_g = {cfg.log_grad_noise:g}, T = {cfg.log_T}, R = S, H = {cfg.log_H}"),
+        ladder=(f"rungs: unit (F = B = 1, c = 0, free averaging); then tF = {cfg.tF}, tB = {cfg.tB}, "
+                f"p2p c ∈ {{{', '.join(str(c) for c in cfg.p2p)}}}, averaging ⌈α + β·D⌉ ticks, "
+                f"β = {cfg.beta:g}, D = ⌈d/S⌉, α ∈ {{{', '.join(f'{a:g}' for a in cfg.alphas)}}}"),
+    )
+
+
+# ----------------------------------------------------------------------------- the runs
+
+PAD_BYTES = 1 << 28  # largest padded LocalSGD trajectory (G·rounds·ticks·d float64) one program may hold
+
+
+@dataclasses.dataclass
+class Job:
+    """One run: a method on one rung's timeline, and what its numbers are compared against."""
+
+    panel: str
+    S: int
+    level: Level
+    method: str  # "pd" | "localsgd"
+    H: int | None
+    obj: object
+    tl: schedules.Timeline  # the timeline that is run
+    budget: int  # ticks
+    T_paper: int  # the selector sees T_paper + 1 points over [0, budget]
+    tail_frac: float
+    T_own: int  # the timeline of the protocol's N (protocol (i): before dropping unreached rounds)
+    avg_ticks: int = 0
+    pad: tuple[int, int] | None = None
+
+    @property
+    def key(self) -> str:
+        return run_key(self.panel, self.S, self.level.key, self.method, self.H)
+
+    @property
+    def label(self) -> str:
+        return f"{self.panel} S={self.S} {self.level.key} " + ("PD" if self.method == "pd" else f"LocalSGD H={self.H}")
+
+
+def run_key(panel: str, S: int, level: str, method: str, H: int | None) -> str:
+    """Array prefix of one run: ``quadratic_S16_c1_a64_localsgd_H5``, ``logistic_S8_unit_pd``."""
+    return f"{panel}_S{S}_{level}_{method}" + ("" if H is None else f"_H{H}")
+
+
+def reached_rounds(tl: schedules.Timeline, T: int) -> int:
+    """LocalSGD microbatches in the rounds that start before tick T. Rounds are separated by a
+    barrier, so later rounds change nothing before T: running only these gives the same curve
+    up to T as running all N (protocol (i) without simulating rounds nobody sees)."""
+    starts = np.concatenate([[0], np.asarray(tl.sync_time)[:-1] + 1])
+    return min(tl.N, int(np.sum(starts < T)) * tl.R * tl.H)
+
+
+def _jobs(cfg: Config, lv: list[Level]) -> list[Job]:
+    """Every run with its timeline; LocalSGD runs of one (panel, S, H) share padded shapes."""
+    jobs: list[Job] = []
+    pd_levels = [lv[0]] + [next(x for x in lv if x.c == c) for c in cfg.p2p]  # unit, then one per c
+    panels = [("quadratic", cfg.quad_S, _quad_objective(cfg), cfg.quad_R, cfg.quad_H, cfg.quad_d, cfg.quad_N,
+               schedules.pipedream(cfg.quad_S, cfg.quad_N).T, cfg.quad_tail_frac)]
+    for S in cfg.log_S_values:
+        panels.append(("logistic", S, _log_objective(cfg, S), S, (cfg.log_H,), cfg.log_d,
+                       logistic_n_paper(S, cfg.log_T), cfg.log_T, cfg.log_tail_frac))
+    for panel, S, obj, R, Hs, d, N_paper, T_paper, tail in panels:
+        proto_i = panel == "quadratic"
+        budgets = {L.c: budget(T_paper, N_paper, S, L.costs) for L in pd_levels}
+        for L in pd_levels:
+            B, costs = budgets[L.c], pd_only(L.costs)
+            tl = (schedules.pipedream(S, N_paper, costs=costs) if proto_i
+                  else smallest_n(B, lambda n: schedules.pipedream(S, n, costs=costs), N_paper))
+            jobs.append(Job(panel, S, L, "pd", None, obj, tl, B, T_paper, tail, T_own=tl.T))
+        D = block_values(d, S)
+        for H in Hs:
+            group = []
+            for L in lv:
+                B = budgets[L.c]
+
+                def make(n, L=L, H=H):
+                    return schedules.local_sgd(S, n, R, H, costs=L.costs, values=D)
+
+                full = make(N_paper)
+                if proto_i and full.T >= B:
+                    n_run = reached_rounds(full, B)
+                    tl = full if n_run == full.N else make(n_run)
+                else:  # protocol (ii), or a LocalSGD shorter than PD's makespan (then it runs longer)
+                    tl = smallest_n(B, make, max(1, N_paper * B // full.T))
+                avg = 0 if L.costs is None else L.costs.allreduce_ticks(D)
+                group.append(Job(panel, S, L, "localsgd", H, obj, tl, B, T_paper, tail, T_own=full.T if proto_i
+                                 else tl.T, avg_ticks=avg))
+            _pad(group, len(tuning.pow2_grid(*cfg.localsgd_gamma_exps)), obj.D)
+            jobs += group
+    return jobs
+
+
+def _pad(group: list[Job], G: int, D: int) -> None:
+    """One padded program shape for the whole group if its trajectory fits ``PAD_BYTES``, else
+    each run padded to powers of two (at most 4x its own size, few distinct shapes)."""
+    shapes = [localsgd.round_shape(j.tl) for j in group]
+    Q, T = max(q for q, _ in shapes), max(t for _, t in shapes)
+    if G * Q * T * D * 8 <= PAD_BYTES:
+        for j in group:
+            j.pad = (Q, T)
+        return
+    for j, (q, t) in zip(group, shapes):
+        j.pad = (1 << (q - 1).bit_length(), 1 << (t - 1).bit_length())
+
+
+def resample(result, budget: int, T_paper: int):
+    """The curve at T_paper + 1 points evenly spaced over [0, budget] (the last tick at or before
+    budget·k/T_paper): the grid the selector sees at every rung, so its per-point tests mean
+    the same whatever a tick costs. At the unit rung (budget = T_paper) it is every time step."""
+    k = np.arange(T_paper + 1, dtype=np.int64)
+    ticks = (budget * k) // T_paper
+    idx = np.searchsorted(result.axis, ticks, side="right") - 1
+    return result.curve[:, idx]
+
+
+def _execute(job: Job, pd_gammas, ls_gammas, seed: int) -> np.ndarray:
+    if job.method == "pd":
+        res = methods.pipedream(job.obj, job.tl, pd_gammas, seed=seed)
+    else:
+        res = methods.local_sgd(job.obj, job.tl, ls_gammas, seed=seed, pad_to=job.pad)
+    if int(res.axis[-1]) < job.budget:
+        raise RuntimeError(f"{job.label}: the timeline ends at {int(res.axis[-1])} < budget {job.budget}")
+    return resample(simtime.cut_to(res, job.budget), job.budget, job.T_paper)
+
+
+def run(cfg: Config, progress: Callable[[str], None] | None = None, workers: int | None = None) -> StudyOutput:
+    """Every run of both panels on every rung, the selected γ and f − f* at the budget, every
+    series' winners and its crossover, and the paper's two claims measured against them.
+    Runs are independent and go side by side on ``workers`` host threads (results do not depend
+    on it)."""
+    report = progress or (lambda msg: None)
+    if not cfg.alphas or not cfg.p2p or len(set(cfg.alphas)) != len(cfg.alphas) or len(set(cfg.p2p)) != len(cfg.p2p):
+        raise ValueError(f"alphas and p2p must be non-empty and distinct, got {cfg.alphas}, {cfg.p2p}")
+    lv = levels(cfg)
+    pd_g, ls_g = tuning.pow2_grid(*cfg.pd_gamma_exps), tuning.pow2_grid(*cfg.localsgd_gamma_exps)
+    jobs = _jobs(cfg, lv)
+    arrays: dict[str, np.ndarray] = {"pd_gammas": pd_g, "localsgd_gammas": ls_g}
+    runs = []
+    tasks = [lambda j=j: _execute(j, pd_g, ls_g, cfg.seed) for j in jobs]
+    for i, curve in concurrency.run_concurrently(tasks, workers=workers):
+        j = jobs[i]
+        gammas = pd_g if j.method == "pd" else ls_g
+        sel = select(curve, gammas, j.tail_frac)
+        idx = -1 if sel.index is None else sel.index
+        n_tail = tuning.tail_length(curve.shape[1], j.tail_frac)
+        arrays[f"{j.key}/tail"] = curve[:, -n_tail:]  # what the selector looked at; [:, -1] is f at the budget
+        runs.append(dict(key=j.key, panel=j.panel, S=j.S, level=j.level.key, c=j.level.c, alpha=j.level.alpha,
+                         method=j.method, H=j.H, N=j.tl.N, T_run=j.tl.T, T_own=j.T_own, budget=j.budget,
+                         avg_ticks=j.avg_ticks, rounds=None if j.method == "pd" else len(j.tl.sync_time),
+                         pad=j.pad, gamma_index=idx, gamma_exp=None if idx < 0 else tuning.log2_exponent(sel.gamma),
+                         rule=sel.rule, f_at_budget=None if idx < 0 else float(curve[idx, -1]),
+                         best_final=best_final(curve),
+                         diverged_gamma_exps=[tuning.log2_exponent(r.gamma) for r in sel.reports if r.diverged]))
+        report(j.label)
+    series = [make_series(cfg, runs, panel, S, c) for panel, S, c in series_keys(cfg)]
+    rows = table_rows(series)
+    checks = claim_checks(cfg, series)
+    summary = dict(study="e11_costs", title=TITLE, setting=setting(cfg), config=dataclasses.asdict(cfg),
+                   levels=[dict(key=L.key, c=L.c, alpha=L.alpha) for L in lv], runs=runs, series=series,
+                   claims=checks, claim=CLAIMS)
+    return StudyOutput(arrays=arrays, summary=summary, table=rows)
+
+
+# ----------------------------------------------------------------------------- winners, crossover
+
+
+def _value(run: dict, rule: str) -> float:
+    v = run["f_at_budget"] if rule == "stable" else run["best_final"]
+    return math.inf if v is None else float(v)
+
+
+def winner(f_pd: float, f_ls: float) -> str:
+    """The lower f − f* at the budget wins; a tie goes to PD (the method without averaging)."""
+    return "PD" if f_pd <= f_ls else "LocalSGD"
+
+
+def crossover(alphas, f_pd, f_ls) -> dict:
+    """Where the winner changes along a series' α rungs (values at the budget, one per rung).
+
+    ``from``/``to``: the winner at α = alphas[0] and the other one (``to`` None if it never
+    wins); ``alpha_lo``/``alpha_hi``: the last rung of the first winner and the first rung of the
+    other; ``alpha_star``: log(f_ls / f_pd) interpolated linearly in log2(1 + α) between them to
+    0 (None when a value there is not finite and positive); ``frac``: the crossing's position
+    between the two rungs in [0, 1]; ``switches``: every rung where the winner differs from the
+    rung before (more than one: the ladder is not monotone, the first one is reported)."""
+    a = [float(x) for x in alphas]
+    w = [winner(p, q) for p, q in zip(f_pd, f_ls)]
+    switches = [a[i] for i in range(1, len(w)) if w[i] != w[i - 1]]
+    out = dict(winners=w, switches=switches, monotone=len(switches) <= 1, alpha_lo=None, alpha_hi=None,
+               alpha_star=None, frac=None, **{"from": w[0] if w else None, "to": None})
+    if not switches:
+        return out
+    i = next(j for j in range(1, len(w)) if w[j] != w[0])
+    out.update(to=w[i], alpha_lo=a[i - 1], alpha_hi=a[i])
+    r = []
+    for j in (i - 1, i):
+        p, q = float(f_pd[j]), float(f_ls[j])
+        r.append(math.log(q / p) if (math.isfinite(p) and math.isfinite(q) and p > 0 and q > 0) else None)
+    if None not in r and r[0] != r[1]:
+        x0, x1 = math.log2(1 + a[i - 1]), math.log2(1 + a[i])
+        frac = min(1.0, max(0.0, -r[0] / (r[1] - r[0])))
+        out.update(frac=frac, alpha_star=2 ** (x0 + frac * (x1 - x0)) - 1)
+    return out
+
+
+def make_series(cfg: Config, runs: list[dict], panel: str, S: int, c: int) -> dict:
+    """One (panel, S, c) series: per rung (unit first, then the α ladder) PD's and the best
+    LocalSGD's f − f* at the budget under both selectors, and the crossover along the α rungs."""
+    by = {}
+    for r in runs:
+        if r["panel"] == panel and r["S"] == S:
+            by[(r["level"], r["method"], r["H"])] = r
+    Hs = cfg.quad_H if panel == "quadratic" else (cfg.log_H,)
+    pd_series = by[(f"c{c}_a{cfg.alphas[0]:g}", "pd", None)]  # PD ran once per c (it never averages)
+    pd_of = {UNIT: by[(UNIT, "pd", None)], **{f"c{c}_a{a:g}": pd_series for a in cfg.alphas}}
+    rungs = []
+    for key, alpha in [(UNIT, None)] + [(f"c{c}_a{a:g}", a) for a in cfg.alphas]:
+        pd = pd_of[key]
+        ls = {H: by[(key, "localsgd", H)] for H in Hs}
+        rung = dict(level=key, alpha=alpha, budget=pd["budget"], pd_N=pd["N"],
+                    ls_N={str(H): ls[H]["N"] for H in Hs}, avg_ticks=ls[Hs[0]]["avg_ticks"],
+                    pd_gamma_exp=pd["gamma_exp"], ls_gamma_exp={str(H): ls[H]["gamma_exp"] for H in Hs})
+        for rule in ("stable", "best_final"):
+            f_ls = {H: _value(ls[H], rule) for H in Hs}
+            best_H = min(Hs, key=lambda H: (f_ls[H], H))
+            f_pd = _value(pd, rule)
+            rung[rule] = dict(f_pd=f_pd if math.isfinite(f_pd) else None,
+                              f_ls={str(H): (v if math.isfinite(v) else None) for H, v in f_ls.items()},
+                              best_H=best_H, f_ls_best=f_ls[best_H] if math.isfinite(f_ls[best_H]) else None,
+                              ratio=(f_ls[best_H] / f_pd if f_pd > 0 and math.isfinite(f_pd)
+                                     and math.isfinite(f_ls[best_H]) else None),
+                              winner=winner(f_pd, f_ls[best_H]))
+        rungs.append(rung)
+    ladder = rungs[1:]
+    cross = {}
+    for rule in ("stable", "best_final"):
+        f_pd = [math.inf if r[rule]["f_pd"] is None else r[rule]["f_pd"] for r in ladder]
+        f_ls = [math.inf if r[rule]["f_ls_best"] is None else r[rule]["f_ls_best"] for r in ladder]
+        cross[rule] = crossover(cfg.alphas, f_pd, f_ls)
+    return dict(panel=panel, S=S, c=c, rungs=rungs, crossover=cross["stable"],
+                crossover_best_final=cross["best_final"])
+
+
+def describe(x: dict, alphas) -> str:
+    """A crossover in words, e.g. "PD from α ≈ 37 (between 16 and 64)"."""
+    if x["to"] is None:
+        return f"{x['from']} at every α up to {max(alphas):g} (no crossover)"
+    star = "" if x["alpha_star"] is None else f" ≈ {x['alpha_star']:.3g}"
+    text = f"{x['to']} from α{star} (between {x['alpha_lo']:g} and {x['alpha_hi']:g})"
+    if not x["monotone"]:
+        text += f"; not monotone: the winner also changes at α = {', '.join(f'{s:g}' for s in x['switches'][1:])}"
+    return text
+
+
+def table_rows(series: list[dict]) -> list[dict]:
+    """The answer first: one crossover row per series; then one row per rung (the unit rung
+    once per panel and S: it is the same in every c series)."""
+    rows = []
+    for s in series:
+        alphas = [r["alpha"] for r in s["rungs"][1:]]
+        rows.append(dict(panel=s["panel"], S=s["S"], c=s["c"], alpha="crossover",
+                         winner=describe(s["crossover"], alphas),
+                         winner_best_final=describe(s["crossover_best_final"], alphas)))
+    seen = set()
+    for s in series:
+        for r in s["rungs"]:
+            if r["alpha"] is None and (s["panel"], s["S"]) in seen:
+                continue
+            seen.add((s["panel"], s["S"]))
+            st, bf = r["stable"], r["best_final"]
+            rows.append(dict(panel=s["panel"], S=s["S"], c=s["c"] if r["alpha"] is not None else "-",
+                             alpha="unit" if r["alpha"] is None else r["alpha"], avg_ticks=r["avg_ticks"],
+                             budget=r["budget"], pd_N=r["pd_N"], ls_N=" ".join(str(v) for v in r["ls_N"].values()),
+                             f_pd=st["f_pd"], f_ls_best=st["f_ls_best"], best_H=st["best_H"], ratio=st["ratio"],
+                             winner=st["winner"], winner_best_final=bf["winner"]))
+    return rows
+
+
+def claim_checks(cfg: Config, series: list[dict]) -> list[dict]:
+    """The paper's two messages, measured on every rung (claim, measured, holds, verdict)."""
+    alphas = cfg.alphas
+    out = []
+    quad = [s for s in series if s["panel"] == "quadratic"]
+    unit = quad[0]["rungs"][0]["stable"]
+    pd_all = all(r["stable"]["winner"] == "PD" for s in quad for r in s["rungs"])
+    parts = [f"unit: best LocalSGD / PD = {_fmt(unit['ratio'])}"]
+    for s in quad:
+        lad = s["rungs"][1:]
+        parts.append(f"c = {s['c']}: {_fmt(lad[0]['stable']['ratio'])} at α = {alphas[0]:g}, "
+                     f"{_fmt(lad[-1]['stable']['ratio'])} at α = {alphas[-1]:g}")
+    verdict = "; ".join(f"c = {s['c']}: {describe(s['crossover'], alphas)} "
+                        f"[best final: {describe(s['crossover_best_final'], alphas)}]" for s in quad)
+    out.append(dict(claim=CLAIMS["quadratic"] + " -- on every rung?", holds=bool(pd_all),
+                    measured="; ".join(parts), verdict=verdict))
+
+    log = [s for s in series if s["panel"] == "logistic"]
+    for c in cfg.p2p:
+        ss = [s for s in log if s["c"] == c]
+        wins0 = [s["S"] for s in ss if s["rungs"][1]["stable"]["winner"] == "LocalSGD"]
+        unit_wins = [s["S"] for s in ss if s["rungs"][0]["stable"]["winner"] == "LocalSGD"]
+        big = [s["S"] for s in ss if s["S"] >= 4]
+        stars = []
+        for s in ss:
+            x = s["crossover"]
+            if x["from"] == "PD" and x["to"] is None:
+                stars.append(f"S={s['S']}: PD throughout")
+            elif x["from"] == "LocalSGD" and x["to"] is None:
+                stars.append(f"S={s['S']}: LocalSGD throughout (> {alphas[-1]:g})")
+            else:
+                stars.append(f"S={s['S']}: {x['from']} -> {describe(x, alphas)}")
+        grows = crossover_grows(ss, alphas)
+        out.append(dict(claim=f"{CLAIMS['logistic']} -- at tB = {cfg.tB}tF, c = {c}, α = {alphas[0]:g}, and how far in α",
+                        holds=bool(big and set(big) <= set(wins0)),
+                        measured=(f"LocalSGD wins at S = {wins0} at α = {alphas[0]:g} (unit costs: S = {unit_wins}); "
+                                  f"PD takes over: " + "; ".join(stars)),
+                        verdict=(f"the crossover α grows with S over the S where LocalSGD starts ahead: {grows}"
+                                 if grows is not None else "LocalSGD is ahead at α = 0 for fewer than two S")))
+    return out
+
+
+def crossover_point(x: dict, alphas) -> float | None:
+    """A series' crossover as one number for comparisons across S: α* (the bracket's upper rung
+    if not interpolable), +inf when the α = 0 winner keeps winning, None when PD starts ahead."""
+    if x["from"] != "LocalSGD":
+        return None
+    if x["to"] is None:
+        return math.inf
+    return x["alpha_star"] if x["alpha_star"] is not None else x["alpha_hi"]
+
+
+def crossover_point_any(x: dict) -> float:
+    """α* of a crossover that happened, whichever way (the bracket's upper rung if not interpolable)."""
+    return x["alpha_star"] if x["alpha_star"] is not None else x["alpha_hi"]
+
+
+def crossover_grows(ss: list[dict], alphas) -> bool | None:
+    """Whether the point where PD overtakes LocalSGD is non-decreasing in S (over the S where
+    LocalSGD starts ahead); None for fewer than two such S."""
+    pts = [crossover_point(s["crossover"], alphas) for s in sorted(ss, key=lambda s: s["S"])]
+    pts = [p for p in pts if p is not None]
+    if len(pts) < 2:
+        return None
+    return bool(all(b >= a for a, b in zip(pts, pts[1:])))
+
+
+def _fmt(v) -> str:
+    return "n/a" if v is None else f"{v:.3g}"
+
+
+# ----------------------------------------------------------------------------- figure
+
+
+def figure(out: StudyOutput, path) -> None:
+    """Three panels from the saved summary: the quadratic's f − f* at the budget per rung (PD and
+    every LocalSGD H, the crossover marked), the logistic panel's f_LocalSGD / f_PD per rung for
+    every S (crossings of 1 marked), and the crossover α against S."""
+    with paper_style():
+        _draw(out.summary, path)
+
+
+def _position(series: dict, x: dict) -> float | None:
+    """Where a crossover sits on the rung axis (0 = unit, 1 = the first α rung, ...)."""
+    if x["to"] is None:
+        return None
+    alphas = [r["alpha"] for r in series["rungs"][1:]]
+    i = alphas.index(x["alpha_lo"]) + 1
+    return i + (0.5 if x["frac"] is None else x["frac"])
+
+
+def _draw(s: dict, path) -> None:
+    cfg = s["config"]
+    alphas = list(cfg["alphas"])
+    ticks = list(range(len(alphas) + 1))
+    labels = ["unit\n(paper)"] + [f"{a:g}" for a in alphas]
+    styles = {c: ls for c, ls in zip(cfg["p2p"], ("-", "--", ":", "-."))}
+    fig = Figure(figsize=(17.5, 5.6))
+    ax_q, ax_l, ax_x = fig.subplots(1, 3, gridspec_kw=dict(width_ratios=[1.15, 1.15, 0.9]))
+    series = s["series"]
+    for ax in (ax_q, ax_l):
+        ax.set_xticks(ticks, labels, fontsize=7)
+        ax.axvspan(-0.5, 0.5, color="0.92", zorder=0)
+        ax.set_xlabel(f"averaging latency α (ticks = F units); other rungs: tB = {cfg['tB']}·tF, + β·D")
+        ax.set_yscale("log")
+        ax.grid(True, which="major", alpha=0.3)
+
+    def val(v):
+        return np.nan if v is None else v
+
+    # (a) the quadratic: f − f* at the budget for PD and every H, both c.
+    for sr in (x for x in series if x["panel"] == "quadratic"):
+        ls_ = styles[sr["c"]]
+        pd = [val(r["stable"]["f_pd"]) for r in sr["rungs"]]
+        ax_q.plot(ticks, pd, color="k", lw=2.0, ls=ls_, marker="o", ms=3,
+                  label=f"PipeDream, c = {sr['c']}")
+        for j, H in enumerate(cfg["quad_H"]):
+            y = [val(r["stable"]["f_ls"][str(H)]) for r in sr["rungs"]]
+            ax_q.plot(ticks, y, color=f"C{j}", lw=1.3, ls=ls_, marker="^", ms=3,
+                      label=f"LocalSGD H = {H}, c = {sr['c']}")
+        pos = _position(sr, sr["crossover"])
+        if pos is not None:
+            ax_q.axvline(pos, color="C3", ls=ls_, lw=1.2)
+            ax_q.annotate(f"winner changes (c = {sr['c']})\nα ≈ {crossover_point_any(sr['crossover']):.3g}",
+                          (pos, 0.95), xycoords=("data", "axes fraction"), fontsize=7, color="C3", ha="left",
+                          va="top")
+    quad = [x for x in series if x["panel"] == "quadratic"]
+    if all(x["crossover"]["to"] is None for x in quad):
+        ax_q.text(0.02, 0.02, "no crossover on the ladder: " + "; ".join(
+                  f"c = {x['c']}: {x['crossover']['from']} wins every rung" for x in quad),
+                  transform=ax_q.transAxes, fontsize=7, color="C3", va="bottom")
+    ax_q.set_ylabel("f(x) − f* at the budget (stable γ)")
+    ax_q.set_title(f"E3 under costs: {s['setting']['quadratic']}\nprotocol (i): every method N microbatches, "
+                   f"cut to PD's makespan", fontsize=8)
+    ax_q.legend(fontsize=6, ncol=2, loc="upper left")
+
+    # (b) logistic regression: f_LocalSGD / f_PD per rung, every S and c.
+    log = [x for x in series if x["panel"] == "logistic"]
+    S_vals = sorted({x["S"] for x in log})
+    cmap = _cmap(len(S_vals))
+    for sr in log:
+        col = cmap[S_vals.index(sr["S"])]
+        y = [val(r["stable"]["ratio"]) for r in sr["rungs"]]
+        ax_l.plot(ticks, y, color=col, ls=styles[sr["c"]], marker="o", ms=3,
+                  label=f"S = {sr['S']}" if sr["c"] == cfg["p2p"][0] else None)
+        pos = _position(sr, sr["crossover"])
+        if pos is not None:
+            ax_l.plot([pos], [1.0], marker="X", ms=8, color=col, mec="k", mew=0.6, zorder=5)
+    ax_l.axhline(1.0, color="k", lw=1.0)
+    ax_l.text(0.99, 0.98, "above 1: PD lower (PD wins)", transform=ax_l.transAxes, ha="right", va="top", fontsize=7)
+    ax_l.text(0.99, 0.02, "below 1: LocalSGD wins", transform=ax_l.transAxes, ha="right", va="bottom", fontsize=7)
+    for c, st in styles.items():
+        ax_l.plot([], [], color="0.3", ls=st, label=f"c = {c}")
+    ax_l.plot([], [], ls="", marker="X", color="0.5", mec="k", label="winner changes")
+    ax_l.set_ylabel("f_LocalSGD / f_PD at the budget (stable γ)")
+    ax_l.set_title(f"E6 under costs: {s['setting']['logistic']}\nprotocol (ii): each method the smallest N "
+                   f"reaching the budget", fontsize=8)
+    ax_l.legend(fontsize=6, ncol=2, loc="center left")
+
+    # (c) the crossover α against S.
+    top, bottom = max(alphas) * 4, 0.0
+    for c, st in styles.items():
+        ss = sorted((x for x in log if x["c"] == c), key=lambda x: x["S"])
+        xs, ys, mk = [], [], []
+        for sr in ss:
+            x = sr["crossover"]
+            p = crossover_point(x, alphas)
+            if p is None:
+                xs.append(sr["S"]), ys.append(bottom), mk.append("v")
+            elif math.isinf(p):
+                xs.append(sr["S"]), ys.append(top), mk.append("^")
+            else:
+                xs.append(sr["S"]), ys.append(p), mk.append("o")
+        ax_x.plot(xs, ys, color="k", ls=st, lw=1.0, label=f"c = {c}")
+        for xv, yv, m in zip(xs, ys, mk):
+            ax_x.plot([xv], [yv], marker=m, color="C3" if m != "o" else "k", ms=7, ls="")
+    ax_x.axhline(top, color="0.6", lw=0.6, ls=":")
+    ax_x.set_xscale("log", base=2)
+    ax_x.set_yscale("symlog", linthresh=1.0)
+    ax_x.set_xticks(S_vals, [str(v) for v in S_vals])
+    ax_x.set_xlabel("number of stages S (R = S)")
+    ax_x.set_ylabel("α where PD overtakes LocalSGD (ticks)")
+    ax_x.plot([], [], ls="", marker="^", color="C3", label=f"LocalSGD still wins at α = {max(alphas):g}")
+    ax_x.plot([], [], ls="", marker="v", color="C3", label="PD already wins at α = 0")
+    ax_x.set_title("E6's crossover: the averaging latency at which\nPD overtakes LocalSGD "
+                   "(interpolated, stable γ)", fontsize=8)
+    ax_x.legend(fontsize=6, loc="center left")
+    ax_x.grid(True, which="major", alpha=0.3)
+
+    fig.suptitle(f"{s['title']}. {s['setting']['ladder']}.\nMeasured: f − f* at a fixed budget = the paper's "
+                 f"budget × PD's makespan under the rung's costs / at unit cost (PD does the paper's work on every "
+                 f"rung; PD never averages, so it is flat in α)", fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
+    fig.savefig(path, bbox_inches="tight")
+
+
+def _cmap(n: int) -> list:
+    import matplotlib
+
+    cm = matplotlib.colormaps["viridis"]
+    return [cm(x) for x in np.linspace(0.0, 0.85, max(n, 1))]

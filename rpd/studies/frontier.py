@@ -1,0 +1,235 @@
+"""E10: which schedule reaches the lowest loss at a given simulated time and memory (SPEC §11).
+
+Every schedule of the family trains with its own semantics (``rpd.methods.train``) on the same
+objectives, at S ∈ {4, 8, 16} stages, under two cost settings of E9 (``F=B``, no latency; and
+``B=2F`` with I = W = F for the split schedules and a p2p latency of one F). Per (objective, S,
+costs) every schedule gets the same simulated-time budget: the compute time of ``N = mb_per_S·S``
+microbatches on one rank with no bubble, N·(tF + tB). Nobody can finish more than N microbatches
+in it, so every schedule runs exactly N (N/M flushes of M = ``M_factor``·S for the synchronous
+ones and 2BW) and the budget cuts its curve. Reported per schedule:
+
+- loss at the budget: f − f* (the LM: held-out loss) at the last recorded tick <= budget, with γ
+  from a power-of-two grid by the stable selector (SPEC §7) and by best-final, both kept;
+- time to target: the first recorded tick at which the selected curve is <= the target, the
+  loss the best schedule has at half the budget (so the best reaches it by construction; "never"
+  is a result);
+- peak memory per rank: activations (units of A, one microbatch's input to one stage; split
+  schedules count F-not-W) and weights (units of W, one stage's block, all versions and
+  replicas held), and their sum in values with the objective's A and W (linear chains: A = B
+  partial sums; MLP: B·width; LM: B·seq·width; W = D / S).
+
+Times are in units of one stage's F (the timelines run in E9's quarter-F ticks). The curves are
+recorded at ``points`` ticks evenly spaced up to the budget, so time to target has a resolution
+of budget/points. LocalSGD's model is the replicas' average, which exists at round ends: its
+curve is read there (the last round end at or before each recorded tick). Schedules whose constraint rules them out are listed with the reason (e.g.
+none at M = 2S; 2BW needs M >= S − 1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import numpy as np
+
+from rpd import methods, objectives, schedules, tuning
+from rpd.studies import StudyOutput
+from rpd.studies.schedule_table import SCALE, build, cost_model
+
+# (label, schedule name, options of its semantics)
+VARIANTS = (
+    ("GPipe", "gpipe", {}), ("1F1B", "1f1b", {}), ("interleaved", "interleaved", {}),
+    ("ZB-H1", "zb_h1", {}), ("ZB-H2", "zb_h2", {}), ("ZB-V", "zb_v", {}),
+    ("DualPipeV", "dualpipe_v", {}), ("Chimera", "chimera", {}),
+    ("PipeDream", "pipedream", {}), ("PipeDream+pred", "pipedream", {"predict": True}),
+    ("2BW", "pipedream_2bw", {}), ("PipeMare", "pipemare", {}),
+    ("PipeMare T1+T2", "pipemare", {"t1": True, "t2": True}), ("LocalSGD", "local_sgd", {}),
+)
+COST_SETTINGS = {"F=B": ("F=B", 1, 1, 0), "B=2F+lat": ("B=2F", 1, 2, 1)}  # label -> (E9 label, f, b, p2p)
+OBJECTIVES = ("nesterov_quadratic", "logistic_regression", "mlp_chain", "nanochat")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    objectives: tuple[str, ...] = OBJECTIVES
+    S_values: tuple[int, ...] = (4, 8, 16)
+    lm_S_values: tuple[int, ...] = (4, 8, 16)  # the LM's stages (S >= 3)
+    costs: tuple[str, ...] = ("F=B", "B=2F+lat")
+    variants: tuple[str, ...] = tuple(v[0] for v in VARIANTS)
+    mb_per_S: int = 32  # N = mb_per_S * S microbatches: the budget's worth of work
+    M_factor: int = 2  # M = M_factor * S microbatches per flush (DualPipeV needs M >= 2S)
+    H: int = 4  # LocalSGD local steps per round (R = S replicas)
+    points: int = 64  # recorded ticks per curve
+    tail_frac: float = 0.2
+    # problems (SPEC §5 sizes of E3/E4; the MLP chain and LM at laptop sizes)
+    n: int = 600
+    d: int = 512
+    batch_size: int = 5
+    mlp_n: int = 512
+    mlp_width: int = 16
+    mlp_batch: int = 8
+    lm_width: int = 32
+    lm_batch: int = 8
+    lm_seq: int = 32
+    lm_heldout_batches: int = 8
+    gamma_exps: dict = dataclasses.field(default_factory=lambda: {
+        "nesterov_quadratic": (-10, 0), "logistic_regression": (-8, 2), "mlp_chain": (-6, 3),
+        "nanochat": (-5, -1)})
+    seed: int = 0
+
+
+# Laptop size: S = 4 only (the LM narrower, 3 step sizes, 2 held-out batches); full: S = 4, 8, 16.
+QUICK = dict(S_values=(4,), lm_S_values=(4,), mb_per_S=24, lm_width=16, lm_seq=16, lm_batch=4,
+             lm_heldout_batches=2, gamma_exps={"nesterov_quadratic": (-10, 0), "logistic_regression": (-8, 2),
+                                               "mlp_chain": (-6, 3), "nanochat": (-3, -1)})
+
+
+def make_objective(name: str, S: int, cfg: Config):
+    """The objective with S blocks and its activation size A (values per microbatch per stage)."""
+    if name == "nesterov_quadratic":
+        return objectives.nesterov_quadratic(cfg.n, cfg.d, S, cfg.batch_size, mu=0.01, seed=cfg.seed), cfg.batch_size
+    if name == "logistic_regression":
+        return objectives.logistic_regression(cfg.n, cfg.d, S, cfg.batch_size, seed=cfg.seed), cfg.batch_size
+    if name == "mlp_chain":
+        return (objectives.mlp_chain(cfg.mlp_n, cfg.mlp_width, S, cfg.mlp_batch, seed=cfg.seed),
+                cfg.mlp_batch * cfg.mlp_width)
+    if name == "nanochat":
+        from rpd.objectives.nanochat import nanochat
+
+        return (nanochat(S, batch_size=cfg.lm_batch, seq_len=cfg.lm_seq, width=cfg.lm_width, seed=cfg.seed,
+                         heldout_batches=cfg.lm_heldout_batches),
+                cfg.lm_batch * cfg.lm_seq * cfg.lm_width)
+    raise ValueError(f"objectives: unknown {name!r}; valid: {list(OBJECTIVES)}")
+
+
+def timeline(name: str, S: int, N: int, M: int, H: int, setting: str) -> schedules.Timeline:
+    label, f, b, c = COST_SETTINGS[setting]
+    costs = cost_model(name, f, b, c)
+    if name == "local_sgd":
+        return schedules.local_sgd(S, N, S, H, costs=costs)
+    return build(name, S, M, N, costs)
+
+
+def memory(tl: schedules.Timeline, A: int, W: float, opts: dict) -> dict:
+    """Peak per rank; prediction and T2 keep one velocity buffer per block (+1 W)."""
+    acts = tl.peak_activations(until="W") if tl.split else tl.peak_activations()
+    weights = tl.weight_memory() + (1.0 if opts.get("predict") or opts.get("t2") else 0.0)
+    per_rank = acts * A + weights * W
+    r = int(np.argmax(per_rank))
+    return dict(act_A=float(acts[r]), weights_W=float(weights[r]), memory=float(per_rank[r]))
+
+
+def _cell(cfg: Config, obj, A: int, objective: str, S: int, setting: str, grid: np.ndarray) -> list[dict]:
+    N, M = cfg.mb_per_S * S, cfg.M_factor * S
+    _, f, b, _ = COST_SETTINGS[setting]
+    budget = N * (f + b) * SCALE  # ticks: N microbatches of one stage's F + B, no bubble
+    at = np.unique(np.linspace(budget / cfg.points, budget, cfg.points).round().astype(np.int64))
+    lm = objective == "nanochat"
+    rows = []
+    for label, name, opts in VARIANTS:
+        if label not in cfg.variants:
+            continue
+        row = dict(objective=objective, S=S, costs=setting, schedule=label, budget=budget / SCALE)
+        try:
+            tl = timeline(name, S, N, M, cfg.H, setting)
+        except ValueError as err:  # a schedule's own constraint
+            rows.append(dict(row, status="n/a", reason=str(err)))
+            continue
+        ring = None if tl.synchronous or name == "local_sgd" else 2 * S + 4  # one compile for both costs
+        res = methods.train(obj, tl, grid, seed=cfg.seed, at=at, ring_size=ring, **opts)
+        curve = res.curve  # [G, 1 + len(at)]: the start, then every recorded tick
+        th = tuning.LM if lm else tuning.DEFAULT
+        sel = {rule: tuning.select_gamma(curve, grid, rule=rule, tail_frac=cfg.tail_frac, thresholds=th)
+               for rule in ("stable", "best_final")}
+        row.update(status="ok", T=tl.T / SCALE, M=tl.M, **memory(tl, A, obj.D / obj.S, opts),
+                   n_diverged=int(res.diverged.sum()))
+        for rule, s in sel.items():
+            i = s.index
+            row[f"gamma_{rule}"] = None if i is None else float(grid[i])
+            row[f"loss_{rule}"] = float("nan") if i is None else float(curve[i, -1])
+        i = sel["stable"].index
+        rows.append(row)
+        row["_curve"] = curve[i] if i is not None else np.full(curve.shape[1], np.nan)
+        row["_axis"] = res.axis / SCALE
+    _time_to_target(rows)
+    return rows
+
+
+def _time_to_target(rows: list[dict]) -> None:
+    """Target = the lowest loss any schedule has at half the budget (selected γ)."""
+    ok = [r for r in rows if r["status"] == "ok" and np.isfinite(r["loss_stable"])]
+    if not ok:
+        return
+    half = [r["_curve"][np.searchsorted(r["_axis"], r["budget"] / 2, side="right") - 1] for r in ok]
+    target = float(np.nanmin(half))
+    for r in ok:
+        hit = np.nonzero(r["_curve"] <= target)[0]
+        r["target"] = target
+        r["time_to_target"] = float(r["_axis"][hit[0]]) if hit.size else None
+
+
+def pareto(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point dominates (<= in both coordinates, < in one;
+    lower is better), ordered by the first coordinate. Tied points are all on the front."""
+    front = [i for i, (m, v) in enumerate(points)
+             if not any((m2 <= m and v2 < v) or (m2 < m and v2 <= v) for m2, v2 in points)]
+    return sorted(front, key=lambda i: points[i])
+
+
+def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutput:
+    unknown = set(cfg.variants) - {v[0] for v in VARIANTS}
+    if unknown:
+        raise ValueError(f"variants: unknown {sorted(unknown)}; valid: {[v[0] for v in VARIANTS]}")
+    unknown = set(cfg.costs) - set(COST_SETTINGS)
+    if unknown:
+        raise ValueError(f"costs: unknown {sorted(unknown)}; valid: {list(COST_SETTINGS)}")
+    rows, arrays = [], {}
+    for objective in cfg.objectives:
+        grid = tuning.pow2_grid(*cfg.gamma_exps[objective])
+        for S in (cfg.lm_S_values if objective == "nanochat" else cfg.S_values):
+            obj, A = make_objective(objective, S, cfg)
+            for setting in cfg.costs:
+                cell = _cell(cfg, obj, A, objective, S, setting, grid)
+                for r in cell:
+                    if r["status"] == "ok":
+                        key = f"{objective}/S{S}/{setting}/{r['schedule']}"
+                        arrays[key + "/curve"] = r.pop("_curve")
+                        arrays[key + "/axis"] = r.pop("_axis")
+                ok = [r for r in cell if r["status"] == "ok" and np.isfinite(r["loss_stable"])]
+                for j in pareto([(r["memory"], r["loss_stable"]) for r in ok]):
+                    ok[j]["pareto"] = True
+                rows += cell
+                if progress is not None:
+                    progress(f"{objective} S={S} {setting}")
+    return StudyOutput(arrays=arrays, summary=summarise(rows), table=rows)
+
+
+def summarise(rows: list[dict]) -> dict:
+    """Per (objective, S, costs): the winner at the budget, the Pareto front, the fastest to
+    the target; and how often each schedule wins or sits on the front."""
+    cells, wins, fronts = [], {}, {}
+    keys = sorted({(r["objective"], r["S"], r["costs"]) for r in rows}, key=str)
+    for key in keys:
+        ok = [r for r in rows if (r["objective"], r["S"], r["costs"]) == key and r["status"] == "ok"
+              and np.isfinite(r["loss_stable"])]
+        if not ok:
+            continue
+        best = min(ok, key=lambda r: r["loss_stable"])
+        timed = [r for r in ok if r.get("time_to_target") is not None]
+        fastest = min(timed, key=lambda r: r["time_to_target"]) if timed else None
+        front = [r["schedule"] for r in sorted(ok, key=lambda r: r["memory"]) if r.get("pareto")]
+        cells.append(dict(objective=key[0], S=key[1], costs=key[2], best=best["schedule"],
+                          best_loss=best["loss_stable"], front=front,
+                          fastest=fastest["schedule"] if fastest else None,
+                          target=ok[0].get("target")))
+        wins[best["schedule"]] = wins.get(best["schedule"], 0) + 1
+        for name in front:
+            fronts[name] = fronts.get(name, 0) + 1
+    na = sorted({f"{r['schedule']} (S={r['S']}): {r['reason']}" for r in rows if r["status"] == "n/a"})
+    return dict(cells=cells, wins=wins, on_front=fronts, na=na, scale=SCALE)
+
+
+def figure(out: StudyOutput, path) -> None:
+    from rpd.plotting_frontier import frontier_figure
+
+    frontier_figure(out, path)
