@@ -3,11 +3,13 @@ memory per rank, one marker per schedule, the Pareto front drawn (``rpd.studies.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
 from matplotlib import lines as mpl_lines
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from rpd.plotting import _save, paper_style
 
@@ -25,8 +27,9 @@ def _panel(ax, rows: list[dict], y: str, title: str) -> None:
     ok = [r for r in rows if r["status"] == "ok" and r.get(y) is not None and np.isfinite(r[y])]
     for r in ok:
         marker, color = STYLE[r["schedule"]]
-        ax.scatter(r["memory"], r[y], marker=marker, color=color, s=55, zorder=3,
-                   edgecolors="black" if r.get("pareto") and y == "loss_stable" else "none", linewidths=0.8)
+        on_front = r.get("pareto") and y == "loss_stable"
+        ax.scatter(r["memory"], r[y], marker=marker, color=color, s=80 if on_front else 45, zorder=3,
+                   edgecolors="black" if on_front and marker not in "x+" else None, linewidths=1.2)
     pts = sorted((r["memory"], r[y]) for r in ok)
     front, best = [], np.inf
     for m, v in pts:
@@ -37,13 +40,17 @@ def _panel(ax, rows: list[dict], y: str, title: str) -> None:
         xs, ys = zip(*front)
         ax.step(xs, ys, where="post", color="black", linewidth=1.0, alpha=0.6, zorder=2)
     missing = [r["schedule"] for r in rows if r["status"] == "ok" and (r.get(y) is None or not np.isfinite(r[y]))]
-    if missing:
-        ax.text(0.02, 0.02, ("never: " if y == "time_to_target" else "diverged: ") + ", ".join(missing),
-                transform=ax.transAxes, fontsize=6, va="bottom")
+    if missing:  # under the title, wrapped
+        words = ("never: " if y == "time_to_target" else "diverged: ") + ", ".join(missing)
+        title += "\n" + textwrap.fill(words, 60)
     ax.set_xscale("log")
     if y == "loss_stable" and ok and min(r[y] for r in ok) > 0:
         ax.set_yscale("log")
-    ax.set_title(title, fontsize=8)
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(plain)
+        axis.set_minor_formatter(NullFormatter())
+    ax.set_title(title, fontsize=7.5)
     ax.tick_params(labelsize=7)
 
 

@@ -175,3 +175,27 @@ def test_plain_sgd_overfits_a_tiny_text():
     assert losses[-20:].mean() < 0.1 * log_v
     # the held-out tail repeats the same sentence, so it is learnt too
     assert jax.jit(obj.loss)(obj.data, x) < 0.1 * log_v
+
+
+def test_chain_two_point_gradient():
+    """The LM's chain: x^F = x^B is value_and_grad; other backward weights change the gradient
+    of every block below the last, and block S-1's only through x^B_{S-1}."""
+    from rpd.objectives.chain import two_point_value_and_grad
+
+    S = 4
+    obj = nc.nanochat(S, text=TEXT, **SMALL)
+    x = obj.x0 + 0.01 * jnp.asarray(np.random.default_rng(0).standard_normal(obj.D), obj.dtype)
+    two = jax.jit(lambda xf, xb: two_point_value_and_grad(obj, obj.data, xf, xb, 3))
+    loss, g = two(x, x)
+    ref_loss, ref_g = jax.jit(obj.value_and_grad)(obj.data, x, 3)
+    np.testing.assert_allclose(loss, ref_loss, rtol=1e-5)
+    np.testing.assert_allclose(g, ref_g, rtol=1e-3, atol=1e-6)
+    off, size = obj.layout.offsets, obj.layout.sizes
+    blk = lambda v, s: np.asarray(v[off[s]: off[s] + size[s]])  # noqa: E731
+    xb = obj.x0  # backward weights = the unperturbed ones
+    _, gb = two(x, xb)
+    for s in range(S - 1):
+        assert np.abs(blk(gb, s) - blk(g, s)).max() > 1e-6, s
+    only_first = x.at[: size[0]].set(obj.x0[: size[0]])  # x^B differs from x^F in block 0 only
+    _, g0 = two(x, only_first)
+    np.testing.assert_array_equal(blk(g0, S - 1), blk(g, S - 1))

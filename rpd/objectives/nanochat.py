@@ -13,6 +13,11 @@ the concatenation of the ravelled stage pytrees (``jax.flatten_util.ravel_pytree
 so block s of the stale core is exactly stage s's parameters. Parameters are float32 even
 though ``rpd`` turns on x64 for the linear models.
 
+The objective also exposes this chain (``Objective.chain``: stage s applies the unravelled
+block x_s), so PipeMare's two-point gradient (``rpd.objectives.chain``) runs on it: with
+forward and backward weights equal it is ``value_and_grad``; unlike the linear chains, the
+backward weights change the gradient (attention, LayerNorm and GELU Jacobians depend on them).
+
 Initialisation (PyTorch's defaults, as in the authors' code), stage s drawn on the host from
 ``numpy.random.default_rng((seed, s))``: embeddings N(0, 1); every linear weight and bias
 U(−1/√fan_in, 1/√fan_in) in the order weight, bias; LayerNorm scale 1, bias 0.
@@ -29,6 +34,7 @@ from jax.flatten_util import ravel_pytree
 
 from rpd import corpus
 from rpd.objectives.base import BlockLayout, Objective
+from rpd.objectives.chain import Chain
 from rpd.validation import check_int
 
 DTYPE = jnp.float32
@@ -241,5 +247,13 @@ def nanochat(S: int, text: str | None = None, path=None, *, batch_size: int = 16
                 heldout_frac=float(heldout_frac), n_chars=len(text), n_train_tokens=len(train_tokens),
                 n_heldout_tokens=len(heldout_tokens), n_heldout_batches=len(pick),
                 stage_sizes=layout.sizes, D=layout.D, source=source)
+    def inputs(data, b):
+        w_BxT1 = jax.lax.dynamic_index_in_dim(data["train"], jnp.asarray(b) % n_batches, keepdims=False)
+        return w_BxT1[:, :-1], w_BxT1[:, 1:]
+
+    def stage(data, s, x_s, a):
+        return stage_apply(s, S, heads)(unravelers[s](x_s), a)
+
+    chain = Chain(inputs=inputs, stage=stage, head=lambda data, logits, targets: cross_entropy(logits, targets))
     return Objective(name="nanochat", layout=layout, n_batches=n_batches, x0=x0, data=data,
-                     value_and_grad=value_and_grad, loss=heldout_loss, batch_size=B, meta=meta)
+                     value_and_grad=value_and_grad, loss=heldout_loss, batch_size=B, meta=meta, chain=chain)
