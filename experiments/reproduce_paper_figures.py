@@ -48,6 +48,8 @@ FIGURES = {
     "staleness_scaling": "S^4: measured stale-read error exponents next to the bound's 4",
     "e9_frontier": "E9: every schedule's bubble and memory, measured; the seeds' four claims checked",
     "e10_frontier": "E10: every schedule trained: loss at a time budget and time to a target, against memory",
+    "e11_costs": ("E11: E3 and E6 under costs (tB = 2tF, p2p c, averaging alpha + beta*D): the averaging "
+                  "latency alpha at which the winner changes, per S and c (claims below, measured)"),
 }
 
 
@@ -190,6 +192,10 @@ def summary_text(reports: Sequence[Report], messages: dict) -> str:
                              f"{claim['measured']}")
                 if claim.get("verdict"):
                     lines.append(f"         {claim['verdict']}")
+            for c in (o.summary or {}).get("cells", []):  # E10: the winner of every panel
+                lines.append(f"  {c['objective']} S={c['S']} {c['costs']}: lowest loss at the budget "
+                             f"{' = '.join(c['best'])} ({c['best_loss']:.4g}); Pareto front "
+                             f"{', '.join(c['front'])}; first to the target {' = '.join(c['fastest'])}")
             lines.append(F.format_table(o.table[:MAX_ROWS]))
             if len(o.table) > MAX_ROWS:
                 lines.append(f"  ... {len(o.table) - MAX_ROWS} more rows in {o.numbers}")

@@ -86,10 +86,12 @@ def test_pareto_front_and_time_to_target(out):
 
 def test_summary_and_figure(out, tmp_path):
     s = out.summary
-    assert sum(s["wins"].values()) == len(s["cells"]) == 4
+    assert len(s["cells"]) == 4 and sum(s["wins"].values()) >= 4
     for c in s["cells"]:
         best = min((x for x in rows(out, c["objective"], c["costs"]).values()), key=lambda x: x["loss_stable"])
-        assert c["best"] == best["schedule"]
+        assert best["schedule"] in c["best"] and c["best_loss"] == best["loss_stable"]
+        if c["objective"] == "nesterov_quadratic" and "PipeMare" in c["best"]:  # PipeMare = PD here
+            assert "PipeDream" in c["best"]
     frontier.figure(out, tmp_path / "e10.png")
     assert (tmp_path / "e10.png").stat().st_size > 10_000 and (tmp_path / "e10_time.png").exists()
 

@@ -214,15 +214,16 @@ def summarise(rows: list[dict]) -> dict:
               and np.isfinite(r["loss_stable"])]
         if not ok:
             continue
-        best = min(ok, key=lambda r: r["loss_stable"])
-        timed = [r for r in ok if r.get("time_to_target") is not None]
-        fastest = min(timed, key=lambda r: r["time_to_target"]) if timed else None
+        low = min(r["loss_stable"] for r in ok)
+        best = [r["schedule"] for r in ok if r["loss_stable"] <= low + 1e-9 * abs(low)]  # ties: all of them
+        timed = [r["time_to_target"] for r in ok if r.get("time_to_target") is not None]
+        fastest = [r["schedule"] for r in ok if timed and r.get("time_to_target") == min(timed)]
         front = [r["schedule"] for r in sorted(ok, key=lambda r: r["memory"]) if r.get("pareto")]
-        cells.append(dict(objective=key[0], S=key[1], costs=key[2], best=best["schedule"],
-                          best_loss=best["loss_stable"], front=front,
-                          fastest=fastest["schedule"] if fastest else None,
-                          target=ok[0].get("target")))
-        wins[best["schedule"]] = wins.get(best["schedule"], 0) + 1
+        cells.append(dict(objective=key[0], S=key[1], costs=key[2], best=best, best_loss=low, front=front,
+                          fastest=fastest, fastest_time=min(timed) if timed else None,
+                          target=ok[0].get("target"), budget=ok[0]["budget"]))
+        for name in best:
+            wins[name] = wins.get(name, 0) + 1
         for name in front:
             fronts[name] = fronts.get(name, 0) + 1
     na = sorted({f"{r['schedule']} (S={r['S']}): {r['reason']}" for r in rows if r["status"] == "n/a"})
