@@ -25,19 +25,35 @@ answers: in the wall-clock time PD needs for the paper's work under these costs,
 LocalSGD get?
 
 **Protocols.** Each panel keeps its paper experiment's protocol. Quadratic (E3, protocol (i)):
-every method runs the same N microbatches and every curve is cut to PD's makespan (LocalSGD's
-timeline is longer at every rung; if it were not, it would get the smallest N reaching the
-budget). Logistic regression (E6, protocol (ii)): PD and LocalSGD (R = S, H = 5) each take the
-smallest N whose timeline reaches the budget. At the unit rung both panels are E3 and E6
-exactly (tested against ``pd_vs_localsgd`` and ``scaling``); RPD is not part of E11 (it has no
-timeline to put costs on).
+every method runs the same N microbatches and every curve is cut to PD's makespan, the budget
+(LocalSGD's timeline is longer at every rung; if it were not, it would get the smallest N
+reaching the budget). LocalSGD rounds that start after the budget are not simulated: rounds are
+separated by a barrier, so they change nothing before it (tested). Logistic regression (E6,
+protocol (ii)): PD and LocalSGD (R = S, H = 5) each take the smallest N whose timeline reaches
+the budget; the gradient noise is drawn for each seed of ``log_seeds`` and the curves averaged
+(E6 runs one seed; with ``log_seeds=(0,)`` this panel's unit rung is E6). At the unit rung both
+panels are E3 and E6 (tested against ``pd_vs_localsgd`` and ``scaling``, to rounding); RPD is
+not part of E11 (it has no timeline to put costs on).
 
-Each run's γ is chosen by the stable selector on its curve up to the budget; the number compared
-is f − f* at the budget. The best final value over the γ grid is reported beside it (and its own
-crossover), never used to choose. The winner of a rung is the method with the lower f − f* (the
-quadratic: PD against the best LocalSGD H); the crossover of a series (panel, S, c) is the first
-α rung whose winner differs from the α = 0 rung's, given as the bracket of the two rungs and a
-point interpolated linearly in log2(1 + α) on log(f_LocalSGD / f_PD).
+**Selection and what is compared.** Each run's γ is chosen by the stable selector (E3's tail 0.2,
+E6's 0.01) on its curve up to the budget, seen at T_paper + 1 points evenly spaced over [0,
+budget]: the selector's per-point tests then mean the same at every rung (at the unit rung these
+are every time step, as in E3/E6). The number compared is f − f* at the budget. The best final
+value over the γ grid is reported beside it, with its own crossover, never used to choose. The
+winner of a rung is the method with the lower f − f* (the quadratic: PD against the best
+LocalSGD H); the crossover of a series (panel, S, c) is the first α rung whose winner differs
+from the α = 0 rung's, given as the bracket of the two rungs and a point interpolated linearly
+in log2(1 + α) on log(f_LocalSGD / f_PD); a ladder whose winner changes more than once is
+flagged "not monotone".
+
+Table columns: ``budget`` (ticks), ``avg_ticks`` (one averaging, ⌈α + β·D⌉), ``pd_N`` and
+``ls_N`` (microbatches simulated per LocalSGD H: the quadratic's are those in rounds that start
+before the budget), ``f_pd`` and ``f_ls_best`` (f − f* at the budget, stable γ; ``best_H`` is
+the LocalSGD H that is lowest), ``ratio`` = f_ls_best / f_pd (above 1: PD wins), ``winner`` and
+``winner_best_final`` (the same with the best final value over γ).
+
+The LocalSGD runs of one (panel, S, H) share compiled programs (``pad_to`` of
+:func:`rpd.localsgd.local_sgd`), and independent runs go side by side on host threads.
 """
 
 from __future__ import annotations
@@ -94,16 +110,17 @@ class Config:
     log_grad_noise: float = 0.5
     log_H: int = 5
     log_tail_frac: float = 0.01
+    log_seeds: tuple[int, ...] = (0, 1, 2, 3)  # gradient-noise seeds; curves averaged (E6: one, seed 0)
     # Both panels.
     pd_gamma_exps: tuple[int, int] = (-12, -3)
     localsgd_gamma_exps: tuple[int, int] = (-8, 2)
-    seed: int = 0
+    seed: int = 0  # data seed (both panels) and the quadratic's only seed (it has no noise)
 
 
 # E3's and E6's quick sizes (so the unit rung equals paper_figures/quick/e3_nesterov, e6_scaling)
 # and a shorter ladder.
 QUICK = dict(quad_S=4, quad_R=4, quad_d=64, quad_n=120, quad_N=120, log_S_values=(2, 4, 8), log_T=400,
-             alphas=(0, 16, 64, 256))
+             p2p=(0,), alphas=(0, 16, 64, 256), log_seeds=(0, 1))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,6 +257,7 @@ class Job:
     T_paper: int  # the selector sees T_paper + 1 points over [0, budget]
     tail_frac: float
     T_own: int  # the timeline of the protocol's N (protocol (i): before dropping unreached rounds)
+    seeds: tuple[int, ...] = (0,)  # curves averaged over these noise seeds
     avg_ticks: int = 0
     pad: tuple[int, int] | None = None
 
@@ -270,18 +288,18 @@ def _jobs(cfg: Config, lv: list[Level]) -> list[Job]:
     jobs: list[Job] = []
     pd_levels = [lv[0]] + [next(x for x in lv if x.c == c) for c in cfg.p2p]  # unit, then one per c
     panels = [("quadratic", cfg.quad_S, _quad_objective(cfg), cfg.quad_R, cfg.quad_H, cfg.quad_d, cfg.quad_N,
-               schedules.pipedream(cfg.quad_S, cfg.quad_N).T, cfg.quad_tail_frac)]
+               schedules.pipedream(cfg.quad_S, cfg.quad_N).T, cfg.quad_tail_frac, (cfg.seed,))]
     for S in cfg.log_S_values:
         panels.append(("logistic", S, _log_objective(cfg, S), S, (cfg.log_H,), cfg.log_d,
-                       logistic_n_paper(S, cfg.log_T), cfg.log_T, cfg.log_tail_frac))
-    for panel, S, obj, R, Hs, d, N_paper, T_paper, tail in panels:
+                       logistic_n_paper(S, cfg.log_T), cfg.log_T, cfg.log_tail_frac, tuple(cfg.log_seeds)))
+    for panel, S, obj, R, Hs, d, N_paper, T_paper, tail, seeds in panels:
         proto_i = panel == "quadratic"
         budgets = {L.c: budget(T_paper, N_paper, S, L.costs) for L in pd_levels}
         for L in pd_levels:
             B, costs = budgets[L.c], pd_only(L.costs)
             tl = (schedules.pipedream(S, N_paper, costs=costs) if proto_i
                   else smallest_n(B, lambda n: schedules.pipedream(S, n, costs=costs), N_paper))
-            jobs.append(Job(panel, S, L, "pd", None, obj, tl, B, T_paper, tail, T_own=tl.T))
+            jobs.append(Job(panel, S, L, "pd", None, obj, tl, B, T_paper, tail, T_own=tl.T, seeds=seeds))
         D = block_values(d, S)
         for H in Hs:
             group = []
@@ -299,23 +317,32 @@ def _jobs(cfg: Config, lv: list[Level]) -> list[Job]:
                     tl = smallest_n(B, make, max(1, N_paper * B // full.T))
                 avg = 0 if L.costs is None else L.costs.allreduce_ticks(D)
                 group.append(Job(panel, S, L, "localsgd", H, obj, tl, B, T_paper, tail, T_own=full.T if proto_i
-                                 else tl.T, avg_ticks=avg))
+                                 else tl.T, seeds=seeds, avg_ticks=avg))
             _pad(group, len(tuning.pow2_grid(*cfg.localsgd_gamma_exps)), obj.D)
             jobs += group
     return jobs
 
 
-def _pad(group: list[Job], G: int, D: int) -> None:
-    """One padded program shape for the whole group if its trajectory fits ``PAD_BYTES``, else
-    each run padded to powers of two (at most 4x its own size, few distinct shapes)."""
-    shapes = [localsgd.round_shape(j.tl) for j in group]
-    Q, T = max(q for q, _ in shapes), max(t for _, t in shapes)
-    if G * Q * T * D * 8 <= PAD_BYTES:
-        for j in group:
-            j.pad = (Q, T)
-        return
-    for j, (q, t) in zip(group, shapes):
-        j.pad = (1 << (q - 1).bit_length(), 1 << (t - 1).bit_length())
+def _pad(group: list[Job], G: int, D: int, waste: float = 2.0) -> None:
+    """Padded program shapes for the LocalSGD runs of one (panel, S, H): runs sorted by round
+    length join a group while its padded work (runs × rounds × round ticks) stays within
+    ``waste`` times their own and one padded trajectory (G·rounds·ticks·d float64) within
+    ``PAD_BYTES``. Each group compiles once (``pad_to`` of :func:`rpd.localsgd.local_sgd`)."""
+    shape = {id(j): localsgd.round_shape(j.tl) for j in group}
+    groups: list[list[Job]] = [[]]
+    for j in sorted(group, key=lambda j: shape[id(j)][::-1]):
+        trial = groups[-1] + [j]
+        Q = max(shape[id(x)][0] for x in trial)
+        T = max(shape[id(x)][1] for x in trial)
+        own = sum(shape[id(x)][0] * shape[id(x)][1] for x in trial)
+        if groups[-1] and (len(trial) * Q * T > waste * own or G * Q * T * D * 8 > PAD_BYTES):
+            groups.append([j])
+        else:
+            groups[-1] = trial
+    for g in groups:
+        pad = (max(shape[id(x)][0] for x in g), max(shape[id(x)][1] for x in g))
+        for j in g:
+            j.pad = pad
 
 
 def resample(result, budget: int, T_paper: int):
@@ -328,14 +355,18 @@ def resample(result, budget: int, T_paper: int):
     return result.curve[:, idx]
 
 
-def _execute(job: Job, pd_gammas, ls_gammas, seed: int) -> np.ndarray:
-    if job.method == "pd":
-        res = methods.pipedream(job.obj, job.tl, pd_gammas, seed=seed)
-    else:
-        res = methods.local_sgd(job.obj, job.tl, ls_gammas, seed=seed, pad_to=job.pad)
-    if int(res.axis[-1]) < job.budget:
-        raise RuntimeError(f"{job.label}: the timeline ends at {int(res.axis[-1])} < budget {job.budget}")
-    return resample(simtime.cut_to(res, job.budget), job.budget, job.T_paper)
+def _execute(job: Job, pd_gammas, ls_gammas) -> np.ndarray:
+    """The job's f − f* on the selector's grid [G, T_paper + 1], averaged over its seeds."""
+    curves = []
+    for seed in job.seeds:
+        if job.method == "pd":
+            res = methods.pipedream(job.obj, job.tl, pd_gammas, seed=seed)
+        else:
+            res = methods.local_sgd(job.obj, job.tl, ls_gammas, seed=seed, pad_to=job.pad)
+        if int(res.axis[-1]) < job.budget:
+            raise RuntimeError(f"{job.label}: the timeline ends at {int(res.axis[-1])} < budget {job.budget}")
+        curves.append(resample(simtime.cut_to(res, job.budget), job.budget, job.T_paper))
+    return curves[0] if len(curves) == 1 else np.mean(curves, axis=0)
 
 
 def run(cfg: Config, progress: Callable[[str], None] | None = None, workers: int | None = None) -> StudyOutput:
@@ -351,9 +382,21 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None, workers: int
     jobs = _jobs(cfg, lv)
     arrays: dict[str, np.ndarray] = {"pd_gammas": pd_g, "localsgd_gammas": ls_g}
     runs = []
-    tasks = [lambda j=j: _execute(j, pd_g, ls_g, cfg.seed) for j in jobs]
-    for i, curve in concurrency.run_concurrently(tasks, workers=workers):
-        j = jobs[i]
+    # The first run of every compiled program goes first: the rest reuse what it compiled
+    # instead of compiling it again on the other thread.
+    seen, leaders, followers = set(), [], []
+    for i, j in enumerate(jobs):
+        prog = (j.panel, j.S, j.method, j.H, j.level.c if j.method == "pd" else j.pad)
+        (followers if prog in seen else leaders).append(i)
+        seen.add(prog)
+    order = leaders + followers
+    tasks = [lambda j=jobs[i]: _execute(j, pd_g, ls_g) for i in order]
+    curves = {}
+    for k, curve in concurrency.run_concurrently(tasks, workers=workers):
+        curves[order[k]] = curve
+        report(jobs[order[k]].label)
+    for i, j in enumerate(jobs):
+        curve = curves[i]
         gammas = pd_g if j.method == "pd" else ls_g
         sel = select(curve, gammas, j.tail_frac)
         idx = -1 if sel.index is None else sel.index
@@ -366,7 +409,6 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None, workers: int
                          rule=sel.rule, f_at_budget=None if idx < 0 else float(curve[idx, -1]),
                          best_final=best_final(curve),
                          diverged_gamma_exps=[tuning.log2_exponent(r.gamma) for r in sel.reports if r.diverged]))
-        report(j.label)
     series = [make_series(cfg, runs, panel, S, c) for panel, S, c in series_keys(cfg)]
     rows = table_rows(series)
     checks = claim_checks(cfg, series)
@@ -588,13 +630,13 @@ def _draw(s: dict, path) -> None:
     ticks = list(range(len(alphas) + 1))
     labels = ["unit\n(paper)"] + [f"{a:g}" for a in alphas]
     styles = {c: ls for c, ls in zip(cfg["p2p"], ("-", "--", ":", "-."))}
-    fig = Figure(figsize=(17.5, 5.6))
+    fig = Figure(figsize=(18.0, 6.2), layout="constrained")
     ax_q, ax_l, ax_x = fig.subplots(1, 3, gridspec_kw=dict(width_ratios=[1.15, 1.15, 0.9]))
     series = s["series"]
     for ax in (ax_q, ax_l):
         ax.set_xticks(ticks, labels, fontsize=7)
         ax.axvspan(-0.5, 0.5, color="0.92", zorder=0)
-        ax.set_xlabel(f"averaging latency α (ticks = F units); other rungs: tB = {cfg['tB']}·tF, + β·D")
+        ax.set_xlabel(f"averaging latency α (ticks = F units); α rungs: tB = {cfg['tB']}·tF, p2p c, ⌈α + β·D⌉")
         ax.set_yscale("log")
         ax.grid(True, which="major", alpha=0.3)
 
@@ -602,29 +644,28 @@ def _draw(s: dict, path) -> None:
         return np.nan if v is None else v
 
     # (a) the quadratic: f − f* at the budget for PD and every H, both c.
-    for sr in (x for x in series if x["panel"] == "quadratic"):
+    quad = [x for x in series if x["panel"] == "quadratic"]
+    for sr in quad:
         ls_ = styles[sr["c"]]
-        pd = [val(r["stable"]["f_pd"]) for r in sr["rungs"]]
-        ax_q.plot(ticks, pd, color="k", lw=2.0, ls=ls_, marker="o", ms=3,
-                  label=f"PipeDream, c = {sr['c']}")
+        ax_q.plot(ticks, [val(r["stable"]["f_pd"]) for r in sr["rungs"]], color="k", lw=2.0, ls=ls_, marker="o",
+                  ms=3, label=f"PipeDream, c = {sr['c']}")
         for j, H in enumerate(cfg["quad_H"]):
-            y = [val(r["stable"]["f_ls"][str(H)]) for r in sr["rungs"]]
-            ax_q.plot(ticks, y, color=f"C{j}", lw=1.3, ls=ls_, marker="^", ms=3,
-                      label=f"LocalSGD H = {H}, c = {sr['c']}")
+            ax_q.plot(ticks, [val(r["stable"]["f_ls"][str(H)]) for r in sr["rungs"]], color=f"C{j}", lw=1.3,
+                      ls=ls_, marker="^", ms=3, label=f"LocalSGD H = {H}, c = {sr['c']}")
         pos = _position(sr, sr["crossover"])
         if pos is not None:
             ax_q.axvline(pos, color="C3", ls=ls_, lw=1.2)
             ax_q.annotate(f"winner changes (c = {sr['c']})\nα ≈ {crossover_point_any(sr['crossover']):.3g}",
-                          (pos, 0.95), xycoords=("data", "axes fraction"), fontsize=7, color="C3", ha="left",
-                          va="top")
-    quad = [x for x in series if x["panel"] == "quadratic"]
+                          (pos, 0.97), xycoords=("data", "axes fraction"), fontsize=7, color="C3", va="top")
     if all(x["crossover"]["to"] is None for x in quad):
-        ax_q.text(0.02, 0.02, "no crossover on the ladder: " + "; ".join(
-                  f"c = {x['c']}: {x['crossover']['from']} wins every rung" for x in quad),
-                  transform=ax_q.transAxes, fontsize=7, color="C3", va="bottom")
+        ratios = "\n".join(f"c = {x['c']}: best LocalSGD / PD {_fmt(x['rungs'][1]['stable']['ratio'])} at α = "
+                           f"{alphas[0]:g} → {_fmt(x['rungs'][-1]['stable']['ratio'])} at α = {alphas[-1]:g}"
+                           for x in quad)
+        ax_q.text(0.02, 0.5, f"no crossover: {quad[0]['crossover']['from']} wins on every rung\n{ratios}",
+                  transform=ax_q.transAxes, fontsize=7, color="C3", va="center")
     ax_q.set_ylabel("f(x) − f* at the budget (stable γ)")
     ax_q.set_title(f"E3 under costs: {s['setting']['quadratic']}\nprotocol (i): every method N microbatches, "
-                   f"cut to PD's makespan", fontsize=8)
+                   f"curves cut to PD's makespan", fontsize=8)
     ax_q.legend(fontsize=6, ncol=2, loc="upper left")
 
     # (b) logistic regression: f_LocalSGD / f_PD per rung, every S and c.
@@ -633,9 +674,8 @@ def _draw(s: dict, path) -> None:
     cmap = _cmap(len(S_vals))
     for sr in log:
         col = cmap[S_vals.index(sr["S"])]
-        y = [val(r["stable"]["ratio"]) for r in sr["rungs"]]
-        ax_l.plot(ticks, y, color=col, ls=styles[sr["c"]], marker="o", ms=3,
-                  label=f"S = {sr['S']}" if sr["c"] == cfg["p2p"][0] else None)
+        ax_l.plot(ticks, [val(r["stable"]["ratio"]) for r in sr["rungs"]], color=col, ls=styles[sr["c"]],
+                  marker="o", ms=3, label=f"S = {sr['S']}" if sr["c"] == cfg["p2p"][0] else None)
         pos = _position(sr, sr["crossover"])
         if pos is not None:
             ax_l.plot([pos], [1.0], marker="X", ms=8, color=col, mec="k", mew=0.6, zorder=5)
@@ -646,44 +686,42 @@ def _draw(s: dict, path) -> None:
         ax_l.plot([], [], color="0.3", ls=st, label=f"c = {c}")
     ax_l.plot([], [], ls="", marker="X", color="0.5", mec="k", label="winner changes")
     ax_l.set_ylabel("f_LocalSGD / f_PD at the budget (stable γ)")
+    seeds = cfg.get("log_seeds", [cfg["seed"]])
     ax_l.set_title(f"E6 under costs: {s['setting']['logistic']}\nprotocol (ii): each method the smallest N "
-                   f"reaching the budget", fontsize=8)
-    ax_l.legend(fontsize=6, ncol=2, loc="center left")
+                   f"reaching the budget; f averaged over {len(seeds)} noise seed(s)", fontsize=8)
+    ax_l.legend(fontsize=6, ncol=2, loc="upper left")
 
-    # (c) the crossover α against S.
-    top, bottom = max(alphas) * 4, 0.0
-    for c, st in styles.items():
-        ss = sorted((x for x in log if x["c"] == c), key=lambda x: x["S"])
-        xs, ys, mk = [], [], []
-        for sr in ss:
-            x = sr["crossover"]
-            p = crossover_point(x, alphas)
-            if p is None:
-                xs.append(sr["S"]), ys.append(bottom), mk.append("v")
-            elif math.isinf(p):
-                xs.append(sr["S"]), ys.append(top), mk.append("^")
-            else:
-                xs.append(sr["S"]), ys.append(p), mk.append("o")
-        ax_x.plot(xs, ys, color="k", ls=st, lw=1.0, label=f"c = {c}")
-        for xv, yv, m in zip(xs, ys, mk):
-            ax_x.plot([xv], [yv], marker=m, color="C3" if m != "o" else "k", ms=7, ls="")
+    # (c) the crossover α against S, both selectors.
+    top = max(alphas) * 4
+    for rule, key, fill in (("stable γ", "crossover", True), ("best final over γ", "crossover_best_final", False)):
+        for c, st in styles.items():
+            ss = sorted((x for x in log if x["c"] == c), key=lambda x: x["S"])
+            pts = [(sr["S"], crossover_point(sr[key], alphas)) for sr in ss]
+            xs = [S for S, p in pts if p is not None and math.isfinite(p)]
+            ys = [p for S, p in pts if p is not None and math.isfinite(p)]
+            color = "k" if fill else "C7"
+            ax_x.plot(xs, ys, color=color, ls=st, lw=1.0 if fill else 0.8, marker="o", ms=6,
+                      mfc=color if fill else "none", label=f"{rule}, c = {c}")
+            for S, p in pts:
+                if p is None or math.isinf(p):
+                    ax_x.plot([S], [0.0 if p is None else top], marker="v" if p is None else "^", ms=7, ls="",
+                              color="C3", mfc="C3" if fill else "none")
     ax_x.axhline(top, color="0.6", lw=0.6, ls=":")
     ax_x.set_xscale("log", base=2)
     ax_x.set_yscale("symlog", linthresh=1.0)
     ax_x.set_xticks(S_vals, [str(v) for v in S_vals])
     ax_x.set_xlabel("number of stages S (R = S)")
-    ax_x.set_ylabel("α where PD overtakes LocalSGD (ticks)")
+    ax_x.set_ylabel("α where PD overtakes LocalSGD (ticks, interpolated)")
     ax_x.plot([], [], ls="", marker="^", color="C3", label=f"LocalSGD still wins at α = {max(alphas):g}")
-    ax_x.plot([], [], ls="", marker="v", color="C3", label="PD already wins at α = 0")
-    ax_x.set_title("E6's crossover: the averaging latency at which\nPD overtakes LocalSGD "
-                   "(interpolated, stable γ)", fontsize=8)
+    ax_x.plot([], [], ls="", marker="v", color="C3", label=f"PD already wins at α = {alphas[0]:g}")
+    ax_x.set_title("E6's crossover: the averaging latency at which PD\novertakes LocalSGD "
+                   "(filled: stable γ; hollow: best final)", fontsize=8)
     ax_x.legend(fontsize=6, loc="center left")
     ax_x.grid(True, which="major", alpha=0.3)
 
     fig.suptitle(f"{s['title']}. {s['setting']['ladder']}.\nMeasured: f − f* at a fixed budget = the paper's "
                  f"budget × PD's makespan under the rung's costs / at unit cost (PD does the paper's work on every "
-                 f"rung; PD never averages, so it is flat in α)", fontsize=9)
-    fig.tight_layout(rect=(0, 0, 1, 0.9))
+                 f"rung and never averages: it is flat in α)", fontsize=9)
     fig.savefig(path, bbox_inches="tight")
 
 
