@@ -1,7 +1,8 @@
 """Typed, locked config schemas for the entry points (hydra's ConfigStore) and their checks.
 
 The YAML files under ``configs/`` are merged onto these dataclasses, so a misspelt key or a
-value of the wrong type fails at compose time naming the field (``full_key: schedule.SS``), and
+value of the wrong type fails at compose time naming the field (``full_key: schedule.SS``); a key
+added with ``+`` fails in :func:`typed` (:func:`check_keys`, listing the valid keys); and
 names with a fixed set of choices are enums (``objective.name=foo`` fails listing the choices).
 Value checks that a type cannot express (S >= 1, a non-empty γ grid, n >= d for Nesterov's
 quadratic, S >= 3 for the LM, ...) run in :func:`validate`, before any objective is built,
@@ -15,12 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import typing
 from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from rpd import registry, tuning
+from rpd import budget, registry, tuning
 from rpd.costs import CostModel
 from rpd.validation import check_choice, check_int, check_real
 
@@ -220,8 +222,8 @@ register()
 # ------------------------------------------------------------------ value checks
 
 def _grid_exponents(m) -> None:
-    lo = check_int("method.gamma_lo", m.gamma_lo, -1074)
-    hi = check_int("method.gamma_hi", m.gamma_hi, -1074)
+    lo = tuning.check_exponent("method.gamma_lo", m.gamma_lo)
+    hi = tuning.check_exponent("method.gamma_hi", m.gamma_hi)
     if hi < lo:
         raise ValueError(f"method.gamma_hi must be >= method.gamma_lo (the gamma grid "
                          f"2^gamma_lo..2^gamma_hi is empty), got gamma_lo={lo}, gamma_hi={hi}")
@@ -242,9 +244,78 @@ def _value(x):
 
 
 def validate(cfg) -> None:
-    """Every value check that does not need data; raises ValueError/TypeError naming the field.
+    """Every value check that does not need data, then the memory estimate
+    (:func:`memory_terms`, ``rpd.budget``); raises ValueError/TypeError naming the field.
 
     Runs before anything expensive (no objective, timeline or compile yet)."""
+    _check_values(cfg)
+    budget.check(memory_terms(cfg))
+
+
+# The LM's vocabulary is only known once its text is read; the estimate assumes this many
+# characters (the Shakespeare corpus has 84).
+LM_VOCAB_ESTIMATE = 128
+TIMELINE_BYTES_PER_CELL = 16  # a [T, S] cell: op, microbatch, stage grids and the readiness loop's state
+
+
+def memory_terms(cfg) -> list[budget.Term]:
+    """The big allocations of a checked config as ``rpd.budget.Term`` s: the objective's data,
+    the timeline's [T, S] grids (T bounded from N, S, the schedule's shape and the largest op
+    cost), the method's state for the whole γ grid (PD's history ring and NOAM gradient slots,
+    RPD's δ + 1 versions, LocalSGD's R replicas and padded rounds) and the LM's activations."""
+    o, s = cfg.objective, cfg.schedule
+    spec = run_spec(cfg)
+    p = spec.pipeline.params
+    G, S = len(gammas(cfg.method)), int(s.S)
+    lm = _value(o.name) == "nanochat"
+    if lm:
+        from rpd.objectives.nanochat import stage_sizes
+
+        D, width = sum(stage_sizes(S, LM_VOCAB_ESTIMATE, o.seq_len, o.width)), ("objective.width",)
+        item = 4
+    else:
+        D, width, item = int(o.d), ("objective.d",), 8
+    c = cfg.costs
+    tick = max(max(_flat(v)) for v in (c.F, c.B, c.I, c.W, c.FB, 1) if v is not None)
+    tick += int(c.p2p) + int(c.straggler_ticks)
+    noam = p.noam if p.noam is not None else S
+    if p.T is not None:
+        T, by = int(p.T), ("schedule.T", "schedule.S")
+    else:
+        N = int(p.N)
+        if spec.pipeline.name == "local_sgd":
+            T = 2 * N + -(-N // (p.R * p.H)) * (2 * S - 2)
+        elif noam < S:
+            T = 2 * N * -(-S // noam) + 2 * S
+        else:  # one warm-up and drain per flush (one in all for the asynchronous streams)
+            flushes = -(-N // p.M) if registry.SCHEDULES[spec.pipeline.name].flush else 1
+            T = (2 * N + flushes * 2 * S) * (p.v or 1)
+        by = ("schedule.N", "schedule.S") + (("schedule.noam",) if noam < S else ())
+    terms = [budget.Term("timeline [T, S] grids", by, T * tick * S * TIMELINE_BYTES_PER_CELL)]
+    if lm:
+        acts = G * o.batch_size * o.seq_len * (16 * o.width + o.heads * o.seq_len) * S * item
+        terms.append(budget.Term("LM activations", ("objective.batch_size", "objective.seq_len",
+                                                   "objective.width"), acts))
+    else:
+        terms.append(budget.Term("data", ("objective.n", "objective.d"), int(o.n) * D * 8))
+    if spec.method == "rpd":
+        terms.append(budget.Term("RPD history ring", ("method.delta",) + width,
+                                 G * (spec.options.delta + 1) * D * item))
+    elif spec.pipeline.name == "local_sgd":
+        terms.append(budget.Term("LocalSGD replicas", ("schedule.R",) + width, G * p.R * D * item))
+        rounds = -(-int(p.N or T) // (p.R * p.H)) * p.R * p.H
+        terms.append(budget.Term("LocalSGD rounds", ("schedule.R", "schedule.H"), rounds * 8 * 4))
+    elif spec.method != "sgd":
+        terms.append(budget.Term("history ring and gradient slots", ("schedule.noam",) + width,
+                                 G * (2 * noam + 2) * D * item))
+    return terms
+
+
+def _flat(v) -> list[int]:
+    return [int(x) for x in (v if isinstance(v, (list, tuple)) or hasattr(v, "__len__") else [v])]
+
+
+def _check_values(cfg) -> None:
     o, m, s = cfg.objective, cfg.method, cfg.schedule
     S = check_int("schedule.S", s.S)
     if s.T is None:
@@ -271,6 +342,10 @@ def validate(cfg) -> None:
     if check_real("method.tail_frac", m.tail_frac) > 1:
         raise ValueError(f"method.tail_frac must be <= 1, got {m.tail_frac}")
     check_int("method.stride", m.stride)
+    if cfg.logger.mode is not None:  # fail before the job, not when logging after it
+        from rpd.tracking import MODES
+
+        check_choice("logger.mode", cfg.logger.mode, MODES)
     run_spec(cfg)  # the schedule, its costs and the method's options, through rpd.registry
 
     name = check_choice("objective.name", _value(o.name), [x.value for x in ObjectiveName])
@@ -348,8 +423,29 @@ def to_container(cfg) -> dict:
     return dict(cfg)
 
 
+def check_keys(cfg, schema=TrainConfig, prefix: str = "") -> None:
+    """Every key of ``cfg`` (a dict or a DictConfig) is a field of ``schema``, recursively through
+    the nested config groups; raises ValueError naming the key and listing the valid ones.
+
+    The schemas are the closed set: hydra's ``+key=value`` adds keys that the typed merge does not
+    reject, so a misspelt ``+method.gama_hi=3`` would silently change nothing but the run hash.
+    ``Dict`` fields (``study.overrides``) are open here; the study checks their keys."""
+    hints = typing.get_type_hints(schema)
+    fields = [f.name for f in dataclasses.fields(schema)]
+    for key in cfg:
+        if key not in fields:
+            where = f"in {prefix[:-1]}" if prefix else "at the top level"
+            raise ValueError(f"unknown config key {prefix}{key}: valid keys {where} are "
+                             f"{', '.join(sorted(fields))}")
+        if dataclasses.is_dataclass(hints[key]) and cfg[key] is not None:
+            check_keys(cfg[key], hints[key], f"{prefix}{key}.")
+
+
 def typed(cfg, schema=TrainConfig) -> DictConfig:
-    """``cfg`` (a dict, a dataclass or a DictConfig) merged onto ``schema``: typed and locked."""
+    """``cfg`` (a dict, a dataclass or a DictConfig) merged onto ``schema``: typed and locked,
+    every key checked against the schema (:func:`check_keys`)."""
+    if not dataclasses.is_dataclass(cfg):
+        check_keys(cfg, schema)
     base = OmegaConf.structured(schema)
     merged = OmegaConf.merge(base, cfg if not dataclasses.is_dataclass(cfg) else OmegaConf.structured(cfg))
     OmegaConf.set_struct(merged, True)

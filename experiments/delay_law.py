@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rpd import delays, plotting, schedules
 from rpd.studies import StudyOutput
+from rpd.validation import check_int
 
 # ---------------------------------------------------------------- E2: the delay law
 
@@ -42,8 +43,18 @@ class Config:
 QUICK: dict = {}  # the full study takes about two seconds
 
 
+def check(cfg: Config, prefix: str = "") -> None:
+    """E2's range before any work: 1 <= S_min <= S_max, n_per_stage >= 1 (names ``prefix + field``)."""
+    lo = check_int(f"{prefix}S_min", cfg.S_min)
+    hi = check_int(f"{prefix}S_max", cfg.S_max)
+    check_int(f"{prefix}n_per_stage", cfg.n_per_stage)
+    if hi < lo:
+        raise ValueError(f"{prefix}S_max must be >= {prefix}S_min, got S_min={lo}, S_max={hi}")
+
+
 def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutput:
     """Delay statistics over the second half of the iterations, closed-form check, fits."""
+    check(cfg)
     law = delays.delay_law(range(cfg.S_min, cfg.S_max + 1), cfg.n_per_stage)
     if progress is not None:
         progress(f"S = {cfg.S_min}..{cfg.S_max}")
@@ -199,6 +210,7 @@ def run_all(cfg: DictConfig) -> dict[str, dict]:
     done = {}
     if cfg.e2.enabled:
         e2 = _section(Config, cfg.e2)
+        check(e2, "e2.")
         numbers = _save_numbers(out_dir / "e2_delay_law.json", "e2_delay_law", e2, run(e2))
         saved = _load_numbers(numbers)
         with open(out_dir / "e2_delay_law.csv", "w", newline="") as fh:

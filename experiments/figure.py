@@ -25,6 +25,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from experiments import config as C
+from rpd.validation import qualify
 
 # Figures computed outside rpd.studies: name -> module (same protocol, see `resolve`).
 EXTERNAL = {"e2_delay_law": "experiments.delay_law", "e7_schedules": "experiments.delay_law"}
@@ -55,7 +56,8 @@ def resolve(name: str) -> SimpleNamespace:
     ``figure_e8`` (``rpd.studies.pd_vs_rpd`` for E1/E8); missing tagged pieces fall back to the
     module's plain ``Config`` / ``QUICK`` / ``run`` / ``figure``. A module whose figures share
     one ``Config`` with presets provides ``config_for(name, size, **overrides)`` instead
-    (``rpd.studies.pd_vs_localsgd`` for E3/E4). Raises
+    (``rpd.studies.pd_vs_localsgd`` for E3/E4). A study that reads a text corpus provides
+    ``corpus_identity(cfg)`` (its SHA-256, or None when this config reads none). Raises
     :class:`StudyNotAvailable` when the module does not exist yet."""
     from rpd import studies
 
@@ -86,6 +88,7 @@ def resolve(name: str) -> SimpleNamespace:
         figure=pick(f"figure_{tag}", "figure"),
         n_steps=pick(f"n_steps_{tag}", "n_steps"),
         config_for=pick("config_for"),
+        corpus_identity=pick("corpus_identity"),
         name=name,
     )
     missing = [k for k in ("Config", "run", "figure") if getattr(ns, k) is None]
@@ -94,20 +97,57 @@ def resolve(name: str) -> SimpleNamespace:
     return ns
 
 
+OVERRIDES = "study.overrides."
+
+
+def check_overrides(study: SimpleNamespace, overrides: dict) -> None:
+    """Each override names a field of the study's ``Config`` and has its default's kind: a bool,
+    an integer, a number, a string, or a non-empty list where the default is non-empty. Errors
+    name ``study.overrides.<field>``; the value checks are the study's own (see :func:`compute`)."""
+    fields = {f.name: f for f in dataclasses.fields(study.Config)}
+    for key, value in overrides.items():
+        name = OVERRIDES + key
+        if key not in fields:
+            raise ValueError(f"unknown config key {name}: {study.name}'s fields are {', '.join(sorted(fields))}")
+        f = fields[key]
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        if default is None or value is None:
+            continue
+        if isinstance(default, (bool, str)) or isinstance(value, bool):
+            ok = type(value) is type(default)
+        elif isinstance(default, int):
+            ok = isinstance(value, int)
+        elif isinstance(default, float):
+            ok = isinstance(value, (int, float))
+        elif isinstance(default, (tuple, list)):
+            ok = isinstance(value, (tuple, list))
+            if ok and default and not value:
+                raise ValueError(f"{name} must not be empty (default {list(default)})")
+        else:
+            ok = True
+        if not ok:
+            raise TypeError(f"{name} must be like its default {default!r}, got {value!r}")
+
+
 def study_config(study: SimpleNamespace, size: str, overrides: dict | None = None):
-    """The study's ``Config`` at ``size`` with ``overrides`` (lists become tuples, as the
-    frozen Configs declare)."""
+    """The study's ``Config`` at ``size`` with ``overrides`` (checked, :func:`check_overrides`;
+    lists become tuples, as the frozen Configs declare)."""
     from rpd.studies import make_config
 
+    check_overrides(study, overrides or {})
     over = {k: tuple(v) if isinstance(v, list) else v for k, v in (overrides or {}).items()}
     if study.config_for is not None:
         return study.config_for(study.name, size, **over)
     return make_config(study.Config, size, quick=study.QUICK, **over)
 
 
-def study_key(name: str, size: str, cfg) -> dict:
-    """What identifies a stored study output (its store key and config.json)."""
-    return {"study": name, "size": size, "config": dataclasses.asdict(cfg)}
+def study_key(name: str, size: str, cfg, corpus_sha256: str | None = None) -> dict:
+    """What identifies a stored study output (its store key and config.json); a study on a text
+    corpus is keyed by the text's SHA-256 too."""
+    key = {"study": name, "size": size, "config": dataclasses.asdict(cfg)}
+    if corpus_sha256 is not None:
+        key["corpus_sha256"] = corpus_sha256
+    return key
 
 
 class _Counter:
@@ -132,7 +172,7 @@ def compute(name: str, size: str = "quick", overrides: dict | None = None, *,
 
     study = resolve(name)
     cfg = study_config(study, size, overrides)
-    key = study_key(name, size, cfg)
+    key = study_key(name, size, cfg, study.corpus_identity(cfg) if study.corpus_identity else None)
     path = store.run_dir(Path(results_root) / "figures" / name, key)
     if not force and store.should_skip(path, key):
         return path, True
@@ -143,6 +183,12 @@ def compute(name: str, size: str = "quick", overrides: dict | None = None, *,
     try:
         out = study.run(cfg, progress=_Counter(total, on_step))
     except Exception as exc:
+        named = qualify(str(exc), {k: k for k in overrides or {}}, OVERRIDES)
+        if named != str(exc) and isinstance(exc, (ValueError, TypeError)):
+            # an overridden field's own check: name the field as the user typed it
+            failure = type(exc)(named)
+            store.save_failure(path, key, failure)
+            raise failure from exc
         store.save_failure(path, key, exc)
         raise
     runtime = time.perf_counter() - t0

@@ -11,7 +11,9 @@ its complete stored output under ``results/figures/`` is reused), is saved with 
 and the PNG and the numbers (``<name>.json``) are drawn from the saved output, never from wandb.
 One progress bar runs over the figures and one over each study's units of work. At the end a
 table gives, per figure, the paper's message and the numbers behind it (the study's table), and
-``paper_figures/MANIFEST.json`` records figure -> png, numbers, size, config, runtime, commit.
+``paper_figures/MANIFEST.json`` records figure -> png, numbers, size, config, runtime, commit,
+and the provenance of the run that made it (``rpd.provenance``: package versions, XLA flags,
+devices, git commit).
 A failing figure is reported and the others go on; the exit code is 1 if any figure failed or
 its study is not in the repository ("missing").
 """
@@ -21,7 +23,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import subprocess
 import sys
 import time
 import traceback
@@ -32,6 +33,7 @@ from tqdm.auto import tqdm
 
 from experiments import config as C
 from experiments import figure as F
+from rpd.provenance import git_commit, provenance
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
@@ -64,23 +66,15 @@ class Report(NamedTuple):
     wall_s: float
 
 
-def git_commit(cwd: Path = CONFIG_DIR.parent) -> str | None:
-    """HEAD's hash, with "-dirty" when the working tree has changes; None outside git."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True,
-                              check=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
-                               capture_output=True, text=True, check=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return head + ("-dirty" if dirty else "")
-
-
 def select(only: str | None, names: Sequence[str] = tuple(FIGURES)) -> list[str]:
-    """Figures matching ``--only`` ("e1,e3" or full names), in the paper's order."""
-    if not only:
+    """Figures matching ``--only`` ("e1,e3" or full names), in the paper's order; None: all.
+    A given ``--only`` that names no figure ("", ",") is an error, never "all" or "none"."""
+    if only is None:
         return list(names)
     wanted = [w.strip() for w in only.split(",") if w.strip()]
+    if not wanted:
+        raise SystemExit(f"--only {only!r} names no figure; choose from {list(names)} "
+                         f"or their tags ({', '.join(n.split('_')[0] for n in names)})")
     chosen, unknown = [], []
     for w in wanted:
         hits = [n for n in names if n == w or n.split("_")[0] == w]
@@ -147,14 +141,22 @@ def reproduce(names: Sequence[str], size: str = "quick", *, force: bool = False,
                    + (f" - {rep.error}" if rep.error else ""), file=file)
         reports.append(rep)
     outer.close()
-    write_manifest(Path(out_dir), reports, size, commit)
+    try:
+        write_manifest(Path(out_dir), reports, size, commit)
+    except OSError as err:  # e.g. a read-only working directory: the figures' summary still prints
+        print(f"warning: MANIFEST.json not written to {out_dir}: {err}", file=sys.stderr)
     print(summary_text(reports, messages), file=file or sys.stdout)
     return reports
 
 
-def write_manifest(out_dir: Path, reports: Sequence[Report], size: str, commit: str | None) -> Path:
-    """Merge this run's figures into ``<out_dir>/MANIFEST.json`` (atomically)."""
+def write_manifest(out_dir: Path, reports: Sequence[Report], size: str, commit: str | None,
+                   run_provenance: dict | None = None) -> Path:
+    """Merge this run's figures into ``<out_dir>/MANIFEST.json`` (atomically). The top-level
+    ``provenance`` is this run's (default :func:`rpd.provenance.provenance`); each figure made
+    now carries it too, so figures kept from earlier runs keep theirs."""
     from rpd import store
+
+    run_provenance = provenance() if run_provenance is None else run_provenance
 
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "MANIFEST.json"
@@ -170,9 +172,10 @@ def write_manifest(out_dir: Path, reports: Sequence[Report], size: str, commit: 
             "png": o.png.name if o else None, "numbers": o.numbers.name if o else None,
             "config": o.config if o else None, "runtime_s": o.runtime_s if o else None,
             "wall_s": r.wall_s, "results": str(o.run_path) if o else None, "git_commit": commit,
+            "provenance": run_provenance,
         }
     manifest = {"generated_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                "git_commit": commit, "figures": figures}
+                "git_commit": commit, "provenance": run_provenance, "figures": figures}
     store.atomic_write(path, json.dumps(store.to_jsonable(manifest), indent=1, sort_keys=True).encode())
     return path
 

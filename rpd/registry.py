@@ -19,7 +19,6 @@ Only plain values cross this module; nothing here imports hydra.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,7 +29,7 @@ from rpd.costs import CostModel
 from rpd.objectives.base import Objective
 from rpd.results import Result
 from rpd.schedules import Timeline, family
-from rpd.validation import check_choice, check_int, check_real
+from rpd.validation import check_choice, check_int, check_real, qualify
 
 __all__ = [
     "METHODS", "SCHEDULES", "MethodEntry", "MethodOptions", "MethodRun", "Pipeline", "RunSpec",
@@ -156,9 +155,7 @@ def build(name: str, params: ScheduleParams, costs: CostModel | None = None, val
 
 def _qualify(message: str, entry: ScheduleEntry, prefix: str) -> str:
     """The library names its arguments (``M must be >= 1``); give them their config path."""
-    names = {f: f for f in ("S", "N", "T", *entry.fields)} | dict(entry.aliases)
-    pattern = r"(?<![\w.])(" + "|".join(sorted(map(re.escape, names), key=len, reverse=True)) + r")(?!\w)"
-    return re.sub(pattern, lambda m: prefix + names[m.group(1)], message)
+    return qualify(message, {f: f for f in ("S", "N", "T", *entry.fields)} | dict(entry.aliases), prefix)
 
 
 def check_schedule(name: str, params: ScheduleParams, costs: CostModel | None = None, values: int = 0,

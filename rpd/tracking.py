@@ -1,5 +1,8 @@
 """Experiment tracking behind a tiny interface: a no-op logger (tests, default) and wandb.
 
+wandb is an optional extra (``pip install -e '.[wandb]'``), imported only when a wandb logger is
+made; without it that fails at once with the install line (:func:`require_wandb`).
+
 Curves are logged from host arrays after a run, never from inside ``jit``. Every row carries
 both step axes, ``sim_time`` (simulated wall-clock time step) and ``block_update`` (global
 iteration k), and metric keys are '/'-namespaced ("loss/f_minus_fstar"), so a dashboard can
@@ -16,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -27,6 +31,7 @@ from rpd.store import to_jsonable
 from rpd.validation import check_choice
 
 AXES = ("sim_time", "block_update")
+INSTALL_WANDB = "pip install -e '.[wandb]'"
 
 
 class Logger(Protocol):
@@ -68,10 +73,25 @@ def rows(metrics: Mapping[str, Any], sim_time=None, block_update=None) -> list[d
     return [{k: c[i].item() for k, c in cols.items()} for i in range(next(iter(n.values())))]
 
 
-def resolve_mode(mode: str | None) -> str:
-    """Explicit mode, else $WANDB_MODE, else "offline"."""
+def require_wandb():
+    """The ``wandb`` module, or a ModuleNotFoundError saying how to install the optional extra.
+
+    Called before any work, so ``logger=wandb`` without wandb fails at once, not after a run."""
+    try:
+        import wandb
+    except ImportError as exc:
+        raise ModuleNotFoundError(f"logger=wandb needs wandb, an optional extra: {INSTALL_WANDB}",
+                                  name="wandb") from exc
+    return wandb
+
+
+MODES = ("offline", "online", "disabled")
+
+
+def resolve_mode(mode: str | None, name: str = "mode") -> str:
+    """Explicit mode, else $WANDB_MODE, else "offline"; the error names ``name``."""
     mode = mode or os.environ.get("WANDB_MODE") or "offline"
-    return check_choice("mode", mode, {"offline", "online", "disabled"})
+    return check_choice(name, mode, MODES)
 
 
 class WandbLogger:
@@ -82,6 +102,7 @@ class WandbLogger:
                  config: Mapping | None = None, mode: str | None = None, entity: str | None = None,
                  dir: str | os.PathLike | None = None, name: str | None = None,
                  tags: tuple[str, ...] = ()):
+        require_wandb()  # outside the guard: a missing package is an error, not a warning
         self._run = None
         self._defined: set[str] = set()
         meta = {"experiment": experiment, "method": method, "S": int(S)}
@@ -161,10 +182,12 @@ def make_logger(kind: str = "none", **kwargs) -> Logger:
 
 
 def shutdown() -> None:
-    """Stop wandb's background service process (at the end of a process or a test)."""
+    """Stop wandb's background service process (at the end of a process or a test); a no-op
+    when wandb was never imported (or is not installed)."""
+    wandb = sys.modules.get("wandb")
+    if wandb is None:
+        return
     try:
-        import wandb
-
         wandb.teardown()
     except Exception as exc:
         warnings.warn(f"wandb teardown failed: {exc!r}", RuntimeWarning, stacklevel=2)

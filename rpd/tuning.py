@@ -1,8 +1,9 @@
 """Step-size selection over power-of-two grids (SPEC §7). Pure NumPy, host side.
 
 Input everywhere: ``curves`` of shape [G, n_points] (one row per γ, NaN/inf allowed) and the
-matching ``gammas`` [G]. A row containing any NaN/inf is *diverged*: it is reported, never
-selected, and never raises.
+matching ``gammas`` [G]. A *diverged* row (``rpd.results.diverged``: a NaN/inf, or a value above
+``DIVERGENCE_FACTOR`` = 10⁶ times the run's start, by default the row's first point) is
+reported, never selected by any rule, and never raises.
 
 "stable" selector. For each γ take the tail y = the last max(min_tail, ⌈tail_frac·n⌉) points
 (all points if the curve is shorter) and, with Δ_i = y_{i+1} − y_i and m = mean(y):
@@ -29,6 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from rpd.results import DIVERGENCE_FACTOR, diverged
 from rpd.validation import check_choice, check_int, check_real
 
 
@@ -79,9 +81,20 @@ class Selection(NamedTuple):
         return self.index is None
 
 
+MIN_EXP, MAX_EXP = -1074, 1023  # 2^k is a positive finite float64 for k in [MIN_EXP, MAX_EXP]
+
+
+def check_exponent(name: str, k) -> int:
+    """An integer k with 2^k a positive finite float64 (the error names ``name``)."""
+    k = check_int(name, k, MIN_EXP)
+    if k > MAX_EXP:
+        raise ValueError(f"{name} must be <= {MAX_EXP} (2^{name} must be a finite float64), got {k}")
+    return k
+
+
 def pow2_grid(lo_exp: int, hi_exp: int) -> np.ndarray:
     """float64 [hi_exp − lo_exp + 1]: 2^lo_exp, ..., 2^hi_exp."""
-    lo, hi = check_int("lo_exp", lo_exp, -1074), check_int("hi_exp", hi_exp, -1074)
+    lo, hi = check_exponent("lo_exp", lo_exp), check_exponent("hi_exp", hi_exp)
     if hi < lo:
         raise ValueError(f"hi_exp must be >= lo_exp, got lo_exp={lo}, hi_exp={hi}")
     return np.ldexp(1.0, np.arange(lo, hi + 1))
@@ -107,18 +120,22 @@ def _ratio(num: float, den: float) -> float:
 
 
 def gamma_report(curve, gamma: float, tail_frac: float = 0.2,
-                 thresholds: StableThresholds = DEFAULT) -> GammaReport:
-    """Apply the stable test to one curve [n_points]."""
+                 thresholds: StableThresholds = DEFAULT, start: float | None = None) -> GammaReport:
+    """Apply the stable test to one curve [n_points]. ``start``: the run's starting value, the
+    scale of the divergence test (default: the curve's first point; pass it when the curve is
+    a slice that does not begin at x⁰)."""
     y_all = np.asarray(curve, dtype=np.float64)
     if y_all.ndim != 1 or y_all.size < 2:
         raise ValueError(f"curve must be 1-D with >= 2 points, got shape {y_all.shape}")
-    if not np.all(np.isfinite(y_all)):
+    if diverged(y_all, start):
         nan = math.nan
-        return GammaReport(float(gamma), True, False, nan, nan, nan, nan, nan, nan, nan,
-                           ("diverged (NaN/inf)",))
+        s = y_all[0] if start is None else float(start)
+        why = ("diverged (NaN/inf)" if not np.all(np.isfinite(y_all)) or not math.isfinite(s) else
+               f"diverged (max {y_all.max():.3g} > {DIVERGENCE_FACTOR:g} x start {s:.3g})")
+        return GammaReport(float(gamma), True, False, nan, nan, nan, nan, nan, nan, nan, (why,))
     th = thresholds
     y = y_all[-tail_length(y_all.size, tail_frac, th.min_tail):]
-    # Finite but astronomically large curves (a run on its way to inf) overflow the moments;
+    # A curve below the divergence bound can still be large enough to overflow the moments;
     # the statistics then come out inf and the curve fails the test, which is the right call.
     with np.errstate(over="ignore", invalid="ignore"):
         d = np.diff(y)
@@ -147,15 +164,17 @@ def _check_inputs(curves, gammas) -> tuple[np.ndarray, np.ndarray]:
 
 
 def select_gamma(curves, gammas, rule: str = "stable", tail_frac: float = 0.2,
-                 thresholds: StableThresholds = DEFAULT) -> Selection:
+                 thresholds: StableThresholds = DEFAULT, start=None) -> Selection:
     """Choose a γ from curves [G, n_points]. ``rule``: "stable" (SPEC §7) or "best_final"
-    (smallest last value; ties go to the smaller γ). Never selects a diverged row."""
+    (smallest last value; ties go to the smaller γ). Never selects a diverged row. ``start``
+    (scalar or [G]): the runs' starting values when ``curves`` do not begin at x⁰."""
     check_choice("rule", rule, {"stable", "best_final"})
     check_real("tail_frac", tail_frac)
     if tail_frac > 1:
         raise ValueError(f"tail_frac must be <= 1, got {tail_frac}")
     c, g = _check_inputs(curves, gammas)
-    reports = tuple(gamma_report(c[i], g[i], tail_frac, thresholds) for i in range(len(g)))
+    s = np.broadcast_to(c[:, 0] if start is None else np.asarray(start, np.float64), g.shape)
+    reports = tuple(gamma_report(c[i], g[i], tail_frac, thresholds, s[i]) for i in range(len(g)))
     alive = [i for i, r in enumerate(reports) if not r.diverged]
     if not alive:
         return Selection(None, math.nan, "all_diverged", reports)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
+from collections.abc import Mapping
 
 
 def check_int(name: str, value, minimum: int = 1) -> int:
@@ -28,3 +30,13 @@ def check_choice(name: str, value, choices) -> str:
     if value not in choices:
         raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
     return value
+
+
+def qualify(message: str, names: Mapping[str, str], prefix: str) -> str:
+    """``message`` with each argument name of ``names`` (as a whole word, not already dotted)
+    replaced by ``prefix + names[name]``: the library says ``M must be >= 1``, an entry point
+    ``schedule.M must be >= 1``."""
+    if not names:
+        return message
+    pattern = r"(?<![\w.])(" + "|".join(sorted(map(re.escape, names), key=len, reverse=True)) + r")(?!\w)"
+    return re.sub(pattern, lambda m: prefix + names[m.group(1)], message)

@@ -115,6 +115,13 @@ BAD = [
     (["method=pd", "schedule=gpipe"], "schedule.name"),
     (["costs.F=0"], "costs.F"),
     (["costs.p2p=one"], "costs.p2p"),
+    (["+method.gama_hi=3"], "unknown config key method.gama_hi: valid keys in method are batch_order,"),
+    (["+schedule.SS=4"], "unknown config key schedule.SS: valid keys in schedule are H, M, N, R, S, T,"),
+    (["+foo=1"], "unknown config key foo: valid keys at the top level are costs, experiment_name,"),
+    (["+costs.F2=1"], "unknown config key costs.F2"),
+    (["method.gamma_hi=2000"], "method.gamma_hi must be <= 1023 (2^method.gamma_hi must be a finite float64)"),
+    (["method.gamma_lo=-2000"], "method.gamma_lo must be >= -1074"),
+    (["logger.mode=offlin"], "logger.mode must be one of ['disabled', 'offline', 'online'], got 'offlin'"),
 ]
 
 
@@ -128,6 +135,19 @@ def test_bad_values_fail_before_any_work_naming_the_field(overrides, field, tmp_
         exc = exc.__cause__ or exc.__context__
     assert field in text
     assert not (tmp_path / "train").exists()  # nothing was computed or stored
+
+
+def test_added_keys_are_checked_against_the_schemas():
+    """``+`` adds a key hydra does not check; check_keys closes every group but study.overrides
+    (the study's own Config checks those)."""
+    C.check_keys(_compose(["+study.overrides.N=100", "+study.overrides.anything=1"]))
+    with pytest.raises(ValueError, match=r"unknown config key logger.mode2: valid keys in logger are dir, "
+                                         r"entity, kind, mode, project, tags$"):
+        C.typed(_compose(["+logger.mode2=online"]))
+    with pytest.raises(ValueError, match="unknown config key study.name2"):
+        C.typed({"study": {"name2": "e1"}}, C.FigureConfig)
+    with pytest.raises(ValueError, match="unknown config key size"):  # a figure key, not a train key
+        C.typed({"size": "quick"}, C.TrainConfig)
 
 
 def test_rerun_skips_complete_runs_and_force_recomputes(tmp_path, monkeypatch):
@@ -195,6 +215,24 @@ def test_diverging_gamma_is_recorded_not_raised(tmp_path):
     assert store.load_run(every.path).status == "diverged"
 
 
+SMALL = ["objective.n=200", "objective.d=32", "objective.batch_size=10", "schedule.N=20", "schedule.S=4"]
+
+
+def test_finite_blowups_are_diverged_and_never_chosen(tmp_path):
+    """Issue 13: PD at 2^8..2^10 ends at 1e102..1e126, finite; all three are diverged (the old
+    rule chose 2^8 by its tail mean). On 2^-4..2^10 the runs from 2^1 on pass 1e6 x f0."""
+    blown = train.run(_compose([f"results_root={tmp_path}", *SMALL, "method.gamma_lo=8", "method.gamma_hi=10"]))
+    s = blown.summary
+    assert blown.status == "diverged" and store.load_run(blown.path).status == "diverged"
+    assert s["tuning/index"] is None and s["tuning/rule"] == "all_diverged" and s["n_diverged"] == 3
+    assert np.isfinite(s["final"]).all() and min(s["final"]) > 1e100  # finite, and diverged
+    mixed = train.run(_compose([f"results_root={tmp_path}", *SMALL, "method.gamma_lo=-4", "method.gamma_hi=10"]))
+    s = mixed.summary
+    assert s["diverged"] == [False] * 5 + [True] * 10 and s["n_diverged"] == 10
+    assert s["tuning/gamma_log2"] == -3 and s["final/selected"] < s["f0"]
+    assert max(s["final"][:5]) < 1e6 * s["f0"] < min(s["final"][5:])
+
+
 def test_wandb_offline_run_has_group_tags_and_both_axes(tmp_path):
     from rpd import tracking
 
@@ -247,3 +285,39 @@ def test_staleness_scaling_entry_point(tmp_path):
                           text=True, timeout=300)
     assert proc.returncode != 0 and "experiment=staleness_scaling" in proc.stderr
     assert not (tmp_path / "e1_pd_vs_rpd.png").exists()
+
+
+def test_lm_results_are_keyed_by_their_text(tmp_path, text_file):
+    """Issue 13: a run on an edited text must not be returned for the original (and back)."""
+    import hashlib
+
+    cfg = _compose(["objective=nanochat", f"objective.text_path={text_file}", *TINY_LM])
+    key = train.run_config(cfg)
+    assert key["objective"]["text_sha256"] == hashlib.sha256(text_file.read_bytes()).hexdigest()
+    original = text_file.read_text()
+    text_file.write_text(original.replace("fox", "cat"))
+    assert store.run_dir(tmp_path, train.run_config(cfg)) != store.run_dir(tmp_path, key)
+    text_file.write_text(original)
+    assert train.run_config(cfg) == key
+    assert "text_sha256" not in train.run_config(_compose(TINY_LINEAR))["objective"]
+
+    e5 = F.resolve("e5_nanochat")
+    e5_cfg = F.study_config(e5, "quick", {"text_path": str(text_file)})
+    assert e5.corpus_identity(e5_cfg) == key["objective"]["text_sha256"]
+    assert F.study_key("e5_nanochat", "quick", e5_cfg, "abc")["corpus_sha256"] == "abc"
+    e10 = F.resolve("e10_frontier")
+    assert e10.corpus_identity(F.study_config(e10, "quick", {"objectives": ["logistic_regression"]})) is None
+    assert F.resolve("e3_nesterov").corpus_identity is None  # no text, key unchanged
+
+
+def test_delay_law_range_is_checked_before_work(tmp_path):
+    from experiments import delay_law
+
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        cfg = compose("delay_law", overrides=["e2.S_min=10", "e2.S_max=3", "e7.enabled=false",
+                                              f"out_dir={tmp_path}"])
+    with pytest.raises(ValueError, match=r"^e2.S_max must be >= e2.S_min, got S_min=10, S_max=3$"):
+        delay_law.run_all(cfg)
+    assert not list(tmp_path.iterdir())
+    with pytest.raises(ValueError, match=r"^S_min must be >= 1, got 0$"):
+        delay_law.run(delay_law.Config(S_min=0))

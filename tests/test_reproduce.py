@@ -5,6 +5,7 @@ every real one in quick mode."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
 import json
 import sys
@@ -119,8 +120,11 @@ def test_rerun_reuses_the_stored_study_unless_forced(fakes, tmp_path):
 def test_study_config_overrides_and_unknown_fields(fakes):
     study = F.resolve("fake_ok")
     assert F.study_config(study, "quick", {"scale": 3.0}) == FakeConfig(steps=3, scale=3.0)
-    with pytest.raises(TypeError, match="bogus"):
+    with pytest.raises(ValueError, match="unknown config key study.overrides.bogus: fake_ok's fields are scale, steps"):
         F.study_config(study, "quick", {"bogus": 1})
+    with pytest.raises(TypeError, match=r"study.overrides.steps must be like its default 5, got 2.5"):
+        F.study_config(study, "quick", {"steps": 2.5})
+    assert F.study_config(study, "quick", {"scale": 3}).scale == 3  # an int where a float is fine
     with pytest.raises(ValueError, match="study.name must be one of"):
         F.resolve("no_such_figure")
 
@@ -132,6 +136,34 @@ def test_only_selects_figures_by_tag_or_name():
     assert R.select("e9") == ["e9_frontier"]
     with pytest.raises(SystemExit, match="e12"):
         R.select("e1,e12")
+    for empty in ("", ",", " , "):  # given but naming nothing: neither all nor none
+        with pytest.raises(SystemExit, match=f"--only {empty!r} names no figure"):
+            R.select(empty)
+
+
+def test_overridden_field_errors_name_the_override(fakes, tmp_path):
+    """The study's own check of an overridden field is reported as study.overrides.<field>."""
+    def run(cfg, progress=None):
+        raise ValueError(f"steps must be >= 1, got {cfg.steps}")
+
+    sys.modules["tests_fake_studies.fake_ok"].run = run
+    with pytest.raises(ValueError, match=r"^study.overrides.steps must be >= 1, got 0$"):
+        F.compute("fake_ok", "quick", {"steps": 0}, results_root=tmp_path)
+    (failed,) = store.iter_runs(tmp_path)
+    assert failed.error == "ValueError: study.overrides.steps must be >= 1, got 0"
+    with pytest.raises(ValueError, match="study.overrides.gamma_exps must not be empty"):
+        F.study_config(F.resolve("e5_nanochat"), "quick", {"gamma_exps": []})
+
+
+def test_manifest_failure_does_not_hide_the_summary(fakes, tmp_path, monkeypatch, capsys):
+    def read_only(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(tmp_path / "pf" / "MANIFEST.json"))
+
+    monkeypatch.setattr(R, "write_manifest", read_only)
+    log = io.StringIO()
+    reports = R.reproduce(["fake_ok"], results_root=str(tmp_path / "r"), out_dir=str(tmp_path / "pf"), file=log)
+    assert reports[0].status == "ok" and "1/1 figures made" in log.getvalue()
+    assert "warning: MANIFEST.json not written" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -146,6 +178,10 @@ def test_quick_mode_end_to_end(tmp_path, capsys, monkeypatch):
     text = "\n".join(" ".join(rng.choice(words, 12)) + "." for _ in range(6000))
     (cache / "shakespeare.txt").write_text(text)
     monkeypatch.setenv("RPD_CACHE", str(cache))
+    from rpd import corpus  # the generated text stands in for the verified corpus
+
+    monkeypatch.setattr(corpus, "CORPUS_SIZE", len(text.encode()))
+    monkeypatch.setattr(corpus, "CORPUS_SHA256", hashlib.sha256(text.encode()).hexdigest())
     code = R.main(["--results", str(tmp_path / "results"), "--out", str(tmp_path / "pf")])
     manifest = json.loads((tmp_path / "pf" / "MANIFEST.json").read_text())["figures"]
     assert set(manifest) == set(R.FIGURES)

@@ -127,3 +127,58 @@ def test_huge_finite_curve_is_unstable_without_overflow_warning():
     huge = 1e200 * np.exp(np.arange(100) / 10.0) / np.exp(9.9)
     sel = tuning.select_gamma(np.stack([good, huge]), gammas)
     assert sel.gamma == 0.1 and not sel.reports[1].stable
+
+
+# ---------------------------------------------------------------- divergence (issue 13, item 1)
+
+def _spike(peak: float, n: int = 60) -> np.ndarray:
+    """Starts at 1, jumps to ``peak`` at point 10, then sits flat at 1e-3: the lowest tail mean
+    and the lowest final value of any curve below, and stable."""
+    y = np.full(n, 1e-3)
+    y[:10] = 1.0
+    y[10] = peak
+    return y
+
+
+def test_divergence_bound_is_a_multiple_of_the_start():
+    from rpd.results import DIVERGENCE_FACTOR, diverged
+
+    assert DIVERGENCE_FACTOR == 1e6
+    curves = np.stack([_spike(0.99e6), _spike(1.01e6), 2.0 * _spike(1.5e6), _spike(np.inf)])
+    np.testing.assert_array_equal(diverged(curves), [False, True, True, True])  # 3e6 > 1e6 x 2
+    assert not diverged(2.0 * _spike(0.9e6))  # the bound scales with the start: 1.8e6 < 2e6
+    # a slice that does not start at x0: the caller's start decides, per row or broadcast
+    tail = np.full((2, 5), 5e5)
+    np.testing.assert_array_equal(diverged(tail), [False, False])
+    np.testing.assert_array_equal(diverged(tail, start=[0.1, 1.0]), [True, False])
+    # no scale at a start of exactly 0 (x0 = x*): only NaN/inf counts; a NaN start is diverged
+    np.testing.assert_array_equal(diverged(np.array([[0.0, 1e300], [0.0, np.nan]])), [False, True])
+    assert diverged(np.ones(4), start=np.nan)
+
+
+def test_no_selector_picks_a_finite_blowup():
+    """Once back down, the spiked curve is the best by every criterion (tail mean, final,
+    stability): below the bound both rules pick it, above it neither does."""
+    good = 2.0 * _spike(1.0)
+    good[:10] = 1.0  # start 1, then flat at 2e-3: stable, but worse than the spike's 1e-3
+    gammas = [0.5, 1.0]
+    for rule in ("stable", "best_final"):
+        assert tuning.select_gamma(np.stack([good, _spike(0.5e6)]), gammas, rule=rule).index == 1
+        sel = tuning.select_gamma(np.stack([good, _spike(2e6)]), gammas, rule=rule)
+        assert sel.index == 0 and sel.gamma == 0.5 and sel.rule == rule, rule
+        rep = sel.reports[1]
+        assert rep.diverged and not rep.stable and math.isnan(rep.final)
+        assert rep.reasons == ("diverged (max 2e+06 > 1e+06 x start 1)",)
+        assert tuning.select_gamma(_spike(2e6)[None], [1.0], rule=rule).all_diverged
+    # a tail (no x0 in it): the run's start, passed explicitly, decides
+    tail = np.full((1, 20), 5e5)
+    assert not tuning.select_gamma(tail, [1.0]).all_diverged
+    assert tuning.select_gamma(tail, [1.0], start=0.1).all_diverged
+
+
+def test_result_diverged_uses_the_bound():
+    from rpd.results import Result
+
+    curve = np.stack([_spike(1.0), _spike(5e6), _spike(np.nan)])
+    res = Result("pd", np.array([0.1, 0.2, 0.4]), np.arange(60), "sim_time", curve, {}, np.zeros((3, 1)), {})
+    np.testing.assert_array_equal(res.diverged, [False, True, True])

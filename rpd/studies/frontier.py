@@ -32,7 +32,7 @@ from typing import Callable
 
 import numpy as np
 
-from rpd import methods, objectives, schedules, tuning
+from rpd import corpus, methods, objectives, schedules, tuning
 from rpd.studies import StudyOutput
 from rpd.studies.schedule_table import SCALE, build, cost_model
 
@@ -82,6 +82,12 @@ class Config:
 QUICK = dict(S_values=(4,), lm_S_values=(4,), mb_per_S=24, lm_width=16, lm_seq=16, lm_batch=4,
              lm_heldout_batches=2, gamma_exps={"nesterov_quadratic": (-10, 0), "logistic_regression": (-8, 2),
                                                "mlp_chain": (-6, 3), "nanochat": (-3, -1)})
+
+
+def corpus_identity(cfg: Config) -> str | None:
+    """The SHA-256 of the LM's text (the fetched corpus) when the LM is one of the objectives:
+    part of the stored output's key."""
+    return corpus.identity() if "nanochat" in cfg.objectives else None
 
 
 def make_objective(name: str, S: int, cfg: Config):

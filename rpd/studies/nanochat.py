@@ -25,7 +25,7 @@ from typing import Callable
 
 import numpy as np
 
-from rpd import methods, schedules, simtime, tuning
+from rpd import corpus, methods, schedules, simtime, tuning
 from rpd.objectives import nanochat as nc
 from rpd.results import Result
 from rpd.studies import StudyOutput
@@ -64,6 +64,11 @@ class Config:
 # Laptop size (~1-2 min on 2 cores): 4 stages (2 transformer blocks), width 32, N = 256.
 QUICK = dict(S=4, R=4, N=256, H=(1, 4), H_grid=(1, 4), gamma_exps=(-3, -1), width=32,
              smooth_window=32)
+
+
+def corpus_identity(cfg: Config) -> str:
+    """The SHA-256 of the text this study trains on: part of its stored output's key."""
+    return corpus.identity(cfg.text_path)
 
 
 def n_steps(cfg: Config) -> int:

@@ -26,6 +26,7 @@ from matplotlib.figure import Figure
 
 from rpd import methods, objectives, schedules, simtime, tuning
 from rpd.plotting import paper_style
+from rpd.results import diverged
 from rpd.studies import StudyOutput, make_config
 
 OBJECTIVES = ("nesterov_quadratic", "logistic_regression")
@@ -111,8 +112,9 @@ def method_keys(cfg: Config) -> list[str]:
 
 
 def best_final(curves_GxP: np.ndarray) -> float | None:
-    """Diagnostic only (never the selection): the lowest final value over non-diverged γ."""
-    ok = np.all(np.isfinite(curves_GxP), axis=1)
+    """Diagnostic only (never the selection): the lowest final value over non-diverged γ
+    (``rpd.results.diverged``)."""
+    ok = ~diverged(curves_GxP)
     return float(curves_GxP[ok, -1].min()) if ok.any() else None
 
 

@@ -164,8 +164,7 @@ def _draw(a: dict, s: dict, path) -> None:
                             textcoords="offset points", xytext=(0, 6), fontsize=6, ha="center",
                             color=styles[m]["color"])
         # Diagnostic, never used to choose: the lowest final value over the whole grid per S.
-        best = [np.nanmin(np.where(np.isfinite(c := a[f"{m}_S{int(v)}_curves"][:, -1]), c, np.nan))
-                for v in S]
+        best = [np.nan if (b := best_final(a[f"{m}_S{int(v)}_curves"])) is None else b for v in S]
         ax.plot(S, best, color=styles[m]["color"], ls=":", lw=1.0, alpha=0.6)
     ax.plot([], [], color="0.4", ls=":", lw=1.0, label="dotted: best final over the γ grid (diagnostic)")
     ax.set_xscale("log", base=2)
