@@ -16,9 +16,13 @@ straightforward implementations, side by side in one process.
 (b) asynchronous semantics (target: <= 1.5x a PD update): ``methods.train`` on PipeMare (plain,
     T1, T2, weight prediction), PipeDream-2BW (M = S) and PipeDream with ``predict=True``,
     against ``methods.pipedream`` (PD) on the same objective, S = 8 and N; f recorded at the end
-    only. The ratio is total time over PD's at the same N (the same microbatches processed); per
-    block update and per microbatch times are printed too (2BW makes S block updates per
-    minibatch of M microbatches, the others S per microbatch).
+    only. PipeMare runs stage-wise (``rpd.core``: a microbatch's forward at its first update,
+    then one stage's VJP per update); "PipeMare whole" is the same plan with every update
+    computing its whole two-point chain gradient (``run_plan`` on the plan with every update
+    fresh: what PipeMare cost before), the iterates checked equal. The ratio is total time over
+    PD's at the same N (the same microbatches processed); per block update and per microbatch
+    times are printed too (2BW makes S block updates per minibatch of M microbatches, the
+    others S per microbatch).
 
 Every time is the median of ``--repeats`` warm calls (``time.perf_counter`` around
 ``jax.block_until_ready``), the implementations interleaved (order alternating per repeat) so
@@ -26,7 +30,8 @@ that load from other processes hits all alike; "cold" is the first call in this 
 (tracing + XLA compilation + one run).
 
     .venv/bin/python benchmarks/bench_semantics.py            # a and b, both objectives (~2.5 min)
-    .venv/bin/python benchmarks/bench_semantics.py --quick    # smaller N; a: quadratic, "train only"; b: MLP, no T1 (<1 min)
+    .venv/bin/python benchmarks/bench_semantics.py --quick    # smaller N; a: quadratic, "train only";
+                                                              # b: MLP, no T1 nor whole (<1 min)
     .venv/bin/python benchmarks/bench_semantics.py b --objectives mlp --repeats 7
 """
 
@@ -168,6 +173,8 @@ def bench_async(obj_name: str, N: int, repeats: int, full: bool) -> list:
     tl_pd, tl_mare = schedules.pipedream(S, N), schedules.pipemare(S, N)
     tl_2bw = schedules.pipedream_2bw(S, N, S)
     end = dict(axis="block_update", stride=ONE_POINT)
+    mare = semantics.pipemare_plan(tl_mare, obj.n_batches)
+    whole = mare._replace(fresh=np.ones(tl_mare.K, bool), slot=np.zeros(tl_mare.K, np.int32))
     runs = {  # name -> (function, timeline)
         "PD": (lambda: methods.pipedream(obj, tl_pd, GAMMAS, **end), tl_pd),
         "PD predict": (lambda: methods.train(obj, tl_pd, GAMMAS, predict=True, **end), tl_pd),
@@ -176,14 +183,18 @@ def bench_async(obj_name: str, N: int, repeats: int, full: bool) -> list:
         "PipeMare T1": (lambda: methods.train(obj, tl_mare, GAMMAS, t1=True, **end), tl_mare),
         "PipeMare T2": (lambda: methods.train(obj, tl_mare, GAMMAS, t2=True, **end), tl_mare),
         "PipeMare predict": (lambda: methods.train(obj, tl_mare, GAMMAS, predict=True, **end), tl_mare),
+        "PipeMare whole": (lambda: methods.run_plan(obj, whole, GAMMAS, **end), tl_mare),
     }
-    if not full:  # --quick: T1's program is PipeMare's plus a per-update step scale; one compile fewer
-        del runs["PipeMare T1"]
+    if not full:  # --quick: T1's program is PipeMare's plus a per-update step scale; two compiles fewer
+        del runs["PipeMare T1"], runs["PipeMare whole"]
     fns = {name: (lambda f=f: f().x_final) for name, (f, _) in runs.items()}
     cold, med, times, outs = measure(fns, repeats)
     if obj_name == "quad":  # additive linear chain: the backward weights do not matter
         err = np.max(np.abs(outs["PipeMare"] - outs["PD"]))
         assert err < 1e-12, f"PipeMare differs from PD on the linear chain ({err:.1e})"
+    if "PipeMare whole" in outs:
+        err = np.max(np.abs(outs["PipeMare"] - outs["PipeMare whole"])) / np.max(np.abs(outs["PipeMare whole"]))
+        assert err < 1e-12, f"stage-wise PipeMare differs from the whole two-point gradient ({err:.1e})"
     print(f"(b) {obj.name} (D = {obj.D}, B = {obj.batch_size}), S = {S}, N = {N}, {G} γ vmapped, "
           f"f at the end only; median of {repeats}; ratio = time / PD's")
     base = med["PD"]

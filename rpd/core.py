@@ -11,7 +11,17 @@ Options a plan may carry (static: each recompiles once), for the schedule family
 - ``n_micro`` = M > 1: g is the mean of the M microbatch gradients on batches batch[k] ..
   batch[k] + M - 1 (mod n_batches), all at z^k (synchronous flushes, 2BW);
 - ``read_bwd``: a two-point gradient (``rpd.objectives.chain``): forward at z^k, every stage's
-  VJP at z_B^k, whose block r is version read_bwd[k, r] of block r (PipeMare);
+  VJP at z_B^k, whose block r is version read_bwd[k, r] of block r (PipeMare). If every
+  update is fresh, each computes that whole gradient (a forward and S stage VJPs). A plan
+  that shares each microbatch's gradient stage by stage (``plans.stage_wise``, PipeMare's)
+  runs like the pipeline instead: the microbatch's fresh update (block S-1, after all its
+  forwards) runs the forward at z^k and keeps a_0 .. a_{S-1} and δ_S in its slot; every update
+  of block a then runs stage a's VJP alone, at block a of z_B^k on the kept a_a and δ_{a+1},
+  and keeps δ_a for the slot's next update (block a - 1). Per microbatch: one forward and S
+  stage VJPs, each re-running its stage's forward at the backward weights where its
+  Jacobians depend on them (~4/3 of PD's one gradient on the MLP chain, the same on the
+  linear chains); the slots hold the activations of NOAM microbatches. The trace ``loss_z``
+  is then, as for PD, the forward loss at the microbatch's fresh update (NaN at the others);
 - ``horizon`` / ``horizon_bwd`` (float [K, S]): the point read is moved along each block's
   update velocity u (an EMA of the steps it received, kept per version in a second ring):
   block r of z^k becomes w_r - horizon[k, r] * u_r (weight prediction, PipeMare's T2);
@@ -21,13 +31,14 @@ Exact history, bounded memory: the state is a ring ``ring[C, D + P]`` holding, f
 r, its last C versions (version v of block r lives in row v mod C, columns of block r; P = the
 largest block size pads the end so that any block is a fixed-size window), plus the version
 counters. C comes from the plan (``plans.ring_size``), so PD keeps at most NOAM + 1 versions of
-each block. A read outside the ring is flagged inside the scan and raised on the host after the
-run (:class:`RingOverflowError`): never a silent wrong read.
+each block. A read outside the ring, forward or backward, is flagged inside the scan and raised
+on the host after the run (:class:`RingOverflowError`): never a silent wrong read.
 
 Per update the work is O(block size): the update reads and writes one block window; the full
 mixed point z^k is gathered only when a gradient is computed, and the full iterate only when it
-is recorded. ``make_run`` builds one jitted function for fixed shapes; step sizes are traced and
-vmapped, so a whole gamma grid is one compile and one scan.
+is recorded; a stage-wise update reads one block of z_B^k and two activation rows of its slot.
+``make_run`` builds one jitted function for fixed shapes; step sizes are traced and vmapped, so
+a whole gamma grid is one compile and one scan.
 """
 
 from __future__ import annotations
@@ -39,8 +50,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rpd.objectives import chain
 from rpd.objectives.base import BlockLayout, Objective
-from rpd.plans import UpdatePlan
+from rpd.plans import UpdatePlan, stage_wise
 
 
 class RingOverflowError(RuntimeError):
@@ -51,7 +63,8 @@ class CoreState(NamedTuple):
     ring: jax.Array  # float [C, D + P]: last C versions of every block (version v of r in row v % C)
     vel: jax.Array  # float [C or 1, D + P]: update velocity u of every block, per version (if used)
     version: jax.Array  # int32 [S]: updates received by each block so far
-    grads: jax.Array  # float [n_slots, D + P]: gradients shared by several updates (PD)
+    grads: jax.Array  # float [n_slots, D + P]: gradients shared by several updates (PD; 0 rows if stage-wise)
+    inflight: tuple  # stage-wise two-point plans: the slots' activation rows (_ChainRows.empty); () otherwise
     snapshots: jax.Array  # float [n_records + 1, D]: x recorded for evaluation (last row: discard)
     missed: jax.Array  # bool []: some read fell outside the ring
 
@@ -65,30 +78,36 @@ class CoreOptions(NamedTuple):
     diag_stride: int = 0  # > 0: every diag_stride iterations record ||x-z||^2 and gradient gaps
     n_micro: int = 1  # microbatch gradients averaged per fresh gradient
     two_point: bool = False  # forward and backward weights differ (plan carries read_bwd)
+    stagewise: bool = False  # two-point, one stage's backward per update (plans.stage_wise)
     velocity: bool = False  # keep each block's update velocity (plan carries horizons)
     ema: float = 0.9  # u <- ema * u + (1 - ema) * step
     scaled: bool = False  # per-update step-size multipliers (plan carries scale)
 
 
-def _gather(ring: jax.Array, version_S: jax.Array, layout: BlockLayout) -> jax.Array:
-    """The [D] vector whose block r is version version_S[r] of block r, read from the ring.
+def _gather(ring: jax.Array, version_S: jax.Array, layout: BlockLayout, vel=None, horizon_S=None) -> jax.Array:
+    """The [D] vector whose block r is version version_S[r] of block r, read from the ring;
+    given the velocity ring ``vel``, moved along it: w_r - horizon_S[r] * u_r.
 
     One dynamic slice per block (static offset and size, dynamic row): contiguous copies, which
-    XLA runs ~2x faster per update than one element-wise gather of D (row, column) pairs."""
+    XLA runs ~2x faster per update than one element-wise gather of D (row, column) pairs; the
+    velocity term is applied per block too (measured: PD with prediction on the MLP chain runs
+    ~15% faster than with h expanded to [D] by a gather)."""
     rows = version_S % ring.shape[0]
-    return jnp.concatenate([
-        jax.lax.dynamic_slice(ring, (rows[r], jnp.int32(off)), (1, size))[0]
-        for r, (off, size) in enumerate(zip(layout.offsets, layout.sizes))
-    ])
+
+    def block(r, off, size):
+        w = jax.lax.dynamic_slice(ring, (rows[r], jnp.int32(off)), (1, size))[0]
+        if vel is None:
+            return w
+        return w - horizon_S[r] * jax.lax.dynamic_slice(vel, (rows[r], jnp.int32(off)), (1, size))[0]
+
+    return jnp.concatenate([block(r, off, size) for r, (off, size) in enumerate(zip(layout.offsets, layout.sizes))])
 
 
 def _gradient(obj: Objective, opts: CoreOptions, data):
     """(z_F, z_B, b) -> (loss, flat gradient) for the plan's options: one or M microbatches,
     one point or two (``z_B`` is ignored unless ``opts.two_point``)."""
     if opts.two_point:
-        from rpd.objectives.chain import two_point_value_and_grad
-
-        one = lambda zf, zb, b: two_point_value_and_grad(obj, data, zf, zb, b)
+        one = lambda zf, zb, b: chain.two_point_value_and_grad(obj, data, zf, zb, b)
     else:
         one = lambda zf, zb, b: obj.value_and_grad(data, zf, b)
     if opts.n_micro == 1:
@@ -102,17 +121,71 @@ def _gradient(obj: Objective, opts: CoreOptions, data):
     return mean_of_microbatches
 
 
+def _rows(leaves, width: int, dtype) -> jax.Array:
+    """Leaves flattened into one [width] row, zero-padded at the end."""
+    flat = [jnp.ravel(leaf).astype(dtype) for leaf in leaves]
+    return jnp.concatenate(flat + [jnp.zeros(width - sum(v.size for v in flat), dtype)])
+
+
+def _unrows(row: jax.Array, like) -> list[jax.Array]:
+    """The leaves shaped like ``like`` (ShapeDtypeStructs) that :func:`_rows` put in ``row``."""
+    ends = np.cumsum([0] + [leaf.size for leaf in like])
+    return [row[lo:hi].reshape(leaf.shape).astype(leaf.dtype) for lo, hi, leaf in zip(ends, ends[1:], like)]
+
+
+class _ChainRows:
+    """A chain's activations as fixed-width rows, for a stage-wise two-point run.
+
+    Stage s's activations have their own shapes (the LM's a_0 are token ids, a_S logits), so
+    a microbatch's are kept as rows of two arrays, which a dynamic stage index can address:
+    float row s < S holds a_s's floating leaves, flattened and zero-padded to ``width``, until
+    stage s runs backward and overwrites it with δ_s; float row S holds δ_S; int row s holds
+    a_s's integer leaves (token ids, a batch index), which carry no cotangent."""
+
+    def __init__(self, obj: Objective, data):
+        self.obj = obj
+        x0 = obj.x0.astype(obj.dtype)
+        _, self.acts, delta = jax.eval_shape(functools.partial(chain.forward, obj), data, x0, jnp.int32(0))
+        self.floats = [chain.floating(a) for a in self.acts] + [delta]  # row s: a_s's, then δ_s
+        self.ints = [chain.integer(a) for a in self.acts]
+        self.width = max(sum(leaf.size for leaf in row) for row in self.floats)
+        self.int_width = max(sum(leaf.size for leaf in row) for row in self.ints)
+        self.dtype = jnp.result_type(*(leaf.dtype for row in self.floats for leaf in row))
+        self.int_dtype = jnp.result_type(*(leaf.dtype for row in self.ints for leaf in row), jnp.int32)
+
+    def empty(self, n_slots: int) -> tuple[jax.Array, jax.Array]:
+        """Zeroed slot buffers: float [n_slots, S+1, width], int [n_slots, S, int_width]."""
+        S = self.obj.S
+        return (jnp.zeros((n_slots, S + 1, self.width), self.dtype),
+                jnp.zeros((n_slots, S, self.int_width), self.int_dtype))
+
+    def forward(self, data, x_fwd: jax.Array, b) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """(loss, float rows [S+1, width], int rows [S, int_width]) of the forward at x_fwd."""
+        loss, acts, delta = chain.forward(self.obj, data, x_fwd, b)
+        floats = [_rows(chain.floating(a), self.width, self.dtype) for a in acts]
+        ints = [_rows(chain.integer(a), self.int_width, self.int_dtype) for a in acts]
+        return loss, jnp.stack(floats + [_rows(delta, self.width, self.dtype)]), jnp.stack(ints)
+
+    def backward(self, data, s: int, x_s: jax.Array, float_rows: jax.Array, int_row: jax.Array):
+        """Stage s's backward at weights x_s from float rows s, s+1 (a_s, δ_{s+1}) and int row s:
+        (g_s, δ_s as a float row)."""
+        a_s = chain.merge(self.acts[s], _unrows(float_rows[0], self.floats[s]), _unrows(int_row, self.ints[s]))
+        g, delta = chain.stage_vjp(self.obj, data, s, x_s, a_s, _unrows(float_rows[1], self.floats[s + 1]))
+        return g, _rows(delta, self.width, self.dtype)
+
+
 def _run(obj: Objective, opts: CoreOptions, data, plan_arrays, extra, record, gamma, key):
     offsets = jnp.asarray(obj.layout.offsets, jnp.int32)
     sizes = jnp.asarray(obj.layout.sizes, jnp.int32)
-    segment = jnp.asarray(obj.layout.segment_ids)
     C, D, P = opts.ring_size, obj.D, max(obj.layout.sizes)
     pad = lambda v: jnp.concatenate([v, jnp.zeros((P,), v.dtype)])
+    rows = _ChainRows(obj, data) if opts.stagewise else None
     state = CoreState(
         ring=jnp.broadcast_to(pad(obj.x0.astype(obj.dtype)), (C, D + P)),
         vel=jnp.zeros((C if opts.velocity else 1, D + P), obj.dtype),
         version=jnp.zeros(obj.S, jnp.int32),
-        grads=jnp.zeros((opts.n_slots, D + P), obj.dtype),
+        grads=jnp.zeros((0 if opts.stagewise else opts.n_slots, D + P), obj.dtype),
+        inflight=rows.empty(opts.n_slots) if opts.stagewise else (),
         snapshots=jnp.zeros((opts.n_records + 1, D), obj.dtype),
         missed=jnp.zeros((), bool),
     )
@@ -120,18 +193,11 @@ def _run(obj: Objective, opts: CoreOptions, data, plan_arrays, extra, record, ga
     nan = jnp.full((), jnp.nan, obj.dtype)
 
     def point(state, read, horizon):
-        z = _gather(state.ring, read, obj.layout)
-        if opts.velocity:  # w - h * u, blockwise
-            z = z - horizon[segment] * _gather(state.vel, read, obj.layout)
-        return z
+        return _gather(state.ring, read, obj.layout, *((state.vel, horizon) if opts.velocity else ()))
 
-    def step(state: CoreState, inp):
-        (k, a, b, read, fresh, slot, rec), ex = inp
-        out_of_ring = lambda v: jnp.any((state.version - v < 0) | (state.version - v >= C))
-        reads_z = fresh | (k % opts.diag_stride == 0) if opts.diag_stride else fresh  # reuse reads nothing
-        bad = out_of_ring(read) | (out_of_ring(ex["read_bwd"]) if opts.two_point else False)
-        missed = state.missed | (reads_z & bad)
-
+    def slot_gradient(state, a, b, read, fresh, slot, ex):
+        """(grads, inflight, g_a [P], loss): a fresh update computes the whole gradient (one- or
+        two-point) into grads[slot]; every update applies block a of grads[slot]."""
         def compute(grads):
             z_f = point(state, read, ex.get("horizon"))
             z_b = point(state, ex["read_bwd"], ex.get("horizon_bwd")) if opts.two_point else z_f
@@ -141,10 +207,57 @@ def _run(obj: Objective, opts: CoreOptions, data, plan_arrays, extra, record, ga
         # A cond even when every update is fresh (RPD): measured, XLA compiles this program
         # faster and runs it no slower than one without the branch, and PD and RPD runs of
         # the same shapes then share one compiled program.
-        grads, loss_z = jax.lax.cond(fresh, compute, lambda grads: (grads, nan), state.grads)
+        grads, loss = jax.lax.cond(fresh, compute, lambda grads: (grads, nan), state.grads)
+        return grads, state.inflight, jax.lax.dynamic_slice(grads[slot], (offsets[a],), (P,)), loss
+
+    def stage_backward(s):
+        """Switch branch s: (g_s padded to [P], δ_s row) from block s's window w of the
+        backward point and the slot's float rows s, s + 1 and int row s."""
+        size = obj.layout.sizes[s]
+
+        def branch(w, float_rows, int_row):
+            g, delta = rows.backward(data, s, w[:size], float_rows, int_row)
+            return jnp.pad(g, (0, P - size)), delta
+
+        return branch
+
+    def stage_gradient(state, a, b, read, fresh, slot, ex):
+        """(grads, inflight, g_a [P], loss) of a stage-wise two-point plan: a fresh update (block
+        S-1) runs the forward at z^k into the slot's rows; every update runs its own stage's
+        backward at block a of the backward point, on the slot's rows a, a + 1, and leaves δ_a
+        in row a for the slot's next update (block a - 1)."""
+        def start(inflight):
+            loss, floats, ints = rows.forward(data, point(state, read, ex.get("horizon")), b)
+            return (jax.lax.dynamic_update_index_in_dim(inflight[0], floats, slot, 0),
+                    jax.lax.dynamic_update_index_in_dim(inflight[1], ints, slot, 0)), loss
+
+        (floats, ints), loss = jax.lax.cond(fresh, start, lambda inflight: (inflight, nan), state.inflight)
+        row = ex["read_bwd"][a] % C
+        w = jax.lax.dynamic_slice(state.ring, (row, offsets[a]), (1, P))[0]
+        if opts.velocity:
+            w = w - ex["horizon_bwd"][a] * jax.lax.dynamic_slice(state.vel, (row, offsets[a]), (1, P))[0]
+        at = (slot, a, jnp.int32(0))
+        float_rows = jax.lax.dynamic_slice(floats, at, (1, 2, rows.width))[0]
+        int_row = jax.lax.dynamic_slice(ints, at, (1, 1, rows.int_width))[0, 0]
+        g_a, delta = jax.lax.switch(a, [stage_backward(s) for s in range(obj.S)], w, float_rows, int_row)
+        floats = jax.lax.dynamic_update_slice(floats, delta[None, None], at)
+        return state.grads, (floats, ints), g_a, loss
+
+    def step(state: CoreState, inp):
+        (k, a, b, read, fresh, slot, rec), ex = inp
+        lag = lambda v, current: (current - v < 0) | (current - v >= C)
+        out_of_ring = lambda v: jnp.any(lag(v, state.version))
+        reads_z = fresh | (k % opts.diag_stride == 0) if opts.diag_stride else fresh  # reuse reads nothing
+        if opts.stagewise:  # the forward point when fresh, block a's backward version always
+            missed = (reads_z & out_of_ring(read)) | lag(ex["read_bwd"][a], state.version[a])
+            grads, inflight, g_a, loss_z = stage_gradient(state, a, b, read, fresh, slot, ex)
+        else:
+            bad = out_of_ring(read) | (out_of_ring(ex["read_bwd"]) if opts.two_point else False)
+            missed = reads_z & bad
+            grads, inflight, g_a, loss_z = slot_gradient(state, a, b, read, fresh, slot, ex)
+        missed = state.missed | missed
         off = offsets[a]
         in_block = jnp.arange(P) < sizes[a]
-        g_a = jax.lax.dynamic_slice(grads[slot], (off,), (P,))
         if obj.grad_noise > 0:
             g_a = g_a + obj.grad_noise * jax.random.normal(jax.random.fold_in(key, k), (P,), obj.dtype)
         g_a = jnp.where(in_block, g_a, 0.0)
@@ -177,7 +290,7 @@ def _run(obj: Objective, opts: CoreOptions, data, plan_arrays, extra, record, ga
             out["diag"] = jax.lax.cond(
                 k % opts.diag_stride == 0, diag, lambda _: jnp.full((3,), jnp.nan, obj.dtype), None
             )
-        return CoreState(ring, vel, version, grads, snapshots, missed), out
+        return CoreState(ring, vel, version, grads, inflight, snapshots, missed), out
 
     K = plan_arrays[0].shape[0]
     xs = ((jnp.arange(K),) + tuple(plan_arrays) + (record,), dict(extra or {}))
@@ -250,6 +363,8 @@ def execute(obj: Objective, plan: UpdatePlan, record: np.ndarray, n_records: int
     extra = plan_extras(plan)
     if "read_bwd" in extra and obj.chain is None:
         raise ValueError(f"objective {obj.name!r} has no stage chain: a two-point plan needs one")
+    if int(np.max(plan.slot)) >= n_slots:
+        raise ValueError(f"the plan uses gradient slot {int(np.max(plan.slot))} but n_slots={n_slots}")
     opts = CoreOptions(
         ring_size=int(ring_size),
         n_slots=int(n_slots),
@@ -257,6 +372,7 @@ def execute(obj: Objective, plan: UpdatePlan, record: np.ndarray, n_records: int
         diag_stride=int(diag_stride),
         n_micro=int(plan.n_micro),
         two_point="read_bwd" in extra,
+        stagewise="read_bwd" in extra and stage_wise(plan, obj.S),
         velocity="horizon" in extra,
         ema=float(ema),
         scaled="scale" in extra,

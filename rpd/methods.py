@@ -23,7 +23,10 @@ __all__ = ["Result", "local_sgd", "pipedream", "rpd", "run_plan", "sgd", "train"
 
 
 def _gammas(gamma) -> np.ndarray:
-    g = np.atleast_1d(np.asarray(gamma, dtype=np.float64))
+    try:
+        g = np.atleast_1d(np.asarray(gamma, dtype=np.float64))
+    except (TypeError, ValueError):
+        raise TypeError(f"gamma must be a number or a 1-d array of numbers, got {gamma!r}") from None
     if g.ndim != 1 or g.size == 0:
         raise ValueError(f"gamma must be a number or a 1-d array, got shape {g.shape}")
     for v in g:
@@ -49,7 +52,7 @@ def _explicit_points(at, n_axis: int) -> np.ndarray:
 
 
 def run_plan(obj: Objective, plan: plans.UpdatePlan, gamma, *, seed: int = 0, axis: str = "block_update",
-             stride: int = 1, ring_size: int | None = None, n_slots: int = 1, diag_stride: int = 0,
+             stride: int = 1, ring_size: int | None = None, n_slots: int | None = None, diag_stride: int = 0,
              T: int | None = None, method: str = "plan", meta: dict | None = None,
              ema: float = 0.9, at=None) -> Result:
     """Execute any update plan on a gamma grid.
@@ -57,7 +60,8 @@ def run_plan(obj: Objective, plan: plans.UpdatePlan, gamma, *, seed: int = 0, ax
     ``axis="block_update"`` records f after every ``stride`` block updates;
     ``axis="sim_time"`` after every ``stride`` time steps of the plan's ``time`` (0..T-1).
     ``at`` (increasing ints in 1..T or 1..K) records exactly there instead: the axis values of
-    the curve, so runs of different lengths share one compiled program."""
+    the curve, so runs of different lengths share one compiled program. ``n_slots`` (gradient
+    slots) defaults to the plan's, ``ring_size`` to what it needs (``plans.ring_size``)."""
     check_choice("axis", axis, ("block_update", "sim_time"))
     stride = check_int("stride", stride)
     gammas = _gammas(gamma)
@@ -67,6 +71,7 @@ def run_plan(obj: Objective, plan: plans.UpdatePlan, gamma, *, seed: int = 0, ax
     points = _points(n_axis, stride) if at is None else _explicit_points(at, n_axis)
     rows = record_rows(event, points)
     C = plans.ring_size(plan, obj.S, diag_stride) if ring_size is None else check_int("ring_size", ring_size)
+    n_slots = int(np.max(plan.slot)) + 1 if n_slots is None else check_int("n_slots", n_slots)
     raw, f0, per_update, x_final = core.execute(
         obj, plan, rows, len(points), gammas, check_int("seed", seed, 0),
         ring_size=C, n_slots=n_slots, diag_stride=diag_stride, ema=ema,
@@ -164,7 +169,7 @@ def train(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, stride: int = 1
                                    meta=dict(res.meta, recorded="round ends"))
     if tl.S != obj.S and not tl.synchronous:
         raise ValueError(f"timeline has S={tl.S} stages but the objective has S={obj.S} blocks")
-    n_slots = 1
+    n_slots = None  # the plan's
     if kind == "pipedream":
         plan, n_slots = (semantics.pipedream_prediction_plan(tl, obj.n_batches) if options.get("predict")
                          else plans.pipedream_plan(tl, obj.n_batches))

@@ -8,6 +8,13 @@ they build the plan: PD reads it off a timeline, RPD samples it, SGD has no stal
 A gradient can be shared by several updates (PD with weight stashing computes the gradient of
 microbatch m once, at its first backward, and its S block updates apply the pieces): ``fresh[k]``
 says whether iteration k computes a new gradient into gradient slot ``slot[k]`` or reuses it.
+
+A two-point plan (``read_bwd``: the backward of the gradient runs at other weights than its
+forward, PipeMare) shares a microbatch's chain gradient the same way, stage by stage: either
+every update is fresh and computes its whole two-point gradient, or each slot runs microbatches
+down the chain (:func:`stage_wise`): a fresh update of block S-1 runs the forward at z^k and the
+slot's next updates, of blocks S-2, .., 0, each run their own stage's backward at version
+``read_bwd[k, a]`` of their block a.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ class UpdatePlan(NamedTuple):
     time: np.ndarray  # int32 [K]: simulated time step in which the update lands
     # Options of the schedule family (SPEC §11); None / 1 = PD's single-point, one-microbatch core.
     n_micro: int = 1  # microbatch gradients averaged per fresh gradient (batches batch[k] + j)
-    read_bwd: np.ndarray | None = None  # int32 [K, S]: versions of the backward weights
+    read_bwd: np.ndarray | None = None  # int32 [K, S]: versions of the backward weights (two-point)
     horizon: np.ndarray | None = None  # float [K, S]: forward point w - horizon * u (prediction)
     horizon_bwd: np.ndarray | None = None  # float [K, S]: backward point w - horizon_bwd * u (T2)
     scale: np.ndarray | None = None  # float [K]: step-size multiplier of update k (T1)
@@ -46,20 +53,48 @@ def versions_before(block_K: np.ndarray, S: int) -> np.ndarray:
     return np.cumsum(counts, axis=0, dtype=np.int32)
 
 
+def stage_wise(plan: UpdatePlan, S: int) -> bool:
+    """Whether a two-point plan shares each microbatch's gradient stage by stage (module doc):
+    every slot's updates, in order, are a fresh one of block S-1 followed by blocks S-2, .., 0,
+    then the next microbatch's. False if every update is fresh (each computes its whole
+    two-point gradient); any other two-point plan raises a ValueError."""
+    if plan.read_bwd is None:
+        raise ValueError("stage_wise applies to two-point plans (with read_bwd)")
+    fresh = np.asarray(plan.fresh, bool)
+    if fresh.all():
+        return False
+    slot = np.asarray(plan.slot)
+    order = np.lexsort((np.arange(len(slot)), slot))  # by slot, then iteration
+    pos = np.arange(len(slot)) - np.searchsorted(slot[order], slot[order])  # position within the slot
+    step = pos % S
+    if not (np.array_equal(np.asarray(plan.block)[order], S - 1 - step)
+            and np.array_equal(fresh[order], step == 0)):
+        raise ValueError("a two-point plan that reuses gradients must run each slot's microbatches down "
+                         "the chain: a fresh update of block S-1, then blocks S-2, .., 0")
+    if plan.n_micro != 1:
+        raise ValueError("a stage-wise two-point plan takes one microbatch per gradient (n_micro=1)")
+    return True
+
+
 def ring_size(plan: UpdatePlan, S: int, diag_stride: int = 0) -> int:
     """Smallest per-block history that serves every read of the plan: 1 + max over (k, r) of
-    (current version of r at k) - (version read, forward or backward), over the iterations that read z^k: those that
-    compute a fresh gradient, and with ``diag_stride`` > 0 every diag_stride-th (diagnostics).
-    A reused gradient reads nothing, so PD needs at most NOAM + 1 versions. Raises if a plan
+    (current version of r at k) - (version read). Forward versions are read by the iterations
+    that compute a fresh gradient, and with ``diag_stride`` > 0 every diag_stride-th
+    (diagnostics); a reused gradient reads nothing, so PD needs at most NOAM + 1 versions.
+    Backward versions (two-point plans) are read whole by a fresh update, and one block, the
+    updated one, by every update of a stage-wise plan (:func:`stage_wise`). Raises if a plan
     reads a future version."""
-    current = np.asarray(versions_before(np.asarray(plan.block), S)[:-1])
-    lag = current - np.asarray(plan.read)
-    if plan.read_bwd is not None:  # a two-point gradient reads both points
-        lag = np.concatenate([lag, current - np.asarray(plan.read_bwd)], axis=1)
+    block = np.asarray(plan.block)
+    current = np.asarray(versions_before(block, S)[:-1])
     reads = np.asarray(plan.fresh, bool).copy()
     if diag_stride:
         reads[:: int(diag_stride)] = True
-    lag = lag[reads]
+    lag = (current - np.asarray(plan.read))[reads].ravel()
+    if plan.read_bwd is not None:
+        lag_bwd = current - np.asarray(plan.read_bwd)
+        if stage_wise(plan, S):
+            lag_bwd = lag_bwd[np.arange(len(block)), block]
+        lag = np.concatenate([lag, lag_bwd.ravel()])
     if lag.size and lag.min() < 0:
         raise ValueError("plan reads a version that does not exist yet")
     return int(lag.max(initial=0)) + 1

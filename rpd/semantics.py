@@ -15,8 +15,11 @@ update lands, so every schedule trains on the same simulated-time axis:
   B(m, r) (S - 1 - r in steady state), u_r an EMA of block r's steps, and stashes them.
 - PipeMare: PipeDream's order with one weight version. Forward of stage r at the version
   current at F(m, r); the VJP through stage q >= a at the version current at B(m, q), on the
-  forward-time activations (a two-point chain gradient). Options (ZOO.md §3.14; the PipeMare
-  paper was not available, so these follow ZOO's recollection and are documented as such):
+  forward-time activations (a two-point chain gradient). Like a pipeline, the plan runs it
+  stage-wise (``rpd.plans.stage_wise``): B(m, S-1), m's first update (every F(m, r) precedes
+  it), runs the forward into slot m mod NOAM, and each B(m, a) one stage's backward.
+  Options (ZOO.md §3.14; the PipeMare paper was not available, so these follow ZOO's
+  recollection and are documented as such):
   T1 scales block a's step by τ^-(1 - min(i / window, 1)) (τ = that update's delay, at least 1,
   i = the block's update count), T2 moves the backward weights back along the velocity,
   ŵ_q = w_q + τ_q·u_q, toward the forward-time ones; ``predict`` as for PipeDream.
@@ -121,7 +124,9 @@ def pipedream_prediction_plan(tl: Timeline, n_batches: int) -> tuple[UpdatePlan,
 
 def pipemare_plan(tl: Timeline, n_batches: int, *, predict: bool = False, t1: bool = False,
                   t1_window: int | None = None, t2: bool = False) -> UpdatePlan:
-    """PipeMare (module doc): every update computes its own two-point gradient."""
+    """PipeMare (module doc): microbatch m's two-point gradient, one stage per update, in
+    gradient slot m mod NOAM. Update k of block a reads the forward versions of m, and the
+    backward version of block q >= a current at B(m, q) (q < a: the current one, unused)."""
     if tl.kind not in ("pipemare", "pipedream"):
         raise ValueError(f"expected a PipeMare timeline, got kind={tl.kind!r}")
     vF, vB, current = _version_tables(tl)
@@ -129,9 +134,11 @@ def pipemare_plan(tl: Timeline, n_batches: int, *, predict: bool = False, t1: bo
     later = np.arange(tl.S)[None, :] >= a[:, None]  # stages the backward of update k has passed
     read_bwd = np.where(later, vB[m], current)  # stages < a do not enter block a's gradient
     tau = (vB - vF)[m]  # [K, S] updates between F(m, r) and B(m, r)
+    first = np.zeros(tl.K, bool)
+    first[np.unique(m, return_index=True)[1]] = True
     plan = UpdatePlan(
         block=a, batch=(m % n_batches).astype(np.int32), read=read_versions(tl),
-        fresh=np.ones(tl.K, bool), slot=np.zeros(tl.K, np.int32), time=tl.update_time,
+        fresh=first, slot=(m % tl.noam).astype(np.int32), time=tl.update_time,
         read_bwd=read_bwd.astype(np.int32),
     )
     if predict:

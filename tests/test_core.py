@@ -187,3 +187,12 @@ def test_rpd_draws_follow_spec_order():
         assert b[k] == int(jax.random.randint(kbatch, (), 0, nb))
         np.testing.assert_array_equal(d[k], jax.random.randint(kd, (S,), 0, min(delta, k) + 1))
     assert d[0].max() == 0 and d.max() <= delta and a.max() < S and b.max() < nb
+
+
+def test_gamma_that_is_not_a_number_names_gamma(quad):
+    tl = schedules.pipedream(4, 4)
+    for bad in (["a"], "fast", {"g": 1}):
+        with pytest.raises(TypeError, match=r"^gamma must be a number or a 1-d array of numbers, got "):
+            methods.pipedream(quad, tl, bad)
+    with pytest.raises(TypeError, match=r"^gamma must be a finite number, got nan$"):  # None -> NaN
+        methods.pipedream(quad, tl, [0.1, None])

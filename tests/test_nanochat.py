@@ -199,3 +199,20 @@ def test_chain_two_point_gradient():
     only_first = x.at[: size[0]].set(obj.x0[: size[0]])  # x^B differs from x^F in block 0 only
     _, g0 = two(x, only_first)
     np.testing.assert_array_equal(blk(g0, S - 1), blk(g, S - 1))
+
+
+def test_pipemare_runs_stage_wise_on_the_lm():
+    """PipeMare on the LM, one stage's backward per update (a_0 token ids, a_1..a_3 hidden
+    states, a_4 logits: per-stage shapes), is the whole two-point gradient per update."""
+    from rpd import methods, schedules, semantics
+
+    S = 4
+    obj = nc.nanochat(S, text=TEXT, **SMALL)
+    plan = semantics.pipemare_plan(schedules.pipemare(S, 12), obj.n_batches, t2=True, predict=True)
+    K = len(plan.block)
+    fast = methods.run_plan(obj, plan, [0.05])
+    whole = methods.run_plan(obj, plan._replace(fresh=np.ones(K, bool), slot=np.zeros(K, np.int32)), [0.05])
+    assert np.abs(whole.x_final - np.asarray(obj.x0)).max() > 1e-2  # it trained
+    np.testing.assert_allclose(fast.x_final, whole.x_final, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(fast.traces["loss_z"][:, plan.fresh], whole.traces["loss_z"][:, plan.fresh],
+                               rtol=1e-6)

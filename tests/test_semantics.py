@@ -174,3 +174,50 @@ def test_two_point_ring_is_checked(mlp):
 def test_localsgd_goes_to_local_sgd(quad):
     tl = schedules.local_sgd(S, 16, 4, 2)
     np.testing.assert_array_equal(methods.train(quad, tl, [GAMMA]).curve, methods.local_sgd(quad, tl, [GAMMA]).curve)
+
+
+def _whole_two_point(plan):
+    """The same plan with every update computing its own whole two-point gradient."""
+    K = len(plan.block)
+    return plan._replace(fresh=np.ones(K, bool), slot=np.zeros(K, np.int32))
+
+
+@pytest.mark.parametrize("opts", [{}, {"t1": True}, {"t2": True}, {"predict": True}],
+                         ids=["plain", "t1", "t2", "predict"])
+def test_pipemare_stage_wise_equals_the_whole_two_point_gradient(mlp, opts):
+    """One stage's backward per update, on the microbatch's kept activations, is the gradient
+    of a whole two-point chain pass per update."""
+    tl = schedules.pipemare(S, 32)
+    plan = semantics.pipemare_plan(tl, mlp.n_batches, t1_window=16, **opts)
+    assert plans.stage_wise(plan, S) and not plans.stage_wise(_whole_two_point(plan), S)
+    # every F of a microbatch precedes its first update, which reads all its forward versions
+    current = plans.versions_before(plan.block, S)[:-1]
+    assert np.all(plan.read[plan.fresh] <= current[plan.fresh])
+    fast = methods.run_plan(mlp, plan, [0.05, 0.1])
+    whole = methods.run_plan(mlp, _whole_two_point(plan), [0.05, 0.1])
+    scale = np.abs(whole.x_final).max()
+    np.testing.assert_allclose(fast.x_final, whole.x_final, rtol=0, atol=1e-12 * scale)
+    np.testing.assert_allclose(fast.curve, whole.curve, rtol=1e-12)
+    np.testing.assert_allclose(fast.traces["block_grad_norm"], whole.traces["block_grad_norm"], rtol=1e-11)
+    # the forward loss is reported once per microbatch, at its fresh update
+    loss = fast.traces["loss_z"]
+    assert np.all(np.isnan(loss[:, ~plan.fresh])) and np.all(np.isfinite(loss[:, plan.fresh]))
+    np.testing.assert_allclose(loss[:, plan.fresh], whole.traces["loss_z"][:, plan.fresh], rtol=1e-12)
+    assert fast.meta["ring_size"] <= whole.meta["ring_size"]
+
+
+def test_stage_wise_plans_are_checked(mlp):
+    plan = semantics.pipemare_plan(schedules.pipemare(S, 24), mlp.n_batches)
+    swapped = plan._replace(block=plan.block.copy())
+    k = np.nonzero(~plan.fresh)[0][:2]
+    swapped.block[k] = swapped.block[k[::-1]]  # two updates of the first microbatch out of chain order
+    with pytest.raises(ValueError, match="down the chain"):
+        plans.stage_wise(swapped, S)
+    # a stale backward read of the updated block is served by a larger ring, and checked
+    k = np.nonzero(plan.block == 0)[0][-1]
+    stale = plan._replace(read_bwd=plan.read_bwd.copy())
+    stale.read_bwd[k, 0] = 0
+    C = plans.ring_size(plan, S)
+    assert plans.ring_size(stale, S) > C
+    with pytest.raises(core.RingOverflowError):
+        methods.run_plan(mlp, stale, 0.05, ring_size=C)

@@ -34,16 +34,19 @@ def _batch(data, b, B):
 
 
 def _additive_chain(layout: BlockLayout, B: int, head, penalty=None) -> Chain:
-    """stage_s(x_s, (X_b, z)) = (X_b, z + X_b[:, block s] x_s): the chain output is X_b x."""
+    """stage_s(x_s, (b, z)) = (b, z + X_b[:, block s] x_s) on batch b: the chain output is X_b x.
+
+    The activation carries the batch index, not X_b: each stage reads its own B x |block s|
+    columns of the data, so one stage's forward or backward costs O(B |block s|)."""
     offsets, sizes = layout.offsets, layout.sizes
 
     def inputs(data, b):
-        X_b, y_b = _batch(data, b, B)
-        return (X_b, jnp.zeros(B, X_b.dtype)), y_b
+        b = jnp.asarray(b, jnp.int32)
+        return (b, jnp.zeros(B, data["X"].dtype)), _batch(data, b, B)[1]
 
     def stage(data, s, x_s, a):
-        X_b, z = a
-        return X_b, z + jax.lax.dynamic_slice_in_dim(X_b, offsets[s], sizes[s], axis=1) @ x_s
+        b, z = a
+        return b, z + jax.lax.dynamic_slice(data["X"], (b * B, jnp.int32(offsets[s])), (B, sizes[s])) @ x_s
 
     return Chain(inputs=inputs, stage=stage, head=lambda data, a, y: head(a[1], y), penalty=penalty)
 
