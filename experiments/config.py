@@ -61,6 +61,7 @@ class BatchOrder(enum.Enum):  # "pd" = microbatch m uses batch m mod n_batches, 
 
 class Selector(enum.Enum):
     stable = "stable"
+    reference = "reference"
     best_final = "best_final"
 
 

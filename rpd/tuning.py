@@ -20,6 +20,14 @@ x > 0 as +inf (a tail that oscillates and returns exactly to its start is not st
 ≤ 0 (f − f* with an approximate f*) are clipped to the smallest positive float before the log.
 Among stable γ keep those with tail mean ≤ best + 0.05·|best| (= 1.05·best for best > 0) and
 take the smallest γ; if none is stable, take the smallest tail mean over non-diverged γ.
+
+"reference" selector (SPEC §7, "what the paper actually used"): the rule every published γ was
+chosen by. The authors' code computes the five statistics above but never applies them: it
+builds each row as ``{"lr": lr, "stable": stable, **metrics}`` and ``metrics`` carries its own
+``"stable": True`` for every finite curve, which overwrites the verdict. So: over the
+non-diverged γ, keep those whose tail mean (same tail as above) is ≤ 1.05 × the smallest tail
+mean and take the smallest γ. The statistics are still computed and reported (``reports``), so
+a figure made with this rule shows which of its γ the strict test would have rejected.
 """
 
 from __future__ import annotations
@@ -73,7 +81,7 @@ class Selection(NamedTuple):
 
     index: int | None
     gamma: float
-    rule: str  # "stable", "min_tail_mean" (no γ stable), "best_final", or "all_diverged"
+    rule: str  # "stable", "min_tail_mean" (no γ stable), "reference", "best_final", or "all_diverged"
     reports: tuple[GammaReport, ...]
 
     @property
@@ -163,12 +171,18 @@ def _check_inputs(curves, gammas) -> tuple[np.ndarray, np.ndarray]:
     return c, g
 
 
+RULES = ("stable", "reference", "best_final")
+
+
 def select_gamma(curves, gammas, rule: str = "stable", tail_frac: float = 0.2,
                  thresholds: StableThresholds = DEFAULT, start=None) -> Selection:
-    """Choose a γ from curves [G, n_points]. ``rule``: "stable" (SPEC §7) or "best_final"
-    (smallest last value; ties go to the smaller γ). Never selects a diverged row. ``start``
-    (scalar or [G]): the runs' starting values when ``curves`` do not begin at x⁰."""
-    check_choice("rule", rule, {"stable", "best_final"})
+    """Choose a γ from curves [G, n_points]. ``rule``: "stable" (SPEC §7, the rule as
+    written), "reference" (the rule the paper's γ were chosen by: the smallest γ whose tail mean
+    is within ``near_best`` of the smallest over non-diverged γ, stability not required) or
+    "best_final" (smallest last value; ties go to the smaller γ). Never selects a diverged row;
+    every rule reports every γ's statistics. ``start`` (scalar or [G]): the runs' starting
+    values when ``curves`` do not begin at x⁰."""
+    check_choice("rule", rule, set(RULES))
     check_real("tail_frac", tail_frac)
     if tail_frac > 1:
         raise ValueError(f"tail_frac must be <= 1, got {tail_frac}")
@@ -181,14 +195,22 @@ def select_gamma(curves, gammas, rule: str = "stable", tail_frac: float = 0.2,
     if rule == "best_final":
         i = min(alive, key=lambda j: (reports[j].final, g[j]))
         return Selection(i, float(g[i]), "best_final", reports)
+    if rule == "reference":
+        return Selection(*_smallest_near_best(alive, reports, g, thresholds), "reference", reports)
     stable = [i for i in alive if reports[i].stable]
     if not stable:
         i = min(alive, key=lambda j: (reports[j].tail_mean, g[j]))
         return Selection(i, float(g[i]), "min_tail_mean", reports)
-    best = min(reports[i].tail_mean for i in stable)
+    return Selection(*_smallest_near_best(stable, reports, g, thresholds), "stable", reports)
+
+
+def _smallest_near_best(candidates, reports, g, thresholds) -> tuple[int, float]:
+    """(index, γ): the smallest γ among ``candidates`` whose tail mean is ≤ best + (near_best −
+    1)·|best| (= near_best·best for best > 0), best = the smallest tail mean among them."""
+    best = min(reports[i].tail_mean for i in candidates)
     cutoff = best + (thresholds.near_best - 1.0) * abs(best)
-    i = min((j for j in stable if reports[j].tail_mean <= cutoff), key=lambda j: g[j])
-    return Selection(i, float(g[i]), "stable", reports)
+    i = min((j for j in candidates if reports[j].tail_mean <= cutoff), key=lambda j: g[j])
+    return i, float(g[i])
 
 
 def format_reports(selection: Selection) -> str:

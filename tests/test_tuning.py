@@ -72,6 +72,54 @@ def test_best_final():
     assert sel.rule == "best_final" and sel.index == 0
 
 
+def _zigzag(level: float, amp: float) -> np.ndarray:
+    """100 points: 1.0 for the first 80, then level + amp·(−1)^t (t = 80..99, even count: the
+    tail mean is exactly ``level``, the last point is level − amp)."""
+    return np.where(T < 80, 1.0, level + amp * (-1.0) ** T)
+
+
+def test_reference_rule_ignores_stability():
+    """The authors' effective rule (SPEC §7): smallest γ with tail mean <= 1.05 x the smallest
+    tail mean over non-diverged γ, stable or not. Tails (last 20 of 100 points) by hand:
+    2^-3: 0.0103 ± 0.002 (cv 0.19 > 0.15: unstable), 2^-2: flat 0.0100 (stable),
+    2^-1: 0.0099 ± 0.003 (unstable, the smallest tail mean), 2^0: NaN (diverged).
+    Cutoff 1.05 x 0.0099 = 0.010395: 2^-3, 2^-2, 2^-1 qualify; the smallest is 2^-3.
+    "stable": only 2^-2 passes the test. "best_final": finals 0.0083, 0.0100, 0.0069 -> 2^-1."""
+    flat = np.where(T < 80, 1.0, 0.0100)
+    curves = np.stack([_zigzag(0.0103, 0.002), flat, _zigzag(0.0099, 0.003), np.full(100, np.nan)])
+    gammas = tuning.pow2_grid(-3, 0)
+    ref = tuning.select_gamma(curves, gammas, rule="reference")
+    assert ref.rule == "reference" and ref.index == 0 and ref.gamma == 2.0**-3
+    strict = tuning.select_gamma(curves, gammas, rule="stable")
+    assert strict.rule == "stable" and strict.gamma == 2.0**-2
+    assert tuning.select_gamma(curves, gammas, rule="best_final").gamma == 2.0**-1
+    # the same statistics are reported whatever the rule
+    assert ref.reports == strict.reports
+    assert [r.stable for r in ref.reports] == [False, True, False, False]
+    assert ref.reports[0].cv == pytest.approx(0.002 / 0.0103)
+    assert ref.reports[2].tail_mean == pytest.approx(0.0099) and ref.reports[3].diverged
+    assert "rule=reference chosen gamma=0.125" in tuning.format_reports(ref)
+    # 2^-3's tail at 0.0104 > 0.010395 is out: the smallest γ left within 5 % is 2^-2
+    curves[0] = _zigzag(0.0104, 0.002)
+    assert tuning.select_gamma(curves, gammas, rule="reference").gamma == 2.0**-2
+    # on the module's curve set: 2^-4 (creeping up, unstable) has the smallest tail mean
+    # 0.01 x (1 + 0.001 x 89.5) = 0.010895 and nothing else is within 5 %; "stable" takes 2^-3
+    c5, g5 = _curves()
+    assert tuning.select_gamma(c5, g5, rule="reference").gamma == 2.0**-4
+    assert tuning.select_gamma(c5, g5, rule="stable").gamma == 2.0**-3
+
+
+def test_reference_rule_tail_is_max_10_or_frac():
+    """tail = last max(10, ⌈tail_frac·n⌉) points: with tail_frac 0.01 of 100 points the last 10,
+    with tail_frac 1.0 the whole curve."""
+    a = np.where(T < 90, 1.0, 0.010)  # whole-curve mean 0.901, last-10 mean 0.010
+    b = np.where(T < 50, 0.5, 0.012)  # whole-curve mean 0.256, last-10 mean 0.012
+    curves, gammas = np.stack([a, b]), [0.25, 0.5]
+    assert tuning.select_gamma(curves, gammas, rule="reference", tail_frac=0.01).gamma == 0.25
+    sel = tuning.select_gamma(curves, gammas, rule="reference", tail_frac=1.0)
+    assert sel.gamma == 0.5 and sel.reports[1].tail_mean == pytest.approx(0.5 * 0.5 + 0.5 * 0.012)
+
+
 def test_lm_thresholds_are_looser():
     # tail: linear drift -0.001 per point plus a +-0.0035 zig-zag: up_frac 9/19 or 10/19,
     # total variation / net change ~ 2*0.0035/0.001 = 7 -> fails DEFAULT (0.45, 5), passes LM
@@ -88,7 +136,7 @@ def test_lm_thresholds_are_looser():
 
 def test_all_diverged_is_reported_not_raised():
     curves = np.array([[1.0, np.inf] + [1.0] * 20, [np.nan] * 22])
-    for rule in ("stable", "best_final"):
+    for rule in tuning.RULES:
         sel = tuning.select_gamma(curves, [0.5, 1.0], rule=rule)
         assert sel.all_diverged and sel.index is None and math.isnan(sel.gamma)
         assert sel.rule == "all_diverged" and all(r.diverged for r in sel.reports)
@@ -162,7 +210,7 @@ def test_no_selector_picks_a_finite_blowup():
     good = 2.0 * _spike(1.0)
     good[:10] = 1.0  # start 1, then flat at 2e-3: stable, but worse than the spike's 1e-3
     gammas = [0.5, 1.0]
-    for rule in ("stable", "best_final"):
+    for rule in tuning.RULES:
         assert tuning.select_gamma(np.stack([good, _spike(0.5e6)]), gammas, rule=rule).index == 1
         sel = tuning.select_gamma(np.stack([good, _spike(2e6)]), gammas, rule=rule)
         assert sel.index == 0 and sel.gamma == 0.5 and sel.rule == rule, rule
