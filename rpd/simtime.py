@@ -9,6 +9,13 @@ evaluated model after every time step (``Result.axis_name == "sim_time"``).
 Protocol (i), same N: every method processes the same number of microbatches; curves are cut
 to the shortest timeline. Protocol (ii), fixed time T: each method takes the smallest N whose
 timeline reaches T; RPD gets K = the number of backward ops in PD's timeline.
+
+Time-cut convention (``cut=``), where a curve is cut at a time T:
+
+- ``"end"``: keep the points at time ≤ T; the last is the model after T time steps.
+- ``"authors"``: keep ``curve[:T]`` as the authors' protocol (i) code does, the points at time
+  < T; the last is the model after T − 1 steps. The paper's figures (E3, E4, E6) use it; e.g.
+  E3's LocalSGD H = 5 reads 22.7 at the point after T = 1230 steps and 22.5 after 1229.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import numpy as np
 
 from rpd.results import Result
 from rpd.schedules import Timeline
-from rpd.validation import check_int
+from rpd.validation import check_choice, check_int
 
 
 def smallest_n_reaching(T: int, make_timeline: Callable[[int], Timeline]) -> Timeline:
@@ -42,24 +49,35 @@ def smallest_n_reaching(T: int, make_timeline: Callable[[int], Timeline]) -> Tim
     return best
 
 
-def cut_to(result: Result, T: int) -> Result:
-    """The result's time curve restricted to the first T time steps (axis <= T)."""
+CUTS = ("end", "authors")
+
+
+def last_time(T: int, cut: str = "end") -> int:
+    """The last time step a curve cut at T keeps: T (``cut="end"``) or T − 1 (``"authors"``)."""
+    check_choice("cut", cut, CUTS)
+    return int(T) - (cut == "authors")
+
+
+def cut_to(result: Result, T: int, cut: str = "end") -> Result:
+    """The result's time curve restricted to the first T time steps: axis ≤ T (``cut="end"``)
+    or axis < T, i.e. ``curve[:T]`` on a per-step curve (``"authors"``; see the module doc)."""
     if result.axis_name != "sim_time":
         raise ValueError(f"cut_to needs a sim_time curve, got {result.axis_name!r}")
-    keep = result.axis <= T
+    keep = result.axis <= last_time(T, cut)
     return Result(result.method, result.gammas, result.axis[keep], result.axis_name,
-                  result.curve[:, keep], result.traces, result.x_final, dict(result.meta, cut_T=T))
+                  result.curve[:, keep], result.traces, result.x_final, dict(result.meta, cut_T=T, cut=cut))
 
 
-def cut_to_shortest(results: list[Result]) -> list[Result]:
-    """Protocol (i): all curves cut to the shortest timeline."""
+def cut_to_shortest(results: list[Result], cut: str = "end") -> list[Result]:
+    """Protocol (i): all curves cut to the shortest timeline T (``cut``: see :func:`cut_to`)."""
     T = min(int(r.axis[-1]) for r in results)
-    return [cut_to(r, T) for r in results]
+    return [cut_to(r, T, cut) for r in results]
 
 
-def value_at_time(result: Result, T: int) -> np.ndarray:
-    """f - f* of each gamma's model after T time steps (the last point at or before T)."""
-    i = int(np.searchsorted(result.axis, T, side="right")) - 1
+def value_at_time(result: Result, T: int, cut: str = "end") -> np.ndarray:
+    """f - f* of each gamma's model at the end of a curve cut at T: the last point at or before
+    T (``cut="end"``) or before T (``"authors"``)."""
+    i = int(np.searchsorted(result.axis, last_time(T, cut), side="right")) - 1
     return result.curve[:, i]
 
 

@@ -32,3 +32,25 @@ def test_protocol_i_cuts_to_shortest_timeline():
     a, b = simtime.cut_to_shortest([pd, ls])
     assert a.axis[-1] == b.axis[-1] == min(pd.meta["T"], ls.meta["T"]) == 2 * 24 + 2 * 4 - 2
     np.testing.assert_array_equal(simtime.value_at_time(pd, 10), pd.curve[:, 10])
+
+
+def test_cut_conventions_end_and_authors():
+    """cut="end" keeps the point after T steps; cut="authors" keeps curve[:T], the last point
+    after T − 1 steps (the authors' protocol (i) code)."""
+    obj = random_quadratic(n=48, d=8, S=4, batch_size=4, seed=0)
+    pd = methods.pipedream(obj, schedules.pipedream(4, 24), 0.05)
+    ls = methods.local_sgd(obj, schedules.local_sgd(4, 24, 4, 2), 0.05)
+    T = 2 * 24 + 2 * 4 - 2  # PD's timeline, the shorter one
+    np.testing.assert_array_equal(pd.axis[: T + 1], np.arange(T + 1))  # one point per step, x0 first
+    end, authors = simtime.cut_to(ls, T), simtime.cut_to(ls, T, cut="authors")
+    assert end.axis[-1] == T and authors.axis[-1] == T - 1
+    np.testing.assert_array_equal(authors.curve, ls.curve[:, :T])  # literally curve[:T]
+    np.testing.assert_array_equal(end.curve, ls.curve[:, : T + 1])
+    assert authors.meta["cut"] == "authors" and authors.meta["cut_T"] == T
+    a, b = simtime.cut_to_shortest([pd, ls], cut="authors")
+    assert a.axis[-1] == b.axis[-1] == T - 1 and a.curve.shape == (1, T)
+    np.testing.assert_array_equal(simtime.value_at_time(ls, 10, cut="authors"), ls.curve[:, 9])
+    np.testing.assert_array_equal(simtime.value_at_time(ls, 10, cut="end"), ls.curve[:, 10])
+    assert (simtime.last_time(10, "end"), simtime.last_time(10, "authors")) == (10, 9)
+    with pytest.raises(ValueError, match="cut"):
+        simtime.cut_to(ls, T, cut="paper")
