@@ -41,17 +41,18 @@ def test_registry_and_settings_are_e3_and_e6():
 
 
 def test_unit_rung_is_e3_and_e6(tiny):
-    """At zero extra cost the study is E3 (protocol (i)) and E6 (protocol (ii)) for the same setting."""
+    """At zero extra cost the study is E3 (protocol (i)) and E6 (protocol (ii)) for the same setting
+    (E11 selects with the stable rule and cuts at the point after T steps: E3/E6 set so)."""
     cfg, out = tiny
     runs = {r["key"]: r for r in out.summary["runs"]}
     e3 = pd_vs_localsgd.run(pd_vs_localsgd.Config(objective="nesterov_quadratic", S=2, R=2, d=8, n=24, batch_size=4,
-                                                  N=12, H=(2,), **GRIDS))
+                                                  N=12, H=(2,), selector="stable", cut="end", **GRIDS))
     for e in e3.summary["methods"]:
         mine = runs[study.run_key("quadratic", 2, "unit", e["method"].lower(), e["H"])]
         assert mine["gamma_exp"] == e["gamma_exp"] and mine["budget"] == e3.summary["T_cut"]
         np.testing.assert_allclose(mine["f_at_budget"], e["f_at_cut"], rtol=1e-12)
         np.testing.assert_allclose(mine["best_final"], e["best_final_any_gamma"], rtol=1e-12)
-    e6 = scaling.run(scaling.Config(S_values=(2,), T=40, n=8, d=8, **GRIDS))
+    e6 = scaling.run(scaling.Config(S_values=(2,), T=40, n=8, d=8, selector="stable", cut="end", **GRIDS))
     (row,) = e6.summary["per_S"]
     for m, key in (("pd", "pd"), ("localsgd", "localsgd")):
         mine = runs[study.run_key("logistic", 2, "unit", key, None if m == "pd" else 5)]

@@ -45,6 +45,43 @@ REGISTRY = {
 }
 
 
+# Which rule chose a figure's γ (SPEC §7), said in the figure and its JSON.
+AUTHORS_OVERRIDE = ("the authors' code computes the stability statistics but never applies them: "
+                    "rows.append({\"lr\": lr, \"stable\": stable, **metrics}) lets metrics[\"stable\"] = True "
+                    "overwrite the verdict (minibatch_sgd.ipynb, different_delta_quadratic_multiple_deltas.ipynb, "
+                    "llm_experiments.py, llm_pd_vs_sgd.py), so every published γ was chosen by the reference rule")
+RULE_TEXT = {
+    "reference": "reference rule (the paper's: smallest γ within 5 % of the best tail mean)",
+    "stable": "stable rule (SPEC §7 as written)",
+    "best_final": "best-final rule",
+}
+
+
+def selector_rules(selector: str) -> tuple[str, ...]:
+    """The configured selector rule first, then the other rules of ``rpd.tuning.RULES``: every
+    study reports each rule's pick, the first one is drawn."""
+    from rpd import tuning
+    from rpd.validation import check_choice
+
+    check_choice("selector", selector, tuning.RULES)
+    return (selector,) + tuple(r for r in tuning.RULES if r != selector)
+
+
+def trend(x, y) -> tuple[float, float]:
+    """(Spearman ρ of y against x, y at the largest x / y at the smallest x): a trend as the
+    paper states one ("improves with S", "worsens as δ grows"), not strict monotonicity. NaN
+    points are left out; ρ is NaN with fewer than 2 points left."""
+    from scipy.stats import spearmanr
+
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
+    if x.size < 2:
+        return float("nan"), float("nan")
+    rho = float(spearmanr(x, y).statistic) if np.ptp(y) > 0 else 0.0
+    return rho, float(y[np.argmax(x)] / y[np.argmin(x)])
+
+
 def load(name: str):
     """The study module registered under ``name`` (error lists the valid names)."""
     if name not in REGISTRY:
