@@ -25,15 +25,19 @@ def e8():
 
 def test_e1_selection_is_finite_and_matches_selector(e1):
     a, s = e1.arrays, e1.summary
-    assert s["selectors"] == ["stable", "best_final"]
+    assert s["selectors"] == ["reference", "stable", "best_final"]
     for u, rule in enumerate(s["selectors"]):
         j = int(a["pd_gamma_index"][u])
         assert j >= 0 and np.all(np.isfinite(a["pd_curves"][j]))
-        assert j == tuning.select_gamma(a["pd_curves"], a["gammas"], rule=rule).index
+        assert j == tuning.select_gamma(a["pd_curves"], a["gammas"], rule=rule, tail_frac=0.2).index
         for i in range(len(a["deltas"])):
             mean = a["rpd_curves"][i].mean(0)
             j = int(a["rpd_gamma_index"][u, i])
-            assert j == tuning.select_gamma(mean, a["gammas"], rule=rule).index
+            # RPD as the authors: tail 1.0 (the whole curve) without x0 (the first point)
+            assert j == tuning.select_gamma(mean[:, 1:], a["gammas"], rule=rule, tail_frac=1.0).index
+            if rule == "reference":  # by hand: the smallest γ within 5 % of the lowest curve mean
+                m = mean[:, 1:].mean(1)
+                assert j == min(np.flatnonzero(m <= 1.05 * m.min()))
             assert np.all(np.isfinite(a["rpd_curves"][i, :, j]))  # every seed finite at the chosen γ
 
 
@@ -91,6 +95,20 @@ def test_e8_best_equals_recomputation(e8):
 
 def test_e8_figure_from_saved_output(e8, figure_from_store):
     figure_from_store(SimpleNamespace(figure=pd_vs_rpd.figure_e8), pd_vs_rpd.E8Config(**TINY), e8)
+
+
+def test_e1_e8_claims_are_trends(e1, e8):
+    for out in (e1, e8):
+        checks = out.summary["checks"]
+        assert checks and all("Spearman" in c["measured"] or "δ" in c["measured"] for c in checks)
+        assert len(out.summary["checks_stable_rule"]) == len(checks)
+        assert "rows.append" in out.summary["authors_override"]
+    # E8 by hand: RPD at or below PD (1.0) up to δ = 30, above from δ = 60 (= S² − S/2 for S = 8)
+    trend, near = pd_vs_rpd.e8_claim_checks([0, 8, 30, 60, 180], [0.1, 0.2, 0.9, 1.5, 9.0], 1.0, 60)
+    assert trend["holds"] and "ρ(δ, f) = 1.00" in trend["measured"]
+    assert near["holds"] and "up to δ = 30, above from δ = 60" in near["measured"]
+    _, far = pd_vs_rpd.e8_claim_checks([0, 8, 30, 60, 180], [0.1, 2.0, 0.9, 1.5, 9.0], 1.0, 60)
+    assert not far["holds"]  # above PD already at δ = 8
 
 
 def test_quick_configs_are_valid():

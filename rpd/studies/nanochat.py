@@ -9,8 +9,10 @@ recent microbatch whose forward on the last stage S − 1 ran at or before t (Na
 first one). For PD that loss is the core's ``loss_z`` of the microbatch's fresh update (its
 first backward, on stage S − 1): weight stashing makes it exactly the loss of the forward pass
 F(m, S − 1); for LocalSGD it is the replica's minibatch loss. Curves cover time steps
-0..T − 1. γ is chosen per method by the stable selector with the LM thresholds
-(``tuning.LM``, tail ``tail_frac``) on that raw curve from the first last-stage forward on.
+0..T − 1. γ is chosen per method by ``selector`` (default "reference", the rule the paper's γ
+were chosen by, SPEC §7; the strict "stable" rule with the LM thresholds and "best_final" are
+reported beside it; ``tuning.LM``, tail ``tail_frac``) on that raw curve from the first
+last-stage forward on.
 The figure draws it smoothed by a trailing mean over ``smooth_window`` time steps (the raw
 curve faint underneath); the held-out loss is PD's at a stride and LocalSGD's at round ends.
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import textwrap
 from typing import Callable
 
 import numpy as np
@@ -28,7 +31,7 @@ import numpy as np
 from rpd import corpus, methods, schedules, simtime, tuning
 from rpd.objectives import nanochat as nc
 from rpd.results import Result
-from rpd.studies import StudyOutput
+from rpd.studies import AUTHORS_OVERRIDE, RULE_TEXT, StudyOutput, selector_rules
 from rpd.validation import check_int
 
 TITLE = "PD vs. LocalSGD on NanoChat"
@@ -47,7 +50,8 @@ class Config:
     H: tuple[int, ...] = (1, 4, 8)  # LocalSGD local steps drawn in the figure (subset of H_grid)
     H_grid: tuple[int, ...] = (1, 2, 4, 8, 16)  # LocalSGD local steps run (the paper's H grid)
     gamma_exps: tuple[int, int] = (-5, -1)  # γ grid 2^lo .. 2^hi, both methods
-    tail_frac: float = 0.2  # stable selector's tail (LM thresholds)
+    tail_frac: float = 0.2  # selector's tail (LM thresholds)
+    selector: str = "reference"  # rule of the drawn γ (rpd.tuning.RULES); the others reported beside
     batch_size: int = 16
     seq_len: int = 32
     width: int = 64
@@ -122,12 +126,13 @@ def pd_microbatch_losses(res: Result, tl: schedules.Timeline) -> np.ndarray:
     return np.asarray(res.traces["loss_z"])[:, first_k]
 
 
-def select(train_GxT: np.ndarray, gammas: np.ndarray, tail_frac: float) -> tuple[tuning.Selection, int]:
-    """LM-threshold stable selector on the raw curve from its first defined point; returns the
-    selection and that first time step."""
+def select(train_GxT: np.ndarray, gammas: np.ndarray, tail_frac: float,
+           rule: str = "stable") -> tuple[tuning.Selection, int]:
+    """The selector ``rule`` with the LM thresholds on the raw curve from its first defined
+    point; returns the selection and that first time step."""
     t0 = int(np.argmax(~np.all(np.isnan(train_GxT), axis=0)))
     with np.errstate(over="ignore", invalid="ignore"):
-        sel = tuning.select_gamma(train_GxT[:, t0:], gammas, rule="stable", tail_frac=tail_frac,
+        sel = tuning.select_gamma(train_GxT[:, t0:], gammas, rule=rule, tail_frac=tail_frac,
                                   thresholds=tuning.LM)
     return sel, t0
 
@@ -157,6 +162,7 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
     """PD and LocalSGD (every H of ``H_grid``) on the γ grid at a common time budget T; the
     selected γ per method, its final smoothed training loss at T and its final held-out loss."""
     _check(cfg)
+    rules = selector_rules(cfg.selector)
     report = progress or (lambda msg: None)
     obj = make_objective(cfg)
     gammas = tuning.pow2_grid(*cfg.gamma_exps)
@@ -179,7 +185,8 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
         time_N = tl.f_time[:, S - 1]
         train = last_stage_curve(loss_GxN, time_N, T)
         smooth = trailing_mean(train, cfg.smooth_window)
-        sel, t0 = select(train, gammas, cfg.tail_frac)
+        sels = {u: select(train, gammas, cfg.tail_frac, u)[0] for u in rules}
+        sel, t0 = sels[cfg.selector], int(np.argmax(~np.all(np.isnan(train), axis=0)))
         idx = -1 if sel.index is None else sel.index
         arrays.update({f"{key}_gammas": gammas, f"{key}_train": train, f"{key}_train_smooth": smooth,
                        f"{key}_mb_loss": loss_GxN, f"{key}_mb_time": time_N,
@@ -201,6 +208,9 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
             tail_mean=None if idx < 0 else _fin(sel.reports[idx].tail_mean),
             heldout_final=None if idx < 0 else _fin(res.curve[idx, -1]),
             heldout_final_time=int(res.axis[-1]), shown=H is None or H in cfg.H,
+            by_rule={u: dict(rule=x.rule, gamma_exp=None if x.index is None else tuning.log2_exponent(x.gamma),
+                             train_smooth_final=None if x.index is None else _fin(smooth[x.index, -1]))
+                     for u, x in sels.items()},
             gamma_reports=[dict(gamma_exp=tuning.log2_exponent(r.gamma), stable=r.stable,
                                 diverged=r.diverged, tail_mean=_fin(r.tail_mean),
                                 train_smooth_final=_fin(smooth[i, -1]), heldout_final=_fin(res.curve[i, -1]),
@@ -210,6 +220,7 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
         entries.append(entry)
         rows.append(dict(method=entry["method"], H=H, N=entry["N"], T_own=entry["T_own"],
                          gamma=_pow2(entry["gamma"]), rule=sel.rule,
+                         stable_gamma=_pow2(sels["stable"].gamma if sels["stable"].index is not None else None),
                          train_loss_smoothed_at_T=final_smooth, train_loss_sem=sem,
                          heldout_loss_final=entry["heldout_final"]))
     checks = claim_checks(entries)
@@ -220,6 +231,8 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
         heldout_stride=stride, smooth_window=cfg.smooth_window, D=obj.D,
         stage_sizes=list(obj.layout.sizes), vocab_size=obj.meta["vocab_size"], corpus=obj.meta["source"],
         n_batches=obj.n_batches, methods=entries, claim=CLAIM, checks=checks,
+        selector=cfg.selector, selectors=list(rules), selector_text=RULE_TEXT[cfg.selector],
+        authors_override=AUTHORS_OVERRIDE,
     )
     return StudyOutput(arrays=arrays, summary=summary, table=rows)
 
@@ -269,12 +282,20 @@ def figure(out: StudyOutput, path) -> None:
         rules = sorted({e["rule"] for e in s["methods"] if e["shown"]})
         ax.set_xlabel(X_LABEL)
         ax.set_ylabel("last-stage forward loss (training)")
-        ax.set_title(f"{s['title']}\n{s['setting']}\nγ by the LM selector (rule: {', '.join(rules)}); "
-                     f"trailing mean over {s['smooth_window']} steps, raw faint", fontsize=9)
+        rule = s.get("selector", "stable")
+        ax.set_title(f"{s['title']}\n{s['setting']}\nγ: {RULE_TEXT.get(rule, rule)}, LM thresholds "
+                     f"(picked as: {', '.join(rules)});\ntrailing mean over {s['smooth_window']} steps, raw faint",
+                     fontsize=8)
         ax.legend(fontsize=8)
         ax_h.set_xlabel(X_LABEL)
         ax_h.set_ylabel("held-out loss")
         ax_h.set_title(f"held-out loss (PD every {s['heldout_stride']} steps, LocalSGD at round ends)",
                        fontsize=9)
         fig.tight_layout()
+        if rule != "stable" and all("by_rule" in e for e in s["methods"]):
+            picks = ", ".join(f"{'PD' if e['H'] is None else 'H=' + str(e['H'])} "
+                              f"2^{e['by_rule']['stable']['gamma_exp']}" for e in s["methods"] if e["shown"])
+            note = (f"Strict stable rule (SPEC §7 as written, LM thresholds) would pick: {picks}. Why the reference "
+                    "rule: " + s.get("authors_override", AUTHORS_OVERRIDE) + ".")
+            fig.text(0.01, -0.01, textwrap.fill(note, 190), fontsize=6, ha="left", va="top", color="0.25")
         plotting._save(fig, path)
