@@ -103,10 +103,13 @@ def test_e1_e8_claims_are_trends(e1, e8):
         assert checks and all("Spearman" in c["measured"] or "δ" in c["measured"] for c in checks)
         assert len(out.summary["checks_stable_rule"]) == len(checks)
         assert "rows.append" in out.summary["authors_override"]
-    # E8 by hand: RPD at or below PD (1.0) up to δ = 30, above from δ = 60 (= S² − S/2 for S = 8)
-    trend, near = pd_vs_rpd.e8_claim_checks([0, 8, 30, 60, 180], [0.1, 0.2, 0.9, 1.5, 9.0], 1.0, 60)
+    # E8 by hand: RPD at or below PD (1.0) up to δ = 60, above from δ = 180 (S² − S/2 = 60); in
+    # (log δ, log f) f goes from 0.1 at 60 to 10 at 180, so f = 1 halfway: δ* = sqrt(60·180) ≈ 104
+    trend, near = pd_vs_rpd.e8_claim_checks([0, 8, 30, 60, 180], [0.01, 0.02, 0.09, 0.1, 10.0], 1.0, 60)
     assert trend["holds"] and "ρ(δ, f) = 1.00" in trend["measured"]
-    assert near["holds"] and "up to δ = 30, above from δ = 60" in near["measured"]
+    assert near["holds"] and "up to δ = 60, above from δ = 180; crossing δ* ≈ 104" in near["measured"]
+    _, late = pd_vs_rpd.e8_claim_checks([0, 8, 30, 60, 180, 420], [0.01, 0.02, 0.09, 0.1, 0.5, 10.0], 1.0, 60)
+    assert not late["holds"] and "δ* ≈ 219" in late["measured"]  # 180·(420/180)^(log 2 / log 20)
     _, far = pd_vs_rpd.e8_claim_checks([0, 8, 30, 60, 180], [0.1, 2.0, 0.9, 1.5, 9.0], 1.0, 60)
     assert not far["holds"]  # above PD already at δ = 8
 

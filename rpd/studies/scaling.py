@@ -231,7 +231,7 @@ def _draw(a: dict, s: dict, path) -> None:
     ax.set_yscale("log")
     ax.set_xticks(S, [str(int(v)) for v in S])
     ax.set_xlabel("number of stages S")
-    ax.set_ylabel(f"f(x) − f* at time step T = {s['config']['T']}")
+    ax.set_ylabel(f"f(x) − f* at the time budget T = {s['config']['T']}")
     rule = s.get("selector", "stable")
     ax.set_title(f"{s['title']}\n{s['setting']}\nγ: {RULE_TEXT.get(rule, rule)} (labels: γ per point)\n"
                  + (s.get("cut_text") or ""), fontsize=8)
