@@ -23,6 +23,10 @@ NAMES = {"nesterov_quadratic": "Nesterov quadratic", "logistic_regression": "log
          "mlp_chain": "MLP chain", "nanochat": "NanoChat LM"}
 
 
+_PLAIN = FuncFormatter(lambda v, _: f"{v:.4g}")
+_TWO_FIVE = FuncFormatter(lambda v, _: f"{v:.4g}" if round(v / 10 ** np.floor(np.log10(v)), 6) in (2.0, 5.0) else "")
+
+
 def _panel(ax, rows: list[dict], y: str, title: str) -> None:
     ok = [r for r in rows if r["status"] == "ok" and r.get(y) is not None and np.isfinite(r[y])]
     for r in ok:
@@ -43,13 +47,15 @@ def _panel(ax, rows: list[dict], y: str, title: str) -> None:
     if missing:  # under the title, wrapped
         words = ("never: " if y == "time_to_target" else "diverged: ") + ", ".join(missing)
         title += "\n" + textwrap.fill(words, 60)
-    ax.set_xscale("log")
-    if y == "loss_stable" and ok and min(r[y] for r in ok) > 0:
-        ax.set_yscale("log")
-    plain = FuncFormatter(lambda v, _: f"{v:g}")
-    for axis in (ax.xaxis, ax.yaxis):
-        axis.set_major_formatter(plain)
-        axis.set_minor_formatter(NullFormatter())
+    # log axes where the values span a decade or more; narrower ranges read better on linear ones
+    for values, set_scale in (([r["memory"] for r in ok], ax.set_xscale), ([r[y] for r in ok], ax.set_yscale)):
+        if values and min(values) > 0 and max(values) / min(values) >= 10:
+            set_scale("log")
+    for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+        axis.set_major_formatter(_PLAIN)
+        lo, hi = axis.get_view_interval()
+        narrow = scale == "log" and lo > 0 and np.log10(hi / lo) < 1.5  # few or no decades: label 2 and 5
+        axis.set_minor_formatter(_TWO_FIVE if narrow else NullFormatter())
     ax.set_title(title, fontsize=7.5)
     ax.tick_params(labelsize=7)
 
