@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import types
 import typing
 from typing import Any, Dict, List, Optional
 
@@ -174,10 +175,57 @@ class LoggerConfig:
 
 @dataclasses.dataclass
 class StudyConfig:
-    """Which ``rpd.studies`` entry feeds the figure, and overrides of its ``Config`` fields."""
+    """Which ``rpd.studies`` entry feeds the figure, and overrides of its ``Config`` fields.
+
+    ``experiments.figure`` replaces this node by the study's own schema (:func:`study_schema`,
+    the config group ``study``): one typed field per field of the study's ``Config``, null = the
+    size's preset, so ``study.S=8`` is checked at compose time. ``overrides`` is the untyped
+    form (``+study.overrides.S=8``), checked against the study's fields before any work."""
 
     name: str = MISSING  # a name in rpd.studies.REGISTRY (or e2_delay_law / e7_schedules)
     overrides: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def _schema_type(tp) -> Any:
+    """The OmegaConf-typed form of a study Config field's annotation: scalars as they are,
+    tuples and lists as ``List[item]``, ``X | None`` as X; anything else ``Any``."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp in (bool, int, float, str):
+        return tp
+    if origin in (typing.Union, types.UnionType):
+        rest = [a for a in args if a is not type(None)]
+        return _schema_type(rest[0]) if len(rest) == 1 else Any
+    if origin in (tuple, list):
+        items = {a for a in args if a is not Ellipsis}
+        item = items.pop() if len(items) == 1 else None
+        return List[item] if item in (bool, int, float, str) else List[Any]
+    if tp is dict or origin is dict:
+        return Dict[str, Any]
+    return Any
+
+
+def study_schema(name: str, config_cls) -> type:
+    """A :class:`StudyConfig` subclass for the study ``name`` whose ``Config`` dataclass is
+    ``config_cls``: every field of it, typed (:func:`_schema_type`), defaulting to null (the
+    preset of the chosen size). Fields named like StudyConfig's own are left to ``overrides``."""
+    hints = typing.get_type_hints(config_cls)
+    fields = [(f.name, Optional[_schema_type(hints[f.name])], dataclasses.field(default=None))
+              for f in dataclasses.fields(config_cls) if f.name not in ("name", "overrides")]
+    fields.insert(0, ("name", str, dataclasses.field(default=name)))
+    return dataclasses.make_dataclass(f"Study_{name}", fields, bases=(StudyConfig,))
+
+
+def study_fields(study) -> dict:
+    """The study fields set on a composed ``study`` node: its typed fields that are not null,
+    and ``overrides``; a field given both ways is an error naming both."""
+    typed_ = {k: v for k, v in study.items() if k not in ("name", "overrides") and v is not None}
+    typed_ = OmegaConf.to_container(OmegaConf.create(typed_), resolve=True) if typed_ else {}
+    extra = OmegaConf.to_container(study.overrides, resolve=True) if "overrides" in study else {}
+    both = sorted(set(typed_) & set(extra))
+    if both:
+        raise ValueError(f"study.{both[0]} and study.overrides.{both[0]} are both set; give one "
+                         f"(study.{both[0]}=... is the typed form)")
+    return {**extra, **typed_}
 
 
 @dataclasses.dataclass
@@ -431,6 +479,10 @@ def check_keys(cfg, schema=TrainConfig, prefix: str = "") -> None:
     The schemas are the closed set: hydra's ``+key=value`` adds keys that the typed merge does not
     reject, so a misspelt ``+method.gama_hi=3`` would silently change nothing but the run hash.
     ``Dict`` fields (``study.overrides``) are open here; the study checks their keys."""
+    if isinstance(cfg, DictConfig):  # a node promoted to a subclass (the study's own schema)
+        node_type = OmegaConf.get_type(cfg)
+        if dataclasses.is_dataclass(node_type) and issubclass(node_type, schema):
+            schema = node_type
     hints = typing.get_type_hints(schema)
     fields = [f.name for f in dataclasses.fields(schema)]
     for key in cfg:

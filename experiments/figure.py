@@ -2,7 +2,11 @@
 
     python -m experiments.figure experiment=e3_nesterov            # quick (laptop) size
     python -m experiments.figure experiment=e3_nesterov size=full  # the paper's size
-    python -m experiments.figure experiment=e1_pd_vs_rpd force=true +study.overrides.N=100
+    python -m experiments.figure experiment=e1_pd_vs_rpd force=true study.N=100
+
+``study.<field>=`` sets a field of the study's ``Config`` (typed: the study's schema is the config
+group ``study/<name>/fields``, see :func:`register_studies`); overriding the train cell's nodes
+(``schedule.S=8``) is an error naming the study field to set instead (:func:`check_not_ignored`).
 
 The study (``rpd.studies``; E2/E7 come from ``experiments/delay_law.py``) is computed once per
 (name, size, study config) and stored with ``rpd.store`` under
@@ -223,9 +227,11 @@ def draw(name: str, path: Path, out_dir: str | Path = "paper_figures", *, cached
 
 def make_figure(cfg, *, on_step=None, on_start=None, git_commit: str | None = None) -> FigureOutcome:
     """The whole job of ``experiments.figure`` for a composed ``FigureConfig``."""
+    if isinstance(cfg, DictConfig) and OmegaConf.is_missing(cfg.study, "name"):
+        raise SystemExit(f"experiments.figure needs experiment=<name>, one of {', '.join(experiments())}")
     cfg = C.typed(cfg, C.FigureConfig)
     name, size = cfg.study.name, C._value(cfg.size)
-    overrides = OmegaConf.to_container(cfg.study.overrides, resolve=True)
+    overrides = C.study_fields(cfg.study)
     path, cached = compute(name, size, overrides, results_root=cfg.results_root, force=cfg.force,
                            on_step=on_step, on_start=on_start)
     out_dir = cfg.out_dir or ("paper_figures" if size == "full" else "paper_figures/quick")
@@ -251,12 +257,74 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join([line(cols), line(["-" * w for w in widths])] + [line(r) for r in cells])
 
 
+# The train cell's nodes: an experiment file sets them for ``experiments.train``; the figure
+# computes its study's own Config (``study.*``) and reads none of them.
+TRAIN_NODES = ("objective", "method", "schedule", "costs")
+
+
+def experiments() -> list[str]:
+    return sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "configs" / "experiment").glob("*.yaml"))
+
+
+def check_not_ignored(task_overrides, study_name: str) -> None:
+    """Refuse a command-line override that the figure would silently ignore: a field or a
+    choice of the train cell's nodes (:data:`TRAIN_NODES`). The error names it and says what to
+    write instead: ``study.<field>=...`` where the study has a field of that name, else its
+    fields. Runs before any work."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    study = resolve(study_name)
+    fields = sorted(f.name for f in dataclasses.fields(study.Config))
+    for ov in OverridesParser.create().parse_overrides(list(task_overrides)):
+        key = ov.key_or_group
+        head, _, rest = key.partition(".")
+        if head not in TRAIN_NODES or ov.package:
+            continue
+        leaf = rest.rsplit(".", 1)[-1] if rest else None
+        where = (f"{study_name} computes its study's own Config at the chosen size, not the "
+                 f"train cell's {head} node (that node is what experiments.train runs)")
+        if leaf in fields:
+            value = ov.get_value_string() if "=" in (ov.input_line or "") else "..."
+            hint = f"write study.{leaf}={value}"
+        elif not rest:
+            hint = (f"the study fixes its {head}s itself; its fields are {', '.join(fields)} "
+                    f"(study.<field>=...)")
+        else:
+            hint = f"{study_name}'s fields are {', '.join(fields)} (study.<field>=...)"
+        raise ValueError(f"{ov.input_line} would be ignored by experiments.figure: {where}; {hint}")
+
+
 def run_and_report(cfg: DictConfig) -> None:
     """Make one figure, printing progress, where it was written and its table."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if HydraConfig.initialized() and not OmegaConf.is_missing(cfg.study, "name"):
+        check_not_ignored(HydraConfig.get().overrides.task, cfg.study.name)
     out = make_figure(cfg, on_step=lambda msg, done, total: print(f"  [{done}/{total or '?'}] {msg}"))
     print(f"{out.name} ({out.size}{', reused' if out.cached else ''}, {out.runtime_s:.1f} s): "
           f"{out.png}, {out.numbers}")
     print(format_table(out.table))
+
+
+def register_studies() -> None:
+    """Every study's typed schema in hydra's ConfigStore, group ``study`` (configs/figure.yaml
+    picks ``study: ${experiment}``): ``study.<field>=`` is then checked at compose time. A study
+    whose module is not in the repository is left out (its figure fails naming it)."""
+    from hydra.core.config_store import ConfigStore
+
+    from rpd import studies
+
+    cs = ConfigStore.instance()
+    for name in sorted(set(studies.REGISTRY) | set(EXTERNAL)):
+        try:
+            study = resolve(name)
+        except StudyNotAvailable:
+            continue
+        cs.store(group=f"study/{name}", name="fields", package="study",
+                 node=C.study_schema(name, study.Config))
+
+
+register_studies()
 
 
 @hydra.main(version_base="1.3", config_path="../configs", config_name="figure")
