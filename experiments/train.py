@@ -239,12 +239,27 @@ def _is_multirun() -> bool:
 
 
 @hydra.main(version_base="1.3", config_path="../configs", config_name="train")
-def main(cfg: DictConfig) -> None:
-    """Compose (hydra), run, and exit non-zero on failure unless in a multirun (which goes on
-    with the other jobs; the failure is in the results store)."""
-    out = run(cfg)
+def main(cfg: DictConfig) -> float:
+    """Compose (hydra), run, link the job's output directory to the stored run
+    (``experiments.sweep.link``), and exit non-zero on failure unless in a multirun (which goes
+    on with the other jobs; ``experiments.sweep.SweepSummary`` counts the failures at the end
+    and exits non-zero then). Returns the selected metric (the final value at the chosen γ, NaN
+    when none) for hydra's optimising sweepers (Optuna, Ax)."""
+    from experiments import sweep
+
+    try:
+        out = run(cfg)
+    except Exception as exc:  # an invalid config, refused before any work
+        sweep.link(None, status="failed", error=f"{type(exc).__name__}: {exc}")
+        if not _is_multirun():
+            raise
+        log.error("job refused, nothing stored: %s: %s", type(exc).__name__, exc)
+        return math.nan
+    sweep.link(out.path, status=out.status, skipped=out.skipped, error=out.error,
+               wandb_id=out.summary.get("wandb_id"))
     if out.status == "failed" and not _is_multirun():
         raise SystemExit(f"run failed ({out.error}); recorded in {out.path}")
+    return float(out.summary.get("final/selected", math.nan))
 
 
 if __name__ == "__main__":

@@ -253,16 +253,25 @@ def test_wandb_offline_run_has_group_tags_and_both_axes(tmp_path):
 
 def test_multirun_goes_on_after_a_failed_job(tmp_path):
     """A sweep through hydra's CLI: the job whose corpus file is missing is recorded as failed,
-    the other job completes, and the sweep exits 0."""
+    the other job completes, the sweep ends with its table and counts and exits 1; each job's
+    directory links its stored run (rpd.store.load_sweep reads the links)."""
     env = dict(os.environ, HYDRA_FULL_ERROR="1", WANDB_MODE="disabled")
     cmd = [sys.executable, "-m", "experiments.train", "-m", "objective=random_quadratic,nanochat",
            f"objective.text_path={tmp_path / 'missing.txt'}", f"results_root={tmp_path}",
            f"hydra.sweep.dir={tmp_path / 'multirun'}", *TINY_LINEAR]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "2 jobs, 1 done, 0 skipped (already stored), 1 failed" in proc.stdout
+    assert "1 of 2 jobs failed" in proc.stderr
     runs = {r.config["objective"]["name"]: r for r in store.iter_runs(tmp_path / "train")}
     assert runs["random_quadratic"].status == "ok"
     assert runs["nanochat"].status == "failed" and "missing.txt" in runs["nanochat"].error
+    sweep = store.load_sweep(tmp_path / "multirun")
+    assert list(sweep["objective"]) == ["random_quadratic", "nanochat"]
+    assert list(sweep["status"]) == ["ok", "failed"] and "missing.txt" in sweep["error"][1]
+    assert [store.load_run(p).path for p in sweep["result"]] == [runs["random_quadratic"].path,
+                                                                runs["nanochat"].path]
+    assert (tmp_path / "multirun" / "0" / "result").resolve() == runs["random_quadratic"].path.resolve()
 
 
 def test_staleness_scaling_entry_point(tmp_path):
