@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -300,7 +301,18 @@ def run_and_report(cfg: DictConfig) -> None:
 
     if HydraConfig.initialized() and not OmegaConf.is_missing(cfg.study, "name"):
         check_not_ignored(HydraConfig.get().overrides.task, cfg.study.name)
-    out = make_figure(cfg, on_step=lambda msg, done, total: print(f"  [{done}/{total or '?'}] {msg}"))
+    from experiments.reproduce_paper_figures import Report, write_manifest  # (it imports this module)
+    from rpd.provenance import git_commit
+
+    commit = git_commit()
+    t0 = time.perf_counter()
+    out = make_figure(cfg, on_step=lambda msg, done, total: print(f"  [{done}/{total or '?'}] {msg}"),
+                      git_commit=commit)
+    try:  # the figure joins the others in <out_dir>/MANIFEST.json, with its config and provenance
+        write_manifest(out.png.parent, [Report(out.name, "reused" if out.cached else "ok", out, None,
+                                               time.perf_counter() - t0)], out.size, commit)
+    except OSError as err:
+        print(f"warning: MANIFEST.json not written to {out.png.parent}: {err}", file=sys.stderr)
     print(f"{out.name} ({out.size}{', reused' if out.cached else ''}, {out.runtime_s:.1f} s): "
           f"{out.png}, {out.numbers}")
     print(format_table(out.table))

@@ -117,6 +117,21 @@ def test_rerun_reuses_the_stored_study_unless_forced(fakes, tmp_path):
     assert manifest["fake_ok"]["size"] == "full"
 
 
+def test_one_figure_joins_the_manifest_of_its_directory(fakes, tmp_path, capsys):
+    """``python -m experiments.figure`` (``run_and_report``) merges its figure into
+    ``<out_dir>/MANIFEST.json`` next to the figures already there, with its provenance."""
+    out = tmp_path / "pf"
+    kw = dict(results_root=str(tmp_path / "r"), out_dir=str(out))
+    R.reproduce(["fake_broken"], file=io.StringIO(), **kw)
+    F.run_and_report(R.figure_config("fake_ok", "full", force=False, **kw))
+    assert "fake_ok (full" in capsys.readouterr().out
+    figures = json.loads((out / "MANIFEST.json").read_text())["figures"]
+    assert set(figures) == {"fake_ok", "fake_broken"}  # merged, not replaced
+    ok = figures["fake_ok"]
+    assert (ok["status"], ok["size"], ok["config"]) == ("ok", "full", {"steps": 5, "scale": 2.0})
+    assert ok["provenance"]["jax"] and ok["png"] == "fake_ok.png"
+
+
 def test_study_config_overrides_and_unknown_fields(fakes):
     study = F.resolve("fake_ok")
     assert F.study_config(study, "quick", {"scale": 3.0}) == FakeConfig(steps=3, scale=3.0)
