@@ -150,3 +150,20 @@ def test_figure_without_an_experiment_says_which_to_pick(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "needs experiment=<name>" in proc.stderr
     assert "e3_nesterov" in proc.stderr
+
+
+def test_quick_figures_are_not_tracked():
+    """The main command writes the quick figures to paper_figures/quick/, which git ignores and
+    does not track, so reproducing leaves the checkout clean (issue 12, item 5)."""
+    import shutil
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    cfg = C.typed(_compose(["experiment=e3_nesterov"]), C.FigureConfig)
+    assert C._value(cfg.size) == "quick" and cfg.out_dir is None  # -> paper_figures/quick
+    git = ["git", "-C", str(ROOT)]
+    tracked = subprocess.run(git + ["ls-files", "paper_figures/quick"], capture_output=True, text=True)
+    assert tracked.returncode == 0 and tracked.stdout == ""
+    for path in ("paper_figures/quick/e3_nesterov.png", "paper_figures/quick/MANIFEST.json"):
+        assert subprocess.run(git + ["check-ignore", "-q", path]).returncode == 0, path
+    assert subprocess.run(git + ["check-ignore", "-q", "paper_figures/e3_nesterov.png"]).returncode == 1
