@@ -179,27 +179,29 @@ def compute(name: str, size: str = "quick", overrides: dict | None = None, *,
     cfg = study_config(study, size, overrides)
     key = study_key(name, size, cfg, study.corpus_identity(cfg) if study.corpus_identity else None)
     path = store.run_dir(Path(results_root) / "figures" / name, key)
-    if not force and store.should_skip(path, key):
-        return path, True
-    total = study.n_steps(cfg) if study.n_steps is not None else None
-    if on_start is not None:
-        on_start(total)
-    t0 = time.perf_counter()
-    try:
-        out = study.run(cfg, progress=_Counter(total, on_step))
-    except Exception as exc:
-        named = qualify(str(exc), {k: k for k in overrides or {}}, OVERRIDES)
-        if named != str(exc) and isinstance(exc, (ValueError, TypeError)):
-            # an overridden field's own check: name the field as the user typed it
-            failure = type(exc)(named)
-            store.save_failure(path, key, failure)
-            raise failure from exc
-        store.save_failure(path, key, exc)
-        raise
-    runtime = time.perf_counter() - t0
-    store.save_run(path, key, curves=out.arrays,
-                   summary={"summary": out.summary, "table": out.table, "runtime_s": runtime})
-    return path, False
+    # one writer per key: a second process waits, then reuses the first one's output
+    with store.run_lock(path, wait_message=f"{name}: waiting, another process is computing {path}"):
+        if not force and store.should_skip(path, key):
+            return path, True
+        total = study.n_steps(cfg) if study.n_steps is not None else None
+        if on_start is not None:
+            on_start(total)
+        t0 = time.perf_counter()
+        try:
+            out = study.run(cfg, progress=_Counter(total, on_step))
+        except Exception as exc:
+            named = qualify(str(exc), {k: k for k in overrides or {}}, OVERRIDES)
+            if named != str(exc) and isinstance(exc, (ValueError, TypeError)):
+                # an overridden field's own check: name the field as the user typed it
+                failure = type(exc)(named)
+                store.save_failure(path, key, failure)
+                raise failure from exc
+            store.save_failure(path, key, exc)
+            raise
+        runtime = time.perf_counter() - t0
+        store.save_run(path, key, curves=out.arrays,
+                       summary={"summary": out.summary, "table": out.table, "runtime_s": runtime})
+        return path, False
 
 
 def draw(name: str, path: Path, out_dir: str | Path = "paper_figures", *, cached: bool = False,

@@ -210,24 +210,28 @@ def run(cfg) -> TrainOutcome:
         tracking.require_wandb()
     key = run_config(cfg)
     path = store.run_dir(Path(cfg.results_root) / "train", key)
-    if not cfg.force and store.should_skip(path, key):
-        done = store.load_run(path)
-        log.info("skip: %s is complete (%s)", path, done.status)
-        return TrainOutcome(path, done.status, True, done.summary, done.curves, done.error)
-    try:
-        curves, summary, status = train(cfg)
-        store.save_run(path, key, curves, summary, status=status)
-    except Exception as exc:  # recorded, never kills a sweep; the caller decides the exit code
-        log.error("run failed, recorded in %s:\n%s", path, traceback.format_exc())
-        store.save_failure(path, key, exc)
-        return TrainOutcome(path, "failed", False, {}, {}, f"{type(exc).__name__}: {exc}")
+    # One writer per key: a second process (an identical sweep, a joblib worker) waits here,
+    # then finds the run complete and reuses it. Ctrl-C (KeyboardInterrupt) is no Exception:
+    # nothing is stored, the run directory stays incomplete and a rerun computes it.
+    with store.run_lock(path, wait_message=f"waiting: another process is computing {path}"):
+        if not cfg.force and store.should_skip(path, key):
+            done = store.load_run(path)
+            log.info("skip: %s is complete (%s)", path, done.status)
+            return TrainOutcome(path, done.status, True, done.summary, done.curves, done.error)
+        try:
+            curves, summary, status = train(cfg)
+            store.save_run(path, key, curves, summary, status=status)
+        except Exception as exc:  # recorded, never kills a sweep; the caller decides the exit code
+            log.error("run failed, recorded in %s:\n%s", path, traceback.format_exc())
+            store.save_failure(path, key, exc)
+            return TrainOutcome(path, "failed", False, {}, {}, f"{type(exc).__name__}: {exc}")
+        saved = store.load_run(path)  # what a rerun (or a figure) reads: JSON types, as a skip
     log.info("%s: %s, gamma=%s (%s), final=%.4g -> %s", summary["method"], status,
              summary["tuning/gamma"], summary["tuning/rule"], summary["final/selected"], path)
     try:
         _log(cfg, key, curves, summary)
     except Exception as exc:  # tracking never fails a run that is already saved
         warnings.warn(f"logging the curves failed: {exc!r}", RuntimeWarning, stacklevel=2)
-    saved = store.load_run(path)  # what a rerun (or a figure) reads: JSON types, same as a skip
     return TrainOutcome(path, saved.status, False, saved.summary, saved.curves)
 
 

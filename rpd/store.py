@@ -13,6 +13,13 @@ files. A run is *complete* iff its status file exists and the checksums match, s
 kill at any point leaves either the previous complete run or nothing a figure could read
 (saving first removes an old marker). Sweeps key run directories by a stable hash of the
 resolved config and skip complete runs whose status is ok or diverged (failed runs are rerun).
+
+Two processes on one key: writers hold :func:`run_lock` (an ``fcntl.flock`` on ``.lock`` in
+the run directory) around check-compute-save, so the second waits, then finds the run complete
+and reuses it; a run is never written twice at once. Readers take no lock (a read-only store
+can be read): :func:`load_run` reads each file once, checks those bytes against the marker and
+parses the same bytes, so it returns one writer's complete run or raises
+``IncompleteRunError``, never a mix. Files are created with mode ``0o666 & ~umask``.
 """
 
 from __future__ import annotations
@@ -23,12 +30,19 @@ import json
 import math
 import numbers
 import os
+import secrets
 import sys
-import tempfile
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 
 import numpy as np
+
+try:  # POSIX; on Windows there is no flock and run_lock only serialises threads (writes stay
+    import fcntl  # atomic and checksummed, so a reader still never sees a mixed run)
+except ImportError:  # pragma: no cover
+    fcntl = None
 
 from rpd.validation import check_choice
 
@@ -95,10 +109,23 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _create_temp(path: Path) -> tuple[int, Path]:
+    """A new temporary file beside ``path``, created mode 0o666 so the kernel applies the
+    umask (``tempfile.mkstemp`` would make it 0600, and ``os.replace`` keeps that mode)."""
+    while True:
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
+                           0o666), tmp
+        except FileExistsError:  # pragma: no cover - 48 random bits
+            continue
+
+
 def atomic_write(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the new one, never a part."""
+    """Write ``data`` to ``path`` so that readers see the old file or the new one, never a part.
+    The file gets mode ``0o666 & ~umask``, like one made with ``open(path, "wb")``."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _create_temp(path)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -109,6 +136,59 @@ def atomic_write(path: str | os.PathLike, data: bytes) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
     _fsync_dir(path.parent)
+
+
+LOCK = ".lock"  # in a run directory: what run_lock flocks
+_locks_guard = threading.Lock()
+_locks: dict[str, list] = {}  # resolved run dir -> [threading.RLock, depth, fd]
+
+
+@contextmanager
+def run_lock(path: str | os.PathLike, *, wait_message: str | None = None):
+    """Hold the write lock of run directory ``path`` (created if missing): one writer per key
+    across processes (``fcntl.flock`` on ``path/.lock``, released by the OS if the holder dies)
+    and across threads. Re-entrant in the thread that holds it. A writer checks
+    :func:`should_skip` *inside* the lock, so the second of two writers of one key waits, then
+    reuses the first one's run. ``wait_message`` is logged when the lock is held elsewhere."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    key = str(path.resolve())
+    with _locks_guard:
+        entry = _locks.setdefault(key, [threading.RLock(), 0, None])
+    rlock = entry[0]
+    rlock.acquire()
+    try:
+        if entry[1] == 0:
+            entry[2] = _flock(path / LOCK, wait_message or f"waiting for another process writing {path}")
+        entry[1] += 1
+        try:
+            yield path
+        finally:
+            entry[1] -= 1
+            if entry[1] == 0:
+                fd, entry[2] = entry[2], None
+                if fd is not None:
+                    os.close(fd)  # releases the flock
+    finally:
+        rlock.release()
+
+
+def _flock(lock_path: Path, wait_message: str) -> int | None:
+    if fcntl is None:  # pragma: no cover - Windows: threads only (see the import)
+        return None
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            import logging
+
+            logging.getLogger(__name__).info(wait_message)
+            fcntl.flock(fd, fcntl.LOCK_EX)  # Ctrl-C interrupts the wait (PEP 475)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _npz_bytes(curves: Mapping[str, Any]) -> bytes:
@@ -122,16 +202,16 @@ def save_run(path: str | os.PathLike, config: Mapping, curves: Mapping[str, Any]
     """Write a run directory; the completion marker goes last. Returns the directory."""
     check_choice("status", status, STATUSES)
     path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    (path / MARKER).unlink(missing_ok=True)  # a rewrite is incomplete until its marker lands
-    _fsync_dir(path)
     blobs = {"config.json": _dumps(config), "summary.json": _dumps(summary or {}),
              "curves.npz": _npz_bytes(curves or {})}
-    for name, data in blobs.items():
-        atomic_write(path / name, data)
     marker = {"status": status, "error": error, "config_hash": config_hash(config),
               "sha256": {n: hashlib.sha256(b).hexdigest() for n, b in blobs.items()}}
-    atomic_write(path / MARKER, _dumps(marker))
+    with run_lock(path):  # one writer at a time (re-entrant for a caller that holds it)
+        (path / MARKER).unlink(missing_ok=True)  # a rewrite is incomplete until its marker lands
+        _fsync_dir(path)
+        for name, data in blobs.items():
+            atomic_write(path / name, data)
+        atomic_write(path / MARKER, _dumps(marker))
     return path
 
 
@@ -140,15 +220,29 @@ def save_failure(path: str | os.PathLike, config: Mapping, exc: BaseException) -
     return save_run(path, config, status="failed", error=f"{type(exc).__name__}: {exc}")
 
 
-def _read_marker(path: Path) -> dict | None:
-    try:
-        marker = json.loads((path / MARKER).read_bytes())
-        for name in FILES:
-            if hashlib.sha256((path / name).read_bytes()).hexdigest() != marker["sha256"][name]:
+def _read_complete(path: Path, tries: int = 3) -> tuple[dict, dict[str, bytes]] | None:
+    """The marker and the bytes of every file, read once each and checked against the marker's
+    checksums (so they come from one write), or None for an incomplete run. A mismatch is read
+    again (``tries`` times): a writer may have replaced a file between our reads."""
+    for attempt in range(tries):
+        try:
+            marker = json.loads((path / MARKER).read_bytes())
+            blobs = {name: (path / name).read_bytes() for name in FILES}
+            if marker.get("status") not in STATUSES:
                 return None
-        return marker if marker.get("status") in STATUSES else None
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+            if all(hashlib.sha256(b).hexdigest() == marker["sha256"][n] for n, b in blobs.items()):
+                return marker, blobs
+        except FileNotFoundError:
+            if not (path / MARKER).exists():
+                return None  # not written, or being rewritten
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+    return None
+
+
+def _read_marker(path: Path) -> dict | None:
+    complete = _read_complete(path)
+    return None if complete is None else complete[0]
 
 
 def is_complete(path: str | os.PathLike) -> bool:
@@ -159,14 +253,15 @@ def is_complete(path: str | os.PathLike) -> bool:
 def load_run(path: str | os.PathLike) -> Run:
     """Read a complete run; raises ``IncompleteRunError`` otherwise."""
     path = Path(path)
-    marker = _read_marker(path)
-    if marker is None:
+    complete = _read_complete(path)
+    if complete is None:
         raise IncompleteRunError(f"{path} holds no complete run (interrupted, still running, or "
                                  f"corrupted: {MARKER} missing or checksums do not match)")
-    with np.load(path / "curves.npz", allow_pickle=False) as npz:
+    marker, blobs = complete  # parse the bytes that were checked: never a mix of two writes
+    with np.load(io.BytesIO(blobs["curves.npz"]), allow_pickle=False) as npz:
         curves = {k: npz[k] for k in npz.files}
-    return Run(path, json.loads((path / "config.json").read_bytes()), curves,
-               json.loads((path / "summary.json").read_bytes()), marker["status"], marker["error"])
+    return Run(path, json.loads(blobs["config.json"]), curves, json.loads(blobs["summary.json"]),
+               marker["status"], marker["error"])
 
 
 def should_skip(path: str | os.PathLike, config: Mapping) -> bool:
@@ -240,12 +335,13 @@ def _row_of_run(path: Path | None) -> dict:
     row: dict[str, Any] = {}
     if path is None:
         return row
-    marker = _read_marker(path)
-    if marker is None:
+    complete = _read_complete(path)
+    if complete is None:
         row.update(status="incomplete", result=str(path))
         return row
-    config = json.loads((path / "config.json").read_bytes())
-    summary = json.loads((path / "summary.json").read_bytes())
+    marker, blobs = complete
+    config = json.loads(blobs["config.json"])
+    summary = json.loads(blobs["summary.json"])
     method = config.get("method") if isinstance(config.get("method"), dict) else {}
     sched = config.get("schedule") if isinstance(config.get("schedule"), dict) else {}
     objective = config.get("objective") if isinstance(config.get("objective"), dict) else {}
