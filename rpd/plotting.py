@@ -1,13 +1,15 @@
 """Paper figures, drawn from saved numbers (never recomputed here, never read from wandb).
 
 Every figure is a small function ``name(<arrays>, path) -> path`` that writes one PNG in the
-paper's style (:func:`paper_style`). Colours of the schedule charts follow the paper: blue
-forward, green backward, white hatched idle.
+paper's style (:func:`paper_style`) and, next to it, the same figure as a vector PDF
+(:func:`_save`). Step sizes are labelled by one helper, :func:`gamma_label` ("2⁻⁴"). Colours of
+the schedule charts follow the paper: blue forward, green backward, white hatched idle.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 from pathlib import Path
 
 import matplotlib as mpl
@@ -19,12 +21,44 @@ from matplotlib.patches import Rectangle
 
 FWD_COLOR, BWD_COLOR = "#4C78A8", "#8BC17C"
 _IDLE, _FWD, _BWD = 0, 1, 2  # the op codes of rpd.schedules
+SYNC_STYLE = dict(color="#D62728", linestyle="--", linewidth=2.2)  # LocalSGD's averaging
+
+
+_SUPERSCRIPT = str.maketrans("0123456789-+", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺")
+
+
+def pow2_label(k) -> str:
+    """2 to the integer power ``k`` in unicode superscripts: -4 -> "2⁻⁴", 0 -> "2⁰", 3 -> "2³"."""
+    return "2" + str(int(k)).translate(_SUPERSCRIPT)
+
+
+def gamma_label(gamma) -> str:
+    """A step size as the figures print it: a power of two as "2⁻⁴" (:func:`pow2_label`), any
+    other positive value as a plain number ("0.3"), None or a non-positive / non-finite value as
+    str(value). Text only (no mathtext), so PNG, PDF and legends render it the same."""
+    if gamma is None:
+        return "none"
+    g = float(gamma)
+    if math.isfinite(g) and g > 0:
+        k = math.log2(g)
+        if abs(k - round(k)) < 1e-9:
+            return pow2_label(round(k))
+        return f"{g:.3g}"
+    return str(g)
+
+
+def gamma_grid_label(exps) -> str:
+    """The power-of-two grid 2^lo..2^hi as "{2⁻⁸, …, 2⁰}"."""
+    lo, hi = exps
+    return "{" + f"{pow2_label(lo)}, …, {pow2_label(hi)}" + "}"
 
 
 @contextlib.contextmanager
 def paper_style():
-    """Whitegrid look of the paper's figures, scoped to the figure being drawn."""
-    with mpl.style.context("seaborn-v0_8-whitegrid"), mpl.rc_context({"savefig.dpi": 200}):
+    """Whitegrid look of the paper's figures, scoped to the figure being drawn. PDFs embed
+    TrueType (type 42) fonts, as journals ask."""
+    with mpl.style.context("seaborn-v0_8-whitegrid"), \
+            mpl.rc_context({"savefig.dpi": 200, "pdf.fonttype": 42}):
         yield
 
 
@@ -34,10 +68,16 @@ def _axes(figsize):
     return fig, fig.subplots()
 
 
-def _save(fig, path) -> Path:
+def _save(fig, path, **kwargs) -> Path:
+    """Write ``fig`` to ``path`` (PNG at the style's or the given dpi, ``bbox_inches="tight"``
+    unless given) and the same figure as a vector PDF next to it (``<stem>.pdf``). Returns the
+    PNG's path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, bbox_inches="tight")
+    kwargs.setdefault("bbox_inches", "tight")
+    fig.savefig(path, **kwargs)
+    if path.suffix.lower() != ".pdf":
+        fig.savefig(path.with_suffix(".pdf"), **{k: v for k, v in kwargs.items() if k != "dpi"})
     return path
 
 
@@ -54,7 +94,7 @@ def _draw_schedule(ax, op, mb, title: str, sync_time=(), numbers: bool = True) -
             ax.text(t + 0.5, S - 0.5 - s, str(mb[t, s] + 1), ha="center", va="center",
                     fontsize=10 if T <= 40 else 7, color="white", fontweight="bold")
     for t in np.asarray(sync_time)[:-1]:  # the last averaging ends the run
-        ax.axvline(t + 1, color="#D62728", linestyle="--", linewidth=2.2)
+        ax.axvline(t + 1, **SYNC_STYLE)
     ax.set_xlim(0, T)
     ax.set_ylim(0, S)
     ticks = np.arange(0, T, 1 if T <= 30 else 2 if T <= 80 else max(1, T // 40))
@@ -65,10 +105,17 @@ def _draw_schedule(ax, op, mb, title: str, sync_time=(), numbers: bool = True) -
     ax.grid(False)
 
 
-def _schedule_legend(ax) -> None:
+def _schedule_legend(ax, averaging: bool = False) -> None:
+    """Forward / Backward / Idle cells, and the dashed averaging line when one is drawn."""
+    from matplotlib.lines import Line2D
+
     handles = [Rectangle((0, 0), 1, 1, facecolor=c, edgecolor="black", hatch=h)
                for c, h in ((FWD_COLOR, None), (BWD_COLOR, None), ("white", "////"))]
-    ax.legend(handles, ["Forward", "Backward", "Idle"], loc="upper left", bbox_to_anchor=(1.01, 1.0),
+    labels = ["Forward", "Backward", "Idle"]
+    if averaging:
+        handles.append(Line2D([], [], **SYNC_STYLE))
+        labels.append("LocalSGD averaging")
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0),
               frameon=True, edgecolor="black")
 
 
@@ -80,7 +127,7 @@ def schedule_chart(op, mb, path, title: str, sync_time=(), numbers: bool = True)
     with paper_style():
         fig, ax = _axes((max(6.0, 0.42 * T + 2.0), 0.62 * S + 1.3))
         _draw_schedule(ax, op, mb, title, sync_time, numbers)
-        _schedule_legend(ax)
+        _schedule_legend(ax, averaging=len(np.asarray(sync_time)) > 1)
         return _save(fig, path)
 
 
@@ -95,7 +142,7 @@ def schedule_pictures(panels: list[dict], path) -> Path:
         for ax, p in zip(axes, panels):
             _draw_schedule(ax, p["op"], p["mb"], p["title"], p.get("sync_time", ()))
             ax.set_xlim(0, T)
-        _schedule_legend(axes[0])
+        _schedule_legend(axes[0], averaging=any(len(np.asarray(p.get("sync_time", ()))) > 1 for p in panels))
         fig.tight_layout()
         return _save(fig, path)
 

@@ -9,12 +9,12 @@ import math
 import numpy as np
 from matplotlib.figure import Figure
 
-from rpd.plotting import paper_style
+from rpd.plotting import _save, paper_style
 from rpd.studies.crossover import crossover_point, crossover_point_any, fmt
 
 
 def costs_figure(summary: dict, path) -> None:
-    """Three panels from the saved summary: the quadratic's f − f* at the budget per rung (PD and
+    """``path`` (PNG) and ``<stem>.pdf``: three panels from the saved summary: the quadratic's f − f* at the budget per rung (PD and
     every LocalSGD H, the crossover marked), the logistic panel's f_LocalSGD / f_PD per rung for
     every S (crossings of 1 marked), and the crossover α against S."""
     with paper_style():
@@ -60,7 +60,7 @@ def _draw(s: dict, path) -> None:
                       ls=ls_, marker="^", ms=3, label=f"LocalSGD H = {H}, c = {sr['c']}")
         pos = _position(sr, sr["crossover"])
         if pos is not None:
-            ax_q.axvline(pos, color="C3", ls=ls_, lw=1.2)
+            ax_q.axvline(pos, color="C3", ls=ls_, lw=1.2, label=f"winner changes, c = {sr['c']}")
             ax_q.annotate(f"winner changes (c = {sr['c']})\nα ≈ {crossover_point_any(sr['crossover']):.3g}",
                           (pos, 0.97), xycoords=("data", "axes fraction"), fontsize=7, color="C3", va="top")
     if all(x["crossover"]["to"] is None for x in quad):
@@ -112,7 +112,7 @@ def _draw(s: dict, path) -> None:
                 if p is None or math.isinf(p):
                     ax_x.plot([S], [0.0 if p is None else top], marker="v" if p is None else "^", ms=7, ls="",
                               color="C3", mfc="C3" if fill else "none")
-    ax_x.axhline(top, color="0.6", lw=0.6, ls=":")
+    ax_x.axhline(top, color="0.6", lw=0.6, ls=":", label="beyond the ladder (▲ drawn on this line)")
     ax_x.set_xscale("log", base=2)
     ax_x.set_yscale("symlog", linthresh=1.0)
     ax_x.set_xticks(S_vals, [str(v) for v in S_vals])
@@ -128,7 +128,7 @@ def _draw(s: dict, path) -> None:
     fig.suptitle(f"{s['title']}. {s['setting']['ladder']}.\nMeasured: f − f* at a fixed budget = the paper's "
                  f"budget × PD's makespan under the rung's costs / at unit cost (PD does the paper's work on every "
                  f"rung and never averages: it is flat in α)", fontsize=9)
-    fig.savefig(path, bbox_inches="tight")
+    _save(fig, path)
 
 
 def _cmap(n: int) -> list:

@@ -81,6 +81,10 @@ def _grid(rows: list[dict], y: str, ylabel: str, suptitle: str, path) -> Path:
         handles = [mpl_lines.Line2D([], [], marker=m, color=c, linestyle="none", markersize=7, label=k)
                    for k, (m, c) in STYLE.items() if any(r["schedule"] == k for r in rows)]
         handles.append(mpl_lines.Line2D([], [], color="black", alpha=0.6, label="Pareto front"))
+        if y == "loss_stable" and any(r.get("pareto") for r in rows):
+            handles.append(mpl_lines.Line2D([], [], marker="o", color="0.6", markeredgecolor="black",
+                                            markeredgewidth=1.2, markersize=8.5, linestyle="none",
+                                            label="on the Pareto front (outlined)"))
         fig.legend(handles=handles, loc="center right", fontsize=8, frameon=True)
         fig.suptitle(suptitle, fontsize=10)
         fig.tight_layout(rect=(0, 0, 1 - 1.6 / (2.9 * len(cols) + 1.8), 0.97))
@@ -88,7 +92,8 @@ def _grid(rows: list[dict], y: str, ylabel: str, suptitle: str, path) -> Path:
 
 
 def frontier_figure(out, path) -> Path:
-    """``path``: loss at the budget vs memory; ``<stem>_time.png``: time to the target vs memory."""
+    """``path``: loss at the budget vs memory; ``<stem>_time.png``: time to the target vs memory
+    (each with its PDF next to it, :func:`rpd.plotting._save`)."""
     rows = out.table
     p = Path(path)
     _grid(rows, "loss_stable", "loss at the budget (stable γ)",

@@ -170,7 +170,7 @@ def frontier_table_figure(rows: list[dict], path, costs: str = "B=2F", claims: l
         _table(ax, ok, table_S, costs)
         if claims:
             lines = [f"{'HOLDS' if c['holds'] else 'FAILS'}  \"{c['claim']}\"  measured: {c['measured']}" for c in claims]
-            ax.text(0.0, 0.2, "The seeds' claims (ZOO.md §8), verdicts computed from these timelines:\n"
+            ax.text(0.0, 0.2, "The seeds' claims (ZOO.md), verdicts computed from these timelines:\n"
                     + "\n".join(lines), transform=ax.transAxes, fontsize=9, va="top", ha="left", family="monospace")
         return _save(fig, path)
 
