@@ -169,8 +169,9 @@ class LoggerConfig:
     project: str = "rpd"
     entity: Optional[str] = None
     mode: Optional[str] = None  # offline | online | disabled; null: $WANDB_MODE, else offline
-    dir: Optional[str] = None
+    dir: Optional[str] = None  # null: the hydra job's output directory (outside hydra: $WANDB_DIR or .)
     tags: List[str] = dataclasses.field(default_factory=list)
+    init_timeout: float = 30.0  # seconds an online run waits for the server, then logs offline
 
 
 @dataclasses.dataclass
@@ -395,6 +396,7 @@ def _check_values(cfg) -> None:
         from rpd.tracking import MODES
 
         check_choice("logger.mode", cfg.logger.mode, MODES)
+    check_real("logger.init_timeout", cfg.logger.init_timeout)
     run_spec(cfg)  # the schedule, its costs and the method's options, through rpd.registry
 
     name = check_choice("objective.name", _value(o.name), [x.value for x in ObjectiveName])

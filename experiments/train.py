@@ -173,29 +173,23 @@ def _is_pow2(g: float) -> bool:
     return g > 0 and math.frexp(g)[0] == 0.5
 
 
-def _log(cfg, key: dict, curves: dict, summary: dict) -> None:
-    from rpd import tracking
+def _track(cfg, out: TrainOutcome) -> TrainOutcome:
+    """With ``logger=wandb``: log the stored run (fresh or skipped: a stored run is logged
+    without recomputing it, ``experiments.wandb_log``) and return it with its summary as stored
+    now (holding ``wandb_id``). A wandb failure only warns: the run is already saved."""
+    if _v(cfg.logger.kind) != "wandb" or out.status == "failed":
+        return out
+    from experiments import wandb_log
+    from rpd import store
 
-    lg = cfg.logger
-    kind = _v(lg.kind)
-    kwargs = {} if kind == "none" else dict(
-        project=lg.project, experiment=cfg.experiment_name, method=_v(cfg.method.name),
-        S=int(cfg.schedule.S), config=C.to_container(cfg), mode=lg.mode, entity=lg.entity,
-        dir=lg.dir, tags=tuple(lg.tags))
-    logger = tracking.make_logger(kind, **kwargs)
+    if out.skipped:
+        log.info("logging the stored run %s to wandb (not recomputed)", out.path)
     try:
-        logger.log_config(key)
-        metric = summary["metric"]
-        mean = curves[metric].mean(axis=0)
-        metrics = {f"{metric}/gamma_2^{k}" if k is not None else f"{metric}/gamma_{g:g}": mean[i]
-                   for i, (g, k) in enumerate(zip(summary["gammas"], summary["gamma_log2_grid"]))}
-        if summary["tuning/index"] is not None:  # the dashboard's curve: the chosen gamma
-            metrics[metric] = mean[summary["tuning/index"]]
-        logger.log_metrics(metrics, sim_time=curves.get("axis/sim_time"),
-                           block_update=curves["axis/block_update"])
-        logger.log_summary({k: v for k, v in summary.items() if np.ndim(v) == 0 and v is not None})
-    finally:
-        logger.finish()
+        if wandb_log.log_train_run(cfg, out.path) is not None:
+            out = out._replace(summary=store.load_run(out.path).summary)
+    except Exception as exc:  # tracking never fails a run that is already saved
+        warnings.warn(f"logging the run to wandb failed: {exc!r}", RuntimeWarning, stacklevel=2)
+    return out
 
 
 def run(cfg) -> TrainOutcome:
@@ -217,7 +211,8 @@ def run(cfg) -> TrainOutcome:
         if not cfg.force and store.should_skip(path, key):
             done = store.load_run(path)
             log.info("skip: %s is complete (%s)", path, done.status)
-            return TrainOutcome(path, done.status, True, done.summary, done.curves, done.error)
+            return _track(cfg, TrainOutcome(path, done.status, True, done.summary, done.curves,
+                                            done.error))
         try:
             curves, summary, status = train(cfg)
             store.save_run(path, key, curves, summary, status=status)
@@ -228,11 +223,7 @@ def run(cfg) -> TrainOutcome:
         saved = store.load_run(path)  # what a rerun (or a figure) reads: JSON types, as a skip
     log.info("%s: %s, gamma=%s (%s), final=%.4g -> %s", summary["method"], status,
              summary["tuning/gamma"], summary["tuning/rule"], summary["final/selected"], path)
-    try:
-        _log(cfg, key, curves, summary)
-    except Exception as exc:  # tracking never fails a run that is already saved
-        warnings.warn(f"logging the curves failed: {exc!r}", RuntimeWarning, stacklevel=2)
-    return TrainOutcome(path, saved.status, False, saved.summary, saved.curves)
+    return _track(cfg, TrainOutcome(path, saved.status, False, saved.summary, saved.curves))
 
 
 def _is_multirun() -> bool:

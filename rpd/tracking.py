@@ -10,8 +10,12 @@ plot any metric against either axis, grouped by the ``meta.method`` config key.
 
 wandb runs offline unless the user asks for online (``mode="online"`` or ``WANDB_MODE``), so
 nothing needs a network. Offline runs land in ``<dir>/wandb/offline-run-*``; upload them later
-with ``wandb sync <dir>/wandb/offline-run-*`` (or ``wandb sync --sync-all`` from ``<dir>``).
+with ``wandb sync <dir>/wandb/offline-run-*``. An online run whose server does not answer within
+``init_timeout`` seconds falls back to offline with a ``RuntimeWarning`` (it never holds a sweep).
 A wandb exception never kills a run: it becomes a ``RuntimeWarning`` and the logger goes quiet.
+
+Besides curves and scalars a run can hold images (:meth:`WandbLogger.log_image`), tables
+(:meth:`WandbLogger.log_table`) and file artifacts (:meth:`WandbLogger.log_artifact`).
 """
 
 from __future__ import annotations
@@ -94,31 +98,68 @@ def resolve_mode(mode: str | None, name: str = "mode") -> str:
     return check_choice(name, mode, MODES)
 
 
-class WandbLogger:
-    """One wandb run: group = experiment, tags = (method, "S<S>"), config = resolved config
-    plus ``meta = {experiment, method, S}`` (the keys the dashboard groups and filters on)."""
+INIT_TIMEOUT = 30.0  # seconds an online run waits for its server before going offline
 
-    def __init__(self, *, project: str, experiment: str, method: str, S: int,
+
+class WandbLogger:
+    """One wandb run: group = experiment, tags = (method, "S<S>", *tags), config = resolved
+    config plus ``meta = {experiment, method, S, **meta}`` (the keys the dashboard groups and
+    filters on: every swept variable, see ``experiments.wandb_log.sweep_meta``).
+
+    ``mode="online"`` waits at most ``init_timeout`` seconds for the server, then logs offline
+    (a ``RuntimeWarning`` says so and how to sync)."""
+
+    def __init__(self, *, project: str, experiment: str, method: str | None = None,
+                 S: int | None = None,
                  config: Mapping | None = None, mode: str | None = None, entity: str | None = None,
                  dir: str | os.PathLike | None = None, name: str | None = None,
-                 tags: tuple[str, ...] = ()):
+                 tags: tuple[str, ...] = (), meta: Mapping | None = None,
+                 init_timeout: float = INIT_TIMEOUT, job_type: str | None = None):
         require_wandb()  # outside the guard: a missing package is an error, not a warning
+        if not (isinstance(init_timeout, (int, float)) and init_timeout > 0):
+            raise ValueError(f"logger.init_timeout must be a positive number of seconds, "
+                             f"got {init_timeout!r}")
         self._run = None
         self._defined: set[str] = set()
-        meta = {"experiment": experiment, "method": method, "S": int(S)}
+        self.init_timeout = float(init_timeout)
+        self.fell_back_offline = False
+        self.project = project
+        base = {"experiment": experiment}
+        if method is not None:
+            base["method"] = method
+        if S is not None:
+            base["S"] = int(S)
+        meta = {**base, **to_jsonable(meta or {})}
+        own = [t for t in (method, None if S is None else f"S{int(S)}") if t is not None]
+        tags = list(dict.fromkeys([*own, *tags]))  # unique, in order
         self._guard("init", self._init, project=project, entity=entity, group=experiment,
-                    name=name, tags=[method, f"S{int(S)}", *tags], mode=resolve_mode(mode),
+                    name=name, tags=tags, mode=resolve_mode(mode), job_type=job_type,
                     dir=None if dir is None else str(dir),
                     config={**to_jsonable(config or {}), "meta": meta})
 
-    def _init(self, dir, **kw):
+    def _init(self, dir, mode, **kw):
         import wandb
 
         if dir is not None:
             Path(dir).mkdir(parents=True, exist_ok=True)
-        settings = wandb.Settings(console="off", x_disable_stats=True, disable_git=True,
-                                  save_code=False, silent=True)
-        self._run = wandb.init(dir=dir, settings=settings, **kw)
+
+        def init(mode):
+            settings = wandb.Settings(console="off", x_disable_stats=True, disable_git=True,
+                                      save_code=False, silent=True, init_timeout=self.init_timeout)
+            return wandb.init(dir=dir, settings=settings, mode=mode, **kw)
+
+        try:
+            self._run = init(mode)
+        except Exception as exc:
+            if mode != "online":
+                raise
+            where = f"{dir or '.'}/wandb/offline-run-*"
+            warnings.warn(f"wandb online init failed ({type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0] if str(exc) else ''}); logging this run "
+                          f"offline instead: upload it later with `wandb sync {where}`",
+                          RuntimeWarning, stacklevel=4)
+            self.fell_back_offline = True
+            self._run = init("offline")
         for axis in AXES:
             self._run.define_metric(axis, hidden=False)
 
@@ -136,6 +177,54 @@ class WandbLogger:
     def run_dir(self) -> Path | None:
         """The run's local directory (``.../wandb/offline-run-*`` offline)."""
         return None if self._run is None else Path(self._run.dir).parent
+
+    @property
+    def id(self) -> str | None:
+        """The wandb run id (None when tracking is off or init failed)."""
+        return None if self._run is None else self._run.id
+
+    @property
+    def mode(self) -> str | None:
+        """"offline" / "online" / "disabled" as the run actually runs (None without a run)."""
+        return None if self._run is None else self._run.settings.mode
+
+    def log_image(self, key: str, image) -> None:
+        """An image: a path (PNG, ...), a matplotlib figure or an array; shown as ``key``."""
+        import wandb
+
+        def log():
+            img = wandb.Image(str(image) if isinstance(image, (str, os.PathLike)) else image)
+            self._run.log({key: img})
+
+        self._guard("image", log)
+
+    def log_table(self, key: str, rows: list[Mapping]) -> None:
+        """Rows of dicts as a ``wandb.Table`` (columns in first-seen order; values that are not
+        scalars become JSON text)."""
+        import wandb
+
+        cols: list[str] = []
+        for r in rows:
+            cols += [str(k) for k in r if str(k) not in cols]
+
+        def cell(v):
+            v = to_jsonable(v, key)
+            return json.dumps(v) if isinstance(v, (list, dict)) else v
+
+        data = [[cell(r.get(c)) for c in cols] for r in rows]
+        self._guard("table", lambda: self._run.log({key: wandb.Table(columns=cols, data=data)}))
+
+    def log_artifact(self, name: str, type: str, paths, metadata: Mapping | None = None) -> None:
+        """Files as a wandb artifact ``name`` of ``type`` (names: letters, digits, '-', '_', '.')."""
+        import wandb
+
+        def log():
+            art = wandb.Artifact(name, type=type, metadata=to_jsonable(metadata or {}))
+            for p in paths:
+                art.add_file(str(p))
+            self._run.log_artifact(art)
+
+        self._guard("artifact", log)
 
     def log_config(self, config: Mapping) -> None:
         self._guard("config", lambda: self._run.config.update(to_jsonable(config),
@@ -201,6 +290,10 @@ class OfflineRun(NamedTuple):
     summary: dict
     group: str
     tags: tuple[str, ...]
+    name: str = ""  # the run's display name
+    id: str = ""
+    media: tuple[Path, ...] = ()  # files/media/** (images, tables) as wandb wrote them
+    artifacts: tuple[tuple[str, str], ...] = ()  # (name, type) of each logged artifact
 
 
 _BLOCK, _HEADER = 32768, 7  # LevelDB log block size and record header (crc32, length, type)
@@ -258,9 +351,17 @@ def _items(items) -> dict:
 
 
 def read_offline_run(run_dir: str | os.PathLike) -> OfflineRun:
-    """Parse ``offline-run-*/run-*.wandb``: config, history rows, summary, group and tags."""
-    (log,) = Path(run_dir).glob("run-*.wandb")
-    config, history, summary, group, tags = {}, [], {}, "", ()
+    """An offline run as wandb wrote it: config, history rows, summary, group, tags, name and
+    id from ``offline-run-*/run-*.wandb``, and the media files (images, tables) under
+    ``files/media/``.
+
+    wandb (0.31) has no public reader of offline runs: ``wandb.Api`` reads the server only,
+    ``wandb sync`` has no ``--view``, and offline runs get no ``files/wandb-summary.json`` or
+    ``files/config.yaml``; so the transaction log is parsed with wandb's own protobuf schema
+    (``wandb.proto``). Media are plain files, read without it."""
+    run_dir = Path(run_dir)
+    (log,) = run_dir.glob("run-*.wandb")
+    config, history, summary, group, tags, name, rid, arts = {}, [], {}, "", (), "", "", []
     for which, rec in _record_kinds(log):
         if which == "run":
             config.update(_items(rec.run.config.update))
@@ -268,11 +369,16 @@ def read_offline_run(run_dir: str | os.PathLike) -> OfflineRun:
             # group and tags empty, so keep the first non-empty values.
             group = group or rec.run.run_group
             tags = tags or tuple(rec.run.tags)
+            name = name or rec.run.display_name
+            rid = rid or rec.run.run_id
         elif which == "config":
             config.update(_items(rec.config.update))
         elif which == "history":
             history.append(_items(rec.history.item))
         elif which == "summary":
             summary.update(_items(rec.summary.update))
+        elif which == "artifact":
+            arts.append((rec.artifact.name, rec.artifact.type))
     config = {k: v.get("value", v) if isinstance(v, dict) else v for k, v in config.items()}
-    return OfflineRun(config, history, summary, group, tags)
+    media = tuple(sorted(p for p in (run_dir / "files" / "media").rglob("*") if p.is_file()))
+    return OfflineRun(config, history, summary, group, tags, name, rid, media, tuple(arts))
