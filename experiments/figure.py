@@ -306,6 +306,12 @@ def run_and_report(cfg: DictConfig) -> None:
     from experiments.reproduce_paper_figures import Report, write_manifest  # (it imports this module)
     from rpd.provenance import git_commit
 
+    wandb = C._value(cfg.logger.kind) == "wandb"
+    if wandb:  # a missing optional extra fails before the work
+        from rpd.tracking import require_wandb
+
+        require_wandb()
+
     commit = git_commit()
     t0 = time.perf_counter()
     out = make_figure(cfg, on_step=lambda msg, done, total: print(f"  [{done}/{total or '?'}] {msg}"),
@@ -318,6 +324,14 @@ def run_and_report(cfg: DictConfig) -> None:
     print(f"{out.name} ({out.size}{', reused' if out.cached else ''}, {out.runtime_s:.1f} s): "
           f"{out.png}, {out.numbers}")
     print(format_table(out.table))
+    if wandb:  # the figure, its table and numbers (experiments.wandb_log), from the stored output
+        from experiments.wandb_log import log_figure
+
+        try:
+            rid = log_figure(cfg, out)
+            print(f"wandb run {rid}" if rid else "wandb: nothing logged (see the warning above)")
+        except Exception as exc:  # tracking never fails a figure that is drawn
+            print(f"warning: logging the figure to wandb failed: {exc!r}", file=sys.stderr)
 
 
 def register_studies() -> None:

@@ -2,9 +2,12 @@
 
     python -m rpd.dashboard --project rpd [--entity ME] [--S 2 4 8 16] [--save]
 
-builds one overview view (all runs, grouped by method then S) and one view per S
-("rpd <S> stages": runs tagged "S<S>", grouped by method): wandb workspaces have no per-panel
-facets, so faceting by S is a view per S. Each view has the panels
+builds one overview view (all runs, grouped by every swept variable: method, schedule, S, H, δ,
+N, T) and one view per S ("rpd <S> stages": runs tagged "S<S>", grouped by the others):
+wandb workspaces have no per-panel facets, so faceting by S is a view per S. Grouping by every
+swept variable keeps e.g. LocalSGD at H = 2, 5, 30 apart (one group each) instead of averaging
+them. The keys are ``meta.*`` config keys, written by ``experiments.wandb_log``. Each view has
+the panels
 
 - Objective: f − f* against sim_time (log y), and against block_update;
 - Delays: the delay statistics (mean, p10, max) logged by delay-driven runs;
@@ -21,6 +24,10 @@ import argparse
 import os
 import warnings
 from typing import NamedTuple, Sequence
+
+
+# The swept variables runs are grouped by (``meta.<key>``, see experiments.wandb_log.sweep_meta).
+GROUP_BY = ("method", "schedule", "S", "H", "delta", "N", "T")
 
 
 class Metrics(NamedTuple):
@@ -64,7 +71,8 @@ def build_views(entity: str, project: str, S_values: Sequence[int] = (),
                 metrics: Metrics = Metrics()) -> list:
     """An overview ``ws.Workspace`` plus one per S (runs tagged "S<S>"). Needs no network."""
     ws, _ = _import()
-    method, S = ws.Config("meta.method"), ws.Config("meta.S")  # meta is set by WandbLogger
+    by = [ws.Config(f"meta.{k}") for k in GROUP_BY]  # meta is set by WandbLogger
+    others = [ws.Config(f"meta.{k}") for k in GROUP_BY if k != "S"]
 
     def view(name, runset):
         return ws.Workspace(entity=entity, project=project, name=name,
@@ -72,11 +80,11 @@ def build_views(entity: str, project: str, S_values: Sequence[int] = (),
                             settings=ws.WorkspaceSettings(x_axis="sim_time", max_runs=100))
 
     # names avoid '=' (wandb rejects math symbols in view names; tags with '=' mis-parse)
-    views = [view("rpd overview", ws.RunsetSettings(groupby=[method, S]))]
+    views = [view("rpd overview", ws.RunsetSettings(groupby=by))]
     for s in S_values:
         tag_filter = ws.And(ws.Tags().isin([f"S{int(s)}"]))
         views.append(view(f"rpd {int(s)} stages",
-                          ws.RunsetSettings(groupby=[method], filters=tag_filter)))
+                          ws.RunsetSettings(groupby=others, filters=tag_filter)))
     return views
 
 

@@ -28,7 +28,11 @@ def test_views_build_offline_with_the_standard_panels():
     text = json.dumps(_spec(views[2]))
     assert '"value": ["S16"]' in text and '"name": "tags"' in text  # facet: runs tagged S16
     assert '"name": "meta.value.method"' in text  # grouped by method (nested config key)
-    assert '"name": "meta.value.S"' in json.dumps(_spec(views[0]))
+    overview = json.dumps(_spec(views[0]))
+    # every swept variable is a group key: LocalSGD at H = 2, 5, 30 are three groups, not one
+    for key in ("method", "schedule", "S", "H", "delta", "N", "T"):
+        assert f'"name": "meta.value.{key}"' in overview
+    assert '"name": "meta.value.H"' in text and '"name": "meta.value.S"' not in text
 
 
 def test_cli_builds_without_saving(monkeypatch, capsys):
