@@ -28,8 +28,9 @@ _SUPERSCRIPT = str.maketrans("0123456789-+", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺"
 
 
 def pow2_label(k) -> str:
-    """2 to the integer power ``k`` in unicode superscripts: -4 -> "2⁻⁴", 0 -> "2⁰", 3 -> "2³"."""
-    return "2" + str(int(k)).translate(_SUPERSCRIPT)
+    """2 to the integer power ``k`` in unicode superscripts: -4 -> "2⁻⁴", 0 -> "2⁰", 3 -> "2³";
+    None (no γ picked) -> "none"."""
+    return "none" if k is None else "2" + str(int(k)).translate(_SUPERSCRIPT)
 
 
 def gamma_label(gamma) -> str:

@@ -257,7 +257,8 @@ def claim_checks(entries: list[dict]) -> list[dict]:
 
 def figure(out: StudyOutput, path) -> None:
     """Left: smoothed last-stage forward loss (raw faint) against the time step for PD and the
-    shown LocalSGD H at their selected γ; right: held-out loss. From saved arrays only."""
+    shown LocalSGD H at their selected γ; right: held-out loss. From saved arrays only; PNG and
+    PDF (:func:`rpd.plotting._save`)."""
     from matplotlib.figure import Figure
 
     from rpd import plotting
@@ -271,10 +272,10 @@ def figure(out: StudyOutput, path) -> None:
             j = int(e["gamma_index"])
             if j < 0:
                 continue
-            g = tuning.log2_exponent(float(a[f"{e['key']}_gammas"][j]))
+            g = plotting.gamma_label(a[f"{e['key']}_gammas"][j])
             color = "k" if e["method"] == "PD" else f"C{i - 1}"
-            label = (f"PipeDream, γ = 2^{g}" if e["method"] == "PD"
-                     else f"LocalSGD, H = {e['H']}, γ = 2^{g}")
+            label = (f"PipeDream, γ = {g}" if e["method"] == "PD"
+                     else f"LocalSGD, H = {e['H']}, γ = {g}")
             ax.plot(t, a[f"{e['key']}_train"][j], color=color, lw=0.6, alpha=0.18)
             ax.plot(t, a[f"{e['key']}_train_smooth"][j], color=color, lw=2.0, label=label)
             ax_h.plot(a[f"{e['key']}_heldout_time"], a[f"{e['key']}_heldout"][j], color=color,
@@ -286,6 +287,7 @@ def figure(out: StudyOutput, path) -> None:
         ax.set_title(f"{s['title']}\n{s['setting']}\nγ: {RULE_TEXT.get(rule, rule)}, LM thresholds "
                      f"(picked as: {', '.join(rules)});\ntrailing mean over {s['smooth_window']} steps, raw faint",
                      fontsize=8)
+        ax.plot([], [], color="0.3", lw=0.6, alpha=0.35, label="raw minibatch loss (faint)")
         ax.legend(fontsize=8)
         ax_h.set_xlabel(X_LABEL)
         ax_h.set_ylabel("held-out loss")
@@ -294,8 +296,9 @@ def figure(out: StudyOutput, path) -> None:
         fig.tight_layout()
         if rule != "stable" and all("by_rule" in e for e in s["methods"]):
             picks = ", ".join(f"{'PD' if e['H'] is None else 'H=' + str(e['H'])} "
-                              f"2^{e['by_rule']['stable']['gamma_exp']}" for e in s["methods"] if e["shown"])
-            note = (f"Strict stable rule (SPEC §7 as written, LM thresholds) would pick: {picks}. Why the reference "
+                              f"{plotting.pow2_label(e['by_rule']['stable']['gamma_exp'])}"
+                              for e in s["methods"] if e["shown"])
+            note = (f"The strict stable rule (as the spec writes it, LM thresholds) would pick: {picks}. Why the reference "
                     "rule: " + s.get("authors_override", AUTHORS_OVERRIDE) + ".")
             fig.text(0.01, -0.01, textwrap.fill(note, 190), fontsize=6, ha="left", va="top", color="0.25")
         plotting._save(fig, path)

@@ -33,7 +33,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from rpd import methods, objectives, schedules, simtime, tuning
-from rpd.plotting import paper_style
+from rpd.plotting import _save, gamma_label, paper_style, pow2_label
 from rpd.results import diverged
 from rpd.studies import AUTHORS_OVERRIDE, RULE_TEXT, StudyOutput, make_config, selector_rules
 
@@ -310,7 +310,8 @@ def claim_checks(objective: str, entries: list[dict]) -> list[dict]:
 
 
 def figure(out: StudyOutput, path) -> None:
-    """f − f* (log) against the time step for every method at its selected γ, from saved arrays."""
+    """f − f* (log) against the time step for every method at its selected γ, from saved arrays
+    (PNG and PDF); the noise seeds' min–max band has its legend entry."""
     with paper_style():
         _draw(out.arrays, out.summary, path)
 
@@ -324,18 +325,20 @@ def _draw(a: dict, s: dict, path) -> None:
         j = int(e["gamma_index"])
         if j < 0:
             continue
-        g = tuning.log2_exponent(float(a[f"{e['key']}_gammas"][j]))
+        g = gamma_label(a[f"{e['key']}_gammas"][j])
         if e["method"] == "PD":
-            label, style = f"PipeDream, γ = $2^{{{g}}}$", dict(color="k", lw=2.0)
+            label, style = f"PipeDream, γ = {g}", dict(color="k", lw=2.0)
         else:
-            label, style = f"LocalSGD, H = {e['H']}, γ = $2^{{{g}}}$", dict(color=f"C{i - 1}", lw=1.4)
+            label, style = f"LocalSGD, H = {e['H']}, γ = {g}", dict(color=f"C{i - 1}", lw=1.4)
         ax.plot(t, a[f"{e['key']}_curves"][j], label=label, **style)
         seeds = a.get(f"{e['key']}_seed_curves")
         if seeds is not None and n_seed > 1:
             ax.fill_between(t, seeds[:, j].min(0), seeds[:, j].max(0), color=style["color"], alpha=0.18, lw=0)
+    if n_seed > 1:
+        ax.fill_between([], [], [], color="0.5", alpha=0.3, lw=0, label=f"min–max over {n_seed} noise seeds")
     ax.set_yscale("log")
     ax.set_xlabel(X_LABEL)
-    ax.set_ylabel("f(x) − f*")
+    ax.set_ylabel("$f(x) - f^*$")
     rule = s.get("selector", "stable")
     band = f"; mean and min–max over {n_seed} noise seeds" if n_seed > 1 else ""
     ax.set_title(f"{s['title']}\n" + textwrap.fill(s["setting"], 110) + f"\nγ: {RULE_TEXT.get(rule, rule)}\n"
@@ -344,9 +347,9 @@ def _draw(a: dict, s: dict, path) -> None:
     ax.grid(True, which="major", alpha=0.3)
     notes = []
     if rule != "stable" and all("by_rule" in e for e in s["methods"]):
-        picks = ", ".join(f"{'PD' if e['H'] is None else 'H=' + str(e['H'])} {_exp(e['by_rule']['stable']['gamma_exp'])}"
+        picks = ", ".join(f"{'PD' if e['H'] is None else 'H=' + str(e['H'])} {pow2_label(e['by_rule']['stable']['gamma_exp'])}"
                           for e in s["methods"])
-        notes.append(f"Strict stable rule (SPEC §7 as written) would pick: {picks}. Why the reference rule: "
+        notes.append(f"The strict stable rule (as the spec writes it) would pick: {picks}. Why the reference rule: "
                      + s.get("authors_override", AUTHORS_OVERRIDE) + ".")
     sens = s.get("sensitivity")
     if sens:
@@ -356,4 +359,4 @@ def _draw(a: dict, s: dict, path) -> None:
     if notes:
         fig.text(0.01, -0.01, "\n".join(textwrap.fill(n, 150) for n in notes), fontsize=6, ha="left", va="top",
                  color="0.25")
-    fig.savefig(path, bbox_inches="tight")
+    _save(fig, path)

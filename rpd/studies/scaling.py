@@ -31,7 +31,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from rpd import methods, objectives, schedules, simtime, theory, tuning
-from rpd.plotting import paper_style
+from rpd.plotting import _save, gamma_label, paper_style, pow2_label
 from rpd.studies import AUTHORS_OVERRIDE, RULE_TEXT, StudyOutput, selector_rules, trend
 from rpd.studies.pd_vs_localsgd import best_final, select
 
@@ -202,7 +202,7 @@ def claim_checks(arrays: dict) -> list[dict]:
 
 def figure(out: StudyOutput, path) -> None:
     """f − f* at the time budget against S (log-log), each method at its selected γ per S
-    (solid), and the lowest final value over its γ grid (dotted diagnostic)."""
+    (solid), and the lowest final value over its γ grid (dotted diagnostic); PNG and PDF."""
     with paper_style():
         _draw(out.arrays, out.summary, path)
 
@@ -220,7 +220,7 @@ def _draw(a: dict, s: dict, path) -> None:
         ax.plot(S, y, label=labels[m], **styles[m])
         for x, v, j in zip(S, y, a[f"{m}_gamma_index"]):
             if j >= 0 and np.isfinite(v):
-                ax.annotate(f"$2^{{{tuning.log2_exponent(float(a[f'{m}_gammas'][j]))}}}$", (x, v),
+                ax.annotate(gamma_label(a[f"{m}_gammas"][j]), (x, v),
                             textcoords="offset points", xytext=(0, 6), fontsize=6, ha="center",
                             color=styles[m]["color"])
         # Diagnostic, never used to choose: the lowest final value over the whole grid per S.
@@ -231,16 +231,16 @@ def _draw(a: dict, s: dict, path) -> None:
     ax.set_yscale("log")
     ax.set_xticks(S, [str(int(v)) for v in S])
     ax.set_xlabel("number of stages S")
-    ax.set_ylabel(f"f(x) − f* at the time budget T = {s['config']['T']}")
+    ax.set_ylabel(f"$f(x) - f^*$ at the time budget T = {s['config']['T']}")
     rule = s.get("selector", "stable")
     ax.set_title(f"{s['title']}\n{s['setting']}\nγ: {RULE_TEXT.get(rule, rule)} (labels: γ per point)\n"
                  + (s.get("cut_text") or ""), fontsize=8)
     ax.legend(fontsize=8)
     ax.grid(True, which="major", alpha=0.3)
     if rule != "stable" and "by_rule" in s["per_S"][0]["pd"]:
-        picks = "; ".join(f"{labels[m].split(',')[0]} " + ", ".join(str(_exp(e[m]["by_rule"]["stable"]["gamma_exp"]))
+        picks = "; ".join(f"{labels[m].split(',')[0]} " + ", ".join(pow2_label(e[m]["by_rule"]["stable"]["gamma_exp"])
                                                                     for e in s["per_S"]) for m in METHODS)
-        note = (f"Strict stable rule (SPEC §7 as written) would pick, per S: {picks}. Why the reference rule: "
+        note = (f"The strict stable rule (as the spec writes it) would pick, per S: {picks}. Why the reference rule: "
                 + s.get("authors_override", AUTHORS_OVERRIDE) + ".")
         fig.text(0.01, -0.01, textwrap.fill(note, 150), fontsize=6, ha="left", va="top", color="0.25")
-    fig.savefig(path, bbox_inches="tight")
+    _save(fig, path)
