@@ -217,3 +217,21 @@ def test_figure_logs_its_image_table_and_numbers(wandb_env, monkeypatch, capsys)
     (path,) = [p for p in (wandb_env / "results" / "figures" / "fake_wandb").iterdir()]
     assert store.load_run(path).summary["wandb_id"] == back.id
     assert (f"figure-fake_wandb-{path.name}", "figure") in back.artifacts
+
+
+def test_wandb_sync_finds_the_offline_run_under_the_job_dir(logged, wandb_env):
+    """The README / slurm sync line: `wandb sync <job dir>/wandb/offline-run-*` (dry run, no
+    network) recognises the run written under the job's output directory."""
+    import glob
+    import os
+    import subprocess
+
+    _, _, back, run_dir = logged
+    runs = glob.glob(str(wandb_env / "job" / "wandb" / "offline-run-*"))
+    assert runs == [str(run_dir)]
+    wandb_cli = Path(sys.executable).with_name("wandb")
+    proc = subprocess.run([str(wandb_cli), "sync", "--dry-run", *runs], capture_output=True,
+                          text=True, timeout=60, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout + proc.stderr
+    assert "Would sync 1 run" in out and f"run-{back.id}.wandb" in out
