@@ -235,3 +235,21 @@ def test_wandb_sync_finds_the_offline_run_under_the_job_dir(logged, wandb_env):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout + proc.stderr
     assert "Would sync 1 run" in out and f"run-{back.id}.wandb" in out
+
+
+@pytest.mark.slow  # a fresh process: imports, compiles, wandb init (~15 s)
+def test_cli_logs_under_its_hydra_job_dir_and_links_the_id(wandb_env, tmp_path):
+    import os
+    import subprocess
+
+    job = tmp_path / "job"
+    cmd = [sys.executable, "-m", "experiments.train", "logger=wandb", f"hydra.run.dir={job}",
+           f"results_root={tmp_path / 'res'}", *TINY]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ),
+                          cwd=CONFIGS.parent)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (run_dir,) = (job / "wandb").glob("offline-run-*")
+    link = json.loads((job / "result.json").read_text())
+    assert run_dir.name.endswith(link["wandb_id"])
+    assert store.load_run(link["result"]).summary["wandb_id"] == link["wandb_id"]
+    assert tracking.read_offline_run(run_dir).name == "e3_nesterov/localsgd/S3/H2/N8"
