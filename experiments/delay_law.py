@@ -239,4 +239,6 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from rpd.interrupt import run_main
+
+    run_main(main)  # Ctrl-C: a clean message and exit 130

@@ -230,4 +230,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from rpd.interrupt import run_main
+
+    sys.exit(run_main(main))  # Ctrl-C: a clean message and exit 130

@@ -258,4 +258,6 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
-    main()
+    from rpd.interrupt import run_main
+
+    run_main(main)  # Ctrl-C: a clean message and exit 130

@@ -14,7 +14,7 @@ rest then go to the thread pool. On a GPU the same code queues the runs on the d
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Callable, Iterator, Sequence, TypeVar
 
 from rpd.validation import check_int
@@ -33,6 +33,14 @@ def default_workers() -> int:
     return max(1, min(4, cores or 1))
 
 
+def _result(fut: Future):
+    """``fut.result()``, waiting in short slices: Ctrl-C's signal may be delivered to a worker
+    thread, and a main thread blocked in one long wait would notice it only when the task ends."""
+    while not wait([fut], timeout=0.1).done:
+        pass
+    return fut.result()
+
+
 def run_concurrently(tasks: Sequence[Callable[[], T]], *, workers: int | None = None) -> Iterator[tuple[int, T]]:
     """Run ``tasks`` (no-argument callables), yielding ``(index, result)`` in order of index.
 
@@ -46,11 +54,18 @@ def run_concurrently(tasks: Sequence[Callable[[], T]], *, workers: int | None = 
         for i, task in enumerate(tasks[1:], start=1):
             yield i, task()
         return
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rpd-run") as pool:
-        futures = [pool.submit(task) for task in tasks[1:]]
-        try:
-            for i, fut in enumerate(futures, start=1):
-                yield i, fut.result()
-        finally:
-            for fut in futures:
-                fut.cancel()
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rpd-run")
+    futures = [pool.submit(task) for task in tasks[1:]]
+    interrupted = False
+    try:
+        for i, fut in enumerate(futures, start=1):
+            yield i, _result(fut)
+    except KeyboardInterrupt:
+        # Ctrl-C: drop the queued tasks and do not wait for the running ones (a run can take
+        # minutes); rpd.interrupt.run_main then ends the process without joining them.
+        interrupted = True
+        raise
+    finally:
+        for fut in futures:
+            fut.cancel()
+        pool.shutdown(wait=not interrupted, cancel_futures=True)

@@ -31,7 +31,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from rpd import methods, objectives, schedules, theory, tuning
-from rpd.plotting import paper_style
+from rpd.plotting import _save, paper_style, pow2_label
 from rpd.studies import StudyOutput
 
 TITLE = "Stale-read error against the number of stages S"
@@ -229,9 +229,9 @@ def _draw(a, s, path) -> None:
         ax.grid(True, which="major", alpha=0.3)
     cfg = s["config"]
     fig.suptitle(f"{TITLE}\nrandom quadratic n = {cfg['n']}, d = {cfg['d']}, B = {cfg['batch_size']}, "
-                 f"N = {cfg['N']} microbatches (K = N·S), fixed γ = $2^{{{s['gamma_exp']}}}$, "
+                 f"N = {cfg['N']} microbatches (K = N·S), fixed γ = {pow2_label(s['gamma_exp'])}, "
                  f"δ = ⌊S² − S/2⌋; slopes: least squares with 95% CI", fontsize=9)
     if s.get("setting"):
         fig.text(0.01, 0.005, f"quick setting (paper: S = 2..128): {s['setting']}", fontsize=7, color="0.3")
     fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(path, dpi=150)
+    _save(fig, path, dpi=150)

@@ -1,0 +1,88 @@
+"""Ctrl-C (issue 13, item 6): a clean exit 130, no crash, nothing half-written in the store, and
+the worker threads of rpd.concurrency are not waited for."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from rpd import concurrency, interrupt, store
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _start(args, tmp_path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONFAULTHANDLER": "1"}
+    return subprocess.Popen(
+        [sys.executable, *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+        # a test run in a background job inherits SIGINT ignored; the user's Ctrl-C is not
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def _wait_for(pred, proc, timeout):
+    t0 = time.monotonic()
+    while not pred():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() - t0 < timeout, "the run never started"
+        time.sleep(0.05)
+
+
+def test_ctrl_c_during_a_localsgd_run_exits_130_and_stores_nothing(tmp_path):
+    results = tmp_path / "results"
+    proc = _start(["-m", "experiments.train", "method=localsgd", "schedule.N=20000",
+                   f"results_root={results}", f"hydra.run.dir={tmp_path / 'job'}"], tmp_path)
+    try:
+        # the run lock is taken right before the objective, timeline and compile: work has begun
+        _wait_for(lambda: any(results.glob(f"train/*/{store.LOCK}")), proc, timeout=120)
+        time.sleep(1.0)  # into building and compiling LocalSGD (where a crash was seen)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == interrupt.EXIT_INTERRUPTED, err[-3000:]
+    assert interrupt.MESSAGE in err
+    assert "Segmentation fault" not in err and "Fatal Python error" not in err
+    assert "Traceback" not in err  # one line, not a stack
+    (run,) = results.glob("train/*")
+    assert not store.is_complete(run) and list(store.iter_runs(results)) == []  # none readable
+    assert not [p for p in run.iterdir() if p.name.endswith(".tmp")]
+    assert not (run / store.MARKER).exists()  # incomplete: a rerun computes it (no skip)
+
+
+def test_run_main_exits_130_with_the_message(tmp_path):
+    code = ("from rpd.interrupt import run_main\n"
+            "def main():\n    raise KeyboardInterrupt\n"
+            "run_main(main)\n")
+    proc = _start(["-c", code], tmp_path)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and interrupt.MESSAGE in err and "Traceback" not in err
+
+
+def test_run_concurrently_does_not_wait_for_running_tasks_on_ctrl_c():
+    release = threading.Event()
+
+    def slow():
+        release.wait(timeout=10)
+        return 1
+
+    tasks = [lambda: 0] + [slow] * 4
+    # process-directed, as Ctrl-C: the kernel may hand it to any thread, not the waiting one
+    timer = threading.Timer(0.3, os.kill, args=(os.getpid(), signal.SIGINT))
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            timer.start()
+            for _ in concurrency.run_concurrently(tasks, workers=2):
+                pass
+        assert time.monotonic() - t0 < 5  # did not wait for the running tasks (10 s)
+    finally:
+        timer.cancel()
+        release.set()
