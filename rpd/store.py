@@ -19,7 +19,8 @@ the run directory) around check-compute-save, so the second waits, then finds th
 and reuses it; a run is never written twice at once. Readers take no lock (a read-only store
 can be read): :func:`load_run` reads each file once, checks those bytes against the marker and
 parses the same bytes, so it returns one writer's complete run or raises
-``IncompleteRunError``, never a mix. Files are created with mode ``0o666 & ~umask``.
+``IncompleteRunError``, never a mix (while another process rewrites a stored run it waits up
+to ``REWRITE_WAIT_S`` for the new one). Files are created with mode ``0o666 & ~umask``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import os
 import secrets
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping, NamedTuple, Sequence
@@ -240,6 +242,32 @@ def _read_complete(path: Path, tries: int = 3) -> tuple[dict, dict[str, bytes]] 
     return None
 
 
+REWRITE_WAIT_S = 2.0  # load_run: how long to wait for another process's write to finish
+
+
+def _rewrite_in_progress(path: Path) -> bool:
+    """Another process holds the write lock of ``path``, which has stored files (a rewrite, not
+    a first computation: those take longer than a reader should wait). Opens read-only, so a
+    reader without write permission can ask."""
+    if fcntl is None or not (path / "config.json").exists():
+        return False
+    with _locks_guard:
+        entry = _locks.get(str(path.resolve()))
+    if entry is not None and entry[1] > 0:
+        return False  # this process writes it: waiting would not help
+    try:
+        fd = os.open(path / LOCK, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # releases a shared lock taken above
+
+
 def _read_marker(path: Path) -> dict | None:
     complete = _read_complete(path)
     return None if complete is None else complete[0]
@@ -254,6 +282,10 @@ def load_run(path: str | os.PathLike) -> Run:
     """Read a complete run; raises ``IncompleteRunError`` otherwise."""
     path = Path(path)
     complete = _read_complete(path)
+    deadline = time.monotonic() + REWRITE_WAIT_S
+    while complete is None and time.monotonic() < deadline and _rewrite_in_progress(path):
+        time.sleep(0.02)  # another process is rewriting a stored run (force, a wandb id): wait
+        complete = _read_complete(path)
     if complete is None:
         raise IncompleteRunError(f"{path} holds no complete run (interrupted, still running, or "
                                  f"corrupted: {MARKER} missing or checksums do not match)")

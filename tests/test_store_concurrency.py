@@ -70,9 +70,12 @@ REWRITER = """
     from pathlib import Path
     import numpy as np
     from rpd import store
-    path, who, until = Path(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+    path, who, go = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
     cfg = {"method": {"name": "pd"}, "schedule": {"S": 4}}
-    i = 0
+    Path(f"{go}.ready{who}").touch()
+    while not go.exists():
+        time.sleep(0.005)
+    i, until = 0, time.time() + 2.0
     while time.time() < until:
         store.save_run(path, cfg, {"who": np.full(2000, who), "i": np.array(i)},
                        {"who": who, "i": i})
@@ -82,12 +85,16 @@ REWRITER = """
 
 
 def test_reads_during_two_rewriting_processes_never_mix_writes(tmp_path):
-    path = tmp_path / "run"
+    path, go = tmp_path / "run", tmp_path / "go"
     store.save_run(path, CFG, {"who": np.full(2000, 0), "i": np.array(0)}, {"who": 0, "i": 0})
-    until = time.time() + 3.0
-    procs = [_python(REWRITER, path, who, until) for who in (1, 2)]
-    reads = incomplete = 0
-    while time.time() < until + 0.2:
+    procs = [_python(REWRITER, path, who, go) for who in (1, 2)]
+    t0 = time.time()
+    while not all(Path(f"{go}.ready{who}").exists() for who in (1, 2)):
+        assert time.time() - t0 < 60 and all(p.poll() is None for p in procs)
+        time.sleep(0.01)
+    go.touch()
+    reads, incomplete, seen = 0, 0, set()
+    while any(p.poll() is None for p in procs):
         try:
             run = store.load_run(path)
         except store.IncompleteRunError:
@@ -96,12 +103,14 @@ def test_reads_during_two_rewriting_processes_never_mix_writes(tmp_path):
         reads += 1
         who, i = run.summary["who"], run.summary["i"]  # summary and curves of one write
         assert (run.curves["who"] == who).all() and int(run.curves["i"]) == i
+        seen.add(who)
     writes = []
     for p in procs:
         out, err = p.communicate(timeout=60)
         assert p.returncode == 0, err
         writes.append(int(out))
     assert reads > 0 and min(writes) > 0, (reads, incomplete, writes)
+    assert seen & {1, 2}, seen  # the reader saw the rewrites, not only the first run
     assert store.is_complete(path)
 
 
