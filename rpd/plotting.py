@@ -9,7 +9,6 @@ the schedule charts follow the paper: blue forward, green backward, white hatche
 from __future__ import annotations
 
 import contextlib
-import math
 from pathlib import Path
 
 import matplotlib as mpl
@@ -19,39 +18,11 @@ from matplotlib.collections import PatchCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from rpd.labels import gamma_grid_label, gamma_label, pow2_label  # noqa: F401 (re-exported: the one γ-label helper)
+
 FWD_COLOR, BWD_COLOR = "#4C78A8", "#8BC17C"
 _IDLE, _FWD, _BWD = 0, 1, 2  # the op codes of rpd.schedules
 SYNC_STYLE = dict(color="#D62728", linestyle="--", linewidth=2.2)  # LocalSGD's averaging
-
-
-_SUPERSCRIPT = str.maketrans("0123456789-+", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺")
-
-
-def pow2_label(k) -> str:
-    """2 to the integer power ``k`` in unicode superscripts: -4 -> "2⁻⁴", 0 -> "2⁰", 3 -> "2³";
-    None (no γ picked) -> "none"."""
-    return "none" if k is None else "2" + str(int(k)).translate(_SUPERSCRIPT)
-
-
-def gamma_label(gamma) -> str:
-    """A step size as the figures print it: a power of two as "2⁻⁴" (:func:`pow2_label`), any
-    other positive value as a plain number ("0.3"), None or a non-positive / non-finite value as
-    str(value). Text only (no mathtext), so PNG, PDF and legends render it the same."""
-    if gamma is None:
-        return "none"
-    g = float(gamma)
-    if math.isfinite(g) and g > 0:
-        k = math.log2(g)
-        if abs(k - round(k)) < 1e-9:
-            return pow2_label(round(k))
-        return f"{g:.3g}"
-    return str(g)
-
-
-def gamma_grid_label(exps) -> str:
-    """The power-of-two grid 2^lo..2^hi as "{2⁻⁸, …, 2⁰}"."""
-    lo, hi = exps
-    return "{" + f"{pow2_label(lo)}, …, {pow2_label(hi)}" + "}"
 
 
 @contextlib.contextmanager

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from rpd.labels import gamma_label  # "2⁻⁶" for a power of two, else "0.3": as the figures print it
 
 if TYPE_CHECKING:
     import matplotlib.axes
@@ -30,13 +31,6 @@ if TYPE_CHECKING:
     from rpd.results import Result
 
 FORMAT = "rpd.Result/1"
-_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
-
-
-def gamma_label(gamma: float) -> str:
-    """"2⁻⁶" for a power of two, else the shortest decimal ("0.3")."""
-    mant, exp = math.frexp(float(gamma))
-    return f"2{str(exp - 1).translate(_SUPERSCRIPT)}" if mant == 0.5 else f"{float(gamma):g}"
 
 
 def summary_line(r: Result) -> str:

@@ -27,6 +27,9 @@ def test_gamma_label():
     assert plotting.gamma_label(None) == "none"
     assert plotting.pow2_label(-10) == "2⁻¹⁰" and plotting.pow2_label(None) == "none"
     assert plotting.gamma_grid_label((-8, 0)) == "{2⁻⁸, …, 2⁰}"
+    from rpd import labels, result_io
+
+    assert plotting.gamma_label is labels.gamma_label is result_io.gamma_label  # one helper
 
 
 def test_pdf_written_next_to_png(tmp_path):
