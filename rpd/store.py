@@ -176,19 +176,33 @@ def run_lock(path: str | os.PathLike, *, wait_message: str | None = None):
 
 
 def _flock(lock_path: Path, wait_message: str) -> int | None:
+    """An fd holding an exclusive flock on ``lock_path``, or None where no lock can be had: a
+    store this user cannot write (a reader's skip check then runs unlocked; any write would fail
+    anyway) or a filesystem without flock (a warning; writes stay atomic and checksummed)."""
+    import logging
+
     if fcntl is None:  # pragma: no cover - Windows: threads only (see the import)
         return None
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+    except PermissionError:
+        try:
+            fd = os.open(lock_path, os.O_RDONLY)  # flock needs no write access
+        except OSError:
+            return None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            import logging
-
             logging.getLogger(__name__).info(wait_message)
             fcntl.flock(fd, fcntl.LOCK_EX)  # Ctrl-C interrupts the wait (PEP 475)
-    except BaseException:
+    except BaseException as exc:
         os.close(fd)
+        if isinstance(exc, OSError) and not isinstance(exc, BlockingIOError):  # ENOLCK, ...
+            logging.getLogger(__name__).warning(
+                "no file lock on %s (%s): two processes writing this run at once are not "
+                "serialised", lock_path, exc)
+            return None
         raise
     return fd
 

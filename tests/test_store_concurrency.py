@@ -166,3 +166,21 @@ def test_files_respect_the_umask(tmp_path, umask):
     for f in files:
         assert stat.S_IMODE(f.stat().st_mode) == 0o666 & ~umask, f
     assert stat.S_IMODE(path.stat().st_mode) == 0o777 & ~umask
+
+
+def test_a_user_who_cannot_write_the_store_still_reuses_its_runs(tmp_path, monkeypatch):
+    """experiments.train / figure check for a stored run inside run_lock: on a store this user
+    cannot write (no lock file can be created) the check runs unlocked and reuses the run."""
+    path = store.save_run(tmp_path / "run", CFG, {"x": np.arange(3)}, {"a": 1})
+    (path / store.LOCK).unlink()
+    real_open = os.open
+
+    def no_create(file, flags, *args, **kwargs):
+        if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", no_create)
+    with store.run_lock(path):
+        assert store.should_skip(path, CFG)
+        assert store.load_run(path).summary == {"a": 1}
