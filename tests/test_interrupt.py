@@ -18,11 +18,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _start(args, tmp_path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONFAULTHANDLER": "1"}
-    return subprocess.Popen(
-        [sys.executable, *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
-        # a test run in a background job inherits SIGINT ignored; the user's Ctrl-C is not
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    # A test run from a background job has SIGINT ignored, and the child would inherit that;
+    # a handler (unlike "ignore") is reset to the default by exec. No preexec_fn: it forks in
+    # Python, which JAX warns about.
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen([sys.executable, *args], cwd=tmp_path, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _wait_for(pred, proc, timeout):
