@@ -51,7 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rpd.objectives import chain
-from rpd.objectives.base import BlockLayout, Objective
+from rpd.objectives.base import BlockLayout, Objective, ProgramKey
 from rpd.plans import UpdatePlan, stage_wise
 
 
@@ -144,7 +144,7 @@ class _ChainRows:
 
     def __init__(self, obj: Objective, data):
         self.obj = obj
-        x0 = obj.x0.astype(obj.dtype)
+        x0 = jax.ShapeDtypeStruct(np.shape(obj.x0), obj.dtype)
         _, self.acts, delta = jax.eval_shape(functools.partial(chain.forward, obj), data, x0, jnp.int32(0))
         self.floats = [chain.floating(a) for a in self.acts] + [delta]  # row s: a_s's, then δ_s
         self.ints = [chain.integer(a) for a in self.acts]
@@ -174,14 +174,14 @@ class _ChainRows:
         return g, _rows(delta, self.width, self.dtype)
 
 
-def _run(obj: Objective, opts: CoreOptions, data, plan_arrays, extra, record, gamma, key):
+def _run(obj: Objective, opts: CoreOptions, noisy: bool, consts, data, plan_arrays, extra, record, gamma, key):
     offsets = jnp.asarray(obj.layout.offsets, jnp.int32)
     sizes = jnp.asarray(obj.layout.sizes, jnp.int32)
     C, D, P = opts.ring_size, obj.D, max(obj.layout.sizes)
     pad = lambda v: jnp.concatenate([v, jnp.zeros((P,), v.dtype)])
     rows = _ChainRows(obj, data) if opts.stagewise else None
     state = CoreState(
-        ring=jnp.broadcast_to(pad(obj.x0.astype(obj.dtype)), (C, D + P)),
+        ring=jnp.broadcast_to(pad(consts["x0"]), (C, D + P)),
         vel=jnp.zeros((C if opts.velocity else 1, D + P), obj.dtype),
         version=jnp.zeros(obj.S, jnp.int32),
         grads=jnp.zeros((0 if opts.stagewise else opts.n_slots, D + P), obj.dtype),
@@ -258,8 +258,8 @@ def _run(obj: Objective, opts: CoreOptions, data, plan_arrays, extra, record, ga
         missed = state.missed | missed
         off = offsets[a]
         in_block = jnp.arange(P) < sizes[a]
-        if obj.grad_noise > 0:
-            g_a = g_a + obj.grad_noise * jax.random.normal(jax.random.fold_in(key, k), (P,), obj.dtype)
+        if noisy:
+            g_a = g_a + consts["grad_noise"] * jax.random.normal(jax.random.fold_in(key, k), (P,), obj.dtype)
         g_a = jnp.where(in_block, g_a, 0.0)
         x_a = jax.lax.dynamic_slice(state.ring, (state.version[a] % C, off), (1, P))[0]
         row = (state.version[a] + 1) % C
@@ -299,8 +299,7 @@ def _run(obj: Objective, opts: CoreOptions, data, plan_arrays, extra, record, ga
     return final.snapshots[:-1], per_update, x_final, final.missed
 
 
-@functools.lru_cache(maxsize=64)
-def make_run(obj: Objective, opts: CoreOptions):
+def make_run(obj: Objective, opts: CoreOptions) -> BoundRun:
     """``run(data, plan_arrays, record, gammas [G], seed, extra=None) -> (curve [G, n_records],
     f0, per_update, x_K [G, D], missed [G])``.
 
@@ -309,17 +308,49 @@ def make_run(obj: Objective, opts: CoreOptions):
     ``horizon_bwd``, ``scale``: see :func:`plan_extras`); ``record[k]`` = snapshot row that x^{k+1} is written to (n_records: not recorded).
     The curve is f(snapshot) - f* for every row and f0 = f(x^0) - f*. ``seed`` (an int) keys
     the gradient noise, the same key for every step size, so the grid differs only in gamma.
-    One compile per (objective, options, shapes); the grid is a vmap."""
-    run = jax.vmap(functools.partial(_run, obj, opts), in_axes=(None, None, None, None, 0, None))
 
-    def run_and_evaluate(data, plan_arrays, record, gammas, seed, extra=None):
+    One compile per (program key, options, shapes): the jitted program is cached on
+    ``obj.program_key`` (shapes, dtypes, the builders' functions, static options), never on
+    the object, and takes x0, f* and σ_g as arguments, so a rebuilt objective, or one with
+    another seed, runs the same compiled program. The grid is a vmap."""
+    return BoundRun(_program(ProgramKey(obj), opts), obj.constants())
+
+
+class BoundRun:
+    """A shared compiled program (:attr:`program`, a ``jax.jit`` function) bound to one
+    objective's numbers (:attr:`consts`: x0, f*, σ_g); call it, or ``lower`` it, like the
+    program without the first argument."""
+
+    __slots__ = ("consts", "program")
+
+    def __init__(self, program, consts: dict):
+        self.program, self.consts = program, consts
+
+    def __call__(self, data, *args, **kwargs):
+        return self.program(self.consts, data, *args, **kwargs)
+
+    def lower(self, data, *args, **kwargs):
+        return self.program.lower(self.consts, data, *args, **kwargs)
+
+    def _cache_size(self) -> int:
+        return self.program._cache_size()
+
+
+@functools.lru_cache(maxsize=64)
+def _program(pk: ProgramKey, opts: CoreOptions):
+    """The jitted ``(consts, data, plan_arrays, record, gammas, seed, extra=None)`` of
+    :func:`make_run`, built from the numberless ``pk.obj``."""
+    obj = pk.obj
+    run = jax.vmap(functools.partial(_run, obj, opts, pk.noisy), in_axes=(None, None, None, None, None, 0, None))
+
+    def run_and_evaluate(consts, data, plan_arrays, record, gammas, seed, extra=None):
         key = jax.random.split(jax.random.key(seed), 2)[1]
-        snapshots, per_update, x_final, missed = run(data, plan_arrays, extra, record, gammas, key)
+        snapshots, per_update, x_final, missed = run(consts, data, plan_arrays, extra, record, gammas, key)
         # One flat batch of 1 + G * n_records points: XLA then evaluates a quadratic with one
         # GEMM, ~3x faster than a nested vmap over (gamma, record).
         G, R, D = snapshots.shape
-        points = jnp.concatenate([obj.x0.astype(obj.dtype)[None], snapshots.reshape(G * R, D)])
-        f = jax.vmap(functools.partial(obj.loss, data))(points) - obj.f_star
+        points = jnp.concatenate([consts["x0"][None], snapshots.reshape(G * R, D)])
+        f = jax.vmap(functools.partial(obj.loss, data))(points) - consts["f_star"]
         return f[1:].reshape(G, R), f[0], per_update, x_final, missed
 
     return jax.jit(run_and_evaluate)

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec as P
 
-from rpd.objectives.base import Objective
+from rpd.objectives.base import Objective, ProgramKey
 from rpd.results import Result
 from rpd.schedules import Timeline
 
@@ -62,12 +62,12 @@ def localsgd_plan(tl: Timeline, n_batches: int) -> dict:
     )
 
 
-def _round_runner(obj: Objective, R: int, T_round: int, track_time: bool):
+def _round_runner(obj: Objective, R: int, T_round: int, track_time: bool, noisy: bool):
     seg = jnp.asarray(obj.layout.segment_ids)
     D = obj.D
     grad = jax.vmap(obj.value_and_grad, in_axes=(None, 0, 0))  # over local replicas
 
-    def run(data, batch, valid, t_rel, mb, gamma, key):
+    def run(consts, data, batch, valid, t_rel, mb, gamma, key):
         # Shapes inside shard_map: batch/valid/mb [Q, H, R_loc], t_rel [Q, H, R_loc, S].
         R_loc = batch.shape[2]
 
@@ -75,9 +75,9 @@ def _round_runner(obj: Objective, R: int, T_round: int, track_time: bool):
             X, buf = carry
             b, ok, t, m = inp
             loss, g = grad(data, X, b)
-            if obj.grad_noise > 0:
+            if noisy:
                 noise = jax.vmap(lambda m: jax.random.normal(jax.random.fold_in(key, m), (D,), obj.dtype))(m)
-                g = g + obj.grad_noise * noise
+                g = g + consts["grad_noise"] * noise
             step = jnp.where(ok[:, None], -gamma * g, 0.0)
             if track_time:
                 buf = buf.at[t[:, seg], jnp.arange(D)[None, :]].add(step)
@@ -101,30 +101,34 @@ def _round_runner(obj: Objective, R: int, T_round: int, track_time: bool):
                 traj = xbar[None, :] + jnp.cumsum(jax.lax.psum(buf, AXIS), axis=0) / R
             return xbar_new, (traj, losses, xbar_new)
 
-        xbar, (traj, losses, ends) = jax.lax.scan(round_step, obj.x0, (batch, valid, t_rel, mb))
+        xbar, (traj, losses, ends) = jax.lax.scan(round_step, consts["x0"], (batch, valid, t_rel, mb))
         return xbar, traj, losses, ends
 
     return run
 
 
 @functools.lru_cache(maxsize=32)
-def _compiled(obj: Objective, R: int, T_round: int, track_time: bool, mesh: Mesh):
-    run = _round_runner(obj, R, T_round, track_time)
+def _compiled(pk: ProgramKey, R: int, T_round: int, track_time: bool, mesh: Mesh):
+    """The jitted ``(consts, data, batch, valid, t_rel, mb, gammas, key)`` program, cached on the
+    objective's program key (see ``Objective.program_key``), built from the numberless
+    ``pk.obj``: x0, f* and σ_g come in ``consts`` (``Objective.constants``)."""
+    obj = pk.obj
+    run = _round_runner(obj, R, T_round, track_time, pk.noisy)
     rep = P(None, None, AXIS)
     sharded = jax.shard_map(
         run,
         mesh=mesh,
-        in_specs=(P(), rep, rep, rep, rep, P(), P()),
+        in_specs=(P(), P(), rep, rep, rep, rep, P(), P()),
         out_specs=(P(), P(), P(None, None, AXIS), P()),
     )
-    grid = jax.vmap(sharded, in_axes=(None, None, None, None, None, 0, None))
+    grid = jax.vmap(sharded, in_axes=(None, None, None, None, None, None, 0, None))
 
-    def full(data, batch, valid, t_rel, mb, gammas, key):
-        xbar, traj, losses, ends = grid(data, batch, valid, t_rel, mb, gammas, key)
+    def full(consts, data, batch, valid, t_rel, mb, gammas, key):
+        xbar, traj, losses, ends = grid(consts, data, batch, valid, t_rel, mb, gammas, key)
         curve = None
         if track_time:
-            curve = jax.vmap(jax.vmap(jax.vmap(lambda x: obj.loss(data, x))))(traj) - obj.f_star
-        round_curve = jax.vmap(jax.vmap(lambda x: obj.loss(data, x)))(ends) - obj.f_star
+            curve = jax.vmap(jax.vmap(jax.vmap(lambda x: obj.loss(data, x))))(traj) - consts["f_star"]
+        round_curve = jax.vmap(jax.vmap(lambda x: obj.loss(data, x)))(ends) - consts["f_star"]
         return xbar, curve, losses, round_curve
 
     return jax.jit(full)
@@ -172,10 +176,10 @@ def local_sgd(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, track_time:
         T_round = check_int("pad_to[1]", pad_to[1], T_round)
         inputs = [np.concatenate([a, np.zeros((rounds - Q,) + a.shape[1:], a.dtype)]) for a in inputs]
     mesh = replica_mesh(tl.R) if mesh is None else mesh
-    fn = _compiled(obj, tl.R, T_round, bool(track_time), mesh)
+    fn = _compiled(ProgramKey(obj), tl.R, T_round, bool(track_time), mesh)
     key = jax.random.fold_in(jax.random.key(check_int("seed", seed, 0)), 2)
     xbar, curve, losses, round_curve = fn(
-        obj.data, *(jnp.asarray(a) for a in inputs), jnp.asarray(gammas, obj.dtype), key,
+        obj.constants(), obj.data, *(jnp.asarray(a) for a in inputs), jnp.asarray(gammas, obj.dtype), key,
     )
     round_curve = np.asarray(round_curve)[:, :Q]
     f0 = float(obj.full_loss(obj.x0) - obj.f_star)

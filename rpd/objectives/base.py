@@ -60,6 +60,11 @@ class Objective:
     x is a flat vector [D] of ``dtype``. Gradient noise (``grad_noise`` = std of i.i.d.
     Gaussian noise added to every computed block gradient) is added by the methods, which
     know which blocks a gradient updates. Hashable by identity, usable as a static argument.
+
+    Compiled runs are cached on :attr:`program_key` (what the program computes), not on the
+    object: ``x0``, ``f_star`` and ``grad_noise`` are passed to them as arguments like
+    ``data``, and the builders give equal static parameters the same function objects, so a
+    rebuilt objective, or one that differs only in its seed, reuses the compiled program.
     """
 
     name: str
@@ -88,6 +93,30 @@ class Objective:
     def dtype(self):
         return self.x0.dtype
 
+    @property
+    def program_key(self) -> tuple:
+        """What a compiled run of this objective depends on: its name, block sizes, number of
+        batches, functions (by identity: the builders memoize them on their static
+        parameters), the shapes and dtypes of ``data`` and ``x0``, and whether gradient noise
+        is on. Numbers (``data``, ``x0``, ``f_star``, ``grad_noise``) are not part of it."""
+        leaves, treedef = jax.tree.flatten(self.data)
+        return (self.name, tuple(self.layout.sizes), int(self.n_batches), self.value_and_grad, self.loss,
+                self.chain, treedef, tuple((tuple(np.shape(v)), str(v.dtype)) for v in leaves),
+                tuple(np.shape(self.x0)), str(self.x0.dtype), bool(self.grad_noise > 0))
+
+    def program(self) -> Objective:
+        """The objective as a compiled program sees it: every number removed (``x0`` a
+        ShapeDtypeStruct, ``data`` / ``f_star`` / ``grad_noise`` / ``L`` / ``meta`` empty), so a
+        program built from it can only read them from its arguments."""
+        return dataclasses.replace(self, x0=jax.ShapeDtypeStruct(np.shape(self.x0), self.x0.dtype), data=None,
+                                   f_star=None, grad_noise=None, L=None, meta={})
+
+    def constants(self) -> dict:
+        """The numbers a compiled run takes besides ``data``: x0, f* and σ_g as arrays of ``dtype``."""
+        return {"x0": jax.numpy.asarray(self.x0).astype(self.dtype),
+                "f_star": jax.numpy.asarray(self.f_star, self.dtype),
+                "grad_noise": jax.numpy.asarray(self.grad_noise, self.dtype)}
+
     def block(self, x: jax.Array, s: int) -> jax.Array:
         off = self.layout.offsets[s]
         return x[..., off : off + self.layout.sizes[s]]
@@ -101,3 +130,24 @@ class Objective:
     def full_grad_data(self, data, x: jax.Array) -> jax.Array:
         """Gradient of ``loss`` (the evaluated objective) with explicit data, for use under jit."""
         return jax.grad(self.loss, argnums=1)(data, x)
+
+
+class ProgramKey:
+    """An objective as a cache key for compiled programs: equal when the objectives'
+    :attr:`Objective.program_key` are equal. ``obj`` is the first such objective's
+    :meth:`Objective.program` (no numbers), which is what a program may be built from, and
+    ``noisy`` whether it adds gradient noise."""
+
+    __slots__ = ("_hash", "key", "noisy", "obj")
+
+    def __init__(self, obj: Objective):
+        self.key = obj.program_key
+        self.obj = obj.program()
+        self.noisy = bool(obj.grad_noise > 0)
+        self._hash = hash(self.key)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ProgramKey) and self.key == other.key
+
+    def __hash__(self) -> int:
+        return self._hash

@@ -7,6 +7,8 @@ Data order: ``numpy.random.default_rng(seed)`` draws X (or Z), then w*, then the
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -33,12 +35,12 @@ def _batch(data, b, B):
     return X_b, y_b
 
 
-def _additive_chain(layout: BlockLayout, B: int, head, penalty=None) -> Chain:
+def _additive_chain(sizes: tuple[int, ...], B: int, head, penalty=None) -> Chain:
     """stage_s(x_s, (b, z)) = (b, z + X_b[:, block s] x_s) on batch b: the chain output is X_b x.
 
     The activation carries the batch index, not X_b: each stage reads its own B x |block s|
     columns of the data, so one stage's forward or backward costs O(B |block s|)."""
-    offsets, sizes = layout.offsets, layout.sizes
+    offsets = BlockLayout(sizes).offsets
 
     def inputs(data, b):
         b = jnp.asarray(b, jnp.int32)
@@ -51,13 +53,22 @@ def _additive_chain(layout: BlockLayout, B: int, head, penalty=None) -> Chain:
     return Chain(inputs=inputs, stage=stage, head=lambda data, a, y: head(a[1], y), penalty=penalty)
 
 
-def _least_squares(name, X, w_star, S, batch_size, meta, quad_form=None) -> Objective:
-    """f(x) = ||X x - y||^2 / (2n) with y = X w*, so f* = 0 exactly. ``quad_form(e)`` may give
-    e^T A e cheaper than the dense d^2 product (Nesterov's A is tridiagonal)."""
-    n, d = X.shape
-    y = X @ w_star
-    A = X.T @ X / n
-    B = batch_size
+# The functions of an objective depend only on its static parameters (sizes, batch size, lam,
+# mu) and are memoized on them: equal parameters give the same function objects, hence the same
+# ``Objective.program_key``, so rebuilt objectives (and other seeds) reuse compiled programs.
+
+def _nesterov_quad_form(mu: float):
+    def quad_form(e):  # e^T (tridiag(-1, 2, -1) + mu I) e in O(d): evaluation runs every time step
+        return (2.0 + mu) * jnp.dot(e, e) - 2.0 * jnp.dot(e[1:], e[:-1])
+
+    return quad_form
+
+
+@functools.cache
+def _least_squares_functions(B: int, sizes: tuple[int, ...], mu: float | None):
+    """(value_and_grad, loss, chain) of least squares with batch size B; ``mu`` not None: the
+    loss uses Nesterov's tridiagonal A + mu I instead of the dense ``data["A"]``."""
+    quad_form = None if mu is None else _nesterov_quad_form(mu)
 
     def value_and_grad(data, x, b):
         X_b, y_b = _batch(data, b, B)
@@ -70,12 +81,23 @@ def _least_squares(name, X, w_star, S, batch_size, meta, quad_form=None) -> Obje
         e = x - data["w_star"]
         return 0.5 * (quad_form(e) if quad_form else jnp.dot(e, data["A"] @ e))
 
-    data = {"X": jnp.asarray(X), "y": jnp.asarray(y), "A": jnp.asarray(A), "w_star": jnp.asarray(w_star)}
+    return value_and_grad, loss, _additive_chain(sizes, B, lambda z, y: 0.5 * jnp.mean((z - y) ** 2))
+
+
+def _least_squares(name, X, w_star, S, batch_size, meta, mu=None) -> Objective:
+    """f(x) = ||X x - y||^2 / (2n) with y = X w*, so f* = 0 exactly. ``mu`` (Nesterov's A =
+    tridiag(-1, 2, -1) + mu I) gives e^T A e in O(d) instead of the dense d^2 product."""
+    n, d = X.shape
+    y = X @ w_star
+    A = X.T @ X / n
+    B = batch_size
     layout = BlockLayout.even(d, S)
+    value_and_grad, loss, chain = _least_squares_functions(B, layout.sizes, mu)
+    data = {"X": jnp.asarray(X), "y": jnp.asarray(y), "A": jnp.asarray(A), "w_star": jnp.asarray(w_star)}
     return Objective(
         name=name,
         layout=layout,
-        chain=_additive_chain(layout, B, lambda z, y: 0.5 * jnp.mean((z - y) ** 2)),
+        chain=chain,
         n_batches=n // B,
         x0=jnp.zeros(d, jnp.float64),
         data=data,
@@ -140,11 +162,7 @@ def nesterov_quadratic(
     X = np.sqrt(n) * Q @ C.T
     w_star = rng.standard_normal(d)
     meta = dict(kind="nesterov_quadratic", mu=mu, seed=seed)
-
-    def quad_form(e):  # e^T (tridiag(-1, 2, -1) + mu I) e in O(d): evaluation runs every time step
-        return (2.0 + mu) * jnp.dot(e, e) - 2.0 * jnp.dot(e[1:], e[:-1])
-
-    return _least_squares("nesterov_quadratic", X, w_star, S, batch_size, meta, quad_form)
+    return _least_squares("nesterov_quadratic", X, w_star, S, batch_size, meta, mu)
 
 
 def _sigmoid(z):
@@ -193,23 +211,12 @@ def logistic_regression(
     w_star = rng.standard_normal(d)
     y = rng.binomial(1, _sigmoid(X @ w_star)).astype(np.float64)
     B = batch_size
-
-    def value_and_grad(data, x, b):
-        X_b, y_b = _batch(data, b, B)
-        z = X_b @ x
-        f = jnp.mean(jnp.logaddexp(0.0, z) - y_b * z) + 0.5 * lam * jnp.dot(x, x)
-        return f, X_b.T @ (jax.nn.sigmoid(z) - y_b) / B + lam * x
-
-    def loss(data, x):
-        z = data["X"] @ x
-        return jnp.mean(jnp.logaddexp(0.0, z) - data["y"] * z) + 0.5 * lam * jnp.dot(x, x)
-
     layout = BlockLayout.even(d, S)
+    value_and_grad, loss, chain = _logistic_functions(B, layout.sizes, lam)
     return Objective(
         name="logistic_regression",
         layout=layout,
-        chain=_additive_chain(layout, B, lambda z, y: jnp.mean(jnp.logaddexp(0.0, z) - y * z),
-                              penalty=lambda x_s: 0.5 * lam * jnp.dot(x_s, x_s)),
+        chain=chain,
         n_batches=n // B,
         x0=jnp.zeros(d, jnp.float64),
         data={"X": jnp.asarray(X), "y": jnp.asarray(y)},
@@ -222,3 +229,22 @@ def logistic_regression(
         meta=dict(kind="logistic_regression", n=n, d=d, S=S, batch_size=B, lam=lam,
                   grad_noise=grad_noise, seed=seed),
     )
+
+
+@functools.cache
+def _logistic_functions(B: int, sizes: tuple[int, ...], lam: float):
+    """(value_and_grad, loss, chain) of L2-regularised logistic regression, batch size B."""
+
+    def value_and_grad(data, x, b):
+        X_b, y_b = _batch(data, b, B)
+        z = X_b @ x
+        f = jnp.mean(jnp.logaddexp(0.0, z) - y_b * z) + 0.5 * lam * jnp.dot(x, x)
+        return f, X_b.T @ (jax.nn.sigmoid(z) - y_b) / B + lam * x
+
+    def loss(data, x):
+        z = data["X"] @ x
+        return jnp.mean(jnp.logaddexp(0.0, z) - data["y"] * z) + 0.5 * lam * jnp.dot(x, x)
+
+    chain = _additive_chain(sizes, B, lambda z, y: jnp.mean(jnp.logaddexp(0.0, z) - y * z),
+                            penalty=lambda x_s: 0.5 * lam * jnp.dot(x_s, x_s))
+    return value_and_grad, loss, chain

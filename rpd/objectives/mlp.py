@@ -15,6 +15,7 @@ on Hessian-vector products (a local estimate: the MLP is not globally L-smooth).
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -28,6 +29,53 @@ from rpd.validation import check_int, check_real
 def _layers(rng, S: int, w: int, gain: float) -> list[np.ndarray]:
     return [np.concatenate([(gain / np.sqrt(w) * rng.standard_normal((w, w))).ravel(),
                             0.1 * rng.standard_normal(w)]) for _ in range(S)]
+
+
+class _Shell:
+    """What ``chain.chain_value`` reads of an objective (its chain and block layout)."""
+
+    def __init__(self, chain: Chain, layout: BlockLayout):
+        self.chain, self.layout, self.S = chain, layout, layout.S
+
+    def block(self, x, s):
+        off = self.layout.offsets[s]
+        return x[..., off: off + self.layout.sizes[s]]
+
+
+@functools.cache
+def _functions(w: int, S: int, B: int):
+    """(chain, value_and_grad, loss, jitted forward, jitted Hessian-vector product) of the MLP
+    chain, memoized on its static parameters: equal parameters give the same function objects,
+    so rebuilt objectives (and other seeds) reuse compiled programs."""
+
+    def stage(data, s, x_s, a):
+        z = a @ x_s[: w * w].reshape(w, w).T + x_s[None, w * w:]
+        return jnp.tanh(z) if s < S - 1 else z
+
+    def head(data, out, target):
+        return 0.5 * jnp.mean(jnp.sum((out - target) ** 2, axis=-1)) / w
+
+    def forward(x, inputs):
+        a = inputs
+        for s in range(S):
+            a = stage(None, s, x[s * (w * w + w): (s + 1) * (w * w + w)], a)
+        return a
+
+    def inputs(data, b):
+        return (jax.lax.dynamic_slice_in_dim(data["X"], b * B, B, axis=0),
+                jax.lax.dynamic_slice_in_dim(data["Y"], b * B, B, axis=0))
+
+    chain = Chain(inputs=inputs, stage=stage, head=head)
+    shell = _Shell(chain, BlockLayout((w * w + w,) * S))
+
+    def value_and_grad(data, x, b):
+        return jax.value_and_grad(lambda x: chain_value(shell, data, x, b))(x)
+
+    def loss(data, x):
+        return head(data, forward(x, data["X"]), data["Y"])
+
+    hvp = jax.jit(lambda data, x0, v: jax.jvp(jax.grad(lambda x: loss(data, x)), (x0,), (v,))[1])
+    return chain, value_and_grad, loss, jax.jit(forward), hvp
 
 
 def mlp_chain(n: int, width: int, S: int, batch_size: int, seed: int = 0, gain: float = 1.5) -> Objective:
@@ -44,27 +92,8 @@ def mlp_chain(n: int, width: int, S: int, batch_size: int, seed: int = 0, gain: 
     X = rng.standard_normal((n, w))
     teacher = np.concatenate(_layers(rng, S, w, gain))
     student = np.concatenate(_layers(rng, S, w, gain))
-
-    def stage(data, s, x_s, a):
-        z = a @ x_s[: w * w].reshape(w, w).T + x_s[None, w * w:]
-        return jnp.tanh(z) if s < S - 1 else z
-
-    def head(data, out, target):
-        return 0.5 * jnp.mean(jnp.sum((out - target) ** 2, axis=-1)) / w
-
-    def forward(x, inputs):
-        a = inputs
-        for s in range(S):
-            a = stage(None, s, x[s * (w * w + w): (s + 1) * (w * w + w)], a)
-        return a
-
-    Y = np.asarray(jax.jit(forward)(jnp.asarray(teacher), jnp.asarray(X)))
-
-    def inputs(data, b):
-        return (jax.lax.dynamic_slice_in_dim(data["X"], b * B, B, axis=0),
-                jax.lax.dynamic_slice_in_dim(data["Y"], b * B, B, axis=0))
-
-    chain = Chain(inputs=inputs, stage=stage, head=head)
+    chain, value_and_grad, loss, forward, _ = _functions(w, S, B)
+    Y = np.asarray(forward(jnp.asarray(teacher), jnp.asarray(X)))
     layout = BlockLayout((w * w + w,) * S)
     obj = Objective(
         name="mlp_chain",
@@ -72,8 +101,8 @@ def mlp_chain(n: int, width: int, S: int, batch_size: int, seed: int = 0, gain: 
         n_batches=n // B,
         x0=jnp.asarray(student),
         data={"X": jnp.asarray(X), "Y": jnp.asarray(Y)},
-        value_and_grad=lambda data, x, b: jax.value_and_grad(lambda x: chain_value(obj, data, x, b))(x),
-        loss=lambda data, x: head(data, forward(x, data["X"]), data["Y"]),
+        value_and_grad=value_and_grad,
+        loss=loss,
         f_star=0.0,
         batch_size=B,
         chain=chain,
@@ -85,11 +114,12 @@ def mlp_chain(n: int, width: int, S: int, batch_size: int, seed: int = 0, gain: 
 
 def _top_hessian_eigenvalue(obj: Objective, iters: int = 30) -> float:
     """Largest |eigenvalue| of the full-data Hessian at x_0 by power iteration."""
-    hvp = jax.jit(lambda v: jax.jvp(jax.grad(lambda x: obj.loss(obj.data, x)), (obj.x0,), (v,))[1])
+    m = obj.meta
+    hvp = _functions(m["width"], m["S"], m["batch_size"])[4]  # data and x0 as arguments: compiled once
     v = jnp.asarray(np.random.default_rng(0).standard_normal(obj.D))
     lam = 0.0
     for _ in range(iters):
-        hv = hvp(v / jnp.linalg.norm(v))
+        hv = hvp(obj.data, obj.x0, v / jnp.linalg.norm(v))
         lam = float(jnp.linalg.norm(hv))
         v = hv
     return lam

@@ -25,6 +25,7 @@ U(−1/√fan_in, 1/√fan_in) in the order weight, bias; LayerNorm scale 1, bia
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -143,8 +144,15 @@ def scanned_chain_loss(p_first: dict, p_blocks: dict, p_last: dict, inputs: jax.
     parameters (every leaf has a leading [S−2] axis). Same function; on CPU XLA runs the
     scanned backward ~3x faster than the unrolled chain, and compiles in time independent of S."""
     a = embed(p_first, inputs)
-    a, _ = jax.lax.scan(lambda a, p: (block(p, a, heads), None), a, p_blocks)
+    a, _ = jax.lax.scan(_scan_body(heads), a, p_blocks)
     return cross_entropy(head(p_last, a), targets)
+
+
+@functools.cache
+def _scan_body(heads: int):
+    """The scan body of :func:`scanned_chain_loss`, one function object per ``heads``: JAX then
+    reuses its traced body, so an eager (un-jitted) loss does not compile its scan again."""
+    return lambda a, p: (block(p, a, heads), None)
 
 
 # ---------------------------------------------------------------- flat vector <-> stage pytrees
@@ -224,36 +232,52 @@ def nanochat(S: int, text: str | None = None, path=None, *, batch_size: int = 16
     heldout_MxT1 = heldout_all[pick].reshape(-1, T + 1)  # equal-size batches: one big batch has the same mean
 
     params0 = init_params(seed, S, vocab.size, T, W)
-    flats, unravelers = zip(*(ravel_pytree(p) for p in params0))
+    flats = [ravel_pytree(p)[0] for p in params0]
     layout = BlockLayout(tuple(int(f.size) for f in flats))
+    assert layout.sizes == stage_sizes(S, vocab.size, T, W), (layout.sizes, stage_sizes(S, vocab.size, T, W))
     x0 = jnp.concatenate(flats).astype(DTYPE)
+    value_and_grad, heldout_loss, chain = _functions(S, vocab.size, T, W, heads)
 
     data = {"train": jnp.asarray(train_NxBxT1),  # int32 [n_batches, B, T + 1]
             "heldout": jnp.asarray(heldout_MxT1)}  # int32 [n_heldout_batches · B, T + 1]
     n_batches = int(train_NxBxT1.shape[0])
 
-    def flat_loss(x, w_BxT1):
-        p_first, p_blocks, p_last = _unflatten_stacked(x, layout, unravelers)
-        return scanned_chain_loss(p_first, p_blocks, p_last, w_BxT1[:, :-1], w_BxT1[:, 1:], heads)
-
-    def value_and_grad(data, x, b):
-        w_BxT1 = jax.lax.dynamic_index_in_dim(data["train"], jnp.asarray(b) % n_batches, keepdims=False)
-        return jax.value_and_grad(flat_loss)(x, w_BxT1)
-
-    def heldout_loss(data, x):
-        return flat_loss(x, data["heldout"])
-
     meta = dict(S=S, vocab_size=vocab.size, vocab=vocab.chars, batch_size=B, seq_len=T, width=W, heads=heads, seed=seed,
                 heldout_frac=float(heldout_frac), n_chars=len(text), n_train_tokens=len(train_tokens),
                 n_heldout_tokens=len(heldout_tokens), n_heldout_batches=len(pick),
                 stage_sizes=layout.sizes, D=layout.D, source=source)
+    return Objective(name="nanochat", layout=layout, n_batches=n_batches, x0=x0, data=data,
+                     value_and_grad=value_and_grad, loss=heldout_loss, batch_size=B, meta=meta, chain=chain)
+
+
+@functools.cache
+def _functions(S: int, vocab_size: int, T: int, W: int, heads: int):
+    """(value_and_grad, held-out loss, chain) of the LM, memoized on its static sizes: equal
+    sizes give the same function objects, so rebuilt objectives (another seed, another text
+    with the same vocabulary size and shapes) reuse compiled programs. The batch
+    index wraps modulo the number of training batches, read off ``data["train"]``'s shape."""
+    unravelers = _unravelers(S, vocab_size, T, W)
+    layout = BlockLayout(stage_sizes(S, vocab_size, T, W))
+
+    def flat_loss(x, w_BxT1):
+        p_first, p_blocks, p_last = _unflatten_stacked(x, layout, unravelers)
+        return scanned_chain_loss(p_first, p_blocks, p_last, w_BxT1[:, :-1], w_BxT1[:, 1:], heads)
+
+    def batch(data, b):
+        return jax.lax.dynamic_index_in_dim(data["train"], jnp.asarray(b) % data["train"].shape[0], keepdims=False)
+
+    def value_and_grad(data, x, b):
+        return jax.value_and_grad(flat_loss)(x, batch(data, b))
+
+    def heldout_loss(data, x):
+        return flat_loss(x, data["heldout"])
+
     def inputs(data, b):
-        w_BxT1 = jax.lax.dynamic_index_in_dim(data["train"], jnp.asarray(b) % n_batches, keepdims=False)
+        w_BxT1 = batch(data, b)
         return w_BxT1[:, :-1], w_BxT1[:, 1:]
 
     def stage(data, s, x_s, a):
         return stage_apply(s, S, heads)(unravelers[s](x_s), a)
 
     chain = Chain(inputs=inputs, stage=stage, head=lambda data, logits, targets: cross_entropy(logits, targets))
-    return Objective(name="nanochat", layout=layout, n_batches=n_batches, x0=x0, data=data,
-                     value_and_grad=value_and_grad, loss=heldout_loss, batch_size=B, meta=meta, chain=chain)
+    return value_and_grad, heldout_loss, chain
