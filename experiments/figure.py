@@ -408,6 +408,9 @@ register_studies()
 
 @hydra.main(version_base="1.3", config_path="../configs", config_name="figure")
 def main(cfg: DictConfig) -> None:
+    from rpd import compile_cache
+
+    compile_cache.enable(cfg.results_root)  # <results_root>/jax_cache; RPD_COMPILATION_CACHE=0: off
     run_and_report(cfg)
 
 

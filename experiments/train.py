@@ -241,7 +241,9 @@ def main(cfg: DictConfig) -> float:
     and exits non-zero then). Returns the selected metric (the final value at the chosen γ, NaN
     when none) for hydra's optimising sweepers (Optuna, Ax)."""
     from experiments import sweep
+    from rpd import compile_cache
 
+    compile_cache.enable(cfg.results_root)  # <results_root>/jax_cache; RPD_COMPILATION_CACHE=0: off
     try:
         out = run(cfg)
     except Exception as exc:  # an invalid config, refused before any work

@@ -1,0 +1,53 @@
+"""JAX's persistent compilation cache, on by default for the figure script and sweeps.
+
+Compiled programs are keyed by what they compute (``Objective.program_key``: shapes, dtypes,
+static options; the numbers are arguments), so their XLA executables can be reused across
+processes: ``enable(results_root)`` points JAX's persistent cache at
+``<results_root>/jax_cache`` and caches every program, however small or quick to compile.
+A second ``reproduce_paper_figures`` / ``experiments.figure`` / ``experiments.train`` process
+(a hydra sweep's next job, a re-run with ``--force``) then loads its programs from disk
+instead of compiling them.
+
+The environment variable ``RPD_COMPILATION_CACHE`` overrides this: ``0`` (or ``off``,
+``false``, ``no``) turns the cache off, a path puts it there instead. Library calls
+(``import rpd``, notebooks, tests) never turn it on by themselves; call :func:`enable`.
+The cache is trusted input (JAX loads executables from it): keep it in a directory only you
+can write to.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ENV = "RPD_COMPILATION_CACHE"
+SUBDIR = "jax_cache"
+_OFF = ("0", "off", "false", "no")
+_ON = ("", "1", "on", "true", "yes")
+
+
+def cache_dir(results_root: str | os.PathLike = "results") -> Path | None:
+    """Where :func:`enable` puts the cache for ``results_root``, or None when the
+    environment turns it off."""
+    value = os.environ.get(ENV, "").strip()
+    if value.lower() in _OFF:
+        return None
+    if value.lower() in _ON:
+        return Path(results_root) / SUBDIR
+    return Path(value).expanduser()
+
+
+def enable(results_root: str | os.PathLike = "results") -> Path | None:
+    """Turn JAX's persistent compilation cache on under ``results_root`` (see the module doc);
+    returns its directory, or None if ``RPD_COMPILATION_CACHE`` turns it off. Every program
+    is cached (no minimum compile time or size). Call it before the first compilation."""
+    path = cache_dir(results_root)
+    if path is None:
+        return None
+    import jax
+
+    path.mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(path.resolve()))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    return path
