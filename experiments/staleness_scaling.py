@@ -1,14 +1,15 @@
 """The S⁴ staleness study (SPEC §8) as its own entry point: ``experiments.figure`` with
 ``experiment=staleness_scaling`` preselected.
 
-    python -m experiments.staleness_scaling               # quick: S = 2..16
-    python -m experiments.staleness_scaling size=full     # S = 2..128, the paper's range
+    python -m experiments.staleness_scaling               # quick: S = 2..16, 3 seeds
+    python -m experiments.staleness_scaling size=full     # S = 2..256, 4 seeds
     python -m experiments.staleness_scaling +study.overrides.N=32 out_dir=/tmp/s4
 
-For S = 2..128 at one γ stable for every S, on PD and RPD: the bound's stale-read term, the
-measured ‖x^k − z^k‖² and ‖∇f(x^k) − ∇f(z^k)‖², log-log slopes with confidence intervals, and
-the figure ``paper_figures/[quick/]staleness_scaling.png``; the measured exponents are printed
-next to the bound's 4 (``rpd.studies.staleness``). Every option of ``experiments.figure``
+For S = 2..256 at one γ stable for every S, on PD and RPD, over several seeds: the bound's
+stale-read term, the measured ‖x^k − z^k‖² and ‖∇f(x^k) − ∇f(z^k)‖², log-log exponents (the
+global fit, the local slopes between consecutive S, the large-S fit) with 95% CIs across seeds,
+and the figure ``paper_figures/[quick/]staleness_scaling.png``; the measured exponents are
+printed next to the bound's 4 (``rpd.studies.staleness``). Every option of ``experiments.figure``
 applies.
 """
 

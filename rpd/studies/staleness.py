@@ -18,17 +18,29 @@ L²‖x^k − z^k‖² ≤ γ²L²δ²G². This study measures both sides along 
   S, so PD's sample is not locked to one stage) and averaged over the run, as the bound's
   (1/K)Σ_k is; G = the largest block-gradient norm of the run.
 
-Slopes of log-quantity against log S are least-squares fits with t-based 95% CIs
-(:func:`rpd.theory.loglog_fit`), reported as measured next to the bound's 4.
+The whole study is repeated over ``n_seeds`` seeds (seed i: data seed ``seed + i`` and RPD plan
+seed ``rpd_seed + i``; the fixed γ is chosen on seed 0 and must converge on every seed). The
+exponents are reported three ways, each as the mean over seeds with a t-based 95% CI across
+seeds (mean ± t_{0.975, n_seeds − 1} · sd/√n_seeds, :func:`seed_ci`):
+
+- global: one least-squares log-log fit over every S, per seed;
+- local: the slope (log y_{i+1} − log y_i)/(log S_{i+1} − log S_i) between consecutive S, per
+  seed (:func:`local_slopes`) -- whether the curve steepens;
+- large-S: the least-squares fit over S >= ``large_S`` (the last few S), per seed.
+
+The pooled fits of earlier versions (:func:`rpd.theory.loglog_fit` on the seeds' geometric mean,
+CI from the scatter about the line) stay in ``fits``. All are reported as measured next to the
+bound's 4.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from matplotlib.figure import Figure
+from scipy import stats
 
 from rpd import methods, objectives, schedules, theory, tuning
 from rpd.plotting import _save, paper_style, pow2_label
@@ -44,24 +56,83 @@ QUANTITIES = {"xz": "bound_xz", "grad_gap": "bound_stale"}
 class Config:
     """The S⁴ study at full size (SPEC §8: S = 2..128)."""
 
-    S_values: tuple[int, ...] = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+    S_values: tuple[int, ...] = (2, 4, 8, 16, 32, 64, 128, 256)
     n: int = 1024
     d: int = 512  # divisible by max(S_values): even blocks for every power of two
     batch_size: int = 32
-    N: int = 512  # microbatches for every S (K = N·S); N >= 3·max S keeps PD mostly in steady state
-    seed: int = 0  # data seed
-    rpd_seed: int = 0
-    gamma_exps: tuple[int, int] = (-12, -2)  # candidate fixed γ's, largest first
-    large_S: int = 8  # second fit over S >= large_S (the asymptotic regime)
+    N: int = 512  # microbatches for every S (K = N·S); N >= 2·max S keeps PD mostly in steady state
+    seed: int = 0  # data seed of seed 0 (seed i uses seed + i)
+    rpd_seed: int = 0  # RPD plan seed of seed 0 (seed i uses rpd_seed + i)
+    n_seeds: int = 4  # repetitions over (data, RPD) seeds: the CIs of the exponents are across them
+    # candidate fixed γ's, largest first; 2^-6 and 2^-7 fail at S = 256 (recorded in gamma_trail),
+    # so the grid's top is above the pick and the narrower grid picks what (-12, -2) would
+    gamma_exps: tuple[int, int] = (-10, -6)
+    large_S: int = 64  # the large-S exponent: fit over S >= large_S (64, 128, 256)
 
 
-QUICK = dict(S_values=(2, 4, 8, 16), n=256, d=128, N=64, gamma_exps=(-9, -3), large_S=4)
+QUICK = {"S_values": (2, 4, 8, 16), "n": 256, "d": 128, "N": 64, "n_seeds": 3, "gamma_exps": (-9, -3), "large_S": 4}
+
+CONFIDENCE = 0.95
 
 
 def n_steps(cfg: Config) -> int:
     """Units of work reported to ``progress`` when the first γ holds: the grid at the largest S,
-    then PD and RPD for every other S."""
-    return 1 + 2 * (len(cfg.S_values) - 1)
+    then PD and RPD for every other (S, seed)."""
+    return 1 + 2 * (len(cfg.S_values) * cfg.n_seeds - 1)
+
+
+def seed_ci(values, confidence: float = CONFIDENCE) -> tuple[float, tuple[float, float]]:
+    """Mean over seeds (axis 0) and its t-based CI: mean ± t_{(1+c)/2, n−1} · sd/√n (sd with
+    n − 1). With one seed the CI is (nan, nan). Works elementwise on [n_seeds, ...] arrays
+    (returns arrays then)."""
+    v = np.asarray(values, np.float64)
+    n = v.shape[0]
+    mean = v.mean(axis=0)
+    if n < 2:
+        nan = np.full_like(mean, np.nan)
+        return _scalar(mean), (_scalar(nan), _scalar(nan))
+    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * v.std(axis=0, ddof=1) / np.sqrt(n)
+    return _scalar(mean), (_scalar(mean - half), _scalar(mean + half))
+
+
+def _scalar(x):
+    return float(x) if np.ndim(x) == 0 else x
+
+
+def local_slopes(S, Y) -> np.ndarray:
+    """Log-log slopes between consecutive S: (log Y[..., i+1] − log Y[..., i]) /
+    (log S[i+1] − log S[i]), shape [..., len(S) − 1]. S increasing, Y > 0."""
+    lS, lY = np.log(np.asarray(S, np.float64)), np.log(np.asarray(Y, np.float64))
+    if lS.ndim != 1 or lY.shape[-1] != lS.size or lS.size < 2 or np.any(np.diff(lS) <= 0):
+        raise ValueError(f"S must be 1-D increasing with >= 2 values matching Y's last axis, got {lS.shape}, {lY.shape}")
+    return np.diff(lY, axis=-1) / np.diff(lS)
+
+
+def fit_slopes(S, Y) -> np.ndarray:
+    """Least-squares log-log slope of every row of Y ([n_seeds, len(S)]) against S."""
+    lS, lY = np.log(np.asarray(S, np.float64)), np.log(np.atleast_2d(np.asarray(Y, np.float64)))
+    xc = lS - lS.mean()
+    return (lY - lY.mean(axis=1, keepdims=True)) @ xc / float(xc @ xc)
+
+
+def exponents(S, Y, large_S: int, confidence: float = CONFIDENCE) -> dict:
+    """Global, local and large-S log-log exponents of Y ([n_seeds, len(S)], > 0) against S, each
+    the mean over seeds with its t-based CI across seeds (:func:`seed_ci`)."""
+    S = np.asarray(S, np.float64)
+    Y = np.atleast_2d(np.asarray(Y, np.float64))
+    big = S >= large_S
+    if big.sum() < 2:
+        raise ValueError(f"large_S={large_S} leaves fewer than 2 S values in {S.tolist()}")
+    g, gci = seed_ci(fit_slopes(S, Y), confidence)
+    lg, lgci = seed_ci(fit_slopes(S[big], Y[:, big]), confidence)
+    loc, (llo, lhi) = seed_ci(local_slopes(S, Y), confidence)
+    return {
+        "global_slope": g, "global_ci": list(gci),
+        "large_S_slope": lg, "large_S_ci": list(lgci), "large_S_range": f"{int(S[big].min())}..{int(S[big].max())}",
+        "local": [{"S_lo": int(S[i]), "S_hi": int(S[i + 1]), "slope": float(loc[i]), "ci": [float(llo[i]), float(lhi[i])]}
+               for i in range(S.size - 1)],
+        "n_seeds": int(Y.shape[0]), "confidence": confidence,
+    }
 
 
 def converging(curve_P: np.ndarray, f0: float) -> bool:
@@ -75,17 +146,19 @@ def converging(curve_P: np.ndarray, f0: float) -> bool:
                 and rep.log_slope <= tuning.DEFAULT.max_log_slope)
 
 
-def _objective(cfg: Config, S: int):
-    return objectives.random_quadratic(n=cfg.n, d=cfg.d, S=S, batch_size=cfg.batch_size, seed=cfg.seed)
+def _objective(cfg: Config, S: int, seed: int = 0):
+    return objectives.random_quadratic(n=cfg.n, d=cfg.d, S=S, batch_size=cfg.batch_size, seed=cfg.seed + seed)
 
 
-def _runs(cfg: Config, S: int, gammas, diag: bool):
-    """PD and RPD at S on the γ's: {method: Result}; one point per microbatch (stride S)."""
-    obj = _objective(cfg, S)
+def _runs(cfg: Config, S: int, gammas, diag: bool, seed: int = 0):
+    """PD and RPD at S on the γ's for seed index ``seed``: {method: Result}; one point per
+    microbatch (stride S)."""
+    obj = _objective(cfg, S, seed)
     tl = schedules.pipedream(S, cfg.N)
     ds = S + 1 if diag else 0
     pd = methods.pipedream(obj, tl, gammas, axis="block_update", stride=S, diag_stride=ds)
-    rp = methods.rpd(obj, tl.K, gammas, theory.pd_delta(S), seed=cfg.rpd_seed, stride=S, diag_stride=ds)
+    rp = methods.rpd(obj, tl.K, gammas, theory.pd_delta(S), seed=cfg.rpd_seed + seed, stride=S,
+                     diag_stride=ds)
     return obj, {"pd": pd, "rpd": rp}
 
 
@@ -97,34 +170,42 @@ def measure(obj, res: methods.Result, g: int, S: int, delta: int, gamma: float) 
     f0 = float(res.curve[g, 0])
     rb = theory.bound_from_run(res.traces["block_grad_norm"][g], gamma, S, K, obj.L, delta, f0 + obj.f_star,
                                obj.f_star)
-    return dict(
-        xz=float(diag[:, 0].mean()), grad_gap=float(diag[:, 1].mean()), grad_sq=float(diag[:, 2].mean()),
-        n_diag=int(diag.shape[0]), G=rb.G, bound_stale=rb.at_gamma.stale,
-        bound_xz=gamma**2 * delta**2 * rb.G**2,  # the proof's bound on ‖x − z‖²
-        stale_tuned=theory.stale_term_tuned(obj.L, delta, K, f0 + obj.f_star, obj.f_star),
-        final=float(res.curve[g, -1]),
-    )
+    return {
+        "xz": float(diag[:, 0].mean()), "grad_gap": float(diag[:, 1].mean()), "grad_sq": float(diag[:, 2].mean()),
+        "n_diag": int(diag.shape[0]), "G": rb.G, "bound_stale": rb.at_gamma.stale,
+        "bound_xz": gamma**2 * delta**2 * rb.G**2,  # the proof's bound on ‖x − z‖²
+        "stale_tuned": theory.stale_term_tuned(obj.L, delta, K, f0 + obj.f_star, obj.f_star),
+        "final": float(res.curve[g, -1]),
+    }
 
 
 def _converging_grid(res: methods.Result) -> np.ndarray:
     return np.array([converging(res.curve[i], float(res.curve[i, 0])) for i in range(len(res.gammas))])
 
 
-def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutput:
-    """Measure mean ‖x − z‖², ‖∇f(x) − ∇f(z)‖² and the bound's stale term for every S at one
-    fixed γ, on PD and RPD, and fit their log-log slopes in S.
+FIT_QUANTITIES = ("xz", "grad_gap", "bound_xz", "bound_stale", "stale_tuned")
 
-    The largest S runs the whole candidate grid (with diagnostics, so it is also that S's
-    measurement); the fixed γ is the largest candidate whose PD and RPD runs both converge there;
-    every other S runs at that γ alone, and γ is halved (within the grid) while any S fails."""
+
+def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutput:
+    """Measure mean ‖x − z‖², ‖∇f(x) − ∇f(z)‖² and the bound's stale term for every S and seed
+    at one fixed γ, on PD and RPD, and fit their log-log slopes in S (global, local, large-S).
+
+    The largest S runs the whole candidate grid on seed 0 (with diagnostics, so it is also that
+    (S, seed)'s measurement); the fixed γ is the largest candidate whose PD and RPD runs both
+    converge there; every other (S, seed) runs at that γ alone, and γ is halved (within the grid)
+    while any run fails."""
     S_values = sorted(cfg.S_values)
     if max(S_values) > cfg.d:
         raise ValueError(f"every S must be <= d={cfg.d}, got max S = {max(S_values)}")
+    if cfg.n_seeds < 1:
+        raise ValueError(f"n_seeds must be >= 1, got {cfg.n_seeds}")
     S_max = S_values[-1]
+    seeds = range(cfg.n_seeds)
     grid = tuning.pow2_grid(*cfg.gamma_exps)[::-1]  # largest first
     obj_max, res_max = _runs(cfg, S_max, grid, diag=True)
     ok = {m: _converging_grid(res_max[m]) for m in METHODS}
-    trail = [dict(S=S_max, method=m, converging={f"2^{tuning.log2_exponent(g)}": bool(o) for g, o in zip(grid, ok[m])})
+    trail = [{"S": S_max, "seed": 0, "method": m,
+                  "converging": {f"2^{tuning.log2_exponent(g)}": bool(o) for g, o in zip(grid, ok[m])}}
              for m in METHODS]
     if progress is not None:
         progress(f"γ grid at S={S_max}")
@@ -136,53 +217,76 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
         gamma = float(grid[gi])
         if not all(ok[m][gi] for m in METHODS):
             continue
-        rows, failed = {m: [] for m in METHODS}, []
-        for S in S_values[:-1]:
-            obj, res = _runs(cfg, S, np.array([gamma]), diag=True)
-            for m in METHODS:
-                if not converging(res[m].curve[0], float(res[m].curve[0, 0])):
-                    failed.append(dict(S=S, method=m))
-                rows[m].append(measure(obj, res[m], 0, S, theory.pd_delta(S), gamma))
-                if progress is not None:
-                    progress(f"{m.upper()} S={S}")
-        for m in METHODS:
-            rows[m].append(measure(obj_max, res_max[m], gi, S_max, theory.pd_delta(S_max), gamma))
-        trail.append(dict(gamma_exp=tuning.log2_exponent(gamma), failed=failed))
+        rows, failed = {m: [[] for _ in seeds] for m in METHODS}, []
+        for seed in seeds:
+            for S in S_values:
+                if seed == 0 and S == S_max:
+                    obj, res, g = obj_max, res_max, gi
+                else:
+                    obj, res = _runs(cfg, S, np.array([gamma]), diag=True, seed=seed)
+                    g = 0
+                for m in METHODS:
+                    if not converging(res[m].curve[g], float(res[m].curve[g, 0])):
+                        failed.append({"S": S, "seed": seed, "method": m})
+                    rows[m][seed].append(measure(obj, res[m], g, S, theory.pd_delta(S), gamma))
+                    if progress is not None and g == 0:
+                        progress(f"{m.upper()} S={S} seed={seed}")
+        trail.append({"gamma_exp": tuning.log2_exponent(gamma), "failed": failed})
         if not failed:
             break
 
     S_arr = np.asarray(S_values, np.float64)
-    arrays = dict(S=np.asarray(S_values, np.int64), delta=np.array([theory.pd_delta(S) for S in S_values]),
-                  gamma=np.asarray(gamma))
+    arrays = {"S": np.asarray(S_values, np.int64), "delta": np.array([theory.pd_delta(S) for S in S_values]),
+                  "gamma": np.asarray(gamma), "seeds": np.arange(cfg.n_seeds)}
     for m in METHODS:
-        for key in rows[m][0]:
-            arrays[f"{m}_{key}"] = np.array([r[key] for r in rows[m]])
-    fits, table = {}, []
+        for key in rows[m][0][0]:
+            v = np.array([[r[key] for r in rows[m][i]] for i in seeds])  # [n_seeds, n_S]
+            arrays[f"{m}_{key}_by_seed"] = v
+            # the seeds' geometric mean (what the pooled fits and the figure's lines use)
+            arrays[f"{m}_{key}"] = np.exp(np.log(v).mean(axis=0)) if np.all(v > 0) else v.mean(axis=0)
+    fits, table, expo = {}, [], {}
     for m in METHODS:
-        for q in ("xz", "grad_gap", "bound_xz", "bound_stale", "stale_tuned"):
+        for q in FIT_QUANTITIES:
+            bound_exp = 4 if q != "stale_tuned" else 3
             y = arrays[f"{m}_{q}"]
             for name, keep in (("all", S_arr > 0), ("large", S_arr >= cfg.large_S)):
                 if keep.sum() < 3 or not np.all(y[keep] > 0):
                     continue
                 f = theory.loglog_fit(S_arr[keep], y[keep])
-                fits[f"{m}/{q}/{name}"] = dict(slope=f.slope, ci=list(f.slope_ci), intercept=f.intercept,
-                                               r2=f.r2, n=f.n)
-                table.append(dict(method=m.upper(), quantity=q, S_range=f"{int(S_arr[keep].min())}..{int(S_arr[keep].max())}",
-                                  slope=round(f.slope, 3), ci95=[round(c, 3) for c in f.slope_ci],
-                                  bound_exponent=4 if q != "stale_tuned" else 3))
-    summary = dict(
-        study="staleness_scaling", config=dataclasses.asdict(cfg), setting=_setting(cfg),
-        gamma=gamma, gamma_exp=tuning.log2_exponent(gamma), gamma_trail=trail,
-        gamma_rule=("largest power of two in the grid whose PD and RPD runs converge at the largest S "
+                fits[f"{m}/{q}/{name}"] = {"slope": f.slope, "ci": list(f.slope_ci), "intercept": f.intercept,
+                                               "r2": f.r2, "n": f.n}
+            Y = arrays[f"{m}_{q}_by_seed"]
+            if np.all(Y > 0):
+                e = exponents(S_arr, Y, cfg.large_S)
+                expo[f"{m}/{q}"] = dict(e, bound_exponent=bound_exp)
+                table.append({"method": m.upper(), "quantity": q, "S_range": f"{S_values[0]}..{S_values[-1]}",
+                                  "slope": round(e["global_slope"], 3), "ci95": _r(e["global_ci"]),
+                                  "large_S_range": e["large_S_range"], "large_S_slope": round(e["large_S_slope"], 3),
+                                  "large_S_ci95": _r(e["large_S_ci"]),
+                                  "local": [round(x["slope"], 2) for x in e["local"]],
+                                  "bound_exponent": bound_exp})
+    summary = {
+        "study": "staleness_scaling", "config": dataclasses.asdict(cfg), "setting": _setting(cfg),
+        "gamma": gamma, "gamma_exp": tuning.log2_exponent(gamma), "gamma_trail": trail,
+        "gamma_rule": ("largest power of two in the grid whose PD and RPD runs converge at the largest S on seed 0 "
                     "(finite, never above f(x⁰) − f*, final below half of it, tail log-slope <= 1e-4), "
-                    "then checked at every S (halved while any S fails)"),
-        converged_everywhere=not trail[-1]["failed"],
-        objective=f"random quadratic n={cfg.n}, d={cfg.d}, B={cfg.batch_size}, seed={cfg.seed}; same N={cfg.N} "
-                  f"microbatches for every S (K = N·S)",
-        fits=fits,
-        claim="bound: stale-read term γ²L²δ²G² = Θ(S⁴) at fixed γ (Θ(S⁴/K) = Θ(S³) at the tuned γ with K = N·S)",
-    )
+                    "then checked at every S and seed (halved while any run fails)"),
+        "converged_everywhere": not trail[-1]["failed"],
+        "objective": f"random quadratic n={cfg.n}, d={cfg.d}, B={cfg.batch_size}, data seeds {cfg.seed}.."
+                  f"{cfg.seed + cfg.n_seeds - 1}, RPD seeds {cfg.rpd_seed}..{cfg.rpd_seed + cfg.n_seeds - 1}; "
+                  f"same N={cfg.N} microbatches for every S (K = N·S)",
+        "fits": fits,
+        "exponents": expo,
+        "exponent_method": (f"per seed: global = least-squares log-log slope over all S, large-S = the same over "
+                         f"S >= {cfg.large_S}, local = slope between consecutive S; reported as the mean over "
+                         f"{cfg.n_seeds} seeds ± t_(0.975, {cfg.n_seeds - 1})·sd/√{cfg.n_seeds} (95% CI across seeds)"),
+        "claim": "bound: stale-read term γ²L²δ²G² = Θ(S⁴) at fixed γ (Θ(S⁴/K) = Θ(S³) at the tuned γ with K = N·S)",
+    }
     return StudyOutput(arrays=arrays, summary=summary, table=table)
+
+
+def _r(ci) -> list:
+    return [round(c, 3) for c in ci]
 
 
 def _setting(cfg: Config) -> str:
@@ -191,15 +295,23 @@ def _setting(cfg: Config) -> str:
                      if getattr(cfg, f.name) != getattr(paper, f.name))
 
 
-def _fit_label(fits, key) -> str:
-    f = fits.get(key)
+def _fit_label(s, key) -> str:
+    """', global k [lo, hi]; S >= a: k [lo, hi]' from the seed exponents (older outputs: the
+    pooled fit)."""
+    e = s.get("exponents", {}).get(key)
+    if e is not None:
+        g, lg = e["global_ci"], e["large_S_ci"]
+        return (f", global {e['global_slope']:.2f} [{g[0]:.2f}, {g[1]:.2f}]; "
+                f"S {e['large_S_range']}: {e['large_S_slope']:.2f} [{lg[0]:.2f}, {lg[1]:.2f}]")
+    f = s["fits"].get(key + "/all")
     return "" if f is None else f", slope {f['slope']:.2f} [{f['ci'][0]:.2f}, {f['ci'][1]:.2f}]"
 
 
 def figure(out: StudyOutput, path) -> None:
-    """Two log-log panels against S: ‖x − z‖² with its bound γ²δ²G², and ‖∇f(x) − ∇f(z)‖² with
-    the stale term γ²L²δ²G²; PD solid, RPD dashed; fitted slopes (95% CI) in the legend and an
-    S⁴ guide."""
+    """Three log-x panels against S: ‖x − z‖² with its bound γ²δ²G², ‖∇f(x) − ∇f(z)‖² with the
+    stale term γ²L²δ²G² (PD solid, RPD dashed; the seeds' geometric mean, their range shaded;
+    global and large-S exponents with 95% CIs across seeds in the legend; an S⁴ guide), and the
+    local slopes between consecutive S with their CIs next to the bound's 4."""
     a, s = out.arrays, out.summary
     with paper_style():
         _draw(a, s, path)
@@ -207,31 +319,61 @@ def figure(out: StudyOutput, path) -> None:
 
 def _draw(a, s, path) -> None:
     S = a["S"].astype(float)
-    fits = s["fits"]
-    fig = Figure(figsize=(12.5, 4.8))
-    axes = fig.subplots(1, 2)
+    expo = s.get("exponents", {})
+    fig = Figure(figsize=(17.5, 5.2))
+    axes = fig.subplots(1, 3)
     panels = (("xz", "bound_xz", "mean ‖x^k − z^k‖²", "bound γ²δ²G²"),
               ("grad_gap", "bound_stale", "mean ‖∇f(x^k) − ∇f(z^k)‖²", "stale term γ²L²δ²G²"))
     for ax, (q, b, qname, bname) in zip(axes, panels):
-        for u, m in enumerate(METHODS):
+        for m in METHODS:
             ls, lab = ("-", "PD") if m == "pd" else ("--", "RPD")
-            ax.plot(S, a[f"{m}_{q}"], "o" + ls, color="C0", ms=4,
-                    label=f"{lab}: {qname}{_fit_label(fits, f'{m}/{q}/all')}")
-            ax.plot(S, a[f"{m}_{b}"], "s" + ls, color="C3", ms=4,
-                    label=f"{lab}: {bname}{_fit_label(fits, f'{m}/{b}/all')}")
+            for key, color, marker, name in ((q, "C0" if m == "pd" else "C2", "o", qname), (b, "C3", "s", bname)):
+                ax.plot(S, a[f"{m}_{key}"], marker + ls, color=color, ms=4,
+                        label=f"{lab}: {name}{_fit_label(s, f'{m}/{key}')}")
+                by_seed = a.get(f"{m}_{key}_by_seed")
+                if by_seed is not None and np.ndim(by_seed) == 2 and by_seed.shape[0] > 1:
+                    ax.fill_between(S, by_seed.min(axis=0), by_seed.max(axis=0), color=color, alpha=0.15, lw=0)
+        if np.ndim(a.get(f"pd_{q}_by_seed")) == 2 and a[f"pd_{q}_by_seed"].shape[0] > 1:
+            ax.fill_between([], [], [], color="0.5", alpha=0.3, lw=0, label="shaded: range over seeds")
         ref = a[f"pd_{b}"][-1] * (S / S[-1]) ** 4
-        ax.plot(S, ref, ":", color="0.5", label="∝ S⁴")
+        ax.plot(S, ref, ":", color="0.5", label="∝ S⁴ (the bound's exponent)")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("number of stages S")
         ax.set_title(qname + " and its bound", fontsize=9)
-        ax.legend(fontsize=6.5)
+        ax.legend(fontsize=6)
         ax.grid(True, which="major", alpha=0.3)
+    ax = axes[2]
+    styles = (("pd/xz", "C0", "o", "-", "PD ‖x − z‖²"), ("pd/grad_gap", "C1", "^", "-", "PD ‖∇f(x) − ∇f(z)‖²"),
+              ("rpd/xz", "C2", "o", "--", "RPD ‖x − z‖²"), ("rpd/grad_gap", "C4", "^", "--", "RPD ‖∇f(x) − ∇f(z)‖²"),
+              ("pd/bound_xz", "C3", "s", ":", "PD bound γ²δ²G²"))
+    n_styles = len(styles)
+    for u, (key, color, marker, ls, name) in enumerate(styles):
+        e = expo.get(key)
+        if e is None:
+            continue
+        lo = np.array([x["S_lo"] for x in e["local"]], float)
+        hi = np.array([x["S_hi"] for x in e["local"]], float)
+        mid = np.sqrt(lo * hi) * 2 ** (0.06 * (u - (n_styles - 1) / 2))  # small offsets, bars apart
+        k = np.array([x["slope"] for x in e["local"]])
+        ci = np.array([x["ci"] for x in e["local"]])
+        err = np.abs(np.vstack([k - ci[:, 0], ci[:, 1] - k])) if np.all(np.isfinite(ci)) else None
+        ax.errorbar(mid, k, yerr=err, fmt=marker + ls, color=color, ms=4, capsize=2, lw=1,
+                    label=f"{name}: S {e['large_S_range']} {e['large_S_slope']:.2f}, global {e['global_slope']:.2f}")
+    ax.axhline(4, color="0.3", ls=":", lw=1.2, label="bound's exponent 4")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("S (between consecutive S, at their geometric mean)")
+    ax.set_ylabel("local log-log slope d log y / d log S")
+    n_seeds = next(iter(expo.values()))["n_seeds"] if expo else 1
+    ax.set_title(f"local exponents, mean over {n_seeds} seeds with 95% CI (t across seeds)", fontsize=9)
+    ax.legend(fontsize=6)
+    ax.grid(True, which="major", alpha=0.3)
     cfg = s["config"]
     fig.suptitle(f"{TITLE}\nrandom quadratic n = {cfg['n']}, d = {cfg['d']}, B = {cfg['batch_size']}, "
                  f"N = {cfg['N']} microbatches (K = N·S), fixed γ = {pow2_label(s['gamma_exp'])}, "
-                 f"δ = ⌊S² − S/2⌋; slopes: least squares with 95% CI", fontsize=9)
+                 f"δ = ⌊S² − S/2⌋, {n_seeds} seeds (geometric mean, range shaded); "
+                 "exponents: per-seed least squares, mean with 95% CI across seeds", fontsize=9)
     if s.get("setting"):
-        fig.text(0.01, 0.005, f"quick setting (paper: S = 2..128): {s['setting']}", fontsize=7, color="0.3")
+        fig.text(0.01, 0.005, f"quick setting (full: S = 2..256): {s['setting']}", fontsize=7, color="0.3")
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     _save(fig, path, dpi=150)
