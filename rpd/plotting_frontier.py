@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib import lines as mpl_lines
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, NullFormatter
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
 from rpd.plotting import _save, paper_style
 
@@ -23,8 +23,18 @@ NAMES = {"nesterov_quadratic": "Nesterov quadratic", "logistic_regression": "log
          "mlp_chain": "MLP chain", "nanochat": "NanoChat LM"}
 
 
-_PLAIN = FuncFormatter(lambda v, _: f"{v:.4g}")
-_TWO_FIVE = FuncFormatter(lambda v, _: f"{v:.4g}" if round(v / 10 ** np.floor(np.log10(v)), 6) in (2.0, 5.0) else "")
+def _compact(v: float) -> str:
+    """Tick text: 40k, 1.2M, 0.05, 3.1 (no 4e+04)."""
+    a = abs(v)
+    if a >= 1e6:
+        return f"{v / 1e6:.3g}M"
+    if a >= 1e4:
+        return f"{v / 1e3:.3g}k"
+    return f"{v:.4g}"
+
+
+_PLAIN = FuncFormatter(lambda v, _: _compact(v))
+_TWO_FIVE = FuncFormatter(lambda v, _: _compact(v) if round(v / 10 ** np.floor(np.log10(v)), 6) in (2.0, 5.0) else "")
 
 
 def _panel(ax, rows: list[dict], y: str, title: str) -> None:
@@ -46,17 +56,20 @@ def _panel(ax, rows: list[dict], y: str, title: str) -> None:
     missing = [r["schedule"] for r in rows if r["status"] == "ok" and (r.get(y) is None or not np.isfinite(r[y]))]
     if missing:  # under the title, wrapped
         words = ("never: " if y == "time_to_target" else "diverged: ") + ", ".join(missing)
-        title += "\n" + textwrap.fill(words, 60)
+        title += "\n" + textwrap.fill(words, 48)
     # log axes where the values span a decade or more; narrower ranges read better on linear ones
     for values, set_scale in (([r["memory"] for r in ok], ax.set_xscale), ([r[y] for r in ok], ax.set_yscale)):
         if values and min(values) > 0 and max(values) / min(values) >= 10:
             set_scale("log")
     for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+        if scale == "linear":
+            axis.set_major_locator(MaxNLocator(nbins=4))
+    for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
         axis.set_major_formatter(_PLAIN)
         lo, hi = axis.get_view_interval()
         narrow = scale == "log" and lo > 0 and np.log10(hi / lo) < 1.5  # few or no decades: label 2 and 5
         axis.set_minor_formatter(_TWO_FIVE if narrow else NullFormatter())
-    ax.set_title(title, fontsize=7.5)
+    ax.set_title(title, fontsize=7)
     ax.tick_params(labelsize=7)
 
 
