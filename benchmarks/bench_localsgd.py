@@ -154,4 +154,5 @@ def main() -> None:
     {"e3": bench_e3, "e4": bench_e4, "e6": bench_e6}[args.part](args.out)
 
 
-main()
+if __name__ == "__main__":
+    main()

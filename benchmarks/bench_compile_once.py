@@ -1,0 +1,154 @@
+"""Issue 14 benchmark: compile once, run many. The whole E3 figure (the study's ``run``,
+objective construction and every compilation included) three ways, each in its own process:
+
+- ``cold``: a fresh process, no persistent cache;
+- ``again``: the same process runs the whole figure a second time (the study rebuilds its
+  objectives: with programs keyed by ``Objective.program_key`` nothing compiles again);
+- ``cached``: a fresh process whose persistent compilation cache (``rpd.compile_cache``'s
+  settings: every program cached) was filled by an earlier process.
+
+Side by side, in the ``cold`` process, the lean NumPy per-op loop of ``bench_localsgd.py``
+(weight stashing, f − f* after every time step), timed on one γ per method and extrapolated
+to the figure's grid, its curves checked against the study's. Rounds are interleaved and
+repeated; medians are printed. ``--before DIR`` runs the same processes on another source tree
+(e.g. ``git archive <commit> | tar -x -C DIR``) in the same rounds, for a before/after table.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_compile_once.py [--repeats 3] [--before DIR]
+"""
+
+from __future__ import annotations
+
+import time
+
+T_START = time.perf_counter()
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+def child(cache: str | None, numpy_side: bool) -> dict:
+    """One process: E3 cold, E3 again, and (``numpy_side``) the lean NumPy loop."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    import jax
+
+    if cache:  # rpd.compile_cache.enable's settings (set here so that an older tree runs too)
+        jax.config.update("jax_compilation_cache_dir", cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    compiles, hits = [0], [0]  # programs compiled or loaded (XLA), and of those loaded from the cache
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda ev, d, **kw: compiles.__setitem__(0, compiles[0] + (ev == "/jax/core/compile/backend_compile_duration")))
+    jax.monitoring.register_event_listener(
+        lambda ev, **kw: hits.__setitem__(0, hits[0] + (ev == "/jax/compilation_cache/cache_hits")))
+    import numpy as np
+
+    from rpd import schedules, tuning
+    from rpd.studies import pd_vs_localsgd
+
+    cfg = pd_vs_localsgd.config_for("e3_nesterov", "full")
+    t0 = time.perf_counter()
+    out = pd_vs_localsgd.run(cfg)
+    cold = time.perf_counter() - t0
+    res = {"cold": cold, "start_to_cold": time.perf_counter() - T_START, "compiles_cold": compiles[0] - hits[0],
+           "hits_cold": hits[0]}
+    t0 = time.perf_counter()
+    pd_vs_localsgd.run(cfg)
+    res["again"] = time.perf_counter() - t0
+    res["compiles_again"] = compiles[0] - res["compiles_cold"]
+    if not numpy_side:
+        return res
+    sys.path.insert(0, str(HERE))
+    from bench_localsgd import numpy_run
+
+    obj = pd_vs_localsgd.make_objective(cfg)
+    data = {k: np.asarray(v) for k, v in obj.data.items()}
+    n_runs = {"pd": len(tuning.pow2_grid(*cfg.pd_gamma_exps))}
+    timelines = {"pd": schedules.pipedream(cfg.S, cfg.N, cfg.noam)}
+    for H in cfg.H:
+        timelines[f"localsgd_H{H}"] = schedules.local_sgd(cfg.S, cfg.N, cfg.R, H)
+        n_runs[f"localsgd_H{H}"] = len(tuning.pow2_grid(*cfg.localsgd_gamma_exps))
+    total, worst = 0.0, 0.0
+    for e in out.summary["methods"]:
+        key, j = e["key"], e["gamma_index"]
+        gamma = float(out.arrays[f"{key}_gammas"][j])
+        t0 = time.perf_counter()
+        curve = numpy_run(data, obj.layout, obj.n_batches, obj.batch_size, timelines[key], gamma)
+        total += (time.perf_counter() - t0) * n_runs[key]
+        ref = out.arrays[f"{key}_curves"][j]
+        worst = max(worst, float(np.max(np.abs(curve[: len(ref)] - ref) / np.maximum(np.abs(ref), 1e-300))))
+    res.update(numpy=total, numpy_rel_diff=worst)
+    return res
+
+
+def spawn(tree: Path, cache: str | None, numpy_side: bool) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(tree), RPD_COMPILATION_CACHE="0")
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", cache or "off"]
+    if numpy_side:
+        cmd.append("--numpy")
+    proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode:
+        raise RuntimeError(proc.stderr[-3000:])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def one_round(tree: Path, tmp: Path) -> dict:
+    a = spawn(tree, None, True)  # cold (no persistent cache) + again + NumPy
+    cache = tempfile.mkdtemp(dir=tmp)
+    spawn(tree, cache, False)  # fills the persistent cache
+    b = spawn(tree, cache, False)  # a fresh process that reads it
+    return {**a, "cached": b["cold"], "compiles_cached_process": b["compiles_cold"], "hits": b["hits_cold"],
+            "start_to_cached": b["start_to_cold"]}
+
+
+def load_average() -> str:
+    try:
+        return f"{os.getloadavg()[0]:.1f}"
+    except OSError:
+        return "?"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--before", type=Path, default=None, help="another source tree, run in the same rounds")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--numpy", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child is not None:
+        print(json.dumps(child(None if args.child == "off" else args.child, args.numpy)))
+        return
+    trees = {"now": ROOT} | ({"before": args.before.resolve()} if args.before else {})
+    rows: dict[str, list[dict]] = {k: [] for k in trees}
+    print(f"load average {load_average()} on {os.cpu_count()} cores at the start")
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.repeats):
+            for name, tree in trees.items():
+                row = one_round(tree, Path(tmp))
+                rows[name].append(row)
+                print(f"round {r + 1} {name:>6}: cold {row['cold']:.2f} s ({row['compiles_cold']} compiles), "
+                      f"again {row['again']:.2f} s ({row['compiles_again']} compiles), cached process "
+                      f"{row['cached']:.2f} s ({row['compiles_cached_process']} compiles, {row['hits']} from the cache); NumPy {row['numpy']:.2f} s "
+                      f"(curves agree to {row['numpy_rel_diff']:.1e}); load {load_average()}", flush=True)
+    med = lambda name, k: statistics.median(row[k] for row in rows[name])  # noqa: E731
+    print(f"\nE3 whole figure, medians of {args.repeats} interleaved rounds (seconds; ratio = NumPy / rpd, "
+          "NumPy timed in the cold process)")
+    print(f"{'tree':>6} {'cold':>7} {'again':>7} {'cached':>7} {'NumPy':>7}   {'cold x':>6} {'again x':>7} "
+          f"{'cached x':>8}   {'start→cold':>10} {'start→cached':>12}")
+    for name in trees:
+        c, a, k, n = (med(name, key) for key in ("cold", "again", "cached", "numpy"))
+        print(f"{name:>6} {c:7.2f} {a:7.2f} {k:7.2f} {n:7.2f}   {n / c:5.1f}x {n / a:6.1f}x {n / k:7.1f}x   "
+              f"{med(name, 'start_to_cold'):10.2f} {med(name, 'start_to_cached'):12.2f}")
+    print(f"load average {load_average()} at the end")
+
+
+if __name__ == "__main__":
+    main()
