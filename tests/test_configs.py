@@ -142,7 +142,7 @@ def test_added_keys_are_checked_against_the_schemas():
     (the study's own Config checks those)."""
     C.check_keys(_compose(["+study.overrides.N=100", "+study.overrides.anything=1"]))
     with pytest.raises(ValueError, match=r"unknown config key logger.mode2: valid keys in logger are dir, "
-                                         r"entity, kind, mode, project, tags$"):
+                                         r"entity, init_timeout, kind, mode, project, tags$"):
         C.typed(_compose(["+logger.mode2=online"]))
     with pytest.raises(ValueError, match="unknown config key study.name2"):
         C.typed({"study": {"name2": "e1"}}, C.FigureConfig)
