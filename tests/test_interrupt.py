@@ -83,6 +83,8 @@ def test_run_concurrently_does_not_wait_for_running_tasks_on_ctrl_c():
     tasks = [lambda: 0] + [slow] * 4
     # process-directed, as Ctrl-C: the kernel may hand it to any thread, not the waiting one
     timer = threading.Timer(0.3, os.kill, args=(os.getpid(), signal.SIGINT))
+    # Python's own Ctrl-C handler, whatever an earlier test (a library) installed in this process
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     t0 = time.monotonic()
     try:
         with pytest.raises(KeyboardInterrupt):
@@ -93,3 +95,4 @@ def test_run_concurrently_does_not_wait_for_running_tasks_on_ctrl_c():
     finally:
         timer.cancel()
         release.set()
+        signal.signal(signal.SIGINT, previous)
