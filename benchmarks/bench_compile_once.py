@@ -90,7 +90,7 @@ def child(cache: str | None, numpy_side: bool) -> dict:
 
 
 def spawn(tree: Path, cache: str | None, numpy_side: bool) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(tree), RPD_COMPILATION_CACHE="0")
+    env = dict(os.environ, PYTHONPATH=str(tree), RPD_JAX_CACHE="0")
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", cache or "off"]
     if numpy_side:
         cmd.append("--numpy")

@@ -33,7 +33,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import rpd  # noqa: E402,F401
-from rpd import core, methods, objectives, plans, replay, results, schedules, tuning  # noqa: E402
+from rpd import core, methods, objectives, plans, replay, schedules, tuning  # noqa: E402
 from rpd.studies import pd_vs_rpd  # noqa: E402
 
 

@@ -19,7 +19,6 @@ import numpy as np
 
 from rpd import delays, schedules
 
-
 # ---------------------------------------------------------------- the straightforward loop
 
 

@@ -410,7 +410,7 @@ register_studies()
 def main(cfg: DictConfig) -> None:
     from rpd import compile_cache
 
-    compile_cache.enable(cfg.results_root)  # <results_root>/jax_cache; RPD_COMPILATION_CACHE=0: off
+    compile_cache.enable(cfg.results_root)  # <results_root>/jax_cache; RPD_JAX_CACHE=0: off
     run_and_report(cfg)
 
 

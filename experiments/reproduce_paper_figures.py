@@ -226,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.out or ("paper_figures" if args.size == "full" else "paper_figures/quick")
     from rpd import compile_cache
 
-    compile_cache.enable(args.results)  # <results>/jax_cache; RPD_COMPILATION_CACHE=0: off
+    compile_cache.enable(args.results)  # <results>/jax_cache; RPD_JAX_CACHE=0: off
     reports = reproduce(select(args.only), args.size, force=args.force, results_root=args.results,
                         out_dir=out)
     return 1 if any(r.status in ("failed", "missing") for r in reports) else 0

@@ -243,7 +243,7 @@ def main(cfg: DictConfig) -> float:
     from experiments import sweep
     from rpd import compile_cache
 
-    compile_cache.enable(cfg.results_root)  # <results_root>/jax_cache; RPD_COMPILATION_CACHE=0: off
+    compile_cache.enable(cfg.results_root)  # <results_root>/jax_cache; RPD_JAX_CACHE=0: off
     try:
         out = run(cfg)
     except Exception as exc:  # an invalid config, refused before any work

@@ -8,7 +8,7 @@ A second ``reproduce_paper_figures`` / ``experiments.figure`` / ``experiments.tr
 (a hydra sweep's next job, a re-run with ``--force``) then loads its programs from disk
 instead of compiling them.
 
-The environment variable ``RPD_COMPILATION_CACHE`` overrides this: ``0`` (or ``off``,
+The environment variable ``RPD_JAX_CACHE`` overrides this: ``0`` (or ``off``,
 ``false``, ``no``) turns the cache off, a path puts it there instead. Library calls
 (``import rpd``, notebooks, tests) never turn it on by themselves; call :func:`enable`.
 The cache is trusted input (JAX loads executables from it): keep it in a directory only you
@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-ENV = "RPD_COMPILATION_CACHE"
+ENV = "RPD_JAX_CACHE"
 SUBDIR = "jax_cache"
 _OFF = ("0", "off", "false", "no")
 _ON = ("", "1", "on", "true", "yes")
@@ -39,7 +39,7 @@ def cache_dir(results_root: str | os.PathLike = "results") -> Path | None:
 
 def enable(results_root: str | os.PathLike = "results") -> Path | None:
     """Turn JAX's persistent compilation cache on under ``results_root`` (see the module doc);
-    returns its directory, or None if ``RPD_COMPILATION_CACHE`` turns it off. Every program
+    returns its directory, or None if ``RPD_JAX_CACHE`` turns it off. Every program
     is cached (no minimum compile time or size). Call it before the first compilation."""
     path = cache_dir(results_root)
     if path is None:

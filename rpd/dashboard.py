@@ -25,7 +25,6 @@ import os
 import warnings
 from typing import NamedTuple, Sequence
 
-
 # The swept variables runs are grouped by (``meta.<key>``, see experiments.wandb_log.sweep_meta).
 GROUP_BY = ("method", "schedule", "S", "H", "delta", "N", "T")
 

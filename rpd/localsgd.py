@@ -21,7 +21,8 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, PartitionSpec as P
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
 
 from rpd.objectives.base import Objective, ProgramKey
 from rpd.results import Result

@@ -4,7 +4,7 @@ import os
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 # The entry points turn JAX's persistent compilation cache on (rpd.compile_cache); tests that
 # call them in-process must not point this process's cache at a temporary directory.
-os.environ.setdefault("RPD_COMPILATION_CACHE", "0")
+os.environ.setdefault("RPD_JAX_CACHE", "0")
 
 import jax  # noqa: E402
 

@@ -146,7 +146,7 @@ print(path, len(hits), repr(float(res.curve[0, -1])))
 @pytest.mark.slow
 def test_persistent_cache_under_the_results_root(tmp_path):
     """A second process (another seed: the same program) loads the compiled run from
-    ``<results_root>/jax_cache``; ``RPD_COMPILATION_CACHE=0`` turns the cache off."""
+    ``<results_root>/jax_cache``; ``RPD_JAX_CACHE=0`` turns the cache off."""
     import os
     import subprocess
     import sys
@@ -162,8 +162,8 @@ def test_persistent_cache_under_the_results_root(tmp_path):
     assert Path(path) == root / "jax_cache" and int(hits) == 0 and any((root / "jax_cache").iterdir())
     path, hits, _ = run(1)
     assert int(hits) >= 1  # the core's program came from disk
-    path, hits, _ = run(1, RPD_COMPILATION_CACHE="0")
+    path, hits, _ = run(1, RPD_JAX_CACHE="0")
     assert path == "None" and int(hits) == 0
     elsewhere = tmp_path / "elsewhere"
-    path, _, _ = run(1, RPD_COMPILATION_CACHE=str(elsewhere))
+    path, _, _ = run(1, RPD_JAX_CACHE=str(elsewhere))
     assert Path(path) == elsewhere and any(elsewhere.iterdir())

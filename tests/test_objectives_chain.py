@@ -6,8 +6,13 @@ import numpy as np
 import pytest
 
 import rpd  # noqa: F401
-from rpd.objectives import (logistic_regression, mlp_chain, nesterov_quadratic, random_quadratic,
-                            two_point_value_and_grad)
+from rpd.objectives import (
+    logistic_regression,
+    mlp_chain,
+    nesterov_quadratic,
+    random_quadratic,
+    two_point_value_and_grad,
+)
 
 LINEAR = [
     lambda: random_quadratic(n=40, d=9, S=3, batch_size=10, seed=1),

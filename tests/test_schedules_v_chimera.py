@@ -3,16 +3,15 @@ anchors (torch's DualPipeV test artifact, ZOO.md §3.11's Chimera listing), comp
 op counts, parameter errors, and the timed closed forms of ZOO.md §3.9-§3.11."""
 
 import re
-
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from rpd.schedules.torch_format import from_csv
 from rpd.schedules.bidirectional import chimera_down, chimera_order, chimera_rank_of, chimera_slots
 from rpd.schedules.ir import BWD, BWD_I, BWD_W, CHAR_KIND, FWD, check_complete
 from rpd.schedules.timer import flatten, time_order
+from rpd.schedules.torch_format import from_csv
 from rpd.schedules.v_shape import dualpipe_v_order, v_stage_to_rank, zbv_order
 
 V_GRID = [(S, M) for S in (1, 2, 3, 4, 8) for M in (1, 2, S, 2 * S - 1, 2 * S, 2 * S + 1, 4 * S)]

@@ -9,9 +9,8 @@ import pytest
 import rpd  # noqa: F401
 from rpd import localsgd, methods, objectives, schedules, simtime, tuning
 from rpd.costs import CostModel
-from rpd.studies import load, make_config
 from rpd.studies import costs_crossover as study
-from rpd.studies import pd_vs_localsgd, scaling
+from rpd.studies import load, make_config, pd_vs_localsgd, scaling
 
 GRIDS = dict(pd_gamma_exps=(-5, -2), localsgd_gamma_exps=(-5, -2))
 TINY = dict(quad_S=2, quad_R=2, quad_d=8, quad_n=24, quad_batch_size=4, quad_N=12, quad_H=(2,),

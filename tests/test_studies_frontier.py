@@ -43,7 +43,6 @@ def test_pipemare_is_pipedream_on_a_linear_chain_and_not_on_the_mlp(out):
     for costs in ("F=B", "B=2F+lat"):
         q = rows(out, "nesterov_quadratic", costs)
         assert q["PipeMare"]["loss_stable"] == pytest.approx(q["PipeDream"]["loss_stable"], rel=1e-12)
-    m = rows(out, "mlp_chain", "F=B")
     key = "mlp_chain/S4/F=B/{}/curve"
     assert not np.allclose(out.arrays[key.format("PipeMare")], out.arrays[key.format("PipeDream")])
 

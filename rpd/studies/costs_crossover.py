@@ -67,8 +67,16 @@ import numpy as np
 from rpd import concurrency, localsgd, methods, objectives, schedules, simtime, tuning
 from rpd.costs import CostModel
 from rpd.studies import StudyOutput
-from rpd.studies.crossover import (CLAIMS, UNIT, claim_checks, crossover, crossover_grows,  # noqa: F401
-                                  describe, make_series, table_rows)
+from rpd.studies.crossover import (  # noqa: F401
+    CLAIMS,
+    UNIT,
+    claim_checks,
+    crossover,
+    crossover_grows,
+    describe,
+    make_series,
+    table_rows,
+)
 from rpd.studies.pd_vs_localsgd import best_final, select
 
 TITLE = "PipeDream vs LocalSGD under costs: where the winner changes"
