@@ -110,7 +110,10 @@ def bench_e3(out_dir: str | None) -> None:
     for H in cfg.H:
         timelines[f"localsgd_H{H}"] = schedules.local_sgd(cfg.S, cfg.N, cfg.R, H)
         n_runs[f"localsgd_H{H}"] = len(tuning.pow2_grid(*cfg.localsgd_gamma_exps))
-    T_cut = out.summary["T_cut"]
+    # the study's curves are cut with cfg.cut ("authors": curve[:T], the last point after T − 1
+    # steps); numpy_run's curve[i] is f − f* after i steps, so keep it up to the same last step
+    t_last = out.summary["t_last"]
+    assert np.array_equal(out.arrays["time"], np.arange(t_last + 1)), "JAX time axis is not 0..t_last"
     total, worst = 0.0, 0.0
     for e in out.summary["methods"]:
         key, j = e["key"], e["gamma_index"]
@@ -119,13 +122,15 @@ def bench_e3(out_dir: str | None) -> None:
         curve = numpy_run(data, obj.layout, obj.n_batches, obj.batch_size, timelines[key], gamma)
         dt = time.perf_counter() - t0
         ref = out.arrays[f"{key}_curves"][j]
-        err = float(np.max(np.abs(curve[: T_cut + 1] - ref) / np.maximum(np.abs(ref), 1e-300)))
+        assert ref.shape == (t_last + 1,), (key, ref.shape, t_last)
+        err = float(np.max(np.abs(curve[: t_last + 1] - ref) / np.maximum(np.abs(ref), 1e-300)))
         worst = max(worst, err)
         total += dt * n_runs[key]
         print(f"  NumPy {key:>14}: one run (γ = 2^{e['gamma_exp']}, T = {timelines[key].T}) {dt:.2f} s "
               f"× {n_runs[key]} runs; max rel. diff to JAX curve {err:.1e}")
     print(f"E3 NumPy, whole figure (extrapolated from one γ per method): {total:.1f} s")
     print(f"speed-up: cold {total / cold:.1f}x, warm {total / warm:.1f}x; curves agree to {worst:.1e}")
+    assert worst < 1e-12, f"NumPy and JAX curves differ by {worst:.1e} (more than float rounding)"
 
 
 def bench_e6(out_dir: str | None) -> None:
