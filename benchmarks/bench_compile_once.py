@@ -49,9 +49,7 @@ def child(cache: str | None, numpy_side: bool) -> dict:
         lambda ev, d, **kw: compiles.__setitem__(0, compiles[0] + (ev == "/jax/core/compile/backend_compile_duration")))
     jax.monitoring.register_event_listener(
         lambda ev, **kw: hits.__setitem__(0, hits[0] + (ev == "/jax/compilation_cache/cache_hits")))
-    import numpy as np
 
-    from rpd import schedules, tuning
     from rpd.studies import pd_vs_localsgd
 
     cfg = pd_vs_localsgd.config_for("e3_nesterov", "full")
@@ -67,24 +65,9 @@ def child(cache: str | None, numpy_side: bool) -> dict:
     if not numpy_side:
         return res
     sys.path.insert(0, str(HERE))
-    from bench_localsgd import numpy_run
+    from bench_localsgd import numpy_e3
 
-    obj = pd_vs_localsgd.make_objective(cfg)
-    data = {k: np.asarray(v) for k, v in obj.data.items()}
-    n_runs = {"pd": len(tuning.pow2_grid(*cfg.pd_gamma_exps))}
-    timelines = {"pd": schedules.pipedream(cfg.S, cfg.N, cfg.noam)}
-    for H in cfg.H:
-        timelines[f"localsgd_H{H}"] = schedules.local_sgd(cfg.S, cfg.N, cfg.R, H)
-        n_runs[f"localsgd_H{H}"] = len(tuning.pow2_grid(*cfg.localsgd_gamma_exps))
-    total, worst = 0.0, 0.0
-    for e in out.summary["methods"]:
-        key, j = e["key"], e["gamma_index"]
-        gamma = float(out.arrays[f"{key}_gammas"][j])
-        t0 = time.perf_counter()
-        curve = numpy_run(data, obj.layout, obj.n_batches, obj.batch_size, timelines[key], gamma)
-        total += (time.perf_counter() - t0) * n_runs[key]
-        ref = out.arrays[f"{key}_curves"][j]
-        worst = max(worst, float(np.max(np.abs(curve[: len(ref)] - ref) / np.maximum(np.abs(ref), 1e-300))))
+    total, worst = numpy_e3(out, cfg)
     res.update(numpy=total, numpy_rel_diff=worst)
     return res
 

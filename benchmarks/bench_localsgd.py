@@ -88,6 +88,42 @@ def bench_e4(out_dir: str | None) -> None:
     save(pd_vs_localsgd, "e4_logistic", out, cold, out_dir)
 
 
+def numpy_e3(out, cfg, report=None) -> tuple[float, float]:
+    """The E3 figure's selected run of every method again with the lean NumPy loop: returns (the
+    whole figure's NumPy time, extrapolated from one γ per method to the grid, and the largest
+    relative difference to the study's curves). The study's curves are cut with ``cfg.cut``
+    ("authors": ``curve[:T]``, the last point after T − 1 steps; "end": after T steps; older
+    trees stored no ``t_last``); ``numpy_run``'s ``curve[i]`` is f − f* after i steps, so it is
+    compared up to the same last step. ``report(key, entry, T, seconds, runs, rel_diff)`` is
+    called per method."""
+    obj = pd_vs_localsgd.make_objective(cfg)
+    data = {k: np.asarray(v) for k, v in obj.data.items()}
+    n_runs = {"pd": len(tuning.pow2_grid(*cfg.pd_gamma_exps))}
+    timelines = {"pd": schedules.pipedream(cfg.S, cfg.N, cfg.noam)}
+    for H in cfg.H:
+        timelines[f"localsgd_H{H}"] = schedules.local_sgd(cfg.S, cfg.N, cfg.R, H)
+        n_runs[f"localsgd_H{H}"] = len(tuning.pow2_grid(*cfg.localsgd_gamma_exps))
+    t_last = out.summary.get("t_last")
+    if t_last is not None:
+        assert np.array_equal(out.arrays["time"], np.arange(t_last + 1)), "JAX time axis is not 0..t_last"
+    total, worst = 0.0, 0.0
+    for e in out.summary["methods"]:
+        key, j = e["key"], e["gamma_index"]
+        gamma = float(out.arrays[f"{key}_gammas"][j])
+        t0 = time.perf_counter()
+        curve = numpy_run(data, obj.layout, obj.n_batches, obj.batch_size, timelines[key], gamma)
+        dt = time.perf_counter() - t0
+        ref = out.arrays[f"{key}_curves"][j]
+        if t_last is not None:
+            assert ref.shape == (t_last + 1,), (key, ref.shape, t_last)
+        err = float(np.max(np.abs(curve[: len(ref)] - ref) / np.maximum(np.abs(ref), 1e-300)))
+        worst = max(worst, err)
+        total += dt * n_runs[key]
+        if report is not None:
+            report(key, e, timelines[key].T, dt, n_runs[key], err)
+    return total, worst
+
+
 def bench_e3(out_dir: str | None) -> None:
     cfg = pd_vs_localsgd.config_for("e3_nesterov", "full")
     t0 = time.perf_counter()
@@ -103,31 +139,11 @@ def bench_e3(out_dir: str | None) -> None:
     for row in out.table:
         print("  ", row)
 
-    obj = pd_vs_localsgd.make_objective(cfg)
-    data = {k: np.asarray(v) for k, v in obj.data.items()}
-    n_runs = dict(pd=len(tuning.pow2_grid(*cfg.pd_gamma_exps)))
-    timelines = dict(pd=schedules.pipedream(cfg.S, cfg.N, cfg.noam))
-    for H in cfg.H:
-        timelines[f"localsgd_H{H}"] = schedules.local_sgd(cfg.S, cfg.N, cfg.R, H)
-        n_runs[f"localsgd_H{H}"] = len(tuning.pow2_grid(*cfg.localsgd_gamma_exps))
-    # the study's curves are cut with cfg.cut ("authors": curve[:T], the last point after T − 1
-    # steps); numpy_run's curve[i] is f − f* after i steps, so keep it up to the same last step
-    t_last = out.summary["t_last"]
-    assert np.array_equal(out.arrays["time"], np.arange(t_last + 1)), "JAX time axis is not 0..t_last"
-    total, worst = 0.0, 0.0
-    for e in out.summary["methods"]:
-        key, j = e["key"], e["gamma_index"]
-        gamma = float(out.arrays[f"{key}_gammas"][j])
-        t0 = time.perf_counter()
-        curve = numpy_run(data, obj.layout, obj.n_batches, obj.batch_size, timelines[key], gamma)
-        dt = time.perf_counter() - t0
-        ref = out.arrays[f"{key}_curves"][j]
-        assert ref.shape == (t_last + 1,), (key, ref.shape, t_last)
-        err = float(np.max(np.abs(curve[: t_last + 1] - ref) / np.maximum(np.abs(ref), 1e-300)))
-        worst = max(worst, err)
-        total += dt * n_runs[key]
-        print(f"  NumPy {key:>14}: one run (γ = 2^{e['gamma_exp']}, T = {timelines[key].T}) {dt:.2f} s "
-              f"× {n_runs[key]} runs; max rel. diff to JAX curve {err:.1e}")
+    def report(key, e, T, dt, runs, err):
+        print(f"  NumPy {key:>14}: one run (γ = 2^{e['gamma_exp']}, T = {T}) {dt:.2f} s "
+              f"× {runs} runs; max rel. diff to JAX curve {err:.1e}")
+
+    total, worst = numpy_e3(out, cfg, report)
     print(f"E3 NumPy, whole figure (extrapolated from one γ per method): {total:.1f} s")
     print(f"speed-up: cold {total / cold:.1f}x, warm {total / warm:.1f}x; curves agree to {worst:.1e}")
     assert worst < 1e-12, f"NumPy and JAX curves differ by {worst:.1e} (more than float rounding)"
