@@ -5,7 +5,8 @@ value of the wrong type fails at compose time naming the field (``full_key: sche
 added with ``+`` fails in :func:`typed` (:func:`check_keys`, listing the valid keys); and
 names with a fixed set of choices are enums (``objective.name=foo`` fails listing the choices).
 Value checks that a type cannot express (S >= 1, a non-empty γ grid, n >= d for Nesterov's
-quadratic, S >= 3 for the LM, ...) run in :func:`validate`, before any objective is built,
+quadratic, S >= 3 for the LM, ...) run in :func:`experiments.checks.validate` (also reachable as
+``experiments.config.validate``), before any objective is built,
 with the library's own checks (``rpd.validation``, ``rpd.tuning.pow2_grid``) and the dotted
 config path as the argument name: ``schedule.S must be >= 1, got 0``.
 
@@ -21,11 +22,9 @@ import typing
 from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING, OmegaConf
 
-from rpd import budget, registry, tuning
-from rpd.costs import CostModel
-from rpd.validation import check_choice, check_int, check_real
+from rpd import registry
 
 
 class ObjectiveName(enum.Enum):
@@ -269,239 +268,19 @@ def register() -> None:
 register()
 
 
-# ------------------------------------------------------------------ value checks
-
-def _grid_exponents(m) -> None:
-    lo = tuning.check_exponent("method.gamma_lo", m.gamma_lo)
-    hi = tuning.check_exponent("method.gamma_hi", m.gamma_hi)
-    if hi < lo:
-        raise ValueError(f"method.gamma_hi must be >= method.gamma_lo (the gamma grid "
-                         f"2^gamma_lo..2^gamma_hi is empty), got gamma_lo={lo}, gamma_hi={hi}")
-
-
-def gammas(m) -> list[float]:
-    """The step-size grid of a method config (checked): explicit ``gammas`` or 2^lo..2^hi."""
-    if m.gammas is not None:
-        if len(m.gammas) == 0:
-            raise ValueError("method.gammas must not be empty (or null for the 2^lo..2^hi grid)")
-        return [check_real(f"method.gammas[{i}]", float(g)) for i, g in enumerate(m.gammas)]
-    _grid_exponents(m)
-    return [float(g) for g in tuning.pow2_grid(int(m.gamma_lo), int(m.gamma_hi))]
-
-
 def _value(x):
     return x.value if isinstance(x, enum.Enum) else x
 
 
-def validate(cfg) -> None:
-    """Every value check that does not need data, then the memory estimate
-    (:func:`memory_terms`, ``rpd.budget``); raises ValueError/TypeError naming the field.
-
-    Runs before anything expensive (no objective, timeline or compile yet)."""
-    _check_values(cfg)
-    budget.check(memory_terms(cfg))
+# The value checks and conversions live in experiments.checks (it imports the schemas above);
+# their names stay reachable here (C.typed, C.validate, ...), imported on first use.
+_CHECKS = ("gammas", "validate", "memory_terms", "cost_model", "run_spec", "to_container", "check_keys",
+           "typed", "LM_VOCAB_ESTIMATE", "TIMELINE_BYTES_PER_CELL")
 
 
-# The LM's vocabulary is only known once its text is read; the estimate assumes this many
-# characters (the Shakespeare corpus has 84).
-LM_VOCAB_ESTIMATE = 128
-TIMELINE_BYTES_PER_CELL = 16  # a [T, S] cell: op, microbatch, stage grids and the readiness loop's state
+def __getattr__(name: str):
+    if name in _CHECKS:
+        from experiments import checks
 
-
-def memory_terms(cfg) -> list[budget.Term]:
-    """The big allocations of a checked config as ``rpd.budget.Term`` s: the objective's data,
-    the timeline's [T, S] grids (T bounded from N, S, the schedule's shape and the largest op
-    cost), the method's state for the whole γ grid (PD's history ring and NOAM gradient slots,
-    RPD's δ + 1 versions, LocalSGD's R replicas and padded rounds) and the LM's activations."""
-    o, s = cfg.objective, cfg.schedule
-    spec = run_spec(cfg)
-    p = spec.pipeline.params
-    G, S = len(gammas(cfg.method)), int(s.S)
-    lm = _value(o.name) == "nanochat"
-    if lm:
-        from rpd.objectives.nanochat import stage_sizes
-
-        D, width = sum(stage_sizes(S, LM_VOCAB_ESTIMATE, o.seq_len, o.width)), ("objective.width",)
-        item = 4
-    else:
-        D, width, item = int(o.d), ("objective.d",), 8
-    c = cfg.costs
-    tick = max(max(_flat(v)) for v in (c.F, c.B, c.I, c.W, c.FB, 1) if v is not None)
-    tick += int(c.p2p) + int(c.straggler_ticks)
-    noam = p.noam if p.noam is not None else S
-    if p.T is not None:
-        T, by = int(p.T), ("schedule.T", "schedule.S")
-    else:
-        N = int(p.N)
-        if spec.pipeline.name == "local_sgd":
-            T = 2 * N + -(-N // (p.R * p.H)) * (2 * S - 2)
-        elif noam < S:
-            T = 2 * N * -(-S // noam) + 2 * S
-        else:  # one warm-up and drain per flush (one in all for the asynchronous streams)
-            flushes = -(-N // p.M) if registry.SCHEDULES[spec.pipeline.name].flush else 1
-            T = (2 * N + flushes * 2 * S) * (p.v or 1)
-        by = ("schedule.N", "schedule.S") + (("schedule.noam",) if noam < S else ())
-    terms = [budget.Term("timeline [T, S] grids", by, T * tick * S * TIMELINE_BYTES_PER_CELL)]
-    if lm:
-        acts = G * o.batch_size * o.seq_len * (16 * o.width + o.heads * o.seq_len) * S * item
-        terms.append(budget.Term("LM activations", ("objective.batch_size", "objective.seq_len",
-                                                   "objective.width"), acts))
-    else:
-        terms.append(budget.Term("data", ("objective.n", "objective.d"), int(o.n) * D * 8))
-    if spec.method == "rpd":
-        terms.append(budget.Term("RPD history ring", ("method.delta",) + width,
-                                 G * (spec.options.delta + 1) * D * item))
-    elif spec.pipeline.name == "local_sgd":
-        terms.append(budget.Term("LocalSGD replicas", ("schedule.R",) + width, G * p.R * D * item))
-        rounds = -(-int(p.N or T) // (p.R * p.H)) * p.R * p.H
-        terms.append(budget.Term("LocalSGD rounds", ("schedule.R", "schedule.H"), rounds * 8 * 4))
-    elif spec.method != "sgd":
-        terms.append(budget.Term("history ring and gradient slots", ("schedule.noam",) + width,
-                                 G * (2 * noam + 2) * D * item))
-    return terms
-
-
-def _flat(v) -> list[int]:
-    return [int(x) for x in (v if isinstance(v, (list, tuple)) or hasattr(v, "__len__") else [v])]
-
-
-def _check_values(cfg) -> None:
-    o, m, s = cfg.objective, cfg.method, cfg.schedule
-    S = check_int("schedule.S", s.S)
-    if s.T is None:
-        check_int("schedule.N", s.N)
-    else:
-        check_int("schedule.T", s.T)
-    for field in ("noam", "R", "M", "v", "group"):
-        if getattr(s, field) is not None:
-            check_int(f"schedule.{field}", getattr(s, field))
-    check_int("schedule.H", s.H)
-
-    check_choice("method.name", _value(m.name), [x.value for x in MethodName])
-    gammas(m)
-    if not len(m.seeds):
-        raise ValueError("method.seeds must list at least one seed")
-    for i, seed in enumerate(m.seeds):
-        check_int(f"method.seeds[{i}]", seed, 0)
-    if m.delta is not None:
-        check_int("method.delta", m.delta, 0)
-    check_choice("method.delays", _value(m.delays), [x.value for x in Delays])
-    check_choice("method.block_order", _value(m.block_order), [x.value for x in BlockOrder])
-    check_choice("method.batch_order", _value(m.batch_order), [x.value for x in BatchOrder])
-    check_choice("method.selector", _value(m.selector), [x.value for x in Selector])
-    if check_real("method.tail_frac", m.tail_frac) > 1:
-        raise ValueError(f"method.tail_frac must be <= 1, got {m.tail_frac}")
-    check_int("method.stride", m.stride)
-    if cfg.logger.mode is not None:  # fail before the job, not when logging after it
-        from rpd.tracking import MODES
-
-        check_choice("logger.mode", cfg.logger.mode, MODES)
-    check_real("logger.init_timeout", cfg.logger.init_timeout)
-    run_spec(cfg)  # the schedule, its costs and the method's options, through rpd.registry
-
-    name = check_choice("objective.name", _value(o.name), [x.value for x in ObjectiveName])
-    B = check_int("objective.batch_size", o.batch_size)
-    check_int("objective.seed", o.seed, 0)
-    check_real("objective.grad_noise", o.grad_noise, allow_zero=True)
-    if name == "nanochat":
-        if S < 3:
-            raise ValueError(f"schedule.S must be >= 3 for the nanochat LM (embedding, at least one "
-                             f"transformer block, head), got {S}")
-        check_int("objective.seq_len", o.seq_len)
-        W = check_int("objective.width", o.width)
-        heads = check_int("objective.heads", o.heads)
-        if W % heads:
-            raise ValueError(f"objective.width ({W}) must be divisible by objective.heads ({heads})")
-        check_int("objective.heldout_batches", o.heldout_batches)
-        if not 0 < check_real("objective.heldout_frac", o.heldout_frac) < 1:
-            raise ValueError(f"objective.heldout_frac must be in (0, 1), got {o.heldout_frac}")
-        return
-    n, d = check_int("objective.n", o.n), check_int("objective.d", o.d)
-    if n % B:
-        raise ValueError(f"objective.n must be a multiple of objective.batch_size, got n={n}, batch_size={B}")
-    if S > d:
-        raise ValueError(f"schedule.S must be <= objective.d (one coordinate per block at least), "
-                         f"got S={S}, d={d}")
-    if name == "nesterov_quadratic":
-        if n < d:
-            raise ValueError(f"objective.n must be >= objective.d for Nesterov's quadratic "
-                             f"(X^T X / n = A needs a reduced QR of an n x d matrix), got n={n}, d={d}")
-        if o.condition_number is not None:
-            if check_real("objective.condition_number", o.condition_number) <= 1:
-                raise ValueError(f"objective.condition_number must be > 1, got {o.condition_number}")
-        elif o.mu is None:
-            raise ValueError("objective.mu must be set (or objective.condition_number) for Nesterov's quadratic")
-        else:
-            check_real("objective.mu", o.mu, allow_zero=True)
-    if name == "logistic_regression":
-        check_real("objective.lam", o.lam, allow_zero=True)
-
-
-def cost_model(c) -> CostModel:
-    """The ``rpd.costs.CostModel`` of a costs config node (checked, naming ``costs.<field>``)."""
-    alpha = check_real("costs.allreduce_alpha", c.allreduce_alpha, allow_zero=True)
-    beta = check_real("costs.allreduce_beta", c.allreduce_beta, allow_zero=True)
-    if c.allreduce_values is not None:
-        check_int("costs.allreduce_values", c.allreduce_values, 0)
-    p = check_real("costs.straggler_p", c.straggler_p, allow_zero=True)
-    if p > 1:
-        raise ValueError(f"costs.straggler_p must be <= 1, got {p}")
-    ticks = check_int("costs.straggler_ticks", c.straggler_ticks, 0)
-    return CostModel(F=c.F, B=c.B, I=c.I, W=c.W, FB=c.FB, p2p=c.p2p, allreduce=(alpha, beta),
-                     straggler=(p, ticks) if p > 0 and ticks > 0 else None, seed=c.seed)
-
-
-def run_spec(cfg) -> registry.RunSpec:
-    """The checked, resolved (method, schedule, options, costs) of a config (``rpd.registry``):
-    errors name the field (``schedule.M``, ``method.t1``, ``costs.B``)."""
-    m, s = cfg.method, cfg.schedule
-    params = registry.ScheduleParams(S=s.S, N=s.N, T=s.T, M=s.M, v=s.v, group=s.group,
-                                     overlapped=s.overlapped, noam=s.noam, R=s.R, H=s.H)
-    options = registry.MethodOptions(
-        stride=m.stride, delta=m.delta, delays=_value(m.delays), block_order=_value(m.block_order),
-        batch_order=_value(m.batch_order), predict=m.predict, ema=m.ema, t1=m.t1, t1_window=m.t1_window,
-        t2=m.t2)
-    return registry.prepare(_value(m.name), _value(s.name), params, options, cost_model(cfg.costs),
-                            cfg.costs.allreduce_values, method_prefix="method.", schedule_prefix="schedule.")
-
-
-def to_container(cfg) -> dict:
-    """A plain, resolved dict (enums as their names) of a config node."""
-    if dataclasses.is_dataclass(cfg):
-        cfg = OmegaConf.structured(cfg)
-    if isinstance(cfg, DictConfig):
-        return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    return dict(cfg)
-
-
-def check_keys(cfg, schema=TrainConfig, prefix: str = "") -> None:
-    """Every key of ``cfg`` (a dict or a DictConfig) is a field of ``schema``, recursively through
-    the nested config groups; raises ValueError naming the key and listing the valid ones.
-
-    The schemas are the closed set: hydra's ``+key=value`` adds keys that the typed merge does not
-    reject, so a misspelt ``+method.gama_hi=3`` would silently change nothing but the run hash.
-    ``Dict`` fields (``study.overrides``) are open here; the study checks their keys."""
-    if isinstance(cfg, DictConfig):  # a node promoted to a subclass (the study's own schema)
-        node_type = OmegaConf.get_type(cfg)
-        if dataclasses.is_dataclass(node_type) and issubclass(node_type, schema):
-            schema = node_type
-    hints = typing.get_type_hints(schema)
-    fields = [f.name for f in dataclasses.fields(schema)]
-    for key in cfg:
-        if key not in fields:
-            where = f"in {prefix[:-1]}" if prefix else "at the top level"
-            raise ValueError(f"unknown config key {prefix}{key}: valid keys {where} are "
-                             f"{', '.join(sorted(fields))}")
-        if dataclasses.is_dataclass(hints[key]) and cfg[key] is not None:
-            check_keys(cfg[key], hints[key], f"{prefix}{key}.")
-
-
-def typed(cfg, schema=TrainConfig) -> DictConfig:
-    """``cfg`` (a dict, a dataclass or a DictConfig) merged onto ``schema``: typed and locked,
-    every key checked against the schema (:func:`check_keys`)."""
-    if not dataclasses.is_dataclass(cfg):
-        check_keys(cfg, schema)
-    base = OmegaConf.structured(schema)
-    merged = OmegaConf.merge(base, cfg if not dataclasses.is_dataclass(cfg) else OmegaConf.structured(cfg))
-    OmegaConf.set_struct(merged, True)
-    return merged
+        return getattr(checks, name)
+    raise AttributeError(f"module 'experiments.config' has no attribute {name!r}")
