@@ -12,7 +12,8 @@ The study (``rpd.studies``; E2/E7 come from ``experiments/delay_law.py``) is com
 (name, size, study config) and stored with ``rpd.store`` under
 ``<results_root>/figures/<name>/<hash>``; a complete stored output is reused unless
 ``force=true``. The PNG ``<out_dir>/<name>.png`` and the numbers ``<out_dir>/<name>.json``
-(summary, table rows, size, config, runtime) are always drawn from the stored copy.
+(summary, table rows, size, config, runtime, XLA programs compiled or loaded while computing)
+are always drawn from the stored copy.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from experiments import config as C
+from rpd import compile_cache
 from rpd.validation import qualify
 
 # Figures computed outside rpd.studies: name -> module (same protocol, see `resolve`).
@@ -51,6 +53,7 @@ class FigureOutcome(NamedTuple):
     table: list[dict]
     summary: dict
     run_path: Path
+    programs: dict | None = None  # XLA programs built while computing: {"compiled", "from_cache"}
 
 
 def resolve(name: str) -> SimpleNamespace:
@@ -188,7 +191,8 @@ def compute(name: str, size: str = "quick", overrides: dict | None = None, *,
             on_start(total)
         t0 = time.perf_counter()
         try:
-            out = study.run(cfg, progress=_Counter(total, on_step))
+            with compile_cache.count_programs() as programs:
+                out = study.run(cfg, progress=_Counter(total, on_step))
         except Exception as exc:
             named = qualify(str(exc), {k: k for k in overrides or {}}, OVERRIDES)
             if named != str(exc) and isinstance(exc, (ValueError, TypeError)):
@@ -200,7 +204,8 @@ def compute(name: str, size: str = "quick", overrides: dict | None = None, *,
             raise
         runtime = time.perf_counter() - t0
         store.save_run(path, key, curves=out.arrays,
-                       summary={"summary": out.summary, "table": out.table, "runtime_s": runtime})
+                       summary={"summary": out.summary, "table": out.table, "runtime_s": runtime,
+                                "programs": programs})
         return path, False
 
 
@@ -219,13 +224,14 @@ def draw(name: str, path: Path, out_dir: str | Path = "paper_figures", *, cached
     png, numbers = out_dir / f"{name}.png", out_dir / f"{name}.json"
     resolve(name).figure(out, png)
     runtime = float(run.summary.get("runtime_s", float("nan")))
+    programs = run.summary.get("programs")  # XLA programs compiled / loaded while computing
     record = {"figure": name, "size": run.config["size"], "config": run.config["config"],
-              "runtime_s": runtime, "results": str(path), "git_commit": git_commit,
+              "runtime_s": runtime, "programs": programs, "results": str(path), "git_commit": git_commit,
               "summary": out.summary, "table": out.table}
     store.atomic_write(numbers, json.dumps(store.to_jsonable(record), indent=1, sort_keys=True,
                                            allow_nan=False).encode())
     return FigureOutcome(name, png, numbers, run.config["size"], run.config["config"], runtime,
-                         cached, out.table, out.summary, path)
+                         cached, out.table, out.summary, path, programs)
 
 
 def make_figure(cfg, *, on_step=None, on_start=None, git_commit: str | None = None) -> FigureOutcome:

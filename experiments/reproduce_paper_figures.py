@@ -11,7 +11,8 @@ its complete stored output under ``results/figures/`` is reused), is saved with 
 and the PNG and the numbers (``<name>.json``) are drawn from the saved output, never from wandb.
 One progress bar runs over the figures and one over each study's units of work. At the end a
 table gives, per figure, the paper's message and the numbers behind it (the study's table), and
-``paper_figures/MANIFEST.json`` records figure -> png, numbers, size, config, runtime, commit,
+``paper_figures/MANIFEST.json`` records figure -> png, numbers, size, config, runtime, the XLA
+programs its study compiled or loaded from the persistent cache (``programs``), commit,
 and the provenance of the run that made it (``rpd.provenance``: package versions, XLA flags,
 devices, git commit).
 A failing figure is reported and the others go on; the exit code is 1 if any figure failed or
@@ -171,6 +172,7 @@ def write_manifest(out_dir: Path, reports: Sequence[Report], size: str, commit: 
             "status": r.status, "error": r.error, "size": o.size if o else size,
             "png": o.png.name if o else None, "numbers": o.numbers.name if o else None,
             "config": o.config if o else None, "runtime_s": o.runtime_s if o else None,
+            "programs": o.programs if o else None,
             "wall_s": r.wall_s, "results": str(o.run_path) if o else None, "git_commit": commit,
             "provenance": run_provenance,
         }
@@ -180,6 +182,13 @@ def write_manifest(out_dir: Path, reports: Sequence[Report], size: str, commit: 
     return path
 
 
+def _programs_text(programs: dict | None) -> str:
+    """", 12 programs compiled, 3 from the cache" (nothing for outputs stored before the count)."""
+    if not programs:
+        return ""
+    return f", {programs['compiled']} programs compiled, {programs['from_cache']} from the cache"
+
+
 def summary_text(reports: Sequence[Report], messages: dict) -> str:
     """What each figure shows: status, the paper's message and the study's table."""
     lines = ["", "=" * 78, "What each figure shows", "=" * 78]
@@ -187,7 +196,7 @@ def summary_text(reports: Sequence[Report], messages: dict) -> str:
         o = r.outcome
         head = f"[{r.status}] {r.name}"
         if o is not None:
-            head += f" ({o.size}, computed in {o.runtime_s:.1f} s) -> {o.png}"
+            head += f" ({o.size}, computed in {o.runtime_s:.1f} s{_programs_text(o.programs)}) -> {o.png}"
         lines += ["", head, f"  paper: {messages.get(r.name, '')}"]
         if o is not None:
             for claim in (o.summary or {}).get("claims", []):  # E9: the seeds' claims, measured

@@ -17,6 +17,7 @@ can write to.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -51,3 +52,45 @@ def enable(results_root: str | os.PathLike = "results") -> Path | None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
     return path
+
+
+# Programs compiled and loaded, counted from JAX's monitoring events: every XLA program goes
+# through one backend compile event; those served by the persistent cache also raise a hit.
+_COUNTS = {"events": 0, "hits": 0}
+_LISTENING = [False]
+_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+_HIT_EVENT = "/jax/compilation_cache/cache_hits"
+
+
+def _listen() -> None:
+    if _LISTENING[0]:
+        return
+    import jax
+
+    def on_duration(event, _secs, **_kw):
+        if event == _COMPILE_EVENT:
+            _COUNTS["events"] += 1
+
+    def on_event(event, **_kw):
+        if event == _HIT_EVENT:
+            _COUNTS["hits"] += 1
+
+    jax.monitoring.register_event_duration_secs_listener(on_duration)
+    jax.monitoring.register_event_listener(on_event)
+    _LISTENING[0] = True
+
+
+@contextlib.contextmanager
+def count_programs():
+    """``with count_programs() as n:`` -- on exit ``n`` holds the XLA programs this process
+    built inside the block: ``compiled`` (by XLA) and ``from_cache`` (loaded from the persistent
+    cache). Programs already in memory (JAX's in-process caches) count neither. Counts are
+    process-wide, so work on other threads during the block counts too."""
+    _listen()
+    events, hits = _COUNTS["events"], _COUNTS["hits"]
+    out: dict[str, int] = {}
+    try:
+        yield out
+    finally:
+        loaded = _COUNTS["hits"] - hits
+        out.update(compiled=_COUNTS["events"] - events - loaded, from_cache=loaded)

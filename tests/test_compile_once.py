@@ -10,6 +10,7 @@ import pytest
 
 from rpd import core, localsgd, methods, schedules
 from rpd import objectives as O
+from rpd.compile_cache import count_programs
 from rpd.objectives import nanochat as nc
 
 TEXT = "".join(f"{w} " for w in np.random.default_rng(0).choice(
@@ -24,32 +25,24 @@ BUILDERS = {
     "nanochat": lambda seed: nc.nanochat(4, text=TEXT, seed=seed, **LM),
 }
 
-_compiles = [0]
-
-
-def _count(event, duration, **kwargs):
-    if event == "/jax/core/compile/backend_compile_duration":
-        _compiles[0] += 1
-
-
-jax.monitoring.register_event_duration_secs_listener(_count)
-
-
-class count_compiles:
-    """Backend compilations (XLA) inside the ``with`` block: ``.n``."""
-
-    def __enter__(self):
-        self.start = _compiles[0]
-        return self
-
-    def __exit__(self, *exc):
-        self.n = _compiles[0] - self.start
-
-
 def _runs(obj):
     """A PD run (the core) and a LocalSGD run (the sharded program) of ``obj``."""
     return (methods.pipedream(obj, schedules.pipedream(4, 10), [0.01, 0.02], seed=1),
             methods.local_sgd(obj, schedules.local_sgd(4, 8, 2, 2), [0.01], seed=1))
+
+
+def test_count_programs_counts_what_xla_builds():
+    f = jax.jit(lambda x: x * 3.0 - 1.0)
+    x = jax.numpy.ones(5)
+    with count_programs() as first:
+        f(x)
+    with count_programs() as again:
+        f(x)
+    with count_programs() as new_shape:
+        f(jax.numpy.ones((2, 5)))
+    assert first["compiled"] >= 1 and first["from_cache"] == 0
+    assert again == {"compiled": 0, "from_cache": 0}  # in memory: nothing built
+    assert new_shape["compiled"] >= 1
 
 
 def test_program_key_is_shapes_and_statics():
@@ -73,11 +66,11 @@ def test_rebuilt_objective_does_not_recompile(name):
     first = build(0)
     _runs(first)  # compiles (unless an earlier test did)
     programs = core._program.cache_info().currsize, localsgd._compiled.cache_info().currsize
-    with count_compiles() as c:
+    with count_programs() as n:
         same, other_seed = build(0), build(1)
         _runs(same)
         _runs(other_seed)
-    assert c.n == 0, f"{c.n} compilations for rebuilt {name} objectives"
+    assert n == {"compiled": 0, "from_cache": 0}, f"{n} for rebuilt {name} objectives"
     assert (core._program.cache_info().currsize, localsgd._compiled.cache_info().currsize) == programs
     assert same is not first and same.program_key == first.program_key == other_seed.program_key
 
@@ -89,9 +82,9 @@ def test_shared_program_gives_the_same_numbers_as_a_fresh_one():
     core._program.cache_clear()
     localsgd._compiled.cache_clear()
     jax.clear_caches()
-    with count_compiles() as c:
+    with count_programs() as n:
         fresh = _runs(build(1))
-    assert c.n > 0
+    assert n["compiled"] > 0
     for a, b in zip(shared, fresh):
         np.testing.assert_array_equal(a.curve, b.curve)
         np.testing.assert_array_equal(a.x_final, b.x_final)
@@ -132,14 +125,11 @@ def test_numbers_unchanged_from_before_programs_were_shared():
 
 _CACHED_RUN = """
 import sys
-import jax
 from rpd import compile_cache, methods, schedules, objectives as O
-hits = []
-jax.monitoring.register_event_listener(
-    lambda event, **kw: hits.append(1) if event == "/jax/compilation_cache/cache_hits" else None)
 path = compile_cache.enable(sys.argv[1])
-res = methods.pipedream(O.random_quadratic(64, 16, 4, 4, seed=int(sys.argv[2])), schedules.pipedream(4, 10), [0.01])
-print(path, len(hits), repr(float(res.curve[0, -1])))
+with compile_cache.count_programs() as n:
+    res = methods.pipedream(O.random_quadratic(64, 16, 4, 4, seed=int(sys.argv[2])), schedules.pipedream(4, 10), [0.01])
+print(path, n["from_cache"], n["compiled"], repr(float(res.curve[0, -1])))
 """
 
 
@@ -158,12 +148,13 @@ def test_persistent_cache_under_the_results_root(tmp_path):
     run = lambda seed, **extra: subprocess.run(
         [sys.executable, "-c", _CACHED_RUN, str(root), str(seed)], env={**env, **extra},
         capture_output=True, text=True, timeout=300, check=True).stdout.split()
-    path, hits, _ = run(0)
+    path, hits, compiled, _ = run(0)
     assert Path(path) == root / "jax_cache" and int(hits) == 0 and any((root / "jax_cache").iterdir())
-    path, hits, _ = run(1)
-    assert int(hits) >= 1  # the core's program came from disk
-    path, hits, _ = run(1, RPD_JAX_CACHE="0")
-    assert path == "None" and int(hits) == 0
+    assert int(compiled) >= 1
+    path, hits, compiled, _ = run(1)
+    assert int(hits) >= 1 and int(compiled) == 0  # every program, the core's included, came from disk
+    path, hits, compiled, _ = run(1, RPD_JAX_CACHE="0")
+    assert path == "None" and int(hits) == 0 and int(compiled) >= 1
     elsewhere = tmp_path / "elsewhere"
-    path, _, _ = run(1, RPD_JAX_CACHE=str(elsewhere))
+    path, _, _, _ = run(1, RPD_JAX_CACHE=str(elsewhere))
     assert Path(path) == elsewhere and any(elsewhere.iterdir())
