@@ -15,10 +15,16 @@
     loop) on the same run; the curves are checked to agree;
 (e) the E1 RPD sweep (five δ, one seed, shared program already compiled) one run after another
     (``workers=1``) against side by side on host threads (``workers=2``, rpd.concurrency), best
-    of ``--repeats``; the curves are checked to be identical.
+    of ``--repeats``; the curves are checked to be identical;
+(f) RPD at large S, E6's setting (logistic regression, d = 512, B = 1, σ_g = 0.5, δ = S² − S/2,
+    E6's 10 γ): the core's time per update with its z-read (one dynamic slice per block,
+    concatenated) against the alternative read (one gather of the S block windows), both
+    compiled in this process, best of ``--repeats`` interleaved, outputs checked identical; and
+    at S = 128, E6's whole K, the plan-sized ring (``plans.ring_size``) against a ring of
+    δ + 1 rows (issue 14's measurement), once each after a compile.
 
     .venv/bin/python benchmarks/bench_core.py            # all sections
-    .venv/bin/python benchmarks/bench_core.py a          # or any of a b c d e
+    .venv/bin/python benchmarks/bench_core.py a          # or any of a b c d e f
 """
 
 from __future__ import annotations
@@ -174,14 +180,75 @@ def bench_threads(repeats: int) -> None:
           f"{t1:.2f} s, on 2 host threads {t2:.2f} s  ->  {t1 / t2:.2f}x; curves identical")
 
 
+def _window_gather(ring, version_S, layout, vel=None, horizon_S=None):
+    """The alternative z-read: one gather of S windows [S, P] (row version % C, columns offset_r
+    .. offset_r + P), reshaped (equal blocks only)."""
+    S, P = len(layout.sizes), max(layout.sizes)
+    assert all(size == P for size in layout.sizes) and vel is None
+    starts = jnp.stack([version_S % ring.shape[0], jnp.asarray(layout.offsets, jnp.int32)], axis=1)
+    dims = jax.lax.GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0,), start_index_map=(0, 1))
+    return jax.lax.gather(ring, starts, dims, (1, P), mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS).reshape(S * P)
+
+
+def bench_large_S(repeats: int, S_values=(8, 32, 128), K: int = 40_000) -> None:
+    gammas = tuning.pow2_grid(-12, -3)
+    for S in S_values:
+        obj = objectives.logistic_regression(n=50, d=512, S=S, batch_size=1, lam=1e-4, grad_noise=0.5, seed=0)
+        plan = plans.rpd_plan(0, K, S, obj.n_batches, S * S - S // 2)
+        C = plans.ring_size(plan, S)
+        record = np.full(K, 10, np.int32)
+        record[K - 1] = 0
+
+        def run():
+            return core.execute(obj, plan, record, 10, gammas, 0, ring_size=C)
+
+        times, outs = {"gather": [], "slices": []}, {}
+        for _ in range(repeats + 1):  # the first round compiles
+            for name in times:
+                core._gather = _window_gather if name == "gather" else SLICES
+                core._program.cache_clear()
+                jax.clear_caches()
+                run()  # compile
+                t = time.perf_counter()
+                outs[name] = run()
+                times[name].append(time.perf_counter() - t)
+        core._gather = SLICES
+        for a, b in zip(outs["gather"][:2], outs["slices"][:2]):
+            assert np.array_equal(a, b, equal_nan=True), "the two reads gave different runs"
+        tg, ts = min(times["gather"]), min(times["slices"])
+        print(f"(f) RPD S={S:3d}, K={K}, ring C={C}, {len(gammas)} γ: per update {ts / K * 1e6:.1f} µs (the core: "
+              f"a slice per block) vs {tg / K * 1e6:.1f} µs (one gather)  ->  gather {ts / tg:.2f}x; outputs identical")
+    # E6's S = 128 RPD run whole: the ring the plan needs against δ + 1 rows
+    from rpd.studies import scaling
+
+    S = 128
+    obj = objectives.logistic_regression(n=50, d=512, S=S, batch_size=1, lam=1e-4, grad_noise=0.5, seed=0)
+    b = scaling.budgets(S, 3180, 5)
+    plan = plans.rpd_plan(0, b["K"], S, obj.n_batches, b["delta"])
+    record = np.full(b["K"], 10, np.int32)
+    record[-1] = 0
+    per = {}
+    for C in (plans.ring_size(plan, S), b["delta"] + 1):
+        core.execute(obj, plan, record, 10, gammas, 0, ring_size=C)  # compile
+        t = time.perf_counter()
+        per[C] = core.execute(obj, plan, record, 10, gammas, 0, ring_size=C), (time.perf_counter() - t) / b["K"]
+    (c1, (o1, t1)), (c2, (o2, t2)) = per.items()
+    assert np.array_equal(o1[0], o2[0]), "the ring size changed the run"
+    print(f"(f) RPD S=128, E6's K={b['K']}: per update {t1 * 1e6:.1f} µs (ring C={c1}, the plan's) vs "
+          f"{t2 * 1e6:.1f} µs (C=δ+1={c2}, {10 * c2 * (obj.D + 4) * 8 / 2**20:.0f} MiB)  ->  {t2 / t1:.2f}x")
+
+
+SLICES = core._gather
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("sections", nargs="*", help="any of a b c d e (default: all)")
+    p.add_argument("sections", nargs="*", help="any of a b c d e f (default: all)")
     p.add_argument("--repeats", type=int, default=5)
     args = p.parse_args()
-    args.sections = args.sections or ["a", "b", "c", "d", "e"]
-    if not set(args.sections) <= {"a", "b", "c", "d", "e"}:
-        p.error(f"sections must be among a b c d e, got {args.sections}")
+    args.sections = args.sections or list("abcdef")
+    if not set(args.sections) <= set("abcdef"):
+        p.error(f"sections must be among a b c d e f, got {args.sections}")
     print(f"jax {jax.__version__}, devices {jax.devices()}, x64 {jax.config.jax_enable_x64}")
     if "a" in args.sections:
         bench_e1()  # first: its time includes every compilation
@@ -193,6 +260,8 @@ def main() -> None:
         bench_replay()
     if "e" in args.sections:
         bench_threads(args.repeats)
+    if "f" in args.sections:
+        bench_large_S(args.repeats)
 
 
 if __name__ == "__main__":
