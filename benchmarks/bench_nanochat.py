@@ -6,6 +6,12 @@ Reports compile time and the steady-state wall time of one jitted ``value_and_gr
 defaults (batch 16, sequence 32, width 64, 4 heads), of 16 of them under ``vmap`` (R replicas
 or 16 step sizes at once), and of the held-out loss. Uses the fetched corpus when present,
 else a synthetic text with the same 84-character vocabulary (the cost does not depend on it).
+
+Achieved GFLOP/s are printed next to what these cores do: the gradient's floating-point
+operations are XLA's count (``cost_analysis``) of the same gradient with the stages unrolled
+(XLA counts a ``lax.scan`` body once, so the scanned program's own count is ~S× too low), and
+the reference rates are XLA's own float32 matmul, measured here, at a large square size (the
+cores' practical peak) and at the model's largest layer shape ([B·T, W] @ [W, 4W]).
 """
 
 from __future__ import annotations
@@ -52,13 +58,39 @@ def run(S: int = 16, repeats: int = 20, unrolled: bool = False) -> dict:
     res["vg_vmap16_compile_s"], res["vg_vmap16_s"] = _time(
         vg_R, obj.data, jnp.tile(x, (R, 1)), jnp.arange(R, dtype=jnp.int32), repeats=max(1, repeats // 4))
     res["heldout_loss_compile_s"], res["heldout_loss_s"] = _time(jax.jit(obj.loss), obj.data, x, repeats=repeats)
+    params = nc.stage_params(obj, x)
+    w = obj.data["train"][1]
+    f = jax.jit(jax.value_and_grad(nc.chain_loss), static_argnums=3)
+    flops = _flops(f.lower(params, w[:, :-1], w[:, 1:], obj.meta["heads"]).compile())
+    res["grad_gflop"] = flops / 1e9
     if unrolled:  # the same chain without lax.scan, for comparison
-        params = nc.stage_params(obj, x)
-        w = obj.data["train"][1]
-        f = jax.jit(jax.value_and_grad(nc.chain_loss), static_argnums=3)
         res["vg_unrolled_compile_s"], res["vg_unrolled_s"] = _time(
             f, params, w[:, :-1], w[:, 1:], obj.meta["heads"], repeats=repeats)
+    res["vg_gflops"] = flops / res["vg_s"] / 1e9
+    res["vg_vmap16_gflops"] = R * flops / res["vg_vmap16_s"] / 1e9
+    BT, W = w[:, :-1].size, obj.meta["width"]
+    res["matmul_1024_gflops"] = _matmul_rate(1024, 1024, 1024, repeats)
+    res[f"matmul_{BT}x{W}x{4 * W}_gflops"] = _matmul_rate(BT, W, 4 * W, repeats)
     return res
+
+
+def _flops(compiled) -> float:
+    analysis = compiled.cost_analysis()
+    return float((analysis[0] if isinstance(analysis, list) else analysis)["flops"])
+
+
+def _matmul_rate(m: int, k: int, n: int, repeats: int) -> float:
+    """GFLOP/s of XLA's float32 [m, k] @ [k, n], best of 5 × ``repeats`` calls."""
+    a = jnp.asarray(np.random.default_rng(0).standard_normal((m, k)), jnp.float32)
+    b = jnp.asarray(np.random.default_rng(1).standard_normal((k, n)), jnp.float32)
+    mm = jax.jit(jnp.matmul)
+    jax.block_until_ready(mm(a, b))
+    best = float("inf")
+    for _ in range(5 * repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(mm(a, b))
+        best = min(best, time.perf_counter() - t0)
+    return 2 * m * k * n / best / 1e9
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -69,6 +101,11 @@ def main(argv: list[str] | None = None) -> None:
     res = run(**vars(parser.parse_args(argv)))
     for k, v in res.items():
         print(f"{k:24s} {v:.4f}" if isinstance(v, float) else f"{k:24s} {v}")
+    mm = [k for k in res if k.startswith("matmul_") and k != "matmul_1024_gflops"][0]
+    print(f"gradient: {res['grad_gflop']:.2f} GFLOP, {res['vg_gflops']:.1f} GFLOP/s alone, "
+          f"{res['vg_vmap16_gflops']:.1f} GFLOP/s 16 vmapped; these cores' float32 matmul: "
+          f"{res['matmul_1024_gflops']:.0f} GFLOP/s at 1024², {res[mm]:.0f} GFLOP/s at the model's "
+          f"{mm[7:-7].replace('x', ' x ')}  ->  {res['vg_gflops'] / res['matmul_1024_gflops']:.0%} of the large-matmul peak")
     print(f"E5 estimate: {1024 * res['vg_s']:.0f} s per 1024 gradients "
           f"({16 * 1024 * res['vg_s']:.0f} s if every one of the K = 16·1024 block updates took one)")
 
