@@ -70,7 +70,8 @@ def run(S: int = 16, repeats: int = 20, unrolled: bool = False) -> dict:
     res["vg_vmap16_gflops"] = R * flops / res["vg_vmap16_s"] / 1e9
     BT, W = w[:, :-1].size, obj.meta["width"]
     res["matmul_1024_gflops"] = _matmul_rate(1024, 1024, 1024, repeats)
-    res[f"matmul_{BT}x{W}x{4 * W}_gflops"] = _matmul_rate(BT, W, 4 * W, repeats)
+    res["matmul_model_shape"] = f"{BT} x {W} x {4 * W}"
+    res["matmul_model_gflops"] = _matmul_rate(BT, W, 4 * W, repeats)
     return res
 
 
@@ -101,11 +102,10 @@ def main(argv: list[str] | None = None) -> None:
     res = run(**vars(parser.parse_args(argv)))
     for k, v in res.items():
         print(f"{k:24s} {v:.4f}" if isinstance(v, float) else f"{k:24s} {v}")
-    mm = [k for k in res if k.startswith("matmul_") and k != "matmul_1024_gflops"][0]
     print(f"gradient: {res['grad_gflop']:.2f} GFLOP, {res['vg_gflops']:.1f} GFLOP/s alone, "
           f"{res['vg_vmap16_gflops']:.1f} GFLOP/s 16 vmapped; these cores' float32 matmul: "
-          f"{res['matmul_1024_gflops']:.0f} GFLOP/s at 1024², {res[mm]:.0f} GFLOP/s at the model's "
-          f"{mm[7:-7].replace('x', ' x ')}  ->  {res['vg_gflops'] / res['matmul_1024_gflops']:.0%} of the large-matmul peak")
+          f"{res['matmul_1024_gflops']:.0f} GFLOP/s at 1024², {res['matmul_model_gflops']:.0f} GFLOP/s at the model's "
+          f"{res['matmul_model_shape']}  ->  {res['vg_gflops'] / res['matmul_1024_gflops']:.0%} of the large-matmul peak")
     print(f"E5 estimate: {1024 * res['vg_s']:.0f} s per 1024 gradients "
           f"({16 * 1024 * res['vg_s']:.0f} s if every one of the K = 16·1024 block updates took one)")
 

@@ -18,6 +18,7 @@ can write to.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from pathlib import Path
 
@@ -57,14 +58,13 @@ def enable(results_root: str | os.PathLike = "results") -> Path | None:
 # Programs compiled and loaded, counted from JAX's monitoring events: every XLA program goes
 # through one backend compile event; those served by the persistent cache also raise a hit.
 _COUNTS = {"events": 0, "hits": 0}
-_LISTENING = [False]
 _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 _HIT_EVENT = "/jax/compilation_cache/cache_hits"
 
 
+@functools.cache
 def _listen() -> None:
-    if _LISTENING[0]:
-        return
+    """Register the two listeners, once per process."""
     import jax
 
     def on_duration(event, _secs, **_kw):
@@ -77,7 +77,6 @@ def _listen() -> None:
 
     jax.monitoring.register_event_duration_secs_listener(on_duration)
     jax.monitoring.register_event_listener(on_event)
-    _LISTENING[0] = True
 
 
 @contextlib.contextmanager
