@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from experiments.figure import column_order, format_table
+from experiments.tables import column_order, format_table
 from rpd import delays, plotting, schedules
 
 PAPER = Path(__file__).resolve().parent.parent / "paper_figures"
