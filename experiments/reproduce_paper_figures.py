@@ -5,11 +5,14 @@
     python -m experiments.reproduce_paper_figures --size full     # the paper's sizes
     python -m experiments.reproduce_paper_figures --only e1,e3    # some figures (tag or full name)
     python -m experiments.reproduce_paper_figures --force         # recompute stored studies too
+    python -m experiments.reproduce_paper_figures --jobs 1        # one figure at a time, in this process
 
 Each figure is ``experiments.figure`` on ``configs/experiment/<name>.yaml``: the study runs (or
 its complete stored output under ``results/figures/`` is reused), is saved with ``rpd.store``,
 and the PNG and the numbers (``<name>.json``) are drawn from the saved output, never from wandb.
-One progress bar runs over the figures and one over each study's units of work. At the end a
+The figures are made in ``--jobs`` worker processes at once (default: the cores, at most 4),
+the most expensive first; a figure's numbers do not depend on it. One progress bar runs over
+the figures (with ``--jobs 1``, also one over each study's units of work). At the end a
 table gives, per figure, the paper's message and the numbers behind it (the study's table), and
 ``paper_figures/MANIFEST.json`` records figure -> png, numbers, size, config, runtime, the XLA
 programs its study compiled or loaded from the persistent cache (``programs``), commit,
@@ -35,6 +38,7 @@ from tqdm.auto import tqdm
 from experiments import config as C
 from experiments import figure as F
 from rpd.provenance import git_commit, provenance
+from rpd.validation import check_int
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
@@ -101,47 +105,140 @@ def figure_config(name: str, size: str, *, force: bool, results_root: str, out_d
                     "results_root": results_root, "out_dir": out_dir}, C.FigureConfig)
 
 
+def _make(name: str, size: str, *, force: bool, results_root: str, out_dir: str, config_dir: Path,
+          commit: str | None, on_step=None, on_start=None, file=None) -> Report:
+    """One figure, its failure reported rather than raised."""
+    t0 = time.perf_counter()
+    try:
+        cfg = figure_config(name, size, force=force, results_root=results_root, out_dir=out_dir,
+                            config_dir=config_dir)
+        out = F.make_figure(cfg, on_step=on_step, on_start=on_start, git_commit=commit)
+        return Report(name, "reused" if out.cached else "ok", out, None, time.perf_counter() - t0)
+    except F.StudyNotAvailable as err:
+        return Report(name, "missing", None, str(err), time.perf_counter() - t0)
+    except Exception as err:  # report it, go on with the other figures
+        tqdm.write(f"{name} FAILED:\n{traceback.format_exc()}", file=file)
+        return Report(name, "failed", None, f"{type(err).__name__}: {err}", time.perf_counter() - t0)
+
+
+def default_jobs() -> int:
+    """Figures made at once by default: the cores this process may use, at most 4."""
+    from rpd.concurrency import default_workers
+
+    return default_workers()
+
+
+# The quick figures' cost on 2 cores, most expensive first (BENCHMARKS.md, issue 14): with
+# ``jobs > 1`` they are started in this order, so the long ones do not end up last.
+COST_ORDER = ("e10_frontier", "e5_nanochat", "e11_costs", "staleness_scaling", "e6_scaling",
+              "e4_logistic", "e9_frontier", "e7_schedules", "e3_nesterov", "e1_pd_vs_rpd",
+              "e8_delta", "e2_delay_law")
+
+
+def _worker_init(jax_cache: str | None, threads: int) -> None:
+    """A figure worker process: the parent's persistent cache, its share of the cores for
+    ``rpd.concurrency``, and Ctrl-C left to the parent (which ends the workers)."""
+    import os
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.environ.setdefault("RPD_WORKERS", str(threads))
+    if jax_cache:
+        from rpd import compile_cache
+
+        compile_cache.use(jax_cache)
+
+
+def _terminate(pool) -> None:
+    """End a process pool's workers now (they ignore Ctrl-C). Python 3.14 has
+    ``terminate_workers``; before it, the pool's own process table."""
+    if hasattr(pool, "terminate_workers"):
+        pool.terminate_workers()
+        return
+    for proc in list((pool._processes or {}).values()):
+        proc.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _reproduce_in_processes(names: Sequence[str], jobs: int, file=None, **kw) -> list[Report]:
+    """Every figure in its own task of a pool of ``jobs`` fresh (spawned) processes, the most
+    expensive started first; reports come back in the order of ``names``."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    from rpd import compile_cache
+    from rpd.concurrency import default_workers
+
+    cache = compile_cache.active()
+    threads = max(1, default_workers() // jobs)
+    rank = {n: i for i, n in enumerate(COST_ORDER)}
+    order = sorted(names, key=lambda n: rank.get(n, -1))  # unknown (new) figures first
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_worker_init, initargs=(str(cache) if cache else None, threads))
+    done: dict[str, Report] = {}
+    outer = tqdm(total=len(names), desc=f"figures ({jobs} processes)", unit="fig", file=file,
+                 dynamic_ncols=True)
+    try:
+        futures = {pool.submit(_make, n, file=None, **kw): n for n in order}
+        for fut in as_completed(futures):
+            name = futures[fut]
+            try:
+                rep = fut.result()
+            except Exception as err:  # the worker process itself died (killed, out of memory)
+                rep = Report(name, "failed", None, f"{type(err).__name__}: {err}", float("nan"))
+            done[name] = rep
+            outer.update(1)
+            tqdm.write(f"{name}: {rep.status} ({rep.wall_s:.1f} s)"
+                       + (f" - {rep.error}" if rep.error else ""), file=file)
+    except KeyboardInterrupt:  # end the workers now; the stored runs they finished stay
+        _terminate(pool)
+        raise
+    finally:
+        outer.close()
+    pool.shutdown()
+    return [done[n] for n in names]
+
+
 def reproduce(names: Sequence[str], size: str = "quick", *, force: bool = False,
               results_root: str = "results", out_dir: str = "paper_figures",
               config_dir: Path = CONFIG_DIR, messages: dict | None = None,
-              file=None) -> list[Report]:
+              file=None, jobs: int = 1) -> list[Report]:
     """Make every figure in ``names``; never stops at a failure. Returns one report each and
-    writes ``<out_dir>/MANIFEST.json``."""
+    writes ``<out_dir>/MANIFEST.json``. ``jobs > 1`` makes the figures in that many worker
+    processes at once (each figure's numbers do not depend on it; the per-study progress bars
+    are then replaced by one line per finished figure)."""
     messages = {**FIGURES, **(messages or {})}
     commit = git_commit()
-    reports: list[Report] = []
-    outer = tqdm(names, desc="figures", unit="fig", file=file, dynamic_ncols=True)
-    for name in outer:
-        outer.set_postfix_str(name)
-        inner: list[tqdm] = []
+    kw = dict(size=size, force=force, results_root=results_root, out_dir=out_dir,
+              config_dir=config_dir, commit=commit)
+    jobs = min(check_int("jobs", jobs), len(names))
+    if jobs > 1:
+        reports = _reproduce_in_processes(names, jobs, file=file, **kw)
+    else:
+        reports = []
+        outer = tqdm(names, desc="figures", unit="fig", file=file, dynamic_ncols=True)
+        for name in outer:
+            outer.set_postfix_str(name)
+            inner: list[tqdm] = []
 
-        def on_start(total, _name=name):
-            inner.append(tqdm(total=total, desc=f"  {_name}", unit="step", leave=False, file=file,
-                              dynamic_ncols=True))
+            def on_start(total, _name=name):
+                inner.append(tqdm(total=total, desc=f"  {_name}", unit="step", leave=False, file=file,
+                                  dynamic_ncols=True))
 
-        def on_step(msg, done, total):
-            if inner:
-                inner[0].set_postfix_str(msg[:40])
-                inner[0].update(1)
+            def on_step(msg, done, total):
+                if inner:
+                    inner[0].set_postfix_str(msg[:40])
+                    inner[0].update(1)
 
-        t0 = time.perf_counter()
-        try:
-            cfg = figure_config(name, size, force=force, results_root=results_root, out_dir=out_dir,
-                                config_dir=config_dir)
-            out = F.make_figure(cfg, on_step=on_step, on_start=on_start, git_commit=commit)
-            rep = Report(name, "reused" if out.cached else "ok", out, None, time.perf_counter() - t0)
-        except F.StudyNotAvailable as err:
-            rep = Report(name, "missing", None, str(err), time.perf_counter() - t0)
-        except Exception as err:  # report it, go on with the other figures
-            tqdm.write(f"{name} FAILED:\n{traceback.format_exc()}", file=file)
-            rep = Report(name, "failed", None, f"{type(err).__name__}: {err}", time.perf_counter() - t0)
-        finally:
-            for bar in inner:
-                bar.close()
-        tqdm.write(f"{name}: {rep.status} ({rep.wall_s:.1f} s)"
-                   + (f" - {rep.error}" if rep.error else ""), file=file)
-        reports.append(rep)
-    outer.close()
+            try:
+                rep = _make(name, on_step=on_step, on_start=on_start, file=file, **kw)
+            finally:
+                for bar in inner:
+                    bar.close()
+            tqdm.write(f"{name}: {rep.status} ({rep.wall_s:.1f} s)"
+                       + (f" - {rep.error}" if rep.error else ""), file=file)
+            reports.append(rep)
+        outer.close()
     try:
         write_manifest(Path(out_dir), reports, size, commit)
     except OSError as err:  # e.g. a read-only working directory: the figures' summary still prints
@@ -226,18 +323,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="quick: laptop-sized (the default); full: the paper's sizes")
     ap.add_argument("--only", default=None, help="comma-separated figures, e.g. e1,e3 or e6_scaling")
     ap.add_argument("--force", action="store_true", help="recompute even if a stored output exists")
+    ap.add_argument("--jobs", type=int, default=None,
+                    help="figures made at once, each in its own process (default: the cores, at "
+                         "most 4; 1: one after another in this process, with per-study progress bars)")
     ap.add_argument("--results", default="results", help="results store root (default: results)")
     ap.add_argument("--out", default=None,
                     help="where PNGs, numbers and MANIFEST.json go (default: paper_figures/ for full, "
                          "paper_figures/quick/ for quick, so a quick run never overwrites the paper-size "
                          "figures)")
     args = ap.parse_args(argv)
+    if args.jobs is not None and args.jobs < 1:
+        ap.error(f"--jobs must be >= 1, got {args.jobs}")
     out = args.out or ("paper_figures" if args.size == "full" else "paper_figures/quick")
     from rpd import compile_cache
 
     compile_cache.enable(args.results)  # <results>/jax_cache; RPD_JAX_CACHE=0: off
     reports = reproduce(select(args.only), args.size, force=args.force, results_root=args.results,
-                        out_dir=out)
+                        out_dir=out, jobs=default_jobs() if args.jobs is None else args.jobs)
     return 1 if any(r.status in ("failed", "missing") for r in reports) else 0
 
 

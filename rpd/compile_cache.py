@@ -44,15 +44,28 @@ def enable(results_root: str | os.PathLike = "results") -> Path | None:
     returns its directory, or None if ``RPD_JAX_CACHE`` turns it off. Every program
     is cached (no minimum compile time or size). Call it before the first compilation."""
     path = cache_dir(results_root)
-    if path is None:
-        return None
+    return None if path is None else use(path)
+
+
+def use(path: str | os.PathLike) -> Path:
+    """Put JAX's persistent cache at ``path`` (created if absent), caching every program."""
     import jax
 
+    path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", str(path.resolve()))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
     return path
+
+
+def active() -> Path | None:
+    """The persistent cache's directory in this process (set by :func:`enable` / :func:`use`,
+    or by JAX's own configuration), or None; worker processes pass it on to their children."""
+    import jax
+
+    value = jax.config.jax_compilation_cache_dir
+    return Path(value) if value else None
 
 
 # Programs compiled and loaded, counted from JAX's monitoring events: every XLA program goes

@@ -41,24 +41,28 @@ def _result(fut: Future):
     return fut.result()
 
 
-def run_concurrently(tasks: Sequence[Callable[[], T]], *, workers: int | None = None) -> Iterator[tuple[int, T]]:
+def run_concurrently(tasks: Sequence[Callable[[], T]], *, workers: int | None = None,
+                     first_alone: bool = True) -> Iterator[tuple[int, T]]:
     """Run ``tasks`` (no-argument callables), yielding ``(index, result)`` in order of index.
 
     The first task runs alone (it compiles what the others reuse), then up to ``workers``
-    tasks run at a time. An exception in a task is raised here, at its index."""
+    tasks run at a time; ``first_alone=False`` starts them all at once (tasks that share no
+    program). An exception in a task is raised here, at its index."""
     workers = default_workers() if workers is None else check_int("workers", workers)
     if not tasks:
         return
-    yield 0, tasks[0]()
+    start = 1 if first_alone or workers == 1 else 0
+    if start:
+        yield 0, tasks[0]()
     if workers == 1 or len(tasks) == 1:
         for i, task in enumerate(tasks[1:], start=1):
             yield i, task()
         return
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rpd-run")
-    futures = [pool.submit(task) for task in tasks[1:]]
+    futures = [pool.submit(task) for task in tasks[start:]]
     interrupted = False
     try:
-        for i, fut in enumerate(futures, start=1):
+        for i, fut in enumerate(futures, start=start):
             yield i, _result(fut)
     except KeyboardInterrupt:
         # Ctrl-C: drop the queued tasks and do not wait for the running ones (a run can take

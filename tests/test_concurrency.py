@@ -27,6 +27,22 @@ def test_results_in_task_order_first_task_alone_then_overlapping():
     assert any(alongside[i] for i in range(1, 5))  # the rest overlap
 
 
+def test_first_alone_false_starts_every_task_at_once():
+    started = threading.Barrier(3, timeout=5)  # every task waits for the other two
+
+    def task(i):
+        def run():
+            started.wait()
+            return i
+        return run
+
+    out = list(concurrency.run_concurrently([task(i) for i in range(3)], workers=3, first_alone=False))
+    assert out == [(0, 0), (1, 1), (2, 2)]
+    # one worker: one after another, in order, even without first_alone
+    assert list(concurrency.run_concurrently([lambda: "a", lambda: "b"], workers=1, first_alone=False)) == [
+        (0, "a"), (1, "b")]
+
+
 def test_errors_propagate_and_workers_are_checked(monkeypatch):
     def boom():
         raise RuntimeError("run failed")

@@ -1,6 +1,7 @@
 """Ctrl-C (issue 13, item 6): a clean exit 130, no crash, nothing half-written in the store, and
 the worker threads of rpd.concurrency are not waited for."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -32,6 +33,18 @@ def _start(args, tmp_path) -> subprocess.Popen:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+@contextlib.contextmanager
+def _running(args, tmp_path):
+    """A started Python subprocess, killed on the way out if it is still running."""
+    proc = _start(args, tmp_path)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 def _wait_for(pred, proc, timeout):
     t0 = time.monotonic()
     while not pred():
@@ -42,18 +55,13 @@ def _wait_for(pred, proc, timeout):
 
 def test_ctrl_c_during_a_localsgd_run_exits_130_and_stores_nothing(tmp_path):
     results = tmp_path / "results"
-    proc = _start(["-m", "experiments.train", "method=localsgd", "schedule.N=20000",
-                   f"results_root={results}", f"hydra.run.dir={tmp_path / 'job'}"], tmp_path)
-    try:
+    with _running(["-m", "experiments.train", "method=localsgd", "schedule.N=20000",
+                   f"results_root={results}", f"hydra.run.dir={tmp_path / 'job'}"], tmp_path) as proc:
         # the run lock is taken right before the objective, timeline and compile: work has begun
         _wait_for(lambda: any(results.glob(f"train/*/{store.LOCK}")), proc, timeout=120)
         time.sleep(1.0)  # into building and compiling LocalSGD (where a crash was seen)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert proc.returncode == interrupt.EXIT_INTERRUPTED, err[-3000:]
     assert interrupt.MESSAGE in err
     assert "Segmentation fault" not in err and "Fatal Python error" not in err
@@ -96,3 +104,40 @@ def test_run_concurrently_does_not_wait_for_running_tasks_on_ctrl_c():
         timer.cancel()
         release.set()
         signal.signal(signal.SIGINT, previous)
+
+
+def _children(pid: int) -> list[int]:
+    """The live child processes of ``pid`` (Linux /proc)."""
+    out = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        out += [int(c) for c in task.read_text().split()]
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads the process tree from /proc")
+def test_ctrl_c_ends_the_figure_worker_processes_too(tmp_path):
+    """--jobs 2: Ctrl-C reaches the script (the workers ignore it); it ends its workers, exits
+    130 with one line, and no worker goes on computing in the background."""
+    results = tmp_path / "results"
+    with _running(["-m", "experiments.reproduce_paper_figures", "--only", "e11,staleness", "--jobs", "2",
+                   "--results", str(results), "--out", str(tmp_path / "pf")], tmp_path) as proc:
+        _wait_for(lambda: len(list(results.glob(f"figures/*/*/{store.LOCK}"))) == 2, proc, timeout=120)
+        workers = [p for p in _children(proc.pid) if _alive(p)]
+        assert len(workers) >= 2, workers  # the two figure processes (and the pool's helpers)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == interrupt.EXIT_INTERRUPTED, err[-3000:]
+    assert interrupt.MESSAGE in err and "Traceback" not in err
+    t0 = time.monotonic()
+    while any(_alive(p) for p in workers) and time.monotonic() - t0 < 20:
+        time.sleep(0.1)
+    assert not [p for p in workers if _alive(p)], "figure workers outlived the script"
+    assert list(store.iter_runs(results)) == []  # nothing finished, nothing readable

@@ -183,6 +183,34 @@ def test_manifest_failure_does_not_hide_the_summary(fakes, tmp_path, monkeypatch
     assert "warning: MANIFEST.json not written" in capsys.readouterr().err
 
 
+def test_figures_in_worker_processes_equal_figures_made_in_turn(tmp_path):
+    """``jobs=2``: the figures are made in two spawned processes at once; the numbers, the
+    manifest and the order of the reports are those of making them one after another."""
+    names = ["e1_pd_vs_rpd", "e2_delay_law", "e8_delta"]
+    runs = {}
+    for jobs in (1, 2):
+        out = tmp_path / f"pf{jobs}"
+        reports = R.reproduce(names, results_root=str(tmp_path / f"r{jobs}"), out_dir=str(out),
+                              file=io.StringIO(), jobs=jobs)
+        assert [r.name for r in reports] == names
+        assert all(r.status == "ok" for r in reports), [(r.name, r.error) for r in reports]
+        manifest = json.loads((out / "MANIFEST.json").read_text())["figures"]
+        assert sorted(manifest) == sorted(names)
+        runs[jobs] = {n: json.loads((out / f"{n}.json").read_text()) for n in names}
+    for n in names:
+        assert runs[2][n]["table"] == runs[1][n]["table"], n
+        assert runs[2][n]["summary"] == runs[1][n]["summary"], n
+
+
+def test_jobs_is_checked_before_any_work(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        R.main(["--jobs", "0", "--results", str(tmp_path / "r"), "--out", str(tmp_path / "pf")])
+    assert "--jobs must be >= 1" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+    with pytest.raises(ValueError, match="jobs"):
+        R.reproduce(["fake_ok"], jobs=0)
+
+
 @pytest.mark.slow
 def test_quick_mode_end_to_end(tmp_path, capsys, monkeypatch):
     """The README's main command at its default (quick) size: every figure of SPEC §9 is made.
@@ -199,7 +227,9 @@ def test_quick_mode_end_to_end(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(corpus, "CORPUS_SIZE", len(text.encode()))
     monkeypatch.setattr(corpus, "CORPUS_SHA256", hashlib.sha256(text.encode()).hexdigest())
-    code = R.main(["--results", str(tmp_path / "results"), "--out", str(tmp_path / "pf")])
+    # --jobs 1: the figures are made in this process, which sees the patched corpus (worker
+    # processes would verify the real one)
+    code = R.main(["--jobs", "1", "--results", str(tmp_path / "results"), "--out", str(tmp_path / "pf")])
     manifest = json.loads((tmp_path / "pf" / "MANIFEST.json").read_text())["figures"]
     assert set(manifest) == set(R.FIGURES)
     statuses = {name: entry["status"] for name, entry in manifest.items()}

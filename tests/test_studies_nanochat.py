@@ -70,6 +70,17 @@ def test_runs_end_to_end_with_the_expected_outputs(tiny):
     assert len(claim) == 1 and claim[0]["paper"].startswith("PD ends below")
 
 
+def test_runs_side_by_side_give_the_numbers_of_runs_one_after_another(tiny, monkeypatch):
+    """PD and LocalSGD train on host threads at once (rpd.concurrency); one worker runs them in
+    turn. Every array is bit-identical."""
+    cfg, out = tiny
+    monkeypatch.setenv("RPD_WORKERS", "1")
+    alone = study.run(cfg)
+    assert set(alone.arrays) == set(out.arrays)
+    for key, value in out.arrays.items():
+        np.testing.assert_array_equal(alone.arrays[key], value, err_msg=key)
+
+
 def _most_recent(f_last_N: np.ndarray, t: int) -> int:
     """Plain loop: the microbatch whose last-stage forward is the latest one at or before t."""
     best = -1
