@@ -96,9 +96,15 @@ def memory_terms(cfg) -> list[budget.Term]:
         by = ("schedule.N", "schedule.S") + (("schedule.noam",) if noam < S else ())
     terms = [budget.Term("timeline [T, S] grids", by, T * tick * S * TIMELINE_BYTES_PER_CELL)]
     if lm:
-        acts = G * o.batch_size * o.seq_len * (16 * o.width + o.heads * o.seq_len) * S * item
+        # Per gradient, per token and stage: ~32 width-sized values and the attention scores
+        # (XLA's temporaries for E5's paper-size LocalSGD, 80 gradients at once: 5668 MiB, i.e.
+        # 71 MiB per gradient against 68 MiB here). LocalSGD computes R of them per γ at once.
+        local = spec.pipeline.name == "local_sgd"
+        acts = ((p.R if local else 1) * G * o.batch_size * o.seq_len
+                * (32 * o.width + o.heads * o.seq_len) * S * item)
         terms.append(budget.Term("LM activations", ("objective.batch_size", "objective.seq_len",
-                                                   "objective.width"), acts))
+                                                   "objective.width") + (("schedule.R",) if local else ()),
+                                 acts))
     else:
         terms.append(budget.Term("data", ("objective.n", "objective.d"), int(o.n) * D * 8))
     if spec.method == "rpd":

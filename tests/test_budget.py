@@ -77,7 +77,8 @@ def test_the_estimate_of_a_small_run_is_small(monkeypatch):
     monkeypatch.setenv(budget.CAP_ENV, "16")
     for extra in ([], ["method=localsgd"], ["method=rpd"], ["objective=nanochat"]):
         terms = C.memory_terms(C.typed(_compose([*SMALL, *extra])))
-        assert 0 < budget.check(terms) < 128 * 2**20, extra
+        # (the LM's activation estimate, calibrated on XLA's temporaries at E5's size, is 143 MB here)
+        assert 0 < budget.check(terms) < 256 * 2**20, extra
     def timeline(extra):
         (t,) = [t for t in C.memory_terms(C.typed(_compose([*SMALL, *extra]))) if t.what.startswith("timeline")]
         return t.nbytes // (4 * C.TIMELINE_BYTES_PER_CELL)  # the bound on T (S = 4 lanes, unit costs)
@@ -87,3 +88,18 @@ def test_the_estimate_of_a_small_run_is_small(monkeypatch):
     gpipe = ["method=pipeline", "schedule=gpipe"]  # 5 flushes of M = 4: 5 * 2 * (4 + 3) = 70
     assert timeline(gpipe) == 2 * 20 + 5 * 2 * 4 >= schedules.gpipe(4, 20, 4).T == 70
     assert timeline([*gpipe, "costs=b2f"]) == 2 * timeline(gpipe)  # B = 2 ticks
+
+
+def test_localsgd_lm_activations_count_every_replica(monkeypatch):
+    """LocalSGD differentiates its R replicas at once: R times the activations of one gradient
+    per γ (the estimate once left R out; XLA's temporaries at E5's size are ~R times)."""
+    monkeypatch.setenv(budget.CAP_ENV, "16")
+
+    def acts(extra):
+        (t,) = [t for t in C.memory_terms(C.typed(_compose([*SMALL, "objective=nanochat", *extra])))
+                if t.what == "LM activations"]
+        return t
+
+    two, four = acts(["method=localsgd", "schedule.R=2"]), acts(["method=localsgd", "schedule.R=4"])
+    assert four.nbytes == 2 * two.nbytes and "schedule.R" in four.fields
+    assert "schedule.R" not in acts([]).fields  # PD: one gradient per γ at a time
