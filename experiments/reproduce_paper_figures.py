@@ -164,7 +164,7 @@ def _reproduce_in_processes(names: Sequence[str], jobs: int, file=None, **kw) ->
     """Every figure in its own task of a pool of ``jobs`` fresh (spawned) processes, the most
     expensive started first; reports come back in the order of ``names``."""
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     from rpd import compile_cache
     from rpd.concurrency import default_workers
@@ -180,16 +180,21 @@ def _reproduce_in_processes(names: Sequence[str], jobs: int, file=None, **kw) ->
                  dynamic_ncols=True)
     try:
         futures = {pool.submit(_make, n, file=None, **kw): n for n in order}
-        for fut in as_completed(futures):
-            name = futures[fut]
-            try:
-                rep = fut.result()
-            except Exception as err:  # the worker process itself died (killed, out of memory)
-                rep = Report(name, "failed", None, f"{type(err).__name__}: {err}", float("nan"))
-            done[name] = rep
-            outer.update(1)
-            tqdm.write(f"{name}: {rep.status} ({rep.wall_s:.1f} s)"
-                       + (f" - {rep.error}" if rep.error else ""), file=file)
+        pending = set(futures)
+        while pending:
+            # short waits: the bar names the figures being made, and Ctrl-C is seen at once
+            finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            outer.set_postfix_str(", ".join(futures[f] for f in pending if f.running())[:60], refresh=False)
+            for fut in finished:
+                name = futures[fut]
+                try:
+                    rep = fut.result()
+                except Exception as err:  # the worker process itself died (killed, out of memory)
+                    rep = Report(name, "failed", None, f"{type(err).__name__}: {err}", float("nan"))
+                done[name] = rep
+                outer.update(1)
+                tqdm.write(f"{name}: {rep.status} ({rep.wall_s:.1f} s)"
+                           + (f" - {rep.error}" if rep.error else ""), file=file)
     except KeyboardInterrupt:  # end the workers now; the stored runs they finished stay
         _terminate(pool)
         raise
