@@ -4,8 +4,10 @@
 
 Reports compile time and the steady-state wall time of one jitted ``value_and_grad`` at the
 defaults (batch 16, sequence 32, width 64, 4 heads), of 16 of them under ``vmap`` (R replicas
-or 16 step sizes at once), and of the held-out loss. Uses the fetched corpus when present,
-else a synthetic text with the same 84-character vocabulary (the cost does not depend on it).
+or 16 step sizes at once), and of the held-out loss; and 5-γ gradients one after another
+against the same number on two host threads at once (E5 runs PD and LocalSGD side by side).
+Uses the fetched corpus when present, else a synthetic text with the same 84-character
+vocabulary (the cost does not depend on it).
 
 Achieved GFLOP/s are printed next to what these cores do: the gradient's floating-point
 operations are XLA's count (``cost_analysis``) of the same gradient with the stages unrolled
@@ -17,6 +19,7 @@ cores' practical peak) and at the model's largest layer shape ([B·T, W] @ [W, 4
 from __future__ import annotations
 
 import argparse
+import threading
 import time
 
 import jax
@@ -68,11 +71,39 @@ def run(S: int = 16, repeats: int = 20, unrolled: bool = False) -> dict:
             f, params, w[:, :-1], w[:, 1:], obj.meta["heads"], repeats=repeats)
     res["vg_gflops"] = flops / res["vg_s"] / 1e9
     res["vg_vmap16_gflops"] = R * flops / res["vg_vmap16_s"] / 1e9
+    res["threads_1_s"], res["threads_2_s"] = _side_by_side(obj, G=5, calls=max(2, repeats // 2))
     BT, W = w[:, :-1].size, obj.meta["width"]
     res["matmul_1024_gflops"] = _matmul_rate(1024, 1024, 1024, repeats)
     res["matmul_model_shape"] = f"{BT} x {W} x {4 * W}"
     res["matmul_model_gflops"] = _matmul_rate(BT, W, 4 * W, repeats)
     return res
+
+
+def _side_by_side(obj, G: int, calls: int) -> tuple[float, float]:
+    """Seconds for ``2 * calls`` gradients of a G-γ grid (``vmap``, as PD and LocalSGD run
+    them) one after another, and for ``calls`` of them on each of two host threads at once
+    (what E5 does with its independent runs, ``rpd.concurrency``). Best of 2 rounds each."""
+    vg = jax.jit(jax.vmap(obj.value_and_grad, in_axes=(None, 0, None)))
+    xs = jnp.tile(obj.x0, (G, 1))
+    jax.block_until_ready(vg(obj.data, xs, jnp.int32(0)))
+
+    def work(n: int) -> None:
+        for i in range(n):
+            jax.block_until_ready(vg(obj.data, xs, jnp.int32(i)))
+
+    one, two = float("inf"), float("inf")
+    for _ in range(2):
+        t0 = time.perf_counter()
+        work(2 * calls)
+        one = min(one, time.perf_counter() - t0)
+        threads = [threading.Thread(target=work, args=(calls,)) for _ in range(2)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        two = min(two, time.perf_counter() - t0)
+    return one, two
 
 
 def _flops(compiled) -> float:
@@ -106,6 +137,9 @@ def main(argv: list[str] | None = None) -> None:
           f"{res['vg_vmap16_gflops']:.1f} GFLOP/s 16 vmapped; these cores' float32 matmul: "
           f"{res['matmul_1024_gflops']:.0f} GFLOP/s at 1024², {res['matmul_model_gflops']:.0f} GFLOP/s at the model's "
           f"{res['matmul_model_shape']}  ->  {res['vg_gflops'] / res['matmul_1024_gflops']:.0%} of the large-matmul peak")
+    print(f"two runs side by side (E5's runs, rpd.concurrency): 5-γ gradients one after another "
+          f"{res['threads_1_s']:.2f} s vs the same on two host threads {res['threads_2_s']:.2f} s  ->  "
+          f"{res['threads_1_s'] / res['threads_2_s']:.2f}x")
     print(f"E5 estimate: {1024 * res['vg_s']:.0f} s per 1024 gradients "
           f"({16 * 1024 * res['vg_s']:.0f} s if every one of the K = 16·1024 block updates took one)")
 
