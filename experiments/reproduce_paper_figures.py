@@ -10,8 +10,9 @@
 Each figure is ``experiments.figure`` on ``configs/experiment/<name>.yaml``: the study runs (or
 its complete stored output under ``results/figures/`` is reused), is saved with ``rpd.store``,
 and the PNG and the numbers (``<name>.json``) are drawn from the saved output, never from wandb.
-The figures are made in ``--jobs`` worker processes at once (default: the cores, at most 4),
-the most expensive first; a figure's numbers do not depend on it. One progress bar runs over
+The figures are made in ``--jobs`` worker processes at once (default: at the quick size the
+cores, at most 4; at full size 1, as paper-size studies hold several GB each), the most
+expensive first; a figure's numbers do not depend on it. One progress bar runs over
 the figures (with ``--jobs 1``, also one over each study's units of work). At the end a
 table gives, per figure, the paper's message and the numbers behind it (the study's table), and
 ``paper_figures/MANIFEST.json`` records figure -> png, numbers, size, config, runtime, the XLA
@@ -121,11 +122,13 @@ def _make(name: str, size: str, *, force: bool, results_root: str, out_dir: str,
         return Report(name, "failed", None, f"{type(err).__name__}: {err}", time.perf_counter() - t0)
 
 
-def default_jobs() -> int:
-    """Figures made at once by default: the cores this process may use, at most 4."""
+def default_jobs(size: str = "quick") -> int:
+    """Figures made at once by default: quick, the cores this process may use (at most 4);
+    full, 1 (a paper-size study holds several GB: E5's runs 5.6 GB each; ask for more with
+    ``--jobs``)."""
     from rpd.concurrency import default_workers
 
-    return default_workers()
+    return default_workers() if size == "quick" else 1
 
 
 # The quick figures' cost on 2 cores, most expensive first (BENCHMARKS.md, issue 14): with
@@ -329,8 +332,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--only", default=None, help="comma-separated figures, e.g. e1,e3 or e6_scaling")
     ap.add_argument("--force", action="store_true", help="recompute even if a stored output exists")
     ap.add_argument("--jobs", type=int, default=None,
-                    help="figures made at once, each in its own process (default: the cores, at "
-                         "most 4; 1: one after another in this process, with per-study progress bars)")
+                    help="figures made at once, each in its own process (default: quick, the cores, "
+                         "at most 4; full, 1, since paper-size studies hold several GB each; 1: one after "
+                         "another in this process, with per-study progress bars)")
     ap.add_argument("--results", default="results", help="results store root (default: results)")
     ap.add_argument("--out", default=None,
                     help="where PNGs, numbers and MANIFEST.json go (default: paper_figures/ for full, "
@@ -344,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     compile_cache.enable(args.results)  # <results>/jax_cache; RPD_JAX_CACHE=0: off
     reports = reproduce(select(args.only), args.size, force=args.force, results_root=args.results,
-                        out_dir=out, jobs=default_jobs() if args.jobs is None else args.jobs)
+                        out_dir=out, jobs=default_jobs(args.size) if args.jobs is None else args.jobs)
     return 1 if any(r.status in ("failed", "missing") for r in reports) else 0
 
 

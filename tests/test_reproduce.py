@@ -202,6 +202,12 @@ def test_figures_in_worker_processes_equal_figures_made_in_turn(tmp_path):
         assert runs[2][n]["summary"] == runs[1][n]["summary"], n
 
 
+def test_default_jobs_are_the_cores_at_quick_size_and_one_at_full_size(monkeypatch):
+    monkeypatch.setenv("RPD_WORKERS", "3")
+    assert R.default_jobs("quick") == 3
+    assert R.default_jobs("full") == 1  # paper-size studies hold several GB each
+
+
 def test_jobs_is_checked_before_any_work(tmp_path, capsys):
     with pytest.raises(SystemExit):
         R.main(["--jobs", "0", "--results", str(tmp_path / "r"), "--out", str(tmp_path / "pf")])
