@@ -107,10 +107,15 @@ def test_run_concurrently_does_not_wait_for_running_tasks_on_ctrl_c():
 
 
 def _children(pid: int) -> list[int]:
-    """The live child processes of ``pid`` (Linux /proc)."""
+    """The child processes of ``pid``: every /proc/<n>/stat whose parent field is ``pid``."""
     out = []
-    for task in Path(f"/proc/{pid}/task").glob("*/children"):
-        out += [int(c) for c in task.read_text().split()]
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended meanwhile
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
     return out
 
 
