@@ -10,8 +10,8 @@
 Each figure is ``experiments.figure`` on ``configs/experiment/<name>.yaml``: the study runs (or
 its complete stored output under ``results/figures/`` is reused), is saved with ``rpd.store``,
 and the PNG and the numbers (``<name>.json``) are drawn from the saved output, never from wandb.
-The figures are made in ``--jobs`` worker processes at once (default: at the quick size the
-cores, at most 4; at full size 1, as paper-size studies hold several GB each), the most
+The figures are made in ``--jobs`` worker processes at once (default: at the quick size
+``$RPD_WORKERS`` or the cores, at most 4; at full size 1, as paper-size studies hold several GB each), the most
 expensive first; a figure's numbers do not depend on it. One progress bar runs over
 the figures (with ``--jobs 1``, also one over each study's units of work). At the end a
 table gives, per figure, the paper's message and the numbers behind it (the study's table), and
@@ -332,8 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--only", default=None, help="comma-separated figures, e.g. e1,e3 or e6_scaling")
     ap.add_argument("--force", action="store_true", help="recompute even if a stored output exists")
     ap.add_argument("--jobs", type=int, default=None,
-                    help="figures made at once, each in its own process (default: quick, the cores, "
-                         "at most 4; full, 1, since paper-size studies hold several GB each; 1: one after "
+                    help="figures made at once, each in its own process (default: quick, $RPD_WORKERS "
+                         "or the cores, at most 4; full, 1, since paper-size studies hold several GB each; 1: one after "
                          "another in this process, with per-study progress bars)")
     ap.add_argument("--results", default="results", help="results store root (default: results)")
     ap.add_argument("--out", default=None,
