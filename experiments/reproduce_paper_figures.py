@@ -187,7 +187,9 @@ def _reproduce_in_processes(names: Sequence[str], jobs: int, file=None, **kw) ->
         while pending:
             # short waits: the bar names the figures being made, and Ctrl-C is seen at once
             finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-            outer.set_postfix_str(", ".join(futures[f] for f in pending if f.running())[:60], refresh=False)
+            # the pool marks a few queued tasks running too; the oldest `jobs` are the ones at work
+            running = [n for f, n in futures.items() if f in pending and f.running()][:jobs]
+            outer.set_postfix_str(", ".join(running), refresh=False)
             for fut in finished:
                 name = futures[fut]
                 try:
