@@ -49,15 +49,13 @@ def run_concurrently(tasks: Sequence[Callable[[], T]], *, workers: int | None = 
     tasks run at a time; ``first_alone=False`` starts them all at once (tasks that share no
     program). An exception in a task is raised here, at its index."""
     workers = default_workers() if workers is None else check_int("workers", workers)
-    if not tasks:
-        return
-    start = 1 if first_alone or workers == 1 else 0
-    if start:
-        yield 0, tasks[0]()
-    if workers == 1 or len(tasks) == 1:
-        for i, task in enumerate(tasks[1:], start=1):
+    if workers == 1 or len(tasks) <= 1:
+        for i, task in enumerate(tasks):
             yield i, task()
         return
+    start = 1 if first_alone else 0
+    if first_alone:
+        yield 0, tasks[0]()
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rpd-run")
     futures = [pool.submit(task) for task in tasks[start:]]
     interrupted = False

@@ -38,9 +38,10 @@ def test_first_alone_false_starts_every_task_at_once():
 
     out = list(concurrency.run_concurrently([task(i) for i in range(3)], workers=3, first_alone=False))
     assert out == [(0, 0), (1, 1), (2, 2)]
-    # one worker: one after another, in order, even without first_alone
+    # one worker: one after another, in order, even without first_alone; a single task runs
     assert list(concurrency.run_concurrently([lambda: "a", lambda: "b"], workers=1, first_alone=False)) == [
         (0, "a"), (1, "b")]
+    assert list(concurrency.run_concurrently([lambda: "a"], workers=2, first_alone=False)) == [(0, "a")]
 
 
 def test_errors_propagate_and_workers_are_checked(monkeypatch):
