@@ -10,9 +10,9 @@
 Each figure is ``experiments.figure`` on ``configs/experiment/<name>.yaml``: the study runs (or
 its complete stored output under ``results/figures/`` is reused), is saved with ``rpd.store``,
 and the PNG and the numbers (``<name>.json``) are drawn from the saved output, never from wandb.
-The figures are made in ``--jobs`` worker processes at once (default: at the quick size
-``$RPD_WORKERS`` or the cores, at most 4; at full size 1, as paper-size studies hold several GB each), the most
-expensive first; a figure's numbers do not depend on it. One progress bar runs over
+The figures are made in ``--jobs`` worker processes at once, the most expensive first
+(default: at the quick size ``$RPD_WORKERS`` or the cores, at most 4; at full size 1, as
+paper-size studies hold several GB each); a figure's numbers do not depend on it. One progress bar runs over
 the figures (with ``--jobs 1``, also one over each study's units of work). At the end a
 table gives, per figure, the paper's message and the numbers behind it (the study's table), and
 ``paper_figures/MANIFEST.json`` records figure -> png, numbers, size, config, runtime, the XLA
@@ -28,9 +28,13 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import multiprocessing
+import os
+import signal
 import sys
 import time
 import traceback
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
@@ -38,6 +42,8 @@ from tqdm.auto import tqdm
 
 from experiments import config as C
 from experiments import figure as F
+from rpd import compile_cache
+from rpd.concurrency import default_workers
 from rpd.provenance import git_commit, provenance
 from rpd.validation import check_int
 
@@ -122,12 +128,16 @@ def _make(name: str, size: str, *, force: bool, results_root: str, out_dir: str,
         return Report(name, "failed", None, f"{type(err).__name__}: {err}", time.perf_counter() - t0)
 
 
+def _announce(rep: Report, file=None) -> None:
+    """One line as a figure ends: ``e3_nesterov: ok (4.2 s)``, with the error if it failed."""
+    tqdm.write(f"{rep.name}: {rep.status} ({rep.wall_s:.1f} s)" + (f" - {rep.error}" if rep.error else ""),
+               file=file)
+
+
 def default_jobs(size: str = "quick") -> int:
     """Figures made at once by default: quick, the cores this process may use (at most 4);
     full, 1 (a paper-size study holds several GB: E5's runs 5.6 GB each; ask for more with
     ``--jobs``)."""
-    from rpd.concurrency import default_workers
-
     return default_workers() if size == "quick" else 1
 
 
@@ -141,14 +151,9 @@ COST_ORDER = ("e10_frontier", "e5_nanochat", "e11_costs", "staleness_scaling", "
 def _worker_init(jax_cache: str | None, threads: int) -> None:
     """A figure worker process: the parent's persistent cache, its share of the cores for
     ``rpd.concurrency``, and Ctrl-C left to the parent (which ends the workers)."""
-    import os
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ.setdefault("RPD_WORKERS", str(threads))
     if jax_cache:
-        from rpd import compile_cache
-
         compile_cache.use(jax_cache)
 
 
@@ -166,12 +171,6 @@ def _terminate(pool) -> None:
 def _reproduce_in_processes(names: Sequence[str], jobs: int, file=None, **kw) -> list[Report]:
     """Every figure in its own task of a pool of ``jobs`` fresh (spawned) processes, the most
     expensive started first; reports come back in the order of ``names``."""
-    import multiprocessing
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-
-    from rpd import compile_cache
-    from rpd.concurrency import default_workers
-
     cache = compile_cache.active()
     threads = max(1, default_workers() // jobs)
     rank = {n: i for i, n in enumerate(COST_ORDER)}
@@ -198,14 +197,14 @@ def _reproduce_in_processes(names: Sequence[str], jobs: int, file=None, **kw) ->
                     rep = Report(name, "failed", None, f"{type(err).__name__}: {err}", float("nan"))
                 done[name] = rep
                 outer.update(1)
-                tqdm.write(f"{name}: {rep.status} ({rep.wall_s:.1f} s)"
-                           + (f" - {rep.error}" if rep.error else ""), file=file)
-    except KeyboardInterrupt:  # end the workers now; the stored runs they finished stay
+                _announce(rep, file)
+    except BaseException:  # Ctrl-C (or a failure here): end the workers now; finished runs stay stored
         _terminate(pool)
         raise
+    else:
+        pool.shutdown()
     finally:
         outer.close()
-    pool.shutdown()
     return [done[n] for n in names]
 
 
@@ -245,8 +244,7 @@ def reproduce(names: Sequence[str], size: str = "quick", *, force: bool = False,
             finally:
                 for bar in inner:
                     bar.close()
-            tqdm.write(f"{name}: {rep.status} ({rep.wall_s:.1f} s)"
-                       + (f" - {rep.error}" if rep.error else ""), file=file)
+            _announce(rep, file)
             reports.append(rep)
         outer.close()
     try:
@@ -346,8 +344,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.jobs is not None and args.jobs < 1:
         ap.error(f"--jobs must be >= 1, got {args.jobs}")
     out = args.out or ("paper_figures" if args.size == "full" else "paper_figures/quick")
-    from rpd import compile_cache
-
     compile_cache.enable(args.results)  # <results>/jax_cache; RPD_JAX_CACHE=0: off
     reports = reproduce(select(args.only), args.size, force=args.force, results_root=args.results,
                         out_dir=out, jobs=default_jobs(args.size) if args.jobs is None else args.jobs)
