@@ -7,8 +7,9 @@ evaluated model is the replica mean x̄.
 
 The timeline decides *when* each block update lands: replica r's step on microbatch m moves
 block s in time step B(m, s). We scatter every block increment into a per-round buffer indexed
-by time step, sum it over replicas (``psum``) and integrate it, which gives x̄ after every time
-step exactly without ever materialising R copies per time step.
+by time step, sum it over replicas (``psum``) and integrate it tick by tick in a scan that
+evaluates f(x̄) as it goes: the curve after every time step, exactly, without materialising R
+copies per time step or x̄ for every time step.
 
 Replicas are the leading axis of the state, sharded with ``shard_map`` over mesh axis
 "replica"; R need not equal the device count (R / n_devices replicas per device, vmapped).
@@ -97,13 +98,19 @@ def _round_runner(obj: Objective, R: int, T_round: int, track_time: bool, noisy:
             # as it is: averaging R equal copies could move it by rounding.
             live = jax.lax.pmax(jnp.any(inp[1]).astype(jnp.int32), AXIS) > 0
             xbar_new = jnp.where(live, jax.lax.pmean(jnp.mean(X, axis=0), AXIS), xbar)
-            traj = None
+            f_ticks = None
             if track_time:
-                traj = xbar[None, :] + jnp.cumsum(jax.lax.psum(buf, AXIS), axis=0) / R
-            return xbar_new, (traj, losses, xbar_new)
+                # x̄ after tick t is xbar + (sum of the increments landed by t) / R; f(x̄) is
+                # evaluated as the ticks are integrated, so x̄ is never stored for every tick.
+                def tick(landed, inc):
+                    landed = landed + inc
+                    return landed, obj.loss(data, xbar + landed / R)
 
-        xbar, (traj, losses, ends) = jax.lax.scan(round_step, consts["x0"], (batch, valid, t_rel, mb))
-        return xbar, traj, losses, ends
+                _, f_ticks = jax.lax.scan(tick, jnp.zeros_like(xbar), jax.lax.psum(buf, AXIS))
+            return xbar_new, (f_ticks, losses, xbar_new)
+
+        xbar, (f_ticks, losses, ends) = jax.lax.scan(round_step, consts["x0"], (batch, valid, t_rel, mb))
+        return xbar, f_ticks, losses, ends
 
     return run
 
@@ -125,10 +132,8 @@ def _compiled(pk: ProgramKey, R: int, T_round: int, track_time: bool, mesh: Mesh
     grid = jax.vmap(sharded, in_axes=(None, None, None, None, None, None, 0, None))
 
     def full(consts, data, batch, valid, t_rel, mb, gammas, key):
-        xbar, traj, losses, ends = grid(consts, data, batch, valid, t_rel, mb, gammas, key)
-        curve = None
-        if track_time:
-            curve = jax.vmap(jax.vmap(jax.vmap(lambda x: obj.loss(data, x))))(traj) - consts["f_star"]
+        xbar, f_ticks, losses, ends = grid(consts, data, batch, valid, t_rel, mb, gammas, key)
+        curve = None if f_ticks is None else f_ticks - consts["f_star"]
         round_curve = jax.vmap(jax.vmap(lambda x: obj.loss(data, x)))(ends) - consts["f_star"]
         return xbar, curve, losses, round_curve
 
