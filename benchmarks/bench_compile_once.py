@@ -45,8 +45,15 @@ def child(cache: str | None, numpy_side: bool) -> dict:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
     compiles, hits = [0], [0]  # programs compiled or loaded (XLA), and of those loaded from the cache
-    jax.monitoring.register_event_duration_secs_listener(
-        lambda ev, d, **kw: compiles.__setitem__(0, compiles[0] + (ev == "/jax/core/compile/backend_compile_duration")))
+    seconds = {"/jax/core/compile/backend_compile_duration": 0.0, "/jax/core/compile/jaxpr_to_mlir_module_duration": 0.0,
+               "/jax/core/compile/jaxpr_trace_duration": 0.0}  # time spent compiling, by stage
+
+    def on_duration(ev, d, **kw):
+        compiles[0] += ev == "/jax/core/compile/backend_compile_duration"
+        if ev in seconds:
+            seconds[ev] += d
+
+    jax.monitoring.register_event_duration_secs_listener(on_duration)
     jax.monitoring.register_event_listener(
         lambda ev, **kw: hits.__setitem__(0, hits[0] + (ev == "/jax/compilation_cache/cache_hits")))
 
@@ -57,7 +64,9 @@ def child(cache: str | None, numpy_side: bool) -> dict:
     out = pd_vs_localsgd.run(cfg)
     cold = time.perf_counter() - t0
     res = {"cold": cold, "start_to_cold": time.perf_counter() - T_START, "compiles_cold": compiles[0] - hits[0],
-           "hits_cold": hits[0]}
+           "hits_cold": hits[0], "xla_s": seconds["/jax/core/compile/backend_compile_duration"],
+           "trace_lower_s": seconds["/jax/core/compile/jaxpr_to_mlir_module_duration"]
+           + seconds["/jax/core/compile/jaxpr_trace_duration"]}
     t0 = time.perf_counter()
     pd_vs_localsgd.run(cfg)
     res["again"] = time.perf_counter() - t0
@@ -117,7 +126,8 @@ def main() -> None:
             for name, tree in trees.items():
                 row = one_round(tree, Path(tmp))
                 rows[name].append(row)
-                print(f"round {r + 1} {name:>6}: cold {row['cold']:.2f} s ({row['compiles_cold']} compiles), "
+                print(f"round {r + 1} {name:>6}: cold {row['cold']:.2f} s ({row['compiles_cold']} compiles: "
+                      f"{row['xla_s']:.2f} s in XLA, {row['trace_lower_s']:.2f} s tracing and lowering), "
                       f"again {row['again']:.2f} s ({row['compiles_again']} compiles), cached process "
                       f"{row['cached']:.2f} s ({row['compiles_cached_process']} compiles, {row['hits']} from the cache); NumPy {row['numpy']:.2f} s "
                       f"(curves agree to {row['numpy_rel_diff']:.1e}); load {load_average()}", flush=True)
@@ -125,11 +135,12 @@ def main() -> None:
     print(f"\nE3 whole figure, medians of {args.repeats} interleaved rounds (seconds; ratio = NumPy / rpd, "
           "NumPy timed in the cold process)")
     print(f"{'tree':>6} {'cold':>7} {'again':>7} {'cached':>7} {'NumPy':>7}   {'cold x':>6} {'again x':>7} "
-          f"{'cached x':>8}   {'start→cold':>10} {'start→cached':>12}")
+          f"{'cached x':>8}   {'start→cold':>10} {'start→cached':>12}   {'cold: XLA':>9} {'trace+lower':>11}")
     for name in trees:
         c, a, k, n = (med(name, key) for key in ("cold", "again", "cached", "numpy"))
         print(f"{name:>6} {c:7.2f} {a:7.2f} {k:7.2f} {n:7.2f}   {n / c:5.1f}x {n / a:6.1f}x {n / k:7.1f}x   "
-              f"{med(name, 'start_to_cold'):10.2f} {med(name, 'start_to_cached'):12.2f}")
+              f"{med(name, 'start_to_cold'):10.2f} {med(name, 'start_to_cached'):12.2f}   "
+              f"{med(name, 'xla_s'):9.2f} {med(name, 'trace_lower_s'):11.2f}")
     print(f"load average {load_average()} at the end")
 
 

@@ -90,3 +90,23 @@ def test_costs_timeline_equals_literal_replay(quad, S, N, R, H):
     assert len(res.axis) == tl.T + 1
     for gi, g in enumerate([0.05, 0.2]):
         np.testing.assert_allclose(res.curve[gi], replay(quad, tl, g), rtol=1e-11, atol=1e-13)
+
+
+@pytest.mark.parametrize("costs", [False, True])
+def test_curve_is_flat_exactly_on_ticks_where_nothing_lands(quad, costs):
+    """x̄ only moves when a block update lands: on every other tick inside a round the curve
+    repeats the previous value bit for bit (the increments are integrated tick by tick; a
+    tree-shaped prefix sum would move x̄ by rounding on ticks with a zero increment)."""
+    from rpd.costs import CostModel
+
+    kw = dict(costs=CostModel(F=1, B=2, p2p=1, allreduce=(2, 0.25)), values=4) if costs else {}
+    tl = schedules.local_sgd(3, 160, 4, 20, **kw)  # rounds of > 160 ticks
+    res = methods.local_sgd(quad, tl, [0.05, 0.2])
+    landing = set(np.asarray(tl.b_time).ravel().tolist())
+    round_start = {0, *(np.asarray(tl.sync_time) + 1).tolist()}
+    flat = [t for t in range(tl.T) if t not in landing and t not in round_start]
+    assert len(flat) >= 4
+    for t in flat:  # curve[:, 1 + t] is f(x̄) after tick t
+        np.testing.assert_array_equal(res.curve[:, 1 + t], res.curve[:, t])
+    moved = [t for t in sorted(landing) if t not in round_start]
+    assert np.any(res.curve[:, [1 + t for t in moved]] != res.curve[:, moved])
