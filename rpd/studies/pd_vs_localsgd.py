@@ -157,15 +157,20 @@ def seed_mean(curves_NxGxP: np.ndarray) -> np.ndarray:
         return np.where(bad[:, None], np.nan, c.mean(axis=0))
 
 
-def _runs(cfg: Config, seed: int, report) -> tuple[list, list]:
-    """(full results, results cut by protocol (i) with ``cfg.cut``): PD, then LocalSGD per H."""
-    obj = make_objective(cfg)
-    pd_tl = schedules.pipedream(cfg.S, cfg.N, cfg.noam)
-    results = [methods.pipedream(obj, pd_tl, tuning.pow2_grid(*cfg.pd_gamma_exps), seed=seed)]
+def timelines(cfg: Config) -> list[schedules.Timeline]:
+    """PD's 1F1B timeline, then LocalSGD's for every H (the same for every noise seed)."""
+    return ([schedules.pipedream(cfg.S, cfg.N, cfg.noam)]
+            + [schedules.local_sgd(cfg.S, cfg.N, cfg.R, H) for H in cfg.H])
+
+
+def _runs(cfg: Config, obj, tls: list[schedules.Timeline], seed: int, report) -> tuple[list, list]:
+    """(full results, results cut by protocol (i) with ``cfg.cut``): PD, then LocalSGD per H, on
+    ``obj`` and the ``timelines`` (the data is ``cfg.seed``'s whatever the noise seed, so one
+    objective serves every seed)."""
+    results = [methods.pipedream(obj, tls[0], tuning.pow2_grid(*cfg.pd_gamma_exps), seed=seed)]
     report(f"PD seed={seed}")
-    for H in cfg.H:
-        results.append(methods.local_sgd(obj, schedules.local_sgd(cfg.S, cfg.N, cfg.R, H),
-                                         tuning.pow2_grid(*cfg.localsgd_gamma_exps), seed=seed))
+    for H, tl in zip(cfg.H, tls[1:]):
+        results.append(methods.local_sgd(obj, tl, tuning.pow2_grid(*cfg.localsgd_gamma_exps), seed=seed))
         report(f"LocalSGD H={H} seed={seed}")
     return results, simtime.cut_to_shortest(results, cfg.cut)
 
@@ -173,7 +178,8 @@ def _runs(cfg: Config, seed: int, report) -> tuple[list, list]:
 def _measure(cfg: Config, report) -> tuple[dict, list[dict], int, object]:
     """Every method over the noise seeds: arrays, one entry per method, T_cut, the objective."""
     rules = selector_rules(cfg.selector)
-    per_seed = [_runs(cfg, s, report) for s in cfg.noise_seeds]
+    obj, tls = make_objective(cfg), timelines(cfg)
+    per_seed = [_runs(cfg, obj, tls, s, report) for s in cfg.noise_seeds]
     full, cut0 = per_seed[0]
     t_last = int(cut0[0].axis[-1])
     arrays: dict[str, np.ndarray] = {"time": cut0[0].axis}
@@ -208,7 +214,7 @@ def _measure(cfg: Config, report) -> tuple[dict, list[dict], int, object]:
             best_final_any_gamma=best_final(mean),  # diagnostic, not the selection
             diverged_gamma_exps=[tuning.log2_exponent(g) for g, r in zip(gammas, sel.reports) if r.diverged],
             reports=[r._asdict() for r in sel.reports]))
-    return arrays, entries, t_last, make_objective(cfg)
+    return arrays, entries, t_last, obj
 
 
 def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutput:
