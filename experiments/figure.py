@@ -54,7 +54,7 @@ class FigureOutcome(NamedTuple):
     table: list[dict]
     summary: dict
     run_path: Path
-    programs: dict | None = None  # XLA programs built while computing: {"compiled", "from_cache"}
+    programs: dict | None = None  # XLA programs built while computing: {"compiled", "from_cache", "seconds"}
 
 
 def resolve(name: str) -> SimpleNamespace:

@@ -70,9 +70,13 @@ def active() -> Path | None:
 
 # Programs compiled and loaded, counted from JAX's monitoring events: every XLA program goes
 # through one backend compile event; those served by the persistent cache also raise a hit.
-_COUNTS = {"events": 0, "hits": 0}
+_COUNTS = {"events": 0, "hits": 0, "seconds": 0.0}
 _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 _HIT_EVENT = "/jax/compilation_cache/cache_hits"
+# JAX's stages before XLA: tracing to a jaxpr and lowering it to StableHLO (also paid when the
+# program then comes from the persistent cache, whose key is the lowered module).
+_STAGE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
+                 _COMPILE_EVENT)
 
 
 @functools.cache
@@ -80,9 +84,11 @@ def _listen() -> None:
     """Register the two listeners, once per process."""
     import jax
 
-    def on_duration(event, _secs, **_kw):
+    def on_duration(event, secs, **_kw):
         if event == _COMPILE_EVENT:
             _COUNTS["events"] += 1
+        if event in _STAGE_EVENTS:
+            _COUNTS["seconds"] += secs
 
     def on_event(event, **_kw):
         if event == _HIT_EVENT:
@@ -96,13 +102,15 @@ def _listen() -> None:
 def count_programs():
     """``with count_programs() as n:`` -- on exit ``n`` holds the XLA programs this process
     built inside the block: ``compiled`` (by XLA) and ``from_cache`` (loaded from the persistent
-    cache). Programs already in memory (JAX's in-process caches) count neither. Counts are
+    cache), and ``seconds``, the time spent building them (tracing, lowering, XLA compilation
+    or loading). Programs already in memory (JAX's in-process caches) count neither. Counts are
     process-wide, so work on other threads during the block counts too."""
     _listen()
-    events, hits = _COUNTS["events"], _COUNTS["hits"]
-    out: dict[str, int] = {}
+    events, hits, seconds = _COUNTS["events"], _COUNTS["hits"], _COUNTS["seconds"]
+    out: dict = {}
     try:
         yield out
     finally:
         loaded = _COUNTS["hits"] - hits
-        out.update(compiled=_COUNTS["events"] - events - loaded, from_cache=loaded)
+        out.update(compiled=_COUNTS["events"] - events - loaded, from_cache=loaded,
+                   seconds=round(_COUNTS["seconds"] - seconds, 3))

@@ -40,8 +40,8 @@ def test_count_programs_counts_what_xla_builds():
         f(x)
     with count_programs() as new_shape:
         f(jax.numpy.ones((2, 5)))
-    assert first["compiled"] >= 1 and first["from_cache"] == 0
-    assert again == {"compiled": 0, "from_cache": 0}  # in memory: nothing built
+    assert first["compiled"] >= 1 and first["from_cache"] == 0 and first["seconds"] > 0
+    assert again == {"compiled": 0, "from_cache": 0, "seconds": 0.0}  # in memory: nothing built
     assert new_shape["compiled"] >= 1
 
 
@@ -70,7 +70,7 @@ def test_rebuilt_objective_does_not_recompile(name):
         same, other_seed = build(0), build(1)
         _runs(same)
         _runs(other_seed)
-    assert n == {"compiled": 0, "from_cache": 0}, f"{n} for rebuilt {name} objectives"
+    assert (n["compiled"], n["from_cache"]) == (0, 0), f"{n} for rebuilt {name} objectives"
     assert (core._program.cache_info().currsize, localsgd._compiled.cache_info().currsize) == programs
     assert same is not first and same.program_key == first.program_key == other_seed.program_key
 

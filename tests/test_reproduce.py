@@ -87,7 +87,7 @@ def test_reproduce_writes_figures_manifest_table_and_progress(fakes, tmp_path):
     ok = manifest["fake_ok"]
     assert (ok["status"], ok["png"], ok["numbers"], ok["size"]) == ("ok", "fake_ok.png", "fake_ok.json", "quick")
     assert ok["config"] == {"steps": 3, "scale": 2.0} and ok["runtime_s"] >= 0
-    assert set(ok["programs"]) == {"compiled", "from_cache"}  # counted while the study ran
+    assert set(ok["programs"]) == {"compiled", "from_cache", "seconds"}  # counted while the study ran
     assert numbers["programs"] == ok["programs"]
     assert "git_commit" in ok
     assert manifest["fake_broken"]["status"] == "failed" and manifest["fake_ghost"]["status"] == "missing"
