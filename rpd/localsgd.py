@@ -163,9 +163,10 @@ def local_sgd(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, track_time:
     ``pad_to=(rounds, round_ticks)``, each at least :func:`round_shape`'s, runs the compiled
     program of that shape: rounds without microbatches are appended (they change nothing) and
     every round's tick buffer is ``round_ticks`` long. Timelines of different lengths (the rungs
-    of a cost ladder) then share one compilation. The result is the unpadded one up to rounding:
-    x̄ and the minibatch losses are bitwise equal; f(x̄), evaluated in a batch of another shape,
-    may differ in the last bits (relative 1e-15)."""
+    of a cost ladder) then share one compilation. The result is the unpadded one: x̄, the
+    minibatch losses and the curve are bitwise equal (f(x̄) is evaluated tick by tick, so the
+    padding changes no shape it sees); ``round_end_curve``, evaluated in a batch over rounds,
+    may differ in the last bits."""
     from rpd.methods import _gammas
     from rpd.validation import check_int
 

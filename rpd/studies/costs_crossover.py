@@ -242,7 +242,7 @@ def setting(cfg: Config) -> dict:
 
 # ----------------------------------------------------------------------------- the runs
 
-PAD_BYTES = 1 << 28  # largest padded LocalSGD trajectory (G·rounds·ticks·d float64) one program may hold
+PAD_BYTES = 1 << 28  # largest padded LocalSGD state one program may hold: G × (ticks × d + rounds × ticks) float64
 
 
 @dataclasses.dataclass
@@ -329,8 +329,10 @@ def _jobs(cfg: Config, lv: list[Level]) -> list[Job]:
 def _pad(group: list[Job], G: int, D: int, waste: float = 2.0) -> None:
     """Padded program shapes for the LocalSGD runs of one (panel, S, H): runs sorted by round
     length join a group while its padded work (runs × rounds × round ticks) stays within
-    ``waste`` times their own and one padded trajectory (G·rounds·ticks·d float64) within
-    ``PAD_BYTES``. Each group compiles once (``pad_to`` of :func:`rpd.localsgd.local_sgd`)."""
+    ``waste`` times their own and the padded program's state (per γ a round's tick buffer,
+    ticks × d, and the curve, rounds × ticks, float64) within ``PAD_BYTES``. Each group compiles
+    once (``pad_to`` of :func:`rpd.localsgd.local_sgd`, which gives every run's numbers bit for
+    bit whatever the padding)."""
     shape = {id(j): localsgd.round_shape(j.tl) for j in group}
     groups: list[list[Job]] = [[]]
     for j in sorted(group, key=lambda j: shape[id(j)][::-1]):
@@ -338,7 +340,7 @@ def _pad(group: list[Job], G: int, D: int, waste: float = 2.0) -> None:
         Q = max(shape[id(x)][0] for x in trial)
         T = max(shape[id(x)][1] for x in trial)
         own = sum(shape[id(x)][0] * shape[id(x)][1] for x in trial)
-        if groups[-1] and (len(trial) * Q * T > waste * own or G * Q * T * D * 8 > PAD_BYTES):
+        if groups[-1] and (len(trial) * Q * T > waste * own or G * (T * D + Q * T) * 8 > PAD_BYTES):
             groups.append([j])
         else:
             groups[-1] = trial
