@@ -183,7 +183,9 @@ def local_sgd(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, track_time:
         T_round = check_int("pad_to[1]", pad_to[1], T_round)
         inputs = [np.concatenate([a, np.zeros((rounds - Q,) + a.shape[1:], a.dtype)]) for a in inputs]
     mesh = replica_mesh(tl.R) if mesh is None else mesh
-    fn = _compiled(ProgramKey(obj), tl.R, T_round, bool(track_time), mesh)
+    # Untracked, the tick buffer is not built, so the round length is not part of the program:
+    # timelines that differ only in their ticks (other costs) share it.
+    fn = _compiled(ProgramKey(obj), tl.R, T_round if track_time else 1, bool(track_time), mesh)
     key = jax.random.fold_in(jax.random.key(check_int("seed", seed, 0)), 2)
     xbar, curve, losses, round_curve = fn(
         obj.constants(), obj.data, *(jnp.asarray(a) for a in inputs), jnp.asarray(gammas, obj.dtype), key,

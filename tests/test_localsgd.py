@@ -110,3 +110,22 @@ def test_curve_is_flat_exactly_on_ticks_where_nothing_lands(quad, costs):
         np.testing.assert_array_equal(res.curve[:, 1 + t], res.curve[:, t])
     moved = [t for t in sorted(landing) if t not in round_start]
     assert np.any(res.curve[:, [1 + t for t in moved]] != res.curve[:, moved])
+
+
+def test_untracked_runs_share_one_program_across_costs(quad):
+    """Without the curve after every tick the round length is not part of the program: a
+    timeline under other costs (longer rounds, the same microbatches per round) reuses it, and
+    x̄ at the end is the same, since costs move ticks, not the order of the steps."""
+    from rpd.compile_cache import count_programs
+    from rpd.costs import CostModel
+    from rpd.localsgd import round_shape
+
+    unit = schedules.local_sgd(3, 24, 4, 2)
+    costly = schedules.local_sgd(3, 24, 4, 2, costs=CostModel(F=1, B=2, p2p=1, allreduce=(3, 0)), values=4)
+    assert round_shape(costly)[1] > round_shape(unit)[1]
+    a = methods.local_sgd(quad, unit, [0.05, 0.2], track_time=False)
+    with count_programs() as n:
+        b = methods.local_sgd(quad, costly, [0.05, 0.2], track_time=False)
+    assert n["compiled"] == 0
+    np.testing.assert_array_equal(b.x_final, a.x_final)
+    np.testing.assert_array_equal(b.curve[:, -1], a.curve[:, -1])
