@@ -51,7 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rpd.objectives import chain
-from rpd.objectives.base import BlockLayout, Objective, ProgramKey
+from rpd.objectives.base import BlockLayout, Objective, ProgramKey, on_device
 from rpd.plans import UpdatePlan, stage_wise
 
 
@@ -408,10 +408,10 @@ def execute(obj: Objective, plan: UpdatePlan, record: np.ndarray, n_records: int
         ema=float(ema),
         scaled="scale" in extra,
     )
-    arrays = tuple(jnp.asarray(a) for a in (plan.block, plan.batch, plan.read, plan.fresh, plan.slot))
-    extra = {k: jnp.asarray(v, jnp.int32 if k == "read_bwd" else obj.dtype) for k, v in extra.items()}
-    record = jnp.asarray(last_writes(record, n_records))
-    gammas = jnp.asarray(gammas, obj.dtype)
+    arrays = tuple(on_device(a) for a in (plan.block, plan.batch, plan.read, plan.fresh, plan.slot))
+    extra = {k: on_device(v, np.int32 if k == "read_bwd" else obj.dtype) for k, v in extra.items()}
+    record = on_device(last_writes(record, n_records))
+    gammas = on_device(gammas, obj.dtype)
     out = make_run(obj, opts)(obj.data, arrays, record, gammas, np.int32(seed), extra or None)
     curve, f0, per_update, x_final, missed = jax.device_get(out)
     if bool(np.any(missed)):

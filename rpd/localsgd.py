@@ -25,7 +25,7 @@ import numpy as np
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from rpd.objectives.base import Objective, ProgramKey
+from rpd.objectives.base import Objective, ProgramKey, on_device
 from rpd.results import Result
 from rpd.schedules import Timeline
 
@@ -188,7 +188,7 @@ def local_sgd(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, track_time:
     fn = _compiled(ProgramKey(obj), tl.R, T_round if track_time else 1, bool(track_time), mesh)
     key = jax.random.fold_in(jax.random.key(check_int("seed", seed, 0)), 2)
     xbar, curve, losses, round_curve = fn(
-        obj.constants(), obj.data, *(jnp.asarray(a) for a in inputs), jnp.asarray(gammas, obj.dtype), key,
+        obj.constants(), obj.data, *(on_device(a) for a in inputs), on_device(gammas, obj.dtype), key,
     )
     round_curve = np.asarray(round_curve)[:, :Q]
     f0 = float(obj.full_loss(obj.x0) - obj.f_star)

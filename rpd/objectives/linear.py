@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.optimize
 
-from rpd.objectives.base import BlockLayout, Objective
+from rpd.objectives.base import BlockLayout, Objective, on_device
 from rpd.objectives.chain import Chain
 from rpd.validation import check_int, check_real
 
@@ -93,7 +93,7 @@ def _least_squares(name, X, w_star, S, batch_size, meta, mu=None) -> Objective:
     B = batch_size
     layout = BlockLayout.even(d, S)
     value_and_grad, loss, chain = _least_squares_functions(B, layout.sizes, mu)
-    data = {"X": jnp.asarray(X), "y": jnp.asarray(y), "A": jnp.asarray(A), "w_star": jnp.asarray(w_star)}
+    data = {"X": on_device(X), "y": on_device(y), "A": on_device(A), "w_star": on_device(w_star)}
     return Objective(
         name=name,
         layout=layout,
@@ -219,7 +219,7 @@ def logistic_regression(
         chain=chain,
         n_batches=n // B,
         x0=jnp.zeros(d, jnp.float64),
-        data={"X": jnp.asarray(X), "y": jnp.asarray(y)},
+        data={"X": on_device(X), "y": on_device(y)},
         value_and_grad=value_and_grad,
         loss=loss,
         f_star=_logistic_f_star(X, y, lam),

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rpd.objectives.base import BlockLayout, Objective
+from rpd.objectives.base import BlockLayout, Objective, on_device
 from rpd.objectives.chain import Chain, chain_value
 from rpd.validation import check_int, check_real
 
@@ -93,14 +93,14 @@ def mlp_chain(n: int, width: int, S: int, batch_size: int, seed: int = 0, gain: 
     teacher = np.concatenate(_layers(rng, S, w, gain))
     student = np.concatenate(_layers(rng, S, w, gain))
     chain, value_and_grad, loss, forward, _ = _functions(w, S, B)
-    Y = np.asarray(forward(jnp.asarray(teacher), jnp.asarray(X)))
+    Y = np.asarray(forward(on_device(teacher), on_device(X)))
     layout = BlockLayout((w * w + w,) * S)
     obj = Objective(
         name="mlp_chain",
         layout=layout,
         n_batches=n // B,
-        x0=jnp.asarray(student),
-        data={"X": jnp.asarray(X), "Y": jnp.asarray(Y)},
+        x0=on_device(student),
+        data={"X": on_device(X), "Y": on_device(Y)},
         value_and_grad=value_and_grad,
         loss=loss,
         f_star=0.0,
@@ -116,7 +116,7 @@ def _top_hessian_eigenvalue(obj: Objective, iters: int = 30) -> float:
     """Largest |eigenvalue| of the full-data Hessian at x_0 by power iteration."""
     m = obj.meta
     hvp = _functions(m["width"], m["S"], m["batch_size"])[4]  # data and x0 as arguments: compiled once
-    v = jnp.asarray(np.random.default_rng(0).standard_normal(obj.D))
+    v = on_device(np.random.default_rng(0).standard_normal(obj.D))
     lam = 0.0
     for _ in range(iters):
         hv = hvp(obj.data, obj.x0, v / jnp.linalg.norm(v))

@@ -34,7 +34,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from rpd import corpus
-from rpd.objectives.base import BlockLayout, Objective
+from rpd.objectives.base import BlockLayout, Objective, on_device
 from rpd.objectives.chain import Chain
 from rpd.validation import check_int
 
@@ -238,8 +238,8 @@ def nanochat(S: int, text: str | None = None, path=None, *, batch_size: int = 16
     x0 = jnp.concatenate(flats).astype(DTYPE)
     value_and_grad, heldout_loss, chain = _functions(S, vocab.size, T, W, heads)
 
-    data = {"train": jnp.asarray(train_NxBxT1),  # int32 [n_batches, B, T + 1]
-            "heldout": jnp.asarray(heldout_MxT1)}  # int32 [n_heldout_batches · B, T + 1]
+    data = {"train": on_device(train_NxBxT1),  # int32 [n_batches, B, T + 1]
+            "heldout": on_device(heldout_MxT1)}  # int32 [n_heldout_batches · B, T + 1]
     n_batches = int(train_NxBxT1.shape[0])
 
     meta = dict(S=S, vocab_size=vocab.size, vocab=vocab.chars, batch_size=B, seq_len=T, width=W, heads=heads, seed=seed,
