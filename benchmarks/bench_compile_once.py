@@ -45,6 +45,7 @@ def child(cache: str | None, numpy_side: bool) -> dict:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
     compiles, hits = [0], [0]  # programs compiled or loaded (XLA), and of those loaded from the cache
+    # rpd.compile_cache.count_programs measures the same, but a --before tree may predate it
     seconds = {"/jax/core/compile/backend_compile_duration": 0.0, "/jax/core/compile/jaxpr_to_mlir_module_duration": 0.0,
                "/jax/core/compile/jaxpr_trace_duration": 0.0}  # time spent compiling, by stage
 

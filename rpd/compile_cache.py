@@ -73,8 +73,9 @@ def active() -> Path | None:
 _COUNTS = {"events": 0, "hits": 0, "seconds": 0.0}
 _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 _HIT_EVENT = "/jax/compilation_cache/cache_hits"
-# JAX's stages before XLA: tracing to a jaxpr and lowering it to StableHLO (also paid when the
-# program then comes from the persistent cache, whose key is the lowered module).
+# Every stage of building a program, timed: tracing to a jaxpr and lowering it to StableHLO (paid
+# even when the program then comes from the persistent cache, whose key is the lowered module),
+# then XLA's compile or the cache's load.
 _STAGE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
                  _COMPILE_EVENT)
 

@@ -17,7 +17,7 @@ import numpy as np
 def on_device(a, dtype=None) -> jax.Array:
     """A host array (or anything ``np.asarray`` takes) on the default device, as ``dtype``: a
     transfer. ``jnp.asarray`` of a NumPy array compiles a small XLA program for every new shape
-    in JAX 0.10 (≈ 15 ms each, ≈ 18 per study), which ``jax.device_put`` does not."""
+    in JAX 0.10 (≈ 15 ms each), which ``jax.device_put`` does not."""
     return jax.device_put(np.asarray(a, dtype))
 
 
