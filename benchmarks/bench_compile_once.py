@@ -4,8 +4,8 @@ objective construction and every compilation included) three ways, each in its o
 - ``cold``: a fresh process, no persistent cache;
 - ``again``: the same process runs the whole figure a second time (the study rebuilds its
   objectives: with programs keyed by ``Objective.program_key`` nothing compiles again);
-- ``cached``: a fresh process whose persistent compilation cache (``rpd.compile_cache``'s
-  settings: every program cached) was filled by an earlier process.
+- ``cached``: a fresh process whose persistent compilation cache and executable store
+  (``rpd.compile_cache.use``: every program cached) were filled by an earlier process.
 
 Side by side, in the ``cold`` process, the lean NumPy per-op loop of ``bench_localsgd.py``
 (weight stashing, f − f* after every time step), timed on one γ per method and extrapolated
@@ -40,10 +40,15 @@ def child(cache: str | None, numpy_side: bool) -> dict:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     import jax
 
-    if cache:  # rpd.compile_cache.enable's settings (set here so that an older tree runs too)
-        jax.config.update("jax_compilation_cache_dir", cache)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    if cache:
+        try:  # JAX's persistent cache and rpd's executable store (rpd.programs)
+            from rpd.compile_cache import use
+        except ImportError:  # an older tree: its settings by hand
+            jax.config.update("jax_compilation_cache_dir", cache)
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+            jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+        else:
+            use(cache)
     compiles, hits = [0], [0]  # programs compiled or loaded (XLA), and of those loaded from the cache
     # rpd.compile_cache.count_programs measures the same, but a --before tree may predate it
     seconds = {"/jax/core/compile/backend_compile_duration": 0.0, "/jax/core/compile/jaxpr_to_mlir_module_duration": 0.0,
@@ -64,8 +69,12 @@ def child(cache: str | None, numpy_side: bool) -> dict:
     t0 = time.perf_counter()
     out = pd_vs_localsgd.run(cfg)
     cold = time.perf_counter() - t0
+    try:
+        from rpd.programs import COUNTS as stored  # executables loaded from rpd's store, untraced
+    except ImportError:  # an older tree
+        stored = {"loaded": 0}
     res = {"cold": cold, "start_to_cold": time.perf_counter() - T_START, "compiles_cold": compiles[0] - hits[0],
-           "hits_cold": hits[0], "xla_s": seconds["/jax/core/compile/backend_compile_duration"],
+           "hits_cold": hits[0] + stored["loaded"], "xla_s": seconds["/jax/core/compile/backend_compile_duration"],
            "trace_lower_s": seconds["/jax/core/compile/jaxpr_to_mlir_module_duration"]
            + seconds["/jax/core/compile/jaxpr_trace_duration"]}
     t0 = time.perf_counter()
@@ -130,7 +139,7 @@ def main() -> None:
                 print(f"round {r + 1} {name:>6}: cold {row['cold']:.2f} s ({row['compiles_cold']} compiles: "
                       f"{row['xla_s']:.2f} s in XLA, {row['trace_lower_s']:.2f} s tracing and lowering), "
                       f"again {row['again']:.2f} s ({row['compiles_again']} compiles), cached process "
-                      f"{row['cached']:.2f} s ({row['compiles_cached_process']} compiles, {row['hits']} from the cache); NumPy {row['numpy']:.2f} s "
+                      f"{row['cached']:.2f} s ({row['compiles_cached_process']} compiles, {row['hits']} from the caches); NumPy {row['numpy']:.2f} s "
                       f"(curves agree to {row['numpy_rel_diff']:.1e}); load {load_average()}", flush=True)
     med = lambda name, k: statistics.median(row[k] for row in rows[name])  # noqa: E731
     print(f"\nE3 whole figure, medians of {args.repeats} interleaved rounds (seconds; ratio = NumPy / rpd, "

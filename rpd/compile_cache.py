@@ -6,7 +6,9 @@ processes: ``enable(results_root)`` points JAX's persistent cache at
 ``<results_root>/jax_cache`` and caches every program, however small or quick to compile.
 A second ``reproduce_paper_figures`` / ``experiments.figure`` / ``experiments.train`` process
 (a hydra sweep's next job, a re-run with ``--force``) then loads its programs from disk
-instead of compiling them.
+instead of compiling them. JAX's cache is keyed on the lowered module, so that process still
+traces and lowers every program; the core's and LocalSGD's programs, which rpd can name before
+tracing, are also stored in ``<cache>/rpd`` (:mod:`rpd.programs`) and loaded without tracing.
 
 The environment variable ``RPD_JAX_CACHE`` overrides this: ``0`` (or ``off``,
 ``false``, ``no``) turns the cache off, a path puts it there instead. Library calls
@@ -21,6 +23,8 @@ import contextlib
 import functools
 import os
 from pathlib import Path
+
+from rpd import programs
 
 ENV = "RPD_JAX_CACHE"
 SUBDIR = "jax_cache"
@@ -48,7 +52,8 @@ def enable(results_root: str | os.PathLike = "results") -> Path | None:
 
 
 def use(path: str | os.PathLike) -> Path:
-    """Put JAX's persistent cache at ``path`` (created if absent), caching every program."""
+    """Put JAX's persistent cache at ``path`` (created if absent), caching every program, and
+    rpd's executable store (:mod:`rpd.programs`) in its subdirectory ``rpd``."""
     import jax
 
     path = Path(path)
@@ -56,6 +61,7 @@ def use(path: str | os.PathLike) -> Path:
     jax.config.update("jax_compilation_cache_dir", str(path.resolve()))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    programs.use_store(path / programs.SUBDIR)
     return path
 
 
@@ -103,15 +109,18 @@ def _listen() -> None:
 def count_programs():
     """``with count_programs() as n:`` -- on exit ``n`` holds the XLA programs this process
     built inside the block: ``compiled`` (by XLA) and ``from_cache`` (loaded from the persistent
-    cache), and ``seconds``, the time spent building them (tracing, lowering, XLA compilation
-    or loading). Programs already in memory (JAX's in-process caches) count neither. Counts are
-    process-wide, so work on other threads during the block counts too."""
+    cache or rpd's executable store), and ``seconds``, the time spent building them (tracing,
+    lowering, XLA compilation or loading). Programs already in memory (JAX's or rpd's in-process
+    caches) count neither. Counts are process-wide, so work on other threads during the block
+    counts too."""
     _listen()
     events, hits, seconds = _COUNTS["events"], _COUNTS["hits"], _COUNTS["seconds"]
+    stored, stored_s = programs.COUNTS["loaded"], programs.COUNTS["seconds"]
     out: dict = {}
     try:
         yield out
     finally:
         loaded = _COUNTS["hits"] - hits
-        out.update(compiled=_COUNTS["events"] - events - loaded, from_cache=loaded,
-                   seconds=round(_COUNTS["seconds"] - seconds, 3))
+        from_store = programs.COUNTS["loaded"] - stored
+        out.update(compiled=_COUNTS["events"] - events - loaded, from_cache=loaded + from_store,
+                   seconds=round(_COUNTS["seconds"] - seconds + programs.COUNTS["seconds"] - stored_s, 3))

@@ -53,6 +53,7 @@ import numpy as np
 from rpd.objectives import chain
 from rpd.objectives.base import BlockLayout, Objective, ProgramKey, on_device
 from rpd.plans import UpdatePlan, stage_wise
+from rpd.programs import Program
 
 
 class RingOverflowError(RuntimeError):
@@ -317,7 +318,7 @@ def make_run(obj: Objective, opts: CoreOptions) -> BoundRun:
 
 
 class BoundRun:
-    """A shared compiled program (:attr:`program`, a ``jax.jit`` function) bound to one
+    """A shared compiled program (:attr:`program`, an :class:`rpd.programs.Program`) bound to one
     objective's numbers (:attr:`consts`: x0, f*, σ_g); call it, or ``lower`` it, like the
     program without the first argument."""
 
@@ -353,7 +354,7 @@ def _program(pk: ProgramKey, opts: CoreOptions):
         f = jax.vmap(functools.partial(obj.loss, data))(points) - consts["f_star"]
         return f[1:].reshape(G, R), f[0], per_update, x_final, missed
 
-    return jax.jit(run_and_evaluate)
+    return Program(jax.jit(run_and_evaluate), None if pk.id is None else f"rpd.core.make_run({pk.id}, {opts!r})")
 
 
 def last_writes(rows: np.ndarray, n_records: int) -> np.ndarray:

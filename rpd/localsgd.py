@@ -26,6 +26,7 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 from rpd.objectives.base import Objective, ProgramKey, on_device
+from rpd.programs import Program
 from rpd.results import Result
 from rpd.schedules import Timeline
 
@@ -65,7 +66,7 @@ def localsgd_plan(tl: Timeline, n_batches: int) -> dict:
 
 
 def _round_runner(obj: Objective, R: int, T_round: int, track_time: bool, noisy: bool):
-    seg = jnp.asarray(obj.layout.segment_ids)
+    seg = obj.layout.segment_ids  # a NumPy index: a constant of the traced program
     D = obj.D
     grad = jax.vmap(obj.value_and_grad, in_axes=(None, 0, 0))  # over local replicas
 
@@ -117,7 +118,7 @@ def _round_runner(obj: Objective, R: int, T_round: int, track_time: bool, noisy:
 
 @functools.lru_cache(maxsize=32)
 def _compiled(pk: ProgramKey, R: int, T_round: int, track_time: bool, mesh: Mesh):
-    """The jitted ``(consts, data, batch, valid, t_rel, mb, gammas, key)`` program, cached on the
+    """The jitted ``(consts, data, batch, valid, t_rel, mb, gammas, seed)`` program, cached on the
     objective's program key (see ``Objective.program_key``), built from the numberless
     ``pk.obj``: x0, f* and σ_g come in ``consts`` (``Objective.constants``)."""
     obj = pk.obj
@@ -131,13 +132,15 @@ def _compiled(pk: ProgramKey, R: int, T_round: int, track_time: bool, mesh: Mesh
     )
     grid = jax.vmap(sharded, in_axes=(None, None, None, None, None, None, 0, None))
 
-    def full(consts, data, batch, valid, t_rel, mb, gammas, key):
+    def full(consts, data, batch, valid, t_rel, mb, gammas, seed):
+        key = jax.random.fold_in(jax.random.key(seed), 2)
         xbar, f_ticks, losses, ends = grid(consts, data, batch, valid, t_rel, mb, gammas, key)
         curve = None if f_ticks is None else f_ticks - consts["f_star"]
         round_curve = jax.vmap(jax.vmap(lambda x: obj.loss(data, x)))(ends) - consts["f_star"]
-        return xbar, curve, losses, round_curve
+        return xbar, curve, losses, round_curve, obj.loss(data, consts["x0"]) - consts["f_star"]
 
-    return jax.jit(full)
+    name = None if pk.id is None else f"rpd.localsgd.local_sgd({pk.id}, {R}, {T_round}, {track_time}, {mesh!r})"
+    return Program(jax.jit(full), name)
 
 
 def round_shape(tl: Timeline) -> tuple[int, int]:
@@ -186,12 +189,12 @@ def local_sgd(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, track_time:
     # Untracked, the tick buffer is not built, so the round length is not part of the program:
     # timelines that differ only in their ticks (other costs) share it.
     fn = _compiled(ProgramKey(obj), tl.R, T_round if track_time else 1, bool(track_time), mesh)
-    key = jax.random.fold_in(jax.random.key(check_int("seed", seed, 0)), 2)
-    xbar, curve, losses, round_curve = fn(
-        obj.constants(), obj.data, *(on_device(a) for a in inputs), on_device(gammas, obj.dtype), key,
+    xbar, curve, losses, round_curve, f0 = fn(
+        obj.constants(), obj.data, *(on_device(a) for a in inputs), on_device(gammas, obj.dtype),
+        np.int32(check_int("seed", seed, 0)),
     )
     round_curve = np.asarray(round_curve)[:, :Q]
-    f0 = float(obj.full_loss(obj.x0) - obj.f_star)
+    f0 = float(f0)
     G = len(gammas)
     if track_time:
         curve = np.asarray(curve)  # [G, Q (padded), T_round (padded)]

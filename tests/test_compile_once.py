@@ -125,18 +125,19 @@ def test_numbers_unchanged_from_before_programs_were_shared():
 
 _CACHED_RUN = """
 import sys
-from rpd import compile_cache, methods, schedules, objectives as O
+from rpd import compile_cache, methods, programs, schedules, objectives as O
 path = compile_cache.enable(sys.argv[1])
 with compile_cache.count_programs() as n:
     res = methods.pipedream(O.random_quadratic(64, 16, 4, 4, seed=int(sys.argv[2])), schedules.pipedream(4, 10), [0.01])
-print(path, n["from_cache"], n["compiled"], repr(float(res.curve[0, -1])))
+print(path, n["from_cache"], n["compiled"], repr(float(res.curve[0, -1])), programs.COUNTS["loaded"])
 """
 
 
 @pytest.mark.slow
 def test_persistent_cache_under_the_results_root(tmp_path):
     """A second process (another seed: the same program) loads the compiled run from
-    ``<results_root>/jax_cache``; ``RPD_JAX_CACHE=0`` turns the cache off."""
+    ``<results_root>/jax_cache`` (the core's program from rpd's store in its ``rpd``
+    subdirectory); ``RPD_JAX_CACHE=0`` turns the cache off."""
     import os
     import subprocess
     import sys
@@ -148,13 +149,14 @@ def test_persistent_cache_under_the_results_root(tmp_path):
     run = lambda seed, **extra: subprocess.run(
         [sys.executable, "-c", _CACHED_RUN, str(root), str(seed)], env={**env, **extra},
         capture_output=True, text=True, timeout=300, check=True).stdout.split()
-    path, hits, compiled, _ = run(0)
+    path, hits, compiled, _, stored = run(0)
     assert Path(path) == root / "jax_cache" and int(hits) == 0 and any((root / "jax_cache").iterdir())
-    assert int(compiled) >= 1
-    path, hits, compiled, _ = run(1)
-    assert int(hits) >= 1 and int(compiled) == 0  # every program, the core's included, came from disk
-    path, hits, compiled, _ = run(1, RPD_JAX_CACHE="0")
-    assert path == "None" and int(hits) == 0 and int(compiled) >= 1
+    assert int(compiled) >= 1 and int(stored) == 0 and any((root / "jax_cache" / "rpd").glob("*.exe"))
+    path, hits, compiled, _, stored = run(1)
+    assert int(hits) >= 1 and int(compiled) == 0  # every program came from disk,
+    assert int(stored) == 1  # the core's from rpd's store (rpd.programs), not traced
+    path, hits, compiled, _, stored = run(1, RPD_JAX_CACHE="0")
+    assert path == "None" and int(hits) == 0 and int(compiled) >= 1 and int(stored) == 0
     elsewhere = tmp_path / "elsewhere"
-    path, _, _, _ = run(1, RPD_JAX_CACHE=str(elsewhere))
+    path, _, _, _, _ = run(1, RPD_JAX_CACHE=str(elsewhere))
     assert Path(path) == elsewhere and any(elsewhere.iterdir())

@@ -99,6 +99,11 @@ def test_side_by_side_equals_one_by_one():
     Ss = list(range(2, 20))
     for S, tl in zip(Ss, schedules.pipedream_many(Ss, [10 * S for S in Ss])):
         np.testing.assert_array_equal(tl.b_time, schedules.pipedream(S, 10 * S).b_time)
+    Hs = [1, 2, 5, 30]
+    for H, tl in zip(Hs, schedules.local_sgd_many(6, 97, 4, Hs)):
+        one = schedules.local_sgd(6, 97, 4, H)
+        for field in ("f_time", "b_time", "sync_time"):
+            np.testing.assert_array_equal(getattr(tl, field), getattr(one, field))
 
 
 @pytest.mark.parametrize("S", range(1, 41))
@@ -197,6 +202,7 @@ def test_bad_values_name_the_argument(call, name):
         (lambda: schedules.local_sgd(4, 8, 2.5, 1), "R"),
         (lambda: schedules.local_sgd(4, 8, 4, None), "H"),
         (lambda: schedules.pipedream_many([2, 3.0], [4, 6]), "S"),
+        (lambda: schedules.local_sgd_many(4, 8, 2, [1, 2.0]), "H"),
     ],
 )
 def test_non_integers_name_the_argument(call, name):

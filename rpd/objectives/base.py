@@ -111,6 +111,21 @@ class Objective:
                 self.chain, treedef, tuple((tuple(np.shape(v)), str(v.dtype)) for v in leaves),
                 tuple(np.shape(self.x0)), str(self.x0.dtype), bool(self.grad_noise > 0))
 
+    @property
+    def program_id(self) -> str | None:
+        """:attr:`program_key` in words that mean the same in every process (for
+        :mod:`rpd.programs`' store), or None when a function has no stable name (it was not
+        made by a :func:`rpd.programs.named_builder`)."""
+        from rpd.programs import name_of
+
+        names = [name_of(f) for f in (self.value_and_grad, self.loss, self.chain)]
+        if None in names:
+            return None
+        leaves, treedef = jax.tree.flatten(self.data)
+        return repr((self.name, tuple(self.layout.sizes), int(self.n_batches), *names, str(treedef),
+                     tuple(str(jax.typeof(v)) for v in leaves), str(jax.typeof(self.x0)),
+                     bool(self.grad_noise > 0)))
+
     def program(self) -> Objective:
         """The objective as a compiled program sees it: every number removed (``x0`` a
         ShapeDtypeStruct, ``data`` / ``f_star`` / ``grad_noise`` / ``L`` / ``meta`` empty), so a
@@ -120,9 +135,8 @@ class Objective:
 
     def constants(self) -> dict:
         """The numbers a compiled run takes besides ``data``: x0, f* and σ_g as arrays of ``dtype``."""
-        return {"x0": jax.numpy.asarray(self.x0).astype(self.dtype),
-                "f_star": jax.numpy.asarray(self.f_star, self.dtype),
-                "grad_noise": jax.numpy.asarray(self.grad_noise, self.dtype)}
+        return {"x0": on_device(self.x0, self.dtype), "f_star": on_device(self.f_star, self.dtype),
+                "grad_noise": on_device(self.grad_noise, self.dtype)}
 
     def block(self, x: jax.Array, s: int) -> jax.Array:
         off = self.layout.offsets[s]
@@ -142,13 +156,14 @@ class Objective:
 class ProgramKey:
     """An objective as a cache key for compiled programs: equal when the objectives'
     :attr:`Objective.program_key` are equal. ``obj`` is the first such objective's
-    :meth:`Objective.program` (no numbers), which is what a program may be built from, and
-    ``noisy`` whether it adds gradient noise."""
+    :meth:`Objective.program` (no numbers), which is what a program may be built from,
+    ``noisy`` whether it adds gradient noise, and ``id`` its :attr:`Objective.program_id`."""
 
-    __slots__ = ("_hash", "key", "noisy", "obj")
+    __slots__ = ("_hash", "id", "key", "noisy", "obj")
 
     def __init__(self, obj: Objective):
         self.key = obj.program_key
+        self.id = obj.program_id
         self.obj = obj.program()
         self.noisy = bool(obj.grad_noise > 0)
         self._hash = hash(self.key)

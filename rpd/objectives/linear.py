@@ -7,8 +7,6 @@ Data order: ``numpy.random.default_rng(seed)`` draws X (or Z), then w*, then the
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,6 +14,7 @@ import scipy.optimize
 
 from rpd.objectives.base import BlockLayout, Objective, on_device
 from rpd.objectives.chain import Chain
+from rpd.programs import named_builder
 from rpd.validation import check_int, check_real
 
 
@@ -64,7 +63,7 @@ def _nesterov_quad_form(mu: float):
     return quad_form
 
 
-@functools.cache
+@named_builder
 def _least_squares_functions(B: int, sizes: tuple[int, ...], mu: float | None):
     """(value_and_grad, loss, chain) of least squares with batch size B; ``mu`` not None: the
     loss uses Nesterov's tridiagonal A + mu I instead of the dense ``data["A"]``."""
@@ -99,7 +98,7 @@ def _least_squares(name, X, w_star, S, batch_size, meta, mu=None) -> Objective:
         layout=layout,
         chain=chain,
         n_batches=n // B,
-        x0=jnp.zeros(d, jnp.float64),
+        x0=on_device(np.zeros(d)),
         data=data,
         value_and_grad=value_and_grad,
         loss=loss,
@@ -218,7 +217,7 @@ def logistic_regression(
         layout=layout,
         chain=chain,
         n_batches=n // B,
-        x0=jnp.zeros(d, jnp.float64),
+        x0=on_device(np.zeros(d)),
         data={"X": on_device(X), "y": on_device(y)},
         value_and_grad=value_and_grad,
         loss=loss,
@@ -231,7 +230,7 @@ def logistic_regression(
     )
 
 
-@functools.cache
+@named_builder
 def _logistic_functions(B: int, sizes: tuple[int, ...], lam: float):
     """(value_and_grad, loss, chain) of L2-regularised logistic regression, batch size B."""
 

@@ -15,7 +15,6 @@ on Hessian-vector products (a local estimate: the MLP is not globally L-smooth).
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import jax
 import jax.numpy as jnp
@@ -23,6 +22,7 @@ import numpy as np
 
 from rpd.objectives.base import BlockLayout, Objective, on_device
 from rpd.objectives.chain import Chain, chain_value
+from rpd.programs import named_builder
 from rpd.validation import check_int, check_real
 
 
@@ -42,7 +42,7 @@ class _Shell:
         return x[..., off: off + self.layout.sizes[s]]
 
 
-@functools.cache
+@named_builder
 def _functions(w: int, S: int, B: int):
     """(chain, value_and_grad, loss, jitted forward, jitted Hessian-vector product) of the MLP
     chain, memoized on its static parameters: equal parameters give the same function objects,

@@ -36,6 +36,7 @@ from jax.flatten_util import ravel_pytree
 from rpd import corpus
 from rpd.objectives.base import BlockLayout, Objective, on_device
 from rpd.objectives.chain import Chain
+from rpd.programs import named_builder
 from rpd.validation import check_int
 
 DTYPE = jnp.float32
@@ -250,7 +251,7 @@ def nanochat(S: int, text: str | None = None, path=None, *, batch_size: int = 16
                      value_and_grad=value_and_grad, loss=heldout_loss, batch_size=B, meta=meta, chain=chain)
 
 
-@functools.cache
+@named_builder
 def _functions(S: int, vocab_size: int, T: int, W: int, heads: int):
     """(value_and_grad, held-out loss, chain) of the LM, memoized on its static sizes: equal
     sizes give the same function objects, so rebuilt objectives (another seed, another text

@@ -26,12 +26,12 @@ from rpd.schedules.family import (
     zb_v,
 )
 from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD, IDLE
-from rpd.schedules.readiness import ScheduleSpec, pipedream_many, simulate_many, validate
+from rpd.schedules.readiness import ScheduleSpec, local_sgd_many, pipedream_many, simulate_many, validate
 from rpd.schedules.timeline import OpTable, Timeline, render_ascii
 
 __all__ = [
     "BWD", "BWD_I", "BWD_W", "FWD", "IDLE", "SCHEDULES", "OpTable", "ScheduleSpec", "Timeline",
-    "chimera", "dualpipe_v", "gpipe", "interleaved", "local_sgd", "one_f_one_b", "pipedream",
-    "pipedream_2bw", "pipedream_many", "pipemare", "render_ascii", "simulate_many", "validate",
+    "chimera", "dualpipe_v", "gpipe", "interleaved", "local_sgd", "local_sgd_many", "one_f_one_b",
+    "pipedream", "pipedream_2bw", "pipedream_many", "pipemare", "render_ascii", "simulate_many", "validate",
     "zb_h1", "zb_h2", "zb_v",
 ]

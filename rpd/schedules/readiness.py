@@ -261,6 +261,13 @@ def local_sgd(S: int, N: int, R: int, H: int) -> Timeline:
     return simulate_many([spec])[0]
 
 
+def local_sgd_many(S: int, N: int, R: int, H_values) -> list[Timeline]:
+    """``[local_sgd(S, N, R, H) for H in H_values]``, simulated side by side in one loop."""
+    S, N, R = check_int("S", S), check_int("N", N), check_int("R", R)
+    _check_size(S, N)
+    return simulate_many([ScheduleSpec(S=S, N=N, R=R, H=check_int("H", H)) for H in H_values])
+
+
 MAX_STAGE_STEPS = 2 * 10**9  # ~1 min of the vectorised loop; far above every study (E2: 5e5)
 
 

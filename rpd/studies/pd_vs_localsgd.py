@@ -159,8 +159,7 @@ def seed_mean(curves_NxGxP: np.ndarray) -> np.ndarray:
 
 def timelines(cfg: Config) -> list[schedules.Timeline]:
     """PD's 1F1B timeline, then LocalSGD's for every H (the same for every noise seed)."""
-    return ([schedules.pipedream(cfg.S, cfg.N, cfg.noam)]
-            + [schedules.local_sgd(cfg.S, cfg.N, cfg.R, H) for H in cfg.H])
+    return [schedules.pipedream(cfg.S, cfg.N, cfg.noam)] + schedules.local_sgd_many(cfg.S, cfg.N, cfg.R, cfg.H)
 
 
 def _runs(cfg: Config, obj, tls: list[schedules.Timeline], seed: int, report) -> tuple[list, list]:
