@@ -137,10 +137,20 @@ def _compiled(pk: ProgramKey, R: int, T_round: int, track_time: bool, mesh: Mesh
         xbar, f_ticks, losses, ends = grid(consts, data, batch, valid, t_rel, mb, gammas, key)
         curve = None if f_ticks is None else f_ticks - consts["f_star"]
         round_curve = jax.vmap(jax.vmap(lambda x: obj.loss(data, x)))(ends) - consts["f_star"]
-        return xbar, curve, losses, round_curve, obj.loss(data, consts["x0"]) - consts["f_star"]
+        return xbar, curve, losses, round_curve
 
     name = None if pk.id is None else f"rpd.localsgd.local_sgd({pk.id}, {R}, {T_round}, {track_time}, {mesh!r})"
     return Program(jax.jit(full), name)
+
+
+@functools.lru_cache(maxsize=32)
+def _start_value(pk: ProgramKey) -> Program:
+    """The jitted ``(consts, data) -> f(x⁰) - f*``: the curve's first point. A program of its own
+    (evaluated eagerly, f would build a program per operation in every process; inside the run's
+    program it would change how XLA fuses the round-end evaluations, and their rounding)."""
+    obj = pk.obj
+    name = None if pk.id is None else f"rpd.localsgd.start_value({pk.id})"
+    return Program(jax.jit(lambda consts, data: obj.loss(data, consts["x0"]) - consts["f_star"]), name)
 
 
 def round_shape(tl: Timeline) -> tuple[int, int]:
@@ -189,12 +199,12 @@ def local_sgd(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, track_time:
     # Untracked, the tick buffer is not built, so the round length is not part of the program:
     # timelines that differ only in their ticks (other costs) share it.
     fn = _compiled(ProgramKey(obj), tl.R, T_round if track_time else 1, bool(track_time), mesh)
-    xbar, curve, losses, round_curve, f0 = fn(
+    xbar, curve, losses, round_curve = fn(
         obj.constants(), obj.data, *(on_device(a) for a in inputs), on_device(gammas, obj.dtype),
         np.int32(check_int("seed", seed, 0)),
     )
     round_curve = np.asarray(round_curve)[:, :Q]
-    f0 = float(f0)
+    f0 = float(_start_value(ProgramKey(obj))(obj.constants(), obj.data))
     G = len(gammas)
     if track_time:
         curve = np.asarray(curve)  # [G, Q (padded), T_round (padded)]

@@ -20,6 +20,13 @@ those of a fresh compile. The store is on wherever the persistent cache is
 (:func:`rpd.compile_cache.use` / ``enable``): ``<cache dir>/rpd/``. Like JAX's cache it is
 trusted input (loading an executable runs code); keep it where only you can write.
 
+jaxlib 0.10.2's CPU executables do not always serialize whole: one JAX loaded from its own
+cache never does, and, rarely, a fresh one compiled late in a long process (seen in the figure
+script's workers, not reduced to a small case) loads but fails on its first run with
+``Function <kernel> not found``. The store compiles its own executables (never JAX's cached
+ones), and waits for a loaded executable's first run: one that fails that way is compiled again
+and stored anew (``COUNTS["broken"]``), so a broken entry costs a compile, never a result.
+
 Objective functions are named by the builders that make them: :func:`named_builder` memoizes a
 builder (like ``functools.cache``) and names every object it returns by the builder's qualified
 name and arguments, so ``Objective.program_id`` can describe them in words that mean the same in
@@ -29,6 +36,7 @@ every process. An objective whose functions were not made by a named builder has
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -46,8 +54,9 @@ import jax
 _NAMES: dict[int, tuple[object, str]] = {}
 SUBDIR = "rpd"  # the store's directory inside the persistent cache's
 _STORE: dict[str, Path | None] = {"dir": None}
-# Executables loaded from the store and seconds spent loading them, for compile_cache.count_programs.
-COUNTS = {"loaded": 0, "seconds": 0.0}
+# Executables loaded from the store and seconds spent loading them, for compile_cache.count_programs;
+# stored executables that could not run (compiled again).
+COUNTS = {"loaded": 0, "seconds": 0.0, "broken": 0}
 
 
 def named_builder(builder: Callable) -> Callable:
@@ -124,6 +133,16 @@ def signature(args: tuple, kwargs: dict) -> tuple:
         (str(jax.typeof(x)), repr(x.sharding) if getattr(x, "committed", False) else None) for x in leaves)
 
 
+def _jax_cache_off():
+    """A context in which compiling does not use JAX's persistent cache (thread-local), or None
+    where this jax has no such switch."""
+    try:
+        from jax._src.config import enable_compilation_cache
+        return enable_compilation_cache(False)
+    except (ImportError, AttributeError, TypeError):
+        return None
+
+
 class Program:
     """A ``jax.jit`` function named by what it computes (``name``, or None when it has no stable
     name): calls compile once per argument :func:`signature` and keep the executable, loading it
@@ -142,12 +161,27 @@ class Program:
             return self.jitted(*args, **kwargs)
         sig = signature(args, kwargs)
         exe = self._exes.get(sig)
-        if exe is None:
-            with self._lock:
-                exe = self._exes.get(sig)
-                if exe is None:
-                    exe = self._exes[sig] = self._load_or_compile(sig, args, kwargs)
-        return exe(*args, **kwargs)
+        if exe is not None:
+            return exe(*args, **kwargs)
+        with self._lock:
+            if sig not in self._exes:
+                path = _STORE["dir"] / (hashlib.sha256(repr((self.name, sig, environment())).encode()).hexdigest()
+                                        + ".exe")
+                exe = _load(path)
+                if exe is not None:
+                    # Its first run is waited for: a stored executable can lack a kernel (below)
+                    try:
+                        out = jax.block_until_ready(exe(*args, **kwargs))
+                    except jax.errors.JaxRuntimeError as err:
+                        if "not found" not in str(err):
+                            raise
+                        COUNTS["loaded"] -= 1
+                        COUNTS["broken"] += 1
+                    else:
+                        self._exes[sig] = exe
+                        return out
+                self._exes[sig] = self._compile(path, args, kwargs)
+        return self._exes[sig](*args, **kwargs)
 
     def lower(self, *args, **kwargs):
         return self.jitted.lower(*args, **kwargs)
@@ -155,26 +189,18 @@ class Program:
     def _cache_size(self) -> int:
         return self.jitted._cache_size() + len(self._exes)
 
-    def _load_or_compile(self, sig: tuple, args: tuple, kwargs: dict):
+    def _compile(self, path: Path, args: tuple, kwargs: dict):
+        """Compile for these arguments and store the executable at ``path``."""
         from jax.experimental import serialize_executable
 
-        store = _STORE["dir"]
-        key = hashlib.sha256(repr((self.name, sig, environment())).encode()).hexdigest()
-        path = store / f"{key}.exe"
-        if path.exists():
-            t0 = time.perf_counter()
-            try:
-                (payload, in_tree, out_tree), device_ids = pickle.loads(path.read_bytes())
-                by_id = {d.id: d for d in jax.devices()}
-                exe = serialize_executable.deserialize_and_load(
-                    payload, in_tree, out_tree, execution_devices=[by_id[i] for i in device_ids])
-            except Exception:  # unreadable (a partial copy, another jaxlib): compile it again
-                exe = None
-            if exe is not None:
-                COUNTS["loaded"] += 1
-                COUNTS["seconds"] += time.perf_counter() - t0
-                return exe
-        exe = self.jitted.lower(*args, **kwargs).compile()
+        # Compiled by XLA here, not loaded from JAX's persistent cache: an executable JAX loaded
+        # from there serializes without its kernels (loading that fails with "Function ... not
+        # found" when run; jax 0.10.2 on CPU).
+        fresh = _jax_cache_off()
+        with fresh or contextlib.nullcontext():
+            exe = self.jitted.lower(*args, **kwargs).compile()
+        if fresh is None and jax.config.jax_compilation_cache_dir:
+            return exe  # might come from JAX's cache: kept in memory only
         try:  # the devices it runs on, in order (deserializing defaults to all of them)
             device_ids = [d.id for d in exe._executable.xla_executable.local_devices()]
             blob = pickle.dumps((serialize_executable.serialize(exe), device_ids))
@@ -184,3 +210,23 @@ class Program:
         tmp.write_bytes(blob)
         os.replace(tmp, path)  # atomic: a reader sees the whole file or none
         return exe
+
+
+def _load(path: Path):
+    """The executable stored at ``path``, or None (absent, or unreadable: a partial copy,
+    another jaxlib)."""
+    from jax.experimental import serialize_executable
+
+    if not path.exists():
+        return None
+    t0 = time.perf_counter()
+    try:
+        (payload, in_tree, out_tree), device_ids = pickle.loads(path.read_bytes())
+        by_id = {d.id: d for d in jax.devices()}
+        exe = serialize_executable.deserialize_and_load(payload, in_tree, out_tree,
+                                                        execution_devices=[by_id[i] for i in device_ids])
+    except Exception:
+        return None
+    COUNTS["loaded"] += 1
+    COUNTS["seconds"] += time.perf_counter() - t0
+    return exe

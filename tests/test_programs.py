@@ -57,6 +57,7 @@ def _forget_programs():
     """What a new process would not have: the programs built in memory and JAX's traces."""
     core._program.cache_clear()
     localsgd._compiled.cache_clear()
+    localsgd._start_value.cache_clear()
     jax.clear_caches()
 
 
@@ -85,18 +86,18 @@ def test_stored_programs_load_without_tracing_and_give_the_same_numbers(store):
     traced = _traced()
     first = _runs(obj)
     assert sorted(traced) == ["full", "run_and_evaluate"]  # nothing stored yet: both traced and compiled
-    assert len(list(store.glob("*.exe"))) == 2
+    assert len(list(store.glob("*.exe"))) == 3  # and LocalSGD's f(x⁰)
     _forget_programs()
     loaded = programs.COUNTS["loaded"]
     traced.clear()
     again = _runs(O.logistic_regression(64, 16, 4, 4, lam=1e-3, grad_noise=0.3, seed=5))
-    assert traced == [] and programs.COUNTS["loaded"] == loaded + 2
+    assert traced == [] and programs.COUNTS["loaded"] == loaded + 3
     for a, b in zip(first, again):
         np.testing.assert_array_equal(a.curve, b.curve)
         np.testing.assert_array_equal(a.x_final, b.x_final)
         np.testing.assert_array_equal(a.traces["loss_z"], b.traces["loss_z"])
     other_grid = methods.pipedream(obj, schedules.pipedream(4, 10), [0.01, 0.02, 0.04], seed=1)
-    assert len(list(store.glob("*.exe"))) == 3  # another argument shape: another executable
+    assert len(list(store.glob("*.exe"))) == 4  # another argument shape: another executable
     # f is evaluated in one batch over the grid's snapshots, so another G rounds differently
     np.testing.assert_allclose(other_grid.curve[:2], first[0].curve, rtol=1e-13)
 
@@ -112,3 +113,42 @@ def test_an_unreadable_stored_program_is_compiled_again(store):
     np.testing.assert_array_equal(first[0].curve, again[0].curve)
     np.testing.assert_array_equal(first[1].curve, again[1].curve)
     assert all(path.stat().st_size > 1000 for path in store.glob("*.exe"))  # written again
+
+
+_AFTER_JAX_CACHE = """
+import contextlib, sys, jax, numpy as np
+from rpd import compile_cache, core, localsgd, methods, programs, schedules, objectives as O
+compile_cache.use(sys.argv[1])  # JAX's persistent cache and the store
+programs.use_store(None)
+run = lambda: methods.local_sgd(O.random_quadratic(64, 16, 4, 4), schedules.local_sgd(4, 8, 2, 2), [0.01]).curve
+first = run()  # compiled into JAX's persistent cache only
+
+def again(store):
+    localsgd._compiled.cache_clear(); localsgd._start_value.cache_clear(); jax.clear_caches()
+    programs.use_store(store)
+    np.testing.assert_array_equal(run(), first)
+
+fresh = programs._jax_cache_off
+if sys.argv[2] == "broken":  # what the store did before it compiled its own: JAX's cached executables
+    programs._jax_cache_off = contextlib.nullcontext
+    again(sys.argv[1] + "/rpd")
+    programs._jax_cache_off = fresh
+for _ in range(2):
+    again(sys.argv[1] + "/rpd")  # stored fresh if absent or broken, then loaded and run
+print(programs.COUNTS["loaded"], programs.COUNTS["broken"])
+"""
+
+
+@pytest.mark.parametrize("start", ["empty", "broken"])
+def test_a_program_in_jax_cache_is_stored_fresh(tmp_path, start):
+    """An executable JAX loaded from its own persistent cache serializes without its kernels
+    (running it after loading fails, jax 0.10.2 on CPU): the store compiles its own, and an entry
+    that fails that way ("broken": stored from JAX's cache on purpose) is compiled again."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _AFTER_JAX_CACHE, str(tmp_path), start], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    # LocalSGD's two programs: loaded on the last pass (and, broken, found so on the one before)
+    assert out.stdout.split()[-2:] == (["2", "0"] if start == "empty" else ["2", "2"])
