@@ -26,6 +26,7 @@ Use :func:`config_for` (``config_for("e4_logistic", "full")``) to get either at 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import textwrap
 from typing import Callable
 
@@ -33,6 +34,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from rpd import methods, objectives, schedules, simtime, tuning
+from rpd.concurrency import run_concurrently
 from rpd.plotting import _save, gamma_label, paper_style, pow2_label
 from rpd.results import diverged
 from rpd.studies import AUTHORS_OVERRIDE, RULE_TEXT, StudyOutput, make_config, selector_rules
@@ -162,23 +164,34 @@ def timelines(cfg: Config) -> list[schedules.Timeline]:
     return [schedules.pipedream(cfg.S, cfg.N, cfg.noam)] + schedules.local_sgd_many(cfg.S, cfg.N, cfg.R, cfg.H)
 
 
-def _runs(cfg: Config, obj, tls: list[schedules.Timeline], seed: int, report) -> tuple[list, list]:
-    """(full results, results cut by protocol (i) with ``cfg.cut``): PD, then LocalSGD per H, on
-    ``obj`` and the ``timelines`` (the data is ``cfg.seed``'s whatever the noise seed, so one
-    objective serves every seed)."""
-    results = [methods.pipedream(obj, tls[0], tuning.pow2_grid(*cfg.pd_gamma_exps), seed=seed)]
-    report(f"PD seed={seed}")
-    for H, tl in zip(cfg.H, tls[1:]):
-        results.append(methods.local_sgd(obj, tl, tuning.pow2_grid(*cfg.localsgd_gamma_exps), seed=seed))
-        report(f"LocalSGD H={H} seed={seed}")
-    return results, simtime.cut_to_shortest(results, cfg.cut)
+def _runs(cfg: Config, obj, tls: list[schedules.Timeline], report) -> list[tuple[list, list]]:
+    """Per noise seed, (full results, results cut by protocol (i) with ``cfg.cut``): PD, then
+    LocalSGD per H, on ``obj`` and the ``timelines`` (the data is ``cfg.seed``'s whatever the
+    noise seed, so one objective serves every seed). The runs are independent: they go side by
+    side on host threads (``rpd.concurrency``; the numbers do not depend on it), the first
+    seed's first, whose programs (one per method) the other seeds reuse."""
+    grids = [tuning.pow2_grid(*cfg.pd_gamma_exps)] + [tuning.pow2_grid(*cfg.localsgd_gamma_exps)] * len(cfg.H)
+    labels = ["PD"] + [f"LocalSGD H={H}" for H in cfg.H]
+
+    def run(seed: int, m: int):
+        if m == 0:
+            return methods.pipedream(obj, tls[0], grids[0], seed=seed)
+        return methods.local_sgd(obj, tls[m], grids[m], seed=seed)
+
+    cells = [(seed, m) for seed in cfg.noise_seeds for m in range(len(tls))]
+    results = []
+    for i, res in run_concurrently([functools.partial(run, *cell) for cell in cells], first_alone=False):
+        results.append(res)
+        report(f"{labels[cells[i][1]]} seed={cells[i][0]}")
+    per_seed = [results[k: k + len(tls)] for k in range(0, len(results), len(tls))]
+    return [(full, simtime.cut_to_shortest(full, cfg.cut)) for full in per_seed]
 
 
 def _measure(cfg: Config, report) -> tuple[dict, list[dict], int, object]:
     """Every method over the noise seeds: arrays, one entry per method, T_cut, the objective."""
     rules = selector_rules(cfg.selector)
     obj, tls = make_objective(cfg), timelines(cfg)
-    per_seed = [_runs(cfg, obj, tls, s, report) for s in cfg.noise_seeds]
+    per_seed = _runs(cfg, obj, tls, report)
     full, cut0 = per_seed[0]
     t_last = int(cut0[0].axis[-1])
     arrays: dict[str, np.ndarray] = {"time": cut0[0].axis}
