@@ -354,7 +354,7 @@ def _program(pk: ProgramKey, opts: CoreOptions):
         f = jax.vmap(functools.partial(obj.loss, data))(points) - consts["f_star"]
         return f[1:].reshape(G, R), f[0], per_update, x_final, missed
 
-    return Program(jax.jit(run_and_evaluate), None if pk.id is None else f"rpd.core.make_run({pk.id}, {opts!r})")
+    return Program(run_and_evaluate, None if pk.id is None else f"rpd.core.make_run({pk.id}, {opts!r})")
 
 
 def last_writes(rows: np.ndarray, n_records: int) -> np.ndarray:

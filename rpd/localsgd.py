@@ -140,7 +140,7 @@ def _compiled(pk: ProgramKey, R: int, T_round: int, track_time: bool, mesh: Mesh
         return xbar, curve, losses, round_curve
 
     name = None if pk.id is None else f"rpd.localsgd.local_sgd({pk.id}, {R}, {T_round}, {track_time}, {mesh!r})"
-    return Program(jax.jit(full), name)
+    return Program(full, name)
 
 
 @functools.lru_cache(maxsize=32)
@@ -150,7 +150,10 @@ def _start_value(pk: ProgramKey) -> Program:
     program it would change how XLA fuses the round-end evaluations, and their rounding)."""
     obj = pk.obj
     name = None if pk.id is None else f"rpd.localsgd.start_value({pk.id})"
-    return Program(jax.jit(lambda consts, data: obj.loss(data, consts["x0"]) - consts["f_star"]), name)
+    def start_value(consts, data):
+        return obj.loss(data, consts["x0"]) - consts["f_star"]
+
+    return Program(start_value, name)
 
 
 def round_shape(tl: Timeline) -> tuple[int, int]:

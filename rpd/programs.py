@@ -20,12 +20,13 @@ those of a fresh compile. The store is on wherever the persistent cache is
 (:func:`rpd.compile_cache.use` / ``enable``): ``<cache dir>/rpd/``. Like JAX's cache it is
 trusted input (loading an executable runs code); keep it where only you can write.
 
-jaxlib 0.10.2's CPU executables do not always serialize whole: one JAX loaded from its own
-cache never does, and, rarely, a fresh one compiled late in a long process (seen in the figure
-script's workers, not reduced to a small case) loads but fails on its first run with
-``Function <kernel> not found``. The store compiles its own executables (never JAX's cached
-ones), and waits for a loaded executable's first run: one that fails that way is compiled again
-and stored anew (``COUNTS["broken"]``), so a broken entry costs a compile, never a result.
+jaxlib 0.10.2 serializes a CPU executable that JAX loaded from its own persistent cache without
+its kernels: loaded again, it fails on its first run with ``Function <kernel> not found``. The
+store compiles each program under a module name of its own (``rpd_<key>``: JAX's cache keys on
+the module, so another program with the same HLO is never served in its place) and does not
+store an executable that still came from JAX's cache; and it waits for a loaded executable's
+first run: one that fails that way is compiled again and stored anew (``COUNTS["broken"]``).
+A broken entry costs a compile, never a result.
 
 Objective functions are named by the builders that make them: :func:`named_builder` memoizes a
 builder (like ``functools.cache``) and names every object it returns by the builder's qualified
@@ -36,7 +37,6 @@ every process. An objective whose functions were not made by a named builder has
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import os
@@ -133,26 +133,31 @@ def signature(args: tuple, kwargs: dict) -> tuple:
         (str(jax.typeof(x)), repr(x.sharding) if getattr(x, "committed", False) else None) for x in leaves)
 
 
-def _jax_cache_off():
-    """A context in which compiling does not use JAX's persistent cache (thread-local), or None
-    where this jax has no such switch."""
-    try:
-        from jax._src.config import enable_compilation_cache
-        return enable_compilation_cache(False)
-    except (ImportError, AttributeError, TypeError):
-        return None
+_HITS: dict[int, int] = {}  # thread id -> JAX persistent-cache hits seen on that thread
+
+
+def _count_hit(event: str, **_kw) -> None:
+    if event == "/jax/compilation_cache/cache_hits":
+        tid = threading.get_ident()
+        _HITS[tid] = _HITS.get(tid, 0) + 1
+
+
+@functools.cache
+def _listen() -> None:
+    jax.monitoring.register_event_listener(_count_hit)
 
 
 class Program:
-    """A ``jax.jit`` function named by what it computes (``name``, or None when it has no stable
-    name): calls compile once per argument :func:`signature` and keep the executable, loading it
-    from the store (or saving it there) when the store is on and the program has a name.
-    ``lower`` is the jitted function's."""
+    """``jax.jit(fun)`` named by what it computes (``name``, or None when it has no stable name):
+    calls compile once per argument :func:`signature` and keep the executable, loading it from
+    the store (or saving it there) when the store is on and the program has a name. ``lower``
+    and :attr:`jitted` are the plain ``jax.jit(fun)``'s."""
 
-    __slots__ = ("_exes", "_lock", "jitted", "name")
+    __slots__ = ("_exes", "_fun", "_lock", "jitted", "name")
 
-    def __init__(self, jitted, name: str | None):
-        self.jitted, self.name = jitted, name
+    def __init__(self, fun: Callable, name: str | None):
+        self._fun, self.name = fun, name
+        self.jitted = jax.jit(fun)
         self._exes: dict = {}
         self._lock = threading.Lock()
 
@@ -177,6 +182,7 @@ class Program:
                             raise
                         COUNTS["loaded"] -= 1
                         COUNTS["broken"] += 1
+                        path.unlink(missing_ok=True)
                     else:
                         self._exes[sig] = exe
                         return out
@@ -193,20 +199,29 @@ class Program:
         """Compile for these arguments and store the executable at ``path``."""
         from jax.experimental import serialize_executable
 
-        # Compiled by XLA here, not loaded from JAX's persistent cache: an executable JAX loaded
-        # from there serializes without its kernels (loading that fails with "Function ... not
-        # found" when run; jax 0.10.2 on CPU).
-        fresh = _jax_cache_off()
-        with fresh or contextlib.nullcontext():
-            exe = self.jitted.lower(*args, **kwargs).compile()
-        if fresh is None and jax.config.jax_compilation_cache_dir:
-            return exe  # might come from JAX's cache: kept in memory only
+        # An executable JAX loaded from its persistent cache serializes without its kernels
+        # (loaded again, it fails with "Function ... not found" when run; jaxlib 0.10.2 on CPU).
+        # The program is compiled under a name of its own (the module name is part of JAX's
+        # cache key: programs with equal HLO but other rpd names never meet there), and one
+        # that still came from JAX's cache (its store entry was lost) is not stored.
+        _listen()
+        fun = self._fun
+
+        def named(*a, **k):
+            return fun(*a, **k)
+
+        named.__name__ = named.__qualname__ = "rpd_" + path.stem[:16]
+        tid = threading.get_ident()
+        hits = _HITS.get(tid, 0)
+        exe = jax.jit(named).lower(*args, **kwargs).compile()
+        if _HITS.get(tid, 0) != hits:
+            return exe  # from JAX's cache: kept in memory only
         try:  # the devices it runs on, in order (deserializing defaults to all of them)
             device_ids = [d.id for d in exe._executable.xla_executable.local_devices()]
             blob = pickle.dumps((serialize_executable.serialize(exe), device_ids))
         except (AttributeError, ValueError, NotImplementedError):  # not serializable: kept in memory only
             return exe
-        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp = path.with_suffix(f".{os.getpid()}.{tid}.tmp")
         tmp.write_bytes(blob)
         os.replace(tmp, path)  # atomic: a reader sees the whole file or none
         return exe
