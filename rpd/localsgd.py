@@ -150,6 +150,7 @@ def _start_value(pk: ProgramKey) -> Program:
     program it would change how XLA fuses the round-end evaluations, and their rounding)."""
     obj = pk.obj
     name = None if pk.id is None else f"rpd.localsgd.start_value({pk.id})"
+
     def start_value(consts, data):
         return obj.loss(data, consts["x0"]) - consts["f_star"]
 
@@ -201,13 +202,14 @@ def local_sgd(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, track_time:
     mesh = replica_mesh(tl.R) if mesh is None else mesh
     # Untracked, the tick buffer is not built, so the round length is not part of the program:
     # timelines that differ only in their ticks (other costs) share it.
-    fn = _compiled(ProgramKey(obj), tl.R, T_round if track_time else 1, bool(track_time), mesh)
+    pk, consts = ProgramKey(obj), obj.constants()
+    fn = _compiled(pk, tl.R, T_round if track_time else 1, bool(track_time), mesh)
     xbar, curve, losses, round_curve = fn(
-        obj.constants(), obj.data, *(on_device(a) for a in inputs), on_device(gammas, obj.dtype),
+        consts, obj.data, *(on_device(a) for a in inputs), on_device(gammas, obj.dtype),
         np.int32(check_int("seed", seed, 0)),
     )
     round_curve = np.asarray(round_curve)[:, :Q]
-    f0 = float(_start_value(ProgramKey(obj))(obj.constants(), obj.data))
+    f0 = float(_start_value(pk)(consts, obj.data))
     G = len(gammas)
     if track_time:
         curve = np.asarray(curve)  # [G, Q (padded), T_round (padded)]

@@ -254,18 +254,15 @@ def local_sgd(S: int, N: int, R: int, H: int) -> Timeline:
     barrier and an averaging of the replicas at the end of step ``sync_time[q]``.
     With R >= S: T = 2N + ceil(N / (R*H)) * (2S - 2).
     """
-    spec = ScheduleSpec(
-        S=check_int("S", S), N=check_int("N", N), R=check_int("R", R), H=check_int("H", H)
-    )
-    _check_size(spec.S, spec.N)
-    return simulate_many([spec])[0]
+    return local_sgd_many(S, N, R, [H])[0]
 
 
 def local_sgd_many(S: int, N: int, R: int, H_values) -> list[Timeline]:
     """``[local_sgd(S, N, R, H) for H in H_values]``, simulated side by side in one loop."""
     S, N, R = check_int("S", S), check_int("N", N), check_int("R", R)
+    specs = [ScheduleSpec(S=S, N=N, R=R, H=check_int("H", H)) for H in H_values]
     _check_size(S, N)
-    return simulate_many([ScheduleSpec(S=S, N=N, R=R, H=check_int("H", H)) for H in H_values])
+    return simulate_many(specs)
 
 
 MAX_STAGE_STEPS = 2 * 10**9  # ~1 min of the vectorised loop; far above every study (E2: 5e5)
