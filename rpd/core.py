@@ -50,9 +50,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rpd.chain_rows import ChainRows
 from rpd.objectives import chain
 from rpd.objectives.base import BlockLayout, Objective, ProgramKey, on_device
-from rpd.plans import UpdatePlan, stage_wise
+from rpd.plans import UpdatePlan, last_writes, plan_extras, stage_wise
 from rpd.programs import Program
 
 
@@ -65,7 +66,7 @@ class CoreState(NamedTuple):
     vel: jax.Array  # float [C or 1, D + P]: update velocity u of every block, per version (if used)
     version: jax.Array  # int32 [S]: updates received by each block so far
     grads: jax.Array  # float [n_slots, D + P]: gradients shared by several updates (PD; 0 rows if stage-wise)
-    inflight: tuple  # stage-wise two-point plans: the slots' activation rows (_ChainRows.empty); () otherwise
+    inflight: tuple  # stage-wise two-point plans: the slots' activation rows (ChainRows.empty); () otherwise
     snapshots: jax.Array  # float [n_records + 1, D]: x recorded for evaluation (last row: discard)
     missed: jax.Array  # bool []: some read fell outside the ring
 
@@ -122,65 +123,12 @@ def _gradient(obj: Objective, opts: CoreOptions, data):
     return mean_of_microbatches
 
 
-def _rows(leaves, width: int, dtype) -> jax.Array:
-    """Leaves flattened into one [width] row, zero-padded at the end."""
-    flat = [jnp.ravel(leaf).astype(dtype) for leaf in leaves]
-    return jnp.concatenate(flat + [jnp.zeros(width - sum(v.size for v in flat), dtype)])
-
-
-def _unrows(row: jax.Array, like) -> list[jax.Array]:
-    """The leaves shaped like ``like`` (ShapeDtypeStructs) that :func:`_rows` put in ``row``."""
-    ends = np.cumsum([0] + [leaf.size for leaf in like])
-    return [row[lo:hi].reshape(leaf.shape).astype(leaf.dtype) for lo, hi, leaf in zip(ends, ends[1:], like)]
-
-
-class _ChainRows:
-    """A chain's activations as fixed-width rows, for a stage-wise two-point run.
-
-    Stage s's activations have their own shapes (the LM's a_0 are token ids, a_S logits), so
-    a microbatch's are kept as rows of two arrays, which a dynamic stage index can address:
-    float row s < S holds a_s's floating leaves, flattened and zero-padded to ``width``, until
-    stage s runs backward and overwrites it with δ_s; float row S holds δ_S; int row s holds
-    a_s's integer leaves (token ids, a batch index), which carry no cotangent."""
-
-    def __init__(self, obj: Objective, data):
-        self.obj = obj
-        x0 = jax.ShapeDtypeStruct(np.shape(obj.x0), obj.dtype)
-        _, self.acts, delta = jax.eval_shape(functools.partial(chain.forward, obj), data, x0, jnp.int32(0))
-        self.floats = [chain.floating(a) for a in self.acts] + [delta]  # row s: a_s's, then δ_s
-        self.ints = [chain.integer(a) for a in self.acts]
-        self.width = max(sum(leaf.size for leaf in row) for row in self.floats)
-        self.int_width = max(sum(leaf.size for leaf in row) for row in self.ints)
-        self.dtype = jnp.result_type(*(leaf.dtype for row in self.floats for leaf in row))
-        self.int_dtype = jnp.result_type(*(leaf.dtype for row in self.ints for leaf in row), jnp.int32)
-
-    def empty(self, n_slots: int) -> tuple[jax.Array, jax.Array]:
-        """Zeroed slot buffers: float [n_slots, S+1, width], int [n_slots, S, int_width]."""
-        S = self.obj.S
-        return (jnp.zeros((n_slots, S + 1, self.width), self.dtype),
-                jnp.zeros((n_slots, S, self.int_width), self.int_dtype))
-
-    def forward(self, data, x_fwd: jax.Array, b) -> tuple[jax.Array, jax.Array, jax.Array]:
-        """(loss, float rows [S+1, width], int rows [S, int_width]) of the forward at x_fwd."""
-        loss, acts, delta = chain.forward(self.obj, data, x_fwd, b)
-        floats = [_rows(chain.floating(a), self.width, self.dtype) for a in acts]
-        ints = [_rows(chain.integer(a), self.int_width, self.int_dtype) for a in acts]
-        return loss, jnp.stack(floats + [_rows(delta, self.width, self.dtype)]), jnp.stack(ints)
-
-    def backward(self, data, s: int, x_s: jax.Array, float_rows: jax.Array, int_row: jax.Array):
-        """Stage s's backward at weights x_s from float rows s, s+1 (a_s, δ_{s+1}) and int row s:
-        (g_s, δ_s as a float row)."""
-        a_s = chain.merge(self.acts[s], _unrows(float_rows[0], self.floats[s]), _unrows(int_row, self.ints[s]))
-        g, delta = chain.stage_vjp(self.obj, data, s, x_s, a_s, _unrows(float_rows[1], self.floats[s + 1]))
-        return g, _rows(delta, self.width, self.dtype)
-
-
 def _run(obj: Objective, opts: CoreOptions, noisy: bool, consts, data, plan_arrays, extra, record, gamma, key):
     offsets = jnp.asarray(obj.layout.offsets, jnp.int32)
     sizes = jnp.asarray(obj.layout.sizes, jnp.int32)
     C, D, P = opts.ring_size, obj.D, max(obj.layout.sizes)
     pad = lambda v: jnp.concatenate([v, jnp.zeros((P,), v.dtype)])
-    rows = _ChainRows(obj, data) if opts.stagewise else None
+    rows = ChainRows(obj, data) if opts.stagewise else None
     state = CoreState(
         ring=jnp.broadcast_to(pad(consts["x0"]), (C, D + P)),
         vel=jnp.zeros((C if opts.velocity else 1, D + P), obj.dtype),
@@ -306,7 +254,7 @@ def make_run(obj: Objective, opts: CoreOptions) -> BoundRun:
 
     ``plan_arrays`` = (block, batch, read, fresh, slot) of an :class:`UpdatePlan`, shared by the
     grid; ``extra`` the per-update arrays its options need (``read_bwd``, ``horizon``,
-    ``horizon_bwd``, ``scale``: see :func:`plan_extras`); ``record[k]`` = snapshot row that x^{k+1} is written to (n_records: not recorded).
+    ``horizon_bwd``, ``scale``: see :func:`rpd.plans.plan_extras`); ``record[k]`` = snapshot row that x^{k+1} is written to (n_records: not recorded).
     The curve is f(snapshot) - f* for every row and f0 = f(x^0) - f*. ``seed`` (an int) keys
     the gradient noise, the same key for every step size, so the grid differs only in gamma.
 
@@ -355,36 +303,6 @@ def _program(pk: ProgramKey, opts: CoreOptions):
         return f[1:].reshape(G, R), f[0], per_update, x_final, missed
 
     return Program(run_and_evaluate, None if pk.id is None else f"rpd.core.make_run({pk.id}, {opts!r})")
-
-
-def last_writes(rows: np.ndarray, n_records: int) -> np.ndarray:
-    """Keep only the last write to each snapshot row (earlier ones would be overwritten)."""
-    rows = np.asarray(rows, np.int32)
-    out = np.full_like(rows, n_records)
-    valid = np.nonzero(rows < n_records)[0]
-    last = {}
-    for k in valid[::-1]:
-        last.setdefault(int(rows[k]), k)
-    idx = np.fromiter(last.values(), dtype=np.int64, count=len(last))
-    out[idx] = rows[idx]
-    return out
-
-
-def plan_extras(plan: UpdatePlan) -> dict:
-    """The optional per-update arrays of a plan that the core reads (None fields left out)."""
-    out = {}
-    for name in ("read_bwd", "horizon", "horizon_bwd", "scale"):
-        v = getattr(plan, name)
-        if v is not None:
-            out[name] = np.asarray(v, np.int32 if name == "read_bwd" else None)
-    if "horizon_bwd" in out and "read_bwd" not in out:
-        raise ValueError("a plan with horizon_bwd needs read_bwd (a two-point gradient)")
-    if ("horizon" in out) != ("horizon_bwd" in out) and "read_bwd" in out:
-        # both points move along the velocity or neither does: fill the missing one with 0
-        shape = out["read_bwd"].shape
-        out.setdefault("horizon", np.zeros(shape))
-        out.setdefault("horizon_bwd", np.zeros(shape))
-    return out
 
 
 def execute(obj: Objective, plan: UpdatePlan, record: np.ndarray, n_records: int, gammas, seed: int,

@@ -15,6 +15,10 @@ every update is fresh and computes its whole two-point gradient, or each slot ru
 down the chain (:func:`stage_wise`): a fresh update of block S-1 runs the forward at z^k and the
 slot's next updates, of blocks S-2, .., 0, each run their own stage's backward at version
 ``read_bwd[k, a]`` of their block a.
+
+What the core (``rpd.core.execute``) reads of a plan on the host: its optional per-update
+arrays (:func:`plan_extras`) and the snapshot rows it writes, the last write to each kept
+(:func:`last_writes`).
 """
 
 from __future__ import annotations
@@ -231,3 +235,36 @@ def _check_table(name, table, shape, upper):
     if table.min(initial=0) < 0 or (upper is not None and table.max(initial=0) >= upper):
         raise ValueError(f"{name} entries must lie in [0, {upper})")
     return table.astype(np.int32)
+
+
+# ---------------------------------------------------------------- what the core reads of a plan
+
+
+def last_writes(rows: np.ndarray, n_records: int) -> np.ndarray:
+    """Keep only the last write to each snapshot row (earlier ones would be overwritten)."""
+    rows = np.asarray(rows, np.int32)
+    out = np.full_like(rows, n_records)
+    valid = np.nonzero(rows < n_records)[0]
+    last = {}
+    for k in valid[::-1]:
+        last.setdefault(int(rows[k]), k)
+    idx = np.fromiter(last.values(), dtype=np.int64, count=len(last))
+    out[idx] = rows[idx]
+    return out
+
+
+def plan_extras(plan: UpdatePlan) -> dict:
+    """The optional per-update arrays of a plan that the core reads (None fields left out)."""
+    out = {}
+    for name in ("read_bwd", "horizon", "horizon_bwd", "scale"):
+        v = getattr(plan, name)
+        if v is not None:
+            out[name] = np.asarray(v, np.int32 if name == "read_bwd" else None)
+    if "horizon_bwd" in out and "read_bwd" not in out:
+        raise ValueError("a plan with horizon_bwd needs read_bwd (a two-point gradient)")
+    if ("horizon" in out) != ("horizon_bwd" in out) and "read_bwd" in out:
+        # both points move along the velocity or neither does: fill the missing one with 0
+        shape = out["read_bwd"].shape
+        out.setdefault("horizon", np.zeros(shape))
+        out.setdefault("horizon_bwd", np.zeros(shape))
+    return out

@@ -53,20 +53,31 @@ the LocalSGD H that is lowest), ``ratio`` = f_ls_best / f_pd (above 1: PD wins),
 ``winner_best_final`` (the same with the best final value over γ).
 
 The LocalSGD runs of one (panel, S, H) share compiled programs (``pad_to`` of
-:func:`rpd.localsgd.local_sgd`), and independent runs go side by side on host threads.
+:func:`rpd.localsgd.local_sgd`), and independent runs go side by side on host threads. The
+ladder and budget arithmetic lives in :mod:`rpd.studies.cost_ladder`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Callable
 
 import numpy as np
 
 from rpd import concurrency, localsgd, methods, objectives, schedules, simtime, tuning
-from rpd.costs import CostModel
 from rpd.studies import StudyOutput
+from rpd.studies.cost_ladder import (
+    Level,
+    block_values,
+    budget,
+    levels,
+    logistic_n_paper,
+    pd_only,
+    reached_rounds,
+    resample,
+    series_keys,
+    smallest_n,
+)
 from rpd.studies.crossover import (  # noqa: F401
     CLAIMS,
     UNIT,
@@ -124,90 +135,6 @@ class Config:
 # and a shorter ladder.
 QUICK = dict(quad_S=4, quad_R=4, quad_d=64, quad_n=120, quad_N=120, log_S_values=(2, 4, 8), log_T=400,
              p2p=(0,), alphas=(0, 16, 64, 256), log_seeds=(0, 1))
-
-
-@dataclasses.dataclass(frozen=True)
-class Level:
-    """One rung: ``key`` names it in arrays and tables; ``costs`` is None at the unit rung."""
-
-    key: str
-    c: int | None
-    alpha: float | None
-    costs: CostModel | None
-
-
-def levels(cfg: Config) -> list[Level]:
-    """The unit rung, then for every c in ``p2p`` every α in ``alphas``."""
-    out = [Level(UNIT, None, None, None)]
-    for c in cfg.p2p:
-        for a in cfg.alphas:
-            out.append(Level(f"c{c}_a{a:g}", int(c), a,
-                             CostModel(F=cfg.tF, B=cfg.tB, p2p=int(c), allreduce=(a, cfg.beta))))
-    return out
-
-
-def series_keys(cfg: Config) -> list[tuple[str, int, int | None]]:
-    """(panel, S, c) of every series: the quadratic's one S, then each S of the logistic panel."""
-    return [(p, S, c) for p, Ss in (("quadratic", (cfg.quad_S,)), ("logistic", cfg.log_S_values))
-            for S in Ss for c in cfg.p2p]
-
-
-def block_values(d: int, S: int) -> int:
-    """D, the values one stage averages: its block, the largest being ⌈d/S⌉ (SPEC §1)."""
-    return -(-d // S)
-
-
-def pd_only(costs: CostModel | None) -> CostModel | None:
-    """The rung's costs without the averaging term (PD never averages): one PD timeline per c."""
-    return None if costs is None else dataclasses.replace(costs, allreduce=(0, 0))
-
-
-def budget(T_paper: int, N_paper: int, S: int, costs: CostModel | None) -> int:
-    """The paper's budget stretched by PD's slowdown under ``costs`` (see the module doc)."""
-    if costs is None:
-        return int(T_paper)
-    unit = schedules.pipedream(S, N_paper).T
-    return int(math.ceil(T_paper * schedules.pipedream(S, N_paper, costs=pd_only(costs)).T / unit - 1e-12))
-
-
-def smallest_n(T: int, make: Callable[[int], schedules.Timeline], guess: int) -> schedules.Timeline:
-    """:func:`rpd.simtime.smallest_n_reaching`'s timeline (the smallest N >= 1 whose timeline
-    reaches T; lengths grow with N), searched outward from ``guess``: a few timelines instead of
-    about 2·log2(N) when the guess is close (tested equal)."""
-    n = max(1, int(guess))
-    tl = make(n)
-    step = 1
-    if tl.T >= T:  # invariant: length(lo) < T (lo = 0: none), length(hi) >= T
-        hi, best = n, tl
-        while True:
-            lo = max(0, hi - step)
-            if lo == 0:
-                break
-            cand = make(lo)
-            if cand.T < T:
-                break
-            hi, best, step = lo, cand, 2 * step
-    else:
-        lo = n
-        while True:
-            cand = make(lo + step)
-            if cand.T >= T:
-                hi, best = lo + step, cand
-                break
-            lo, step = lo + step, 2 * step
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        cand = make(mid)
-        if cand.T >= T:
-            hi, best = mid, cand
-        else:
-            lo = mid
-    return best
-
-
-def logistic_n_paper(S: int, T: int) -> int:
-    """E6's PD microbatches at unit cost: the smallest N whose timeline reaches T."""
-    return simtime.smallest_n_reaching(T, lambda n: schedules.pipedream(S, n)).N
 
 
 def n_steps(cfg: Config) -> int:
@@ -278,14 +205,6 @@ def run_key(panel: str, S: int, level: str, method: str, H: int | None) -> str:
     return f"{panel}_S{S}_{level}_{method}" + ("" if H is None else f"_H{H}")
 
 
-def reached_rounds(tl: schedules.Timeline, T: int) -> int:
-    """LocalSGD microbatches in the rounds that start before tick T. Rounds are separated by a
-    barrier, so later rounds change nothing before T: running only these gives the same curve
-    up to T as running all N (protocol (i) without simulating rounds nobody sees)."""
-    starts = np.concatenate([[0], np.asarray(tl.sync_time)[:-1] + 1])
-    return min(tl.N, int(np.sum(starts < T)) * tl.R * tl.H)
-
-
 def _jobs(cfg: Config, lv: list[Level]) -> list[Job]:
     """Every run with its timeline; LocalSGD runs of one (panel, S, H) share padded shapes."""
     jobs: list[Job] = []
@@ -348,16 +267,6 @@ def _pad(group: list[Job], G: int, D: int, waste: float = 2.0) -> None:
         pad = (max(shape[id(x)][0] for x in g), max(shape[id(x)][1] for x in g))
         for j in g:
             j.pad = pad
-
-
-def resample(result, budget: int, T_paper: int):
-    """The curve at T_paper + 1 points evenly spaced over [0, budget] (the last tick at or before
-    budget·k/T_paper): the grid the selector sees at every rung, so its per-point tests mean
-    the same whatever a tick costs. At the unit rung (budget = T_paper) it is every time step."""
-    k = np.arange(T_paper + 1, dtype=np.int64)
-    ticks = (budget * k) // T_paper
-    idx = np.searchsorted(result.axis, ticks, side="right") - 1
-    return result.curve[:, idx]
 
 
 def _execute(job: Job, pd_gammas, ls_gammas) -> np.ndarray:
