@@ -29,16 +29,30 @@ from rpd.schedules import Timeline
 from rpd.validation import check_choice, check_int
 
 
-def smallest_n_reaching(T: int, make_timeline: Callable[[int], Timeline]) -> Timeline:
-    """The timeline of the smallest N >= 1 whose length is >= T (lengths grow with N).
-    Exponential then binary search, so any schedule (and cost model) works."""
+def smallest_n_reaching(T: int, make_timeline: Callable[[int], Timeline], guess: int = 1) -> Timeline:
+    """The timeline of the smallest N >= 1 whose length is >= T (lengths grow with N), so any
+    schedule (and cost model) works. The search brackets the answer outward from ``guess`` with
+    doubling steps, then bisects: about 2·log2(N) timelines from the default guess of 1, a few
+    when the guess is close (a cost ladder's rungs guess from the previous rung)."""
     T = check_int("T", T)
-    lo, hi = 0, 1  # invariant: length(lo) < T (lo = 0 means "no N yet"), answer <= hi
-    tl = make_timeline(hi)
-    while tl.T < T:
-        lo, hi = hi, 2 * hi
-        tl = make_timeline(hi)
-    best = tl
+    lo = hi = max(1, check_int("guess", guess, 0))  # a hint: 0 starts at 1
+    best, step = make_timeline(hi), 1
+    if best.T >= T:  # invariant from here: length(lo) < T (lo = 0: no N yet), length(hi) >= T
+        while True:
+            lo = max(0, hi - step)
+            if lo == 0:
+                break
+            cand = make_timeline(lo)
+            if cand.T < T:
+                break
+            hi, best, step = lo, cand, 2 * step
+    else:
+        while True:
+            cand = make_timeline(lo + step)
+            if cand.T >= T:
+                hi, best = lo + step, cand
+                break
+            lo, step = lo + step, 2 * step
     while hi - lo > 1:
         mid = (lo + hi) // 2
         cand = make_timeline(mid)

@@ -20,6 +20,20 @@ def test_protocol_ii_picks_smallest_n_localsgd(S, R, H, T):
     assert tl.T >= T and (tl.N == 1 or schedules.local_sgd(S, tl.N - 1, R, H).T < T)
 
 
+@pytest.mark.parametrize("guess", [0, 1, 2, 9, 10, 11, 40])
+def test_smallest_n_reaching_from_any_guess_is_the_brute_force_answer(guess):
+    make = lambda n: schedules.local_sgd(3, n, 3, 2)
+    lengths = {n: make(n).T for n in range(1, 60)}
+    for T in (1, 5, 30, 57, 120):
+        want = min(n for n, t in lengths.items() if t >= T)
+        assert simtime.smallest_n_reaching(T, make, guess).N == want
+
+
+def test_smallest_n_reaching_rejects_a_guess_that_is_not_an_integer():
+    with pytest.raises(TypeError, match="guess"):
+        simtime.smallest_n_reaching(10, lambda n: schedules.pipedream(2, n), 2.5)
+
+
 def test_rpd_gets_pd_block_updates():
     tl = schedules.pipedream(4, 30)
     assert simtime.block_updates_in(tl) == tl.K == 120

@@ -64,38 +64,8 @@ def budget(T_paper: int, N_paper: int, S: int, costs: CostModel | None) -> int:
 
 
 def smallest_n(T: int, make: Callable[[int], schedules.Timeline], guess: int) -> schedules.Timeline:
-    """:func:`rpd.simtime.smallest_n_reaching`'s timeline (the smallest N >= 1 whose timeline
-    reaches T; lengths grow with N), searched outward from ``guess``: a few timelines instead of
-    about 2·log2(N) when the guess is close (tested equal)."""
-    n = max(1, int(guess))
-    tl = make(n)
-    step = 1
-    if tl.T >= T:  # invariant: length(lo) < T (lo = 0: none), length(hi) >= T
-        hi, best = n, tl
-        while True:
-            lo = max(0, hi - step)
-            if lo == 0:
-                break
-            cand = make(lo)
-            if cand.T < T:
-                break
-            hi, best, step = lo, cand, 2 * step
-    else:
-        lo = n
-        while True:
-            cand = make(lo + step)
-            if cand.T >= T:
-                hi, best = lo + step, cand
-                break
-            lo, step = lo + step, 2 * step
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        cand = make(mid)
-        if cand.T >= T:
-            hi, best = mid, cand
-        else:
-            lo = mid
-    return best
+    """:func:`rpd.simtime.smallest_n_reaching` searched outward from ``guess``."""
+    return simtime.smallest_n_reaching(T, make, guess)
 
 
 def logistic_n_paper(S: int, T: int) -> int:
