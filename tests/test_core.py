@@ -196,3 +196,31 @@ def test_gamma_that_is_not_a_number_names_gamma(quad):
             methods.pipedream(quad, tl, bad)
     with pytest.raises(TypeError, match=r"^gamma must be a finite number, got nan$"):  # None -> NaN
         methods.pipedream(quad, tl, [0.1, None])
+
+
+@pytest.mark.parametrize("sizes", [(5, 5, 5, 5), (6, 6, 5, 5, 5), (1,), (3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2)])
+@pytest.mark.parametrize("velocity", [False, True])
+def test_the_two_ring_reads_are_the_same_values_bit_for_bit(sizes, velocity):
+    """The core reads a mixed point with a dynamic slice per block (few blocks) or one gather of
+    the block windows (many): the same numbers, for even and uneven layouts, with and without
+    the prediction along the velocity ring."""
+    from rpd.objectives.base import BlockLayout
+
+    layout = BlockLayout(sizes)
+    rng = np.random.default_rng(len(sizes))
+    C, D, P = 7, layout.D, max(sizes)
+    ring = rng.standard_normal((C, D + P))
+    vel = rng.standard_normal((C, D + P)) if velocity else None
+    horizon = rng.uniform(0, 3, layout.S) if velocity else None
+    for _ in range(5):
+        version = rng.integers(0, 50, layout.S).astype(np.int32)
+        reads = [jax.jit(read, static_argnums=2)(ring, version, layout, vel, horizon)
+                 for read in (core._gather_slices, core._gather_windows)]
+        assert reads[0].shape == (D,)
+        np.testing.assert_array_equal(reads[0], reads[1])
+        rows = version % C
+        w = np.concatenate([ring[rows[r], o:o + s] for r, (o, s) in enumerate(zip(layout.offsets, sizes))])
+        hu = np.concatenate([horizon[r] * vel[rows[r], o:o + s] if velocity else np.zeros(s)
+                             for r, (o, s) in enumerate(zip(layout.offsets, sizes))])
+        # w - h u to one rounding of its terms (XLA may fuse it into a multiply-add)
+        assert np.all(np.abs(reads[0] - (w - hu)) <= 2 * np.finfo(float).eps * (np.abs(w) + np.abs(hu)))
