@@ -87,7 +87,7 @@ def xla_memory(obj, cfg: e5.Config) -> dict:
     points = np.arange(stride - 1, tl.T, stride)
     if points[-1] != tl.T - 1:
         points = np.append(points, tl.T - 1)
-    record = core.last_writes(record_rows(np.asarray(plan.time), points), len(points))
+    record = plans.last_writes(record_rows(np.asarray(plan.time), points), len(points))
     opts = core.CoreOptions(plans.ring_size(plan, cfg.S), n_slots, len(points))
     G = cfg.gamma_exps[1] - cfg.gamma_exps[0] + 1
     arrays = tuple(jnp.asarray(a) for a in (plan.block, plan.batch, plan.read, plan.fresh, plan.slot))

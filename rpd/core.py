@@ -91,7 +91,7 @@ class CoreOptions(NamedTuple):
 # E6's logistic regression, 10 γ): the slices run 7–26 % faster per update at S = 4–16, the
 # gather at S = 32–128 within 3–9 % of them; XLA compiles about 10 ms per kernel, and the
 # slices are S kernels per read, so the gather compiles 1.4–1.7× faster at S = 4–32 and 4× at
-# S = 128 (E6 at paper size: 76 → 59 s).
+# S = 128 (E6 at paper size: 76 → 63 s).
 SLICED_READS_UP_TO = 8
 
 

@@ -152,7 +152,7 @@ def test_smallest_n_from_a_guess_equals_simtime():
         for T in (1, 30, 157, 400):
             want = simtime.smallest_n_reaching(T, make).N
             for guess in (1, 2, want - 1, want, want + 1, 3 * want + 7):
-                assert study.smallest_n(T, make, guess).N == want
+                assert simtime.smallest_n_reaching(T, make, guess).N == want
 
 
 def test_resample_is_the_identity_at_unit_cost_and_the_budget_grid_otherwise():

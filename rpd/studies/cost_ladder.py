@@ -1,13 +1,13 @@
 """E11's cost ladder and budgets (``rpd.studies.costs_crossover``, whose module doc defines them):
-the rungs, the series, the budget of a rung, the smallest N whose timeline reaches it, the
-LocalSGD rounds a budget reaches, and a curve resampled to the selector's grid. Arithmetic on
+the rungs, the series, the budget of a rung, PD's microbatches at unit cost, the LocalSGD
+rounds a budget reaches, and a curve resampled to the selector's grid. Arithmetic on
 timelines and curves; nothing here trains."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -61,11 +61,6 @@ def budget(T_paper: int, N_paper: int, S: int, costs: CostModel | None) -> int:
         return int(T_paper)
     unit = schedules.pipedream(S, N_paper).T
     return int(math.ceil(T_paper * schedules.pipedream(S, N_paper, costs=pd_only(costs)).T / unit - 1e-12))
-
-
-def smallest_n(T: int, make: Callable[[int], schedules.Timeline], guess: int) -> schedules.Timeline:
-    """:func:`rpd.simtime.smallest_n_reaching` searched outward from ``guess``."""
-    return simtime.smallest_n_reaching(T, make, guess)
 
 
 def logistic_n_paper(S: int, T: int) -> int:

@@ -76,7 +76,6 @@ from rpd.studies.cost_ladder import (
     reached_rounds,
     resample,
     series_keys,
-    smallest_n,
 )
 from rpd.studies.crossover import (  # noqa: F401
     CLAIMS,
@@ -220,7 +219,7 @@ def _jobs(cfg: Config, lv: list[Level]) -> list[Job]:
         for L in pd_levels:
             B, costs = budgets[L.c], pd_only(L.costs)
             tl = (schedules.pipedream(S, N_paper, costs=costs) if proto_i
-                  else smallest_n(B, lambda n: schedules.pipedream(S, n, costs=costs), N_paper))
+                  else simtime.smallest_n_reaching(B, lambda n: schedules.pipedream(S, n, costs=costs), N_paper))
             jobs.append(Job(panel, S, L, "pd", None, obj, tl, B, T_paper, tail, T_own=tl.T, seeds=seeds))
         D = block_values(d, S)
         for H in Hs:
@@ -236,7 +235,7 @@ def _jobs(cfg: Config, lv: list[Level]) -> list[Job]:
                     n_run = reached_rounds(full, B)
                     tl = full if n_run == full.N else make(n_run)
                 else:  # protocol (ii), or a LocalSGD shorter than PD's makespan (then it runs longer)
-                    tl = smallest_n(B, make, max(1, N_paper * B // full.T))
+                    tl = simtime.smallest_n_reaching(B, make, max(1, N_paper * B // full.T))
                 avg = 0 if L.costs is None else L.costs.allreduce_ticks(D)
                 group.append(Job(panel, S, L, "localsgd", H, obj, tl, B, T_paper, tail, T_own=full.T if proto_i
                                  else tl.T, seeds=seeds, avg_ticks=avg))
