@@ -46,6 +46,7 @@ try:  # POSIX; on Windows there is no flock and run_lock only serialises threads
 except ImportError:  # pragma: no cover
     fcntl = None
 
+from rpd import interrupt
 from rpd.validation import check_choice
 
 STATUSES = ("ok", "diverged", "failed")
@@ -222,11 +223,13 @@ def save_run(path: str | os.PathLike, config: Mapping, curves: Mapping[str, Any]
              "curves.npz": _npz_bytes(curves or {})}
     marker = {"status": status, "error": error, "config_hash": config_hash(config),
               "sha256": {n: hashlib.sha256(b).hexdigest() for n, b in blobs.items()}}
+    interrupt.check()  # a Ctrl-C swallowed during the run (a GC callback) stores nothing
     with run_lock(path):  # one writer at a time (re-entrant for a caller that holds it)
         (path / MARKER).unlink(missing_ok=True)  # a rewrite is incomplete until its marker lands
         _fsync_dir(path)
         for name, data in blobs.items():
             atomic_write(path / name, data)
+        interrupt.check()
         atomic_write(path / MARKER, _dumps(marker))
     return path
 

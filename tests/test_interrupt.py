@@ -81,6 +81,42 @@ def test_run_main_exits_130_with_the_message(tmp_path):
     assert proc.returncode == 130 and interrupt.MESSAGE in err and "Traceback" not in err
 
 
+SWALLOWED = (
+    "import gc, os, signal, sys\n"
+    "from rpd.interrupt import run_main\n"
+    "def swallow(phase, info):\n"
+    "    if phase == 'start':\n"
+    "        os.kill(os.getpid(), signal.SIGINT)  # the handler runs inside this callback\n"
+    "        for _ in range(1000): pass\n"
+    "def main():\n"
+    "    gc.callbacks.append(swallow)\n"
+    "    gc.collect()  # the KeyboardInterrupt dies in the callback: 'Exception ignored in'\n"
+    "    gc.callbacks.remove(swallow)\n"
+    "    {after}\n"
+    "    print('main finished')\n"
+    "run_main(main)\n")
+
+
+def test_a_ctrl_c_swallowed_by_a_gc_callback_still_exits_130(tmp_path):
+    """The audit's failure (issue 26): Ctrl-C landed in JAX's GC callback, Python swallowed the
+    KeyboardInterrupt there and the run went on to be stored as ok. Recreated deterministically."""
+    proc = _start(["-c", SWALLOWED.format(after="pass")], tmp_path)
+    out, err = proc.communicate(timeout=60)
+    assert "main finished" in out  # the interrupt really was swallowed: main ran to its end
+    assert proc.returncode == 130 and interrupt.MESSAGE in err
+    assert "Traceback" not in err and "Exception ignored" not in err  # one line
+
+
+def test_a_swallowed_ctrl_c_stores_nothing_as_complete(tmp_path):
+    run = tmp_path / "run"
+    save = f"from rpd import store; store.save_run({str(run)!r}, {{'a': 1}}, {{'x': [1.0]}})"
+    proc = _start(["-c", SWALLOWED.format(after=save)], tmp_path)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and interrupt.MESSAGE in err and "Traceback" not in err
+    assert "main finished" not in out  # the store raised the recorded interrupt again
+    assert not store.is_complete(run)
+
+
 def test_run_concurrently_does_not_wait_for_running_tasks_on_ctrl_c():
     release = threading.Event()
 
