@@ -5,7 +5,7 @@ objective construction and every compilation included) three ways, each in its o
 - ``again``: the same process runs the whole figure a second time (the study rebuilds its
   objectives: with programs keyed by ``Objective.program_key`` nothing compiles again);
 - ``cached``: a fresh process whose persistent compilation cache and executable store
-  (``rpd.compile_cache.use``: every program cached) were filled by an earlier process.
+  (``rpd.runtime.compile_cache.use``: every program cached) were filled by an earlier process.
 
 Side by side, in the ``cold`` process, the lean NumPy per-op loop of ``bench_localsgd.py``
 (weight stashing, f − f* after every time step), timed on one γ per method and extrapolated
@@ -41,8 +41,8 @@ def child(cache: str | None, numpy_side: bool) -> dict:
     import jax
 
     if cache:
-        try:  # JAX's persistent cache and rpd's executable store (rpd.programs)
-            from rpd.compile_cache import use
+        try:  # JAX's persistent cache and rpd's executable store (rpd.runtime.programs)
+            from rpd.runtime.compile_cache import use
         except ImportError:  # an older tree: its settings by hand
             jax.config.update("jax_compilation_cache_dir", cache)
             jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
@@ -50,7 +50,7 @@ def child(cache: str | None, numpy_side: bool) -> dict:
         else:
             use(cache)
     compiles, hits = [0], [0]  # programs compiled or loaded (XLA), and of those loaded from the cache
-    # rpd.compile_cache.count_programs measures the same, but a --before tree may predate it
+    # rpd.runtime.compile_cache.count_programs measures the same, but a --before tree may predate it
     seconds = {"/jax/core/compile/backend_compile_duration": 0.0, "/jax/core/compile/jaxpr_to_mlir_module_duration": 0.0,
                "/jax/core/compile/jaxpr_trace_duration": 0.0}  # time spent compiling, by stage
 
@@ -70,7 +70,7 @@ def child(cache: str | None, numpy_side: bool) -> dict:
     out = pd_vs_localsgd.run(cfg)
     cold = time.perf_counter() - t0
     try:
-        from rpd.programs import COUNTS as stored  # executables loaded from rpd's store, untraced
+        from rpd.runtime.programs import COUNTS as stored  # executables loaded from rpd's store, untraced
     except ImportError:  # an older tree
         stored = {"loaded": 0}
     res = {"cold": cold, "start_to_cold": time.perf_counter() - T_START, "compiles_cold": compiles[0] - hits[0],

@@ -11,10 +11,10 @@
     and against the reference code's every-iterate history K x D, plus XLA's own accounting of
     the compiled PD run's buffers;
 (d) one PD run of E3's setup (Nesterov quadratic, S = 16, d = 512, n = 600, B = 5, N = 600,
-    one γ) through the core, cold and warm, against ``rpd.replay.replay`` (the op-by-op host
+    one γ) through the core, cold and warm, against ``rpd.train.replay.replay`` (the op-by-op host
     loop) on the same run; the curves are checked to agree;
 (e) the E1 RPD sweep (five δ, one seed, shared program already compiled) one run after another
-    (``workers=1``) against side by side on host threads (``workers=2``, rpd.concurrency), best
+    (``workers=1``) against side by side on host threads (``workers=2``, rpd.runtime.concurrency), best
     of ``--repeats``; the curves are checked to be identical;
 (f) RPD at large S, E6's setting (logistic regression, d = 512, B = 1, σ_g = 0.5, δ = S² − S/2,
     E6's 10 γ): the core's time per update and its compile time (the first run less the best
@@ -42,7 +42,12 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import rpd  # noqa: E402,F401
-from rpd import core, methods, objectives, plans, replay, schedules, tuning  # noqa: E402
+from rpd import objectives, schedules  # noqa: E402
+from rpd.train import core
+from rpd.train import methods
+from rpd.train import plans
+from rpd.train import replay
+from rpd.analysis import tuning
 from rpd.studies import pd_vs_rpd  # noqa: E402
 
 
@@ -154,7 +159,7 @@ def bench_replay() -> None:
     naive = time.perf_counter() - t
     err = float(np.max(np.abs(res.curve[0] - ref) / np.maximum(np.abs(ref), 1e-300)))
     print(f"(d) PD, E3 setup (S=16, d=512, n=600, B=5, N=600, T={tl.T}, one γ): core {cold:.2f} s cold "
-          f"(incl. compilation), {warm:.3f} s warm; rpd.replay.replay {naive:.2f} s  ->  replay / core = "
+          f"(incl. compilation), {warm:.3f} s warm; rpd.train.replay.replay {naive:.2f} s  ->  replay / core = "
           f"{naive / cold:.1f}x cold, {naive / warm:.0f}x warm; max rel. curve difference {err:.1e}")
 
 
@@ -184,7 +189,7 @@ def bench_threads(repeats: int) -> None:
 
 
 def bench_large_S(repeats: int, S_values=(8, 32, 128), K: int = 40_000) -> None:
-    from rpd import theory
+    from rpd.analysis import theory
     from rpd.studies import scaling
 
     cfg = scaling.Config()  # E6's objective and γ grid

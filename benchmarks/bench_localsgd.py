@@ -33,7 +33,9 @@ import numpy as np  # noqa: E402
 T_START = time.perf_counter()
 
 import rpd  # noqa: E402,F401
-from rpd import schedules, store, tuning  # noqa: E402
+from rpd import schedules  # noqa: E402
+from rpd.io import store
+from rpd.analysis import tuning
 from rpd.schedules import BWD, FWD  # noqa: E402
 from rpd.studies import make_config, pd_vs_localsgd, scaling  # noqa: E402
 

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rpd import corpus
+from rpd.objectives import corpus
 from rpd.objectives import nanochat as nc
 
 
@@ -82,7 +82,7 @@ def run(S: int = 16, repeats: int = 20, unrolled: bool = False) -> dict:
 def _side_by_side(obj, G: int, calls: int) -> tuple[float, float]:
     """Seconds for ``2 * calls`` gradients of a G-γ grid (``vmap``, as PD and LocalSGD run
     them) one after another, and for ``calls`` of them on each of two host threads at once
-    (what E5 does with its independent runs, ``rpd.concurrency``). Best of 2 rounds each."""
+    (what E5 does with its independent runs, ``rpd.runtime.concurrency``). Best of 2 rounds each."""
     vg = jax.jit(jax.vmap(obj.value_and_grad, in_axes=(None, 0, None)))
     xs = jnp.tile(obj.x0, (G, 1))
     jax.block_until_ready(vg(obj.data, xs, jnp.int32(0)))
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
           f"{res['vg_vmap16_gflops']:.1f} GFLOP/s 16 vmapped; these cores' float32 matmul: "
           f"{res['matmul_1024_gflops']:.0f} GFLOP/s at 1024², {res['matmul_model_gflops']:.0f} GFLOP/s at the model's "
           f"{res['matmul_model_shape']}  ->  {res['vg_gflops'] / res['matmul_1024_gflops']:.0%} of the large-matmul peak")
-    print(f"two runs side by side (E5's runs, rpd.concurrency): 5-γ gradients one after another "
+    print(f"two runs side by side (E5's runs, rpd.runtime.concurrency): 5-γ gradients one after another "
           f"{res['threads_1_s']:.2f} s vs the same on two host threads {res['threads_2_s']:.2f} s  ->  "
           f"{res['threads_1_s'] / res['threads_2_s']:.2f}x")
     print(f"E5 estimate: {1024 * res['vg_s']:.0f} s per 1024 gradients "

@@ -17,9 +17,11 @@ import time
 
 import numpy as np
 
-from rpd import delays, schedules
+from rpd import schedules
 
 # ---------------------------------------------------------------- the straightforward loop
+
+from rpd.schedules import delays
 
 
 def loop_pipedream(S, N, noam=None):

@@ -16,7 +16,7 @@ straightforward implementations, side by side in one process.
 (b) asynchronous semantics (target: <= 1.5x a PD update): ``methods.train`` on PipeMare (plain,
     T1, T2, weight prediction), PipeDream-2BW (M = S) and PipeDream with ``predict=True``,
     against ``methods.pipedream`` (PD) on the same objective, S = 8 and N; f recorded at the end
-    only. PipeMare runs stage-wise (``rpd.core``: a microbatch's forward at its first update,
+    only. PipeMare runs stage-wise (``rpd.train.core``: a microbatch's forward at its first update,
     then one stage's VJP per update); "PipeMare whole" is the same plan with every update
     computing its whole two-point chain gradient (``run_plan`` on the plan with every update
     fresh: what PipeMare cost before), the iterates checked equal. The ratio is total time over
@@ -49,7 +49,12 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import rpd  # noqa: E402,F401
-from rpd import core, methods, objectives, plans, results, schedules, semantics, tuning  # noqa: E402
+from rpd import objectives, results, schedules  # noqa: E402
+from rpd.train import core
+from rpd.train import methods
+from rpd.train import plans
+from rpd.train import semantics
+from rpd.analysis import tuning
 
 S = 8
 GAMMAS = tuning.pow2_grid(-8, -4)  # 5 stable step sizes on both objectives (L ≈ 2.2): no overflow paths

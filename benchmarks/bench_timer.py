@@ -32,7 +32,7 @@ import time
 import numpy as np
 
 from rpd import schedules
-from rpd.costs import CostModel
+from rpd.schedules.costs import CostModel
 from rpd.schedules.timer import flatten, op_durations, time_order, time_order_reference
 
 

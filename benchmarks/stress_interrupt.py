@@ -37,7 +37,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rpd import interrupt, store  # noqa: E402
+from rpd.runtime import interrupt  # noqa: E402
+
+from rpd.io import store
 
 COMMAND = ["-m", "experiments.train", "method=localsgd", "schedule.N=20000"]
 

@@ -1,18 +1,18 @@
 """The command-line entry points (``python -m experiments.<name>``): thin hydra/argparse layers
-over rpd. Run as a program, Ctrl-C is clean from the first import on (``rpd.interrupt``)."""
+over rpd. Run as a program, Ctrl-C is clean from the first import on (``rpd.runtime.interrupt``)."""
 
 import os
 import signal
 import sys
 
 
-def _exit_now(signum, frame):  # pragma: no cover - only until rpd.interrupt replaces it below
+def _exit_now(signum, frame):  # pragma: no cover - only until rpd.runtime.interrupt replaces it below
     os._exit(130)
 
 
 # runpy sets argv[0] to "-m" while it imports the package of `python -m experiments.<name>`
 if sys.argv[:1] == ["-m"] and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
     signal.signal(signal.SIGINT, _exit_now)  # rpd imports JAX (0.5 s); nothing is in flight yet
-    from rpd import interrupt
+    from rpd.runtime import interrupt
 
     interrupt.install()

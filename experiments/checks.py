@@ -23,8 +23,10 @@ from experiments.config import (
     TrainConfig,
     _value,
 )
-from rpd import budget, registry, tuning
-from rpd.costs import CostModel
+from rpd import registry
+from rpd.runtime import budget
+from rpd.analysis import tuning
+from rpd.schedules.costs import CostModel
 from rpd.validation import check_choice, check_int, check_real
 
 
@@ -48,7 +50,7 @@ def gammas(m) -> list[float]:
 
 def validate(cfg) -> None:
     """Every value check that does not need data, then the memory estimate
-    (:func:`memory_terms`, ``rpd.budget``); raises ValueError/TypeError naming the field.
+    (:func:`memory_terms`, ``rpd.runtime.budget``); raises ValueError/TypeError naming the field.
 
     Runs before anything expensive (no objective, timeline or compile yet)."""
     _check_values(cfg)
@@ -62,7 +64,7 @@ TIMELINE_BYTES_PER_CELL = 16  # a [T, S] cell: op, microbatch, stage grids and t
 
 
 def memory_terms(cfg) -> list[budget.Term]:
-    """The big allocations of a checked config as ``rpd.budget.Term`` s: the objective's data,
+    """The big allocations of a checked config as ``rpd.runtime.budget.Term`` s: the objective's data,
     the timeline's [T, S] grids (T bounded from N, S, the schedule's shape and the largest op
     cost), the method's state for the whole γ grid (PD's history ring and NOAM gradient slots,
     RPD's δ + 1 versions, LocalSGD's R replicas and padded rounds) and the LM's activations."""
@@ -152,7 +154,7 @@ def _check_values(cfg) -> None:
         raise ValueError(f"method.tail_frac must be <= 1, got {m.tail_frac}")
     check_int("method.stride", m.stride)
     if cfg.logger.mode is not None:  # fail before the job, not when logging after it
-        from rpd.tracking import MODES
+        from rpd.io.tracking import MODES
 
         check_choice("logger.mode", cfg.logger.mode, MODES)
     check_real("logger.init_timeout", cfg.logger.init_timeout)
@@ -197,7 +199,7 @@ def _check_values(cfg) -> None:
 
 
 def cost_model(c) -> CostModel:
-    """The ``rpd.costs.CostModel`` of a costs config node (checked, naming ``costs.<field>``)."""
+    """The ``rpd.schedules.costs.CostModel`` of a costs config node (checked, naming ``costs.<field>``)."""
     alpha = check_real("costs.allreduce_alpha", c.allreduce_alpha, allow_zero=True)
     beta = check_real("costs.allreduce_beta", c.allreduce_beta, allow_zero=True)
     if c.allreduce_values is not None:

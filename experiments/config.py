@@ -7,7 +7,7 @@ names with a fixed set of choices are enums (``objective.name=foo`` fails listin
 Value checks that a type cannot express (S >= 1, a non-empty γ grid, n >= d for Nesterov's
 quadratic, S >= 3 for the LM, ...) run in :func:`experiments.checks.validate` (also reachable as
 ``experiments.config.validate``), before any objective is built,
-with the library's own checks (``rpd.validation``, ``rpd.tuning.pow2_grid``) and the dotted
+with the library's own checks (``rpd.validation``, ``rpd.analysis.tuning.pow2_grid``) and the dotted
 config path as the argument name: ``schedule.S must be >= 1, got 0``.
 
 Only ``experiments/`` imports hydra; the library gets plain values from these nodes.
@@ -89,7 +89,7 @@ class ObjectiveConfig:
     grad_noise: float = 0.0  # sigma_g of i.i.d. Gaussian noise on every block gradient
     seed: int = 0  # data seed (numpy.random.default_rng)
     # small LM ("nanochat"); batch_size and seed above apply too
-    text_path: Optional[str] = None  # any UTF-8 text; null: the cached corpus (python -m rpd.corpus fetch)
+    text_path: Optional[str] = None  # any UTF-8 text; null: the cached corpus (python -m rpd.objectives.corpus fetch)
     seq_len: int = 32
     width: int = 64
     heads: int = 4
@@ -99,8 +99,8 @@ class ObjectiveConfig:
 
 @dataclasses.dataclass
 class MethodConfig:
-    """``rpd.methods``: which method, its step-size grid 2^gamma_lo .. 2^gamma_hi (vmapped in one
-    compile), seeds, RPD's options, and the step-size selector (``rpd.tuning``)."""
+    """``rpd.train.methods``: which method, its step-size grid 2^gamma_lo .. 2^gamma_hi (vmapped in one
+    compile), seeds, RPD's options, and the step-size selector (``rpd.analysis.tuning``)."""
 
     name: MethodName = MethodName.pd
     gamma_lo: int = -8  # log2 of the smallest step size
@@ -114,7 +114,7 @@ class MethodConfig:
     selector: Selector = Selector.stable
     tail_frac: float = 0.2
     stride: int = 1  # record f every `stride` time steps (PD, pipeline) or block updates (RPD, SGD)
-    # method=pipeline (rpd.methods.train), where the schedule's semantics has them:
+    # method=pipeline (rpd.train.methods.train), where the schedule's semantics has them:
     predict: bool = False  # PipeDream, PipeMare: forward at predicted weights
     ema: Optional[float] = None  # EMA factor of the velocity (predict, t2); null: 0.9
     t1: bool = False  # PipeMare T1: per-stage step-size warm-up by delay
@@ -143,7 +143,7 @@ class ScheduleConfig:
 
 @dataclasses.dataclass
 class CostsConfig:
-    """``rpd.costs.CostModel`` (SPEC §10.1), integer ticks. The defaults are unit costs: every F
+    """``rpd.schedules.costs.CostModel`` (SPEC §10.1), integer ticks. The defaults are unit costs: every F
     and B one tick (split-backward schedules: F = I = W = 1), which is the paper's time step."""
 
     F: int = 1  # forward, per stage (per chunk for interleaved / V schedules)
@@ -162,7 +162,7 @@ class CostsConfig:
 
 @dataclasses.dataclass
 class LoggerConfig:
-    """``rpd.tracking.make_logger``; see configs/logger/*.yaml."""
+    """``rpd.io.tracking.make_logger``; see configs/logger/*.yaml."""
 
     kind: LoggerKind = LoggerKind.none
     project: str = "rpd"

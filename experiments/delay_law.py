@@ -1,4 +1,4 @@
-"""E2 (the PD delay law) and E7 (schedule pictures): thin entry point over rpd.delays / rpd.schedules.
+"""E2 (the PD delay law) and E7 (schedule pictures): thin entry point over rpd.schedules.delays / rpd.schedules.
 
     python -m experiments.delay_law                        # both, S = 2..150 (about 2 s of work)
     python -m experiments.delay_law e7.enabled=false e2.S_max=300
@@ -24,7 +24,11 @@ import numpy as np
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
-from rpd import delays, plotting, schedules
+from rpd import schedules
+
+from rpd.schedules import delays
+
+from rpd.plotting import style
 from rpd.studies import StudyOutput
 from rpd.validation import check_int
 
@@ -79,7 +83,7 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
 
 def figure(out: StudyOutput, path) -> None:
     a = out.arrays
-    plotting.delay_law_figure(a["S"], a["mean"], a["p10"], a["max"], a["max_fit"], a["mean_fit"], path)
+    style.delay_law_figure(a["S"], a["mean"], a["p10"], a["max"], a["max_fit"], a["mean_fit"], path)
 
 
 # ---------------------------------------------------------------- E7: schedule pictures
@@ -142,10 +146,10 @@ def figure_e7(out: StudyOutput, path) -> None:
          "sync_time": out.arrays[f"{name}/sync_time"]}
         for name, title in out.summary["titles"].items()
     ]
-    plotting.schedule_pictures(panels, path)
+    style.schedule_pictures(panels, path)
     family = [k for k in out.arrays if k.startswith("family/")]
     if family:  # the schedule family, ops drawn with their ticks (I and W in their own colours)
-        from rpd.plotting_schedules import schedule_gantt
+        from rpd.plotting.schedules import schedule_gantt
 
         path = Path(path)
         schedule_gantt([dict(title=k.split("/", 1)[1], ops=out.arrays[k], scale=out.summary["family"]["scale"])
@@ -239,6 +243,6 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    from rpd.interrupt import run_main
+    from rpd.runtime.interrupt import run_main
 
     run_main(main)  # Ctrl-C: a clean message and exit 130

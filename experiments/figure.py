@@ -9,7 +9,7 @@ group ``study/<name>/fields``, see :func:`register_studies`); overriding the tra
 (``schedule.S=8``) is an error naming the study field to set instead (:func:`check_not_ignored`).
 
 The study (``rpd.studies``; E2/E7 come from ``experiments/delay_law.py``) is computed once per
-(name, size, study config) and stored with ``rpd.store`` under
+(name, size, study config) and stored with ``rpd.io.store`` under
 ``<results_root>/figures/<name>/<hash>``; a complete stored output is reused unless
 ``force=true``. The PNG ``<out_dir>/<name>.png`` and the numbers ``<out_dir>/<name>.json``
 (summary, table rows, size, config, runtime, XLA programs compiled or loaded while computing)
@@ -32,7 +32,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments import config as C
 from experiments.tables import column_order, format_table  # noqa: F401  (re-exported)
-from rpd import compile_cache
+from rpd.runtime import compile_cache
 from rpd.validation import qualify
 
 # Figures computed outside rpd.studies: name -> module (same protocol, see `resolve`).
@@ -177,7 +177,7 @@ def compute(name: str, size: str = "quick", overrides: dict | None = None, *,
             on_start: Callable[[int | None], None] | None = None) -> tuple[Path, bool]:
     """Run study ``name`` unless a complete output is stored; returns (run dir, reused).
     A failing study is stored with status "failed" and re-raised."""
-    from rpd import store
+    from rpd.io import store
 
     study = resolve(name)
     cfg = study_config(study, size, overrides)
@@ -213,7 +213,7 @@ def compute(name: str, size: str = "quick", overrides: dict | None = None, *,
 def draw(name: str, path: Path, out_dir: str | Path = "paper_figures", *, cached: bool = False,
          git_commit: str | None = None) -> FigureOutcome:
     """Draw figure ``name`` and write its numbers from the stored output at ``path``."""
-    from rpd import store
+    from rpd.io import store
     from rpd.studies import StudyOutput
 
     run = store.load_run(path)
@@ -292,11 +292,11 @@ def run_and_report(cfg: DictConfig) -> None:
     if HydraConfig.initialized() and not OmegaConf.is_missing(cfg.study, "name"):
         check_not_ignored(HydraConfig.get().overrides.task, cfg.study.name)
     from experiments.reproduce_paper_figures import Report, write_manifest  # (it imports this module)
-    from rpd.provenance import git_commit
+    from rpd.io.provenance import git_commit
 
     wandb = C._value(cfg.logger.kind) == "wandb"
     if wandb:  # a missing optional extra fails before the work
-        from rpd.tracking import require_wandb
+        from rpd.io.tracking import require_wandb
 
         require_wandb()
 
@@ -345,13 +345,13 @@ register_studies()
 
 @hydra.main(version_base="1.3", config_path="../configs", config_name="figure")
 def main(cfg: DictConfig) -> None:
-    from rpd import compile_cache
+    from rpd.runtime import compile_cache
 
     compile_cache.enable(cfg.results_root)  # <results_root>/jax_cache; RPD_JAX_CACHE=0: off
     run_and_report(cfg)
 
 
 if __name__ == "__main__":
-    from rpd.interrupt import run_main
+    from rpd.runtime.interrupt import run_main
 
     run_main(main)  # Ctrl-C: a clean message and exit 130

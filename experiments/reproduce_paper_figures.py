@@ -8,7 +8,7 @@
     python -m experiments.reproduce_paper_figures --jobs 1        # one figure at a time, in this process
 
 Each figure is ``experiments.figure`` on ``configs/experiment/<name>.yaml``: the study runs (or
-its complete stored output under ``results/figures/`` is reused), is saved with ``rpd.store``,
+its complete stored output under ``results/figures/`` is reused), is saved with ``rpd.io.store``,
 and the PNG and the numbers (``<name>.json``) are drawn from the saved output, never from wandb.
 The figures are made in ``--jobs`` worker processes at once, the most expensive first
 (default: at the quick size ``$RPD_WORKERS`` or the cores, at most 4; at full size 1, as
@@ -17,7 +17,7 @@ the figures (with ``--jobs 1``, also one over each study's units of work). At th
 table gives, per figure, the paper's message and the numbers behind it (the study's table), and
 ``paper_figures/MANIFEST.json`` records figure -> png, numbers, size, config, runtime, the XLA
 programs its study compiled or loaded from the persistent cache (``programs``), commit,
-and the provenance of the run that made it (``rpd.provenance``: package versions, XLA flags,
+and the provenance of the run that made it (``rpd.io.provenance``: package versions, XLA flags,
 devices, git commit).
 A failing figure is reported and the others go on; the exit code is 1 if any figure failed or
 its study is not in the repository ("missing").
@@ -42,9 +42,9 @@ from tqdm.auto import tqdm
 
 from experiments import config as C
 from experiments import figure as F
-from rpd import compile_cache
-from rpd.concurrency import default_workers
-from rpd.provenance import git_commit, provenance
+from rpd.runtime import compile_cache
+from rpd.runtime.concurrency import default_workers
+from rpd.io.provenance import git_commit, provenance
 from rpd.validation import check_int
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
@@ -150,7 +150,7 @@ COST_ORDER = ("e10_frontier", "e5_nanochat", "e11_costs", "staleness_scaling", "
 
 def _worker_init(jax_cache: str | None, threads: int) -> None:
     """A figure worker process: the parent's persistent cache, its share of the cores for
-    ``rpd.concurrency``, and Ctrl-C left to the parent (which ends the workers)."""
+    ``rpd.runtime.concurrency``, and Ctrl-C left to the parent (which ends the workers)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ.setdefault("RPD_WORKERS", str(threads))
     if jax_cache:
@@ -258,9 +258,9 @@ def reproduce(names: Sequence[str], size: str = "quick", *, force: bool = False,
 def write_manifest(out_dir: Path, reports: Sequence[Report], size: str, commit: str | None,
                    run_provenance: dict | None = None) -> Path:
     """Merge this run's figures into ``<out_dir>/MANIFEST.json`` (atomically). The top-level
-    ``provenance`` is this run's (default :func:`rpd.provenance.provenance`); each figure made
+    ``provenance`` is this run's (default :func:`rpd.io.provenance.provenance`); each figure made
     now carries it too, so figures kept from earlier runs keep theirs."""
-    from rpd import store
+    from rpd.io import store
 
     run_provenance = provenance() if run_provenance is None else run_provenance
 
@@ -353,6 +353,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from rpd.interrupt import run_main
+    from rpd.runtime.interrupt import run_main
 
     sys.exit(run_main(main))  # Ctrl-C: a clean message and exit 130

@@ -30,7 +30,7 @@ def main(cfg: DictConfig) -> None:
     if cfg.experiment_name != EXPERIMENT:
         raise ValueError(f"experiments.staleness_scaling runs experiment={EXPERIMENT}, "
                          f"got experiment_name={cfg.experiment_name!r}; use experiments.figure")
-    from rpd import compile_cache
+    from rpd.runtime import compile_cache
 
     compile_cache.enable(cfg.results_root)  # as experiments.figure: <results_root>/jax_cache
     run_and_report(cfg)
@@ -43,7 +43,7 @@ def with_experiment(argv: list[str]) -> list[str]:
 
 
 if __name__ == "__main__":
-    from rpd.interrupt import run_main
+    from rpd.runtime.interrupt import run_main
 
     sys.argv = with_experiment(sys.argv)
     run_main(main)  # Ctrl-C: a clean message and exit 130

@@ -3,13 +3,13 @@ it stored, and a summary at the end of a multirun.
 
 - :func:`link` writes ``<job output dir>/result.json`` (and a ``result`` symlink) naming the
   run directory in the results store, its status and whether it was skipped
-  (``rpd.store.link_job``);
+  (``rpd.io.store.link_job``);
 - :class:`SweepSummary` (``hydra.callbacks.sweep_summary`` in configs/train.yaml) prints the
-  sweep as a table at the end of a multirun (``rpd.store.load_sweep``), with the count of done,
+  sweep as a table at the end of a multirun (``rpd.io.store.load_sweep``), with the count of done,
   skipped and failed jobs, and exits non-zero when a job failed (after every job ran).
 
     python -m experiments.train -m method=pd,localsgd schedule.S=2,4
-    python -m rpd.store ls multirun/train/<date>/<time>     # the same table later
+    python -m rpd.io.store ls multirun/train/<date>/<time>     # the same table later
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from rpd import store
+from rpd.io import store
 
 SHOWN = ["job", "overrides", "status", "skipped", "gamma", "final_selected", "final_best"]
 

@@ -48,10 +48,10 @@ def column_order(rows: list[dict]) -> list[str]:
 def format_table(rows: list[dict]) -> str:
     """Rows of dicts as an aligned plain-text table, columns in :func:`column_order`; step sizes
     in γ columns as the figures print them (``"2^-4"`` or 0.0625 -> "2⁻⁴",
-    :func:`rpd.plotting.gamma_label`)."""
+    :func:`rpd.plotting.style.gamma_label`)."""
     import re
 
-    from rpd.plotting import gamma_label, pow2_label
+    from rpd.plotting.style import gamma_label, pow2_label
 
     if not rows:
         return "  (no rows)"

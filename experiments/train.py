@@ -8,9 +8,9 @@
 ``run(cfg)`` is the whole job (tests call it directly): validate the config, skip if the results
 store already holds this exact run, build the objective, run the method on its schedule and
 costs for every γ of the grid (``rpd.registry``: one compiled, vmapped scan per seed; this module
-never dispatches on a method or schedule name), select γ (``rpd.tuning``), save
+never dispatches on a method or schedule name), select γ (``rpd.analysis.tuning``), save
 config / curves / summary / status atomically under ``<results_root>/train/<config hash>``
-(``rpd.store``), and log the curves against ``sim_time`` and ``block_update``.
+(``rpd.io.store``), and log the curves against ``sim_time`` and ``block_update``.
 A γ that diverges (``rpd.results.diverged``: NaN/inf or a finite blow-up) is recorded and never
 selected (``diverged`` flags, ``n_diverged``; status "diverged" only when all did); an
 exception is recorded as status "failed" and, in a multirun, does not stop the other jobs.
@@ -55,13 +55,13 @@ def run_config(cfg) -> dict:
     """The resolved config that identifies a run (its results-store key and config.json):
     objective, method, schedule and costs, with what the run does not read set to null and the
     defaults it resolves filled in (``rpd.registry.prepare``), so e.g. ``schedule.H`` does not
-    split PD runs. The LM's key holds the SHA-256 of its text (``rpd.corpus.identity``). Logger,
+    split PD runs. The LM's key holds the SHA-256 of its text (``rpd.objectives.corpus.identity``). Logger,
     paths and the experiment name are left out."""
     full = C.to_container(cfg)
     key = {k: full[k] for k in ("objective", "method", "schedule", "costs")}
     o, m = key["objective"], key["method"]
     if o["name"] == "nanochat":
-        from rpd import corpus
+        from rpd.objectives import corpus
 
         o.update(n=None, d=None, mu=None, condition_number=None, lam=None)
         try:  # another text is another run
@@ -117,8 +117,9 @@ def _stack(arrays: list) -> np.ndarray | None:
 
 def train(cfg) -> tuple[dict, dict, str]:
     """The computation of one job (no I/O): curves, summary and status ("ok" / "diverged")."""
-    from rpd import registry, tuning
+    from rpd import registry
 
+    from rpd.analysis import tuning
     t0 = time.perf_counter()
     grid = C.gammas(cfg.method)
     spec = C.run_spec(cfg)
@@ -180,7 +181,7 @@ def _track(cfg, out: TrainOutcome) -> TrainOutcome:
     if _v(cfg.logger.kind) != "wandb" or out.status == "failed":
         return out
     from experiments import wandb_log
-    from rpd import store
+    from rpd.io import store
 
     if out.skipped:
         log.info("logging the stored run %s to wandb (not recomputed)", out.path)
@@ -194,12 +195,12 @@ def _track(cfg, out: TrainOutcome) -> TrainOutcome:
 
 def run(cfg) -> TrainOutcome:
     """The whole job. ``cfg``: a composed DictConfig, a ``TrainConfig`` or a plain dict."""
-    from rpd import store
+    from rpd.io import store
 
     cfg = C.typed(cfg, C.TrainConfig)
     C.validate(cfg)
     if _v(cfg.logger.kind) == "wandb":  # a missing optional extra fails before the work
-        from rpd import tracking
+        from rpd.io import tracking
 
         tracking.require_wandb()
     key = run_config(cfg)
@@ -241,7 +242,7 @@ def main(cfg: DictConfig) -> float:
     and exits non-zero then). Returns the selected metric (the final value at the chosen γ, NaN
     when none) for hydra's optimising sweepers (Optuna, Ax)."""
     from experiments import sweep
-    from rpd import compile_cache
+    from rpd.runtime import compile_cache
 
     compile_cache.enable(cfg.results_root)  # <results_root>/jax_cache; RPD_JAX_CACHE=0: off
     try:
@@ -260,6 +261,6 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
-    from rpd.interrupt import run_main
+    from rpd.runtime.interrupt import run_main
 
     run_main(main)  # Ctrl-C: a clean message and exit 130

@@ -1,15 +1,15 @@
-"""wandb runs of stored results: a train run or a figure is logged from what ``rpd.store`` holds,
+"""wandb runs of stored results: a train run or a figure is logged from what ``rpd.io.store`` holds,
 so a result that is already stored is logged without recomputing it.
 
 - :func:`log_train_run` (``experiments.train logger=wandb``, fresh or skipped run): the run is
   named from its swept values (``e3_nesterov/localsgd/S16/H5/N600``, :func:`run_name`), every
   swept variable is a tag and a ``meta.*`` config key (:func:`sweep_meta`; the dashboard groups
   by them), the config holds the resolved config, the results hash (the store key), the run's
-  directory and the package versions / git commit (``rpd.provenance``); it logs the curves
+  directory and the package versions / git commit (``rpd.io.provenance``); it logs the curves
   against ``sim_time`` and ``block_update``, the summary scalars, the per-γ stability report as
   a table (``tuning/gammas``), a plot of the curves as an image (``curves``) and the stored files
   as an artifact (``curves-<hash>``, type "curves"). The wandb id goes into the stored summary
-  (``wandb_id``, read by ``rpd.store.load_sweep``).
+  (``wandb_id``, read by ``rpd.io.store.load_sweep``).
 - :func:`log_figure` (``experiments.figure logger=wandb``): the figure as an image, its table,
   its summary numbers and an artifact with the PNG / PDF / numbers JSON and the stored arrays.
 
@@ -101,7 +101,7 @@ def sweep_tags(meta: Mapping) -> list[str]:
 
 
 def _provenance() -> dict:
-    from rpd.provenance import provenance
+    from rpd.io.provenance import provenance
 
     try:
         return provenance()
@@ -111,7 +111,7 @@ def _provenance() -> dict:
 
 def _logger(cfg, *, experiment: str, name: str, meta: Mapping, tags, config: Mapping,
             method: str | None, S: int | None, job_type: str):
-    from rpd import tracking
+    from rpd.io import tracking
 
     lg = cfg.logger
     return tracking.WandbLogger(project=lg.project, experiment=experiment, method=method, S=S,
@@ -123,7 +123,7 @@ def _logger(cfg, *, experiment: str, name: str, meta: Mapping, tags, config: Map
 def record_wandb_id(path: Path, wandb_id: str, project: str, mode: str | None) -> None:
     """Write a wandb run id (and its project and mode) into the stored run's summary, under the
     run's write lock where the store has one; the run's files and key are otherwise unchanged."""
-    from rpd import store
+    from rpd.io import store
 
     lock = getattr(store, "run_lock", None)
     with lock(path) if lock is not None else contextlib.nullcontext():
@@ -207,7 +207,7 @@ def curves_figure(curves: Mapping, summary: Mapping):
 def log_train_run(cfg, path: str | Path) -> str | None:
     """Log the stored train run at ``path`` (complete, ok or diverged) to wandb and write its
     wandb id into the stored summary; returns the id (None when wandb could not log)."""
-    from rpd import store
+    from rpd.io import store
 
     path = Path(path)
     run = store.load_run(path)

@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-from rpd import result_io
+from rpd.io import result_io
 
 # A run has diverged when its curve leaves the finite numbers or rises above DIVERGENCE_FACTOR
 # times its starting value (f(x⁰) − f*; for the LM the held-out loss at x⁰, ≈ log(vocabulary)).
@@ -65,7 +65,7 @@ class Result:
     def at(self, g: int) -> np.ndarray:
         return self.curve[g]
 
-    # In a notebook (bodies in rpd.result_io; pandas, xarray and matplotlib load on first use).
+    # In a notebook (bodies in rpd.io.result_io; pandas, xarray and matplotlib load on first use).
 
     def __repr__(self) -> str:
         return result_io.summary_line(self)

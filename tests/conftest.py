@@ -2,7 +2,7 @@ import os
 
 # Virtual CPU devices for the sharded LocalSGD tests; must be set before jax initialises.
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
-# The entry points turn JAX's persistent compilation cache on (rpd.compile_cache); tests that
+# The entry points turn JAX's persistent compilation cache on (rpd.runtime.compile_cache); tests that
 # call them in-process must not point this process's cache at a temporary directory.
 os.environ.setdefault("RPD_JAX_CACHE", "0")
 
@@ -19,9 +19,9 @@ import pytest  # noqa: E402
 
 @pytest.fixture
 def figure_from_store(tmp_path):
-    """Save a study's output with rpd.store, reload it, draw the figure from the reloaded copy
+    """Save a study's output with rpd.io.store, reload it, draw the figure from the reloaded copy
     only, and check a real PNG came out; returns its path."""
-    from rpd import store
+    from rpd.io import store
     from rpd.studies import StudyOutput
 
     def draw(study, cfg, out, name="fig.png"):

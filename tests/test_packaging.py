@@ -27,7 +27,7 @@ def test_wandb_and_optax_are_extras_not_dependencies():
 
 
 def test_no_module_imports_optax_or_wandb_at_import_time():
-    code = ("import sys, rpd, rpd.tracking, rpd.dashboard, rpd.results, experiments.train, "
+    code = ("import sys, rpd, rpd.io.tracking, rpd.io.dashboard, rpd.results, experiments.train, "
             "experiments.figure, experiments.reproduce_paper_figures; "
             "print(sorted(m for m in ('wandb', 'optax', 'xarray', 'pandas') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
@@ -42,7 +42,7 @@ def no_wandb(monkeypatch):
 
 
 def test_wandb_logger_without_wandb_names_the_extra(no_wandb):
-    from rpd import tracking
+    from rpd.io import tracking
 
     with pytest.raises(ModuleNotFoundError, match=re.escape("pip install -e '.[wandb]'")):
         tracking.make_logger("wandb", project="p", experiment="e", method="pd", S=2)

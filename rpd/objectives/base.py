@@ -114,9 +114,9 @@ class Objective:
     @property
     def program_id(self) -> str | None:
         """:attr:`program_key` in words that mean the same in every process (for
-        :mod:`rpd.programs`' store), or None when a function has no stable name (it was not
-        made by a :func:`rpd.programs.named_builder`)."""
-        from rpd.programs import name_of
+        :mod:`rpd.runtime.programs`' store), or None when a function has no stable name (it was not
+        made by a :func:`rpd.runtime.programs.named_builder`)."""
+        from rpd.runtime.programs import name_of
 
         names = [name_of(f) for f in (self.value_and_grad, self.loss, self.chain)]
         if None in names:

@@ -14,7 +14,7 @@ import scipy.optimize
 
 from rpd.objectives.base import BlockLayout, Objective, on_device
 from rpd.objectives.chain import Chain
-from rpd.programs import named_builder
+from rpd.runtime.programs import named_builder
 from rpd.validation import check_int, check_real
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from rpd.objectives.base import BlockLayout, Objective, on_device
 from rpd.objectives.chain import Chain, chain_value
-from rpd.programs import named_builder
+from rpd.runtime.programs import named_builder
 from rpd.validation import check_int, check_real
 
 

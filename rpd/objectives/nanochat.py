@@ -33,10 +33,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from rpd import corpus
+from rpd.objectives import corpus
 from rpd.objectives.base import BlockLayout, Objective, on_device
 from rpd.objectives.chain import Chain
-from rpd.programs import named_builder
+from rpd.runtime.programs import named_builder
 from rpd.validation import check_int
 
 DTYPE = jnp.float32
@@ -195,7 +195,7 @@ def nanochat(S: int, text: str | None = None, path=None, *, batch_size: int = 16
     """The small LM as an S-block :class:`Objective` on a character corpus.
 
     ``text`` (a string) or ``path`` (any UTF-8 text file); neither means the fetched default
-    corpus (``python -m rpd.corpus fetch``). The last ``heldout_frac`` of the text is held out.
+    corpus (``python -m rpd.objectives.corpus fetch``). The last ``heldout_frac`` of the text is held out.
 
     * ``value_and_grad(data, x, b)``: loss and flat gradient [D] on training batch b mod n_batches
       (b may be traced); ``data["train"]`` is int32 [n_batches, B, T + 1] (see ``corpus.windows``).

@@ -4,7 +4,7 @@ A schedule is an op order per rank (:mod:`~rpd.schedules.ir`, the IR of torch's
 ``pipeline_order``), produced by a readiness rule (PipeDream, LocalSGD:
 :mod:`~rpd.schedules.readiness`) or a generator (:mod:`~rpd.schedules.orders`,
 :mod:`~rpd.schedules.v_shape`, :mod:`~rpd.schedules.bidirectional`), and timed under a
-:class:`rpd.costs.CostModel` by one timer (:mod:`~rpd.schedules.timer`). The result is a
+:class:`rpd.schedules.costs.CostModel` by one timer (:mod:`~rpd.schedules.timer`). The result is a
 :class:`~rpd.schedules.timeline.Timeline`, which reports makespan, bubbles, activations and
 weight versions; :mod:`~rpd.schedules.torch_format` round-trips orders through
 torch.distributed.pipelining's action strings.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rpd.costs import CostModel
+from rpd.schedules.costs import CostModel
 from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD, Order
 from rpd.schedules.timeline import OpTable, Timeline
 from rpd.schedules.timer import flatten, op_durations, time_order

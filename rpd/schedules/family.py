@@ -11,7 +11,7 @@ chunk. Bad parameters raise a ValueError naming the parameter before any work.
 
 from __future__ import annotations
 
-from rpd.costs import CostModel
+from rpd.schedules.costs import CostModel
 from rpd.schedules import orders, readiness
 from rpd.schedules.build import order_of, timed
 from rpd.schedules.ir import concat, shift_mb
@@ -32,7 +32,7 @@ def _check(S, N, M, per_mb: int = 2, stages_per_rank: int = 1):
 
 def _costs(costs) -> CostModel | None:
     if costs is not None and not isinstance(costs, CostModel):
-        raise TypeError(f"costs must be an rpd.costs.CostModel or None, got {type(costs).__name__}")
+        raise TypeError(f"costs must be an rpd.schedules.costs.CostModel or None, got {type(costs).__name__}")
     return costs
 
 

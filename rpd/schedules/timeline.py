@@ -1,6 +1,6 @@
 """A timed pipeline run, :class:`Timeline`, and what every timeline reports (SPEC §10.3).
 
-Ticks follow :mod:`rpd.costs`: an op occupying ticks start .. end-1 has its result from tick
+Ticks follow :mod:`rpd.schedules.costs`: an op occupying ticks start .. end-1 has its result from tick
 ``end`` on. ``f_time[m, g]`` is the first tick of F(m, g) (when it reads its weights) and
 ``b_time[m, g]`` the last tick of the op that completes microbatch m's gradient on stage g (B,
 or W when the backward is split): its update "lands at the end of tick b_time", exactly the
@@ -62,7 +62,7 @@ class Timeline:
     v: int = 1  # model chunks per rank
     n_stages_: int | None = None  # global stages; None: S
     table_: OpTable | None = None  # None: one unit op per F/B, built from f_time/b_time on use
-    costs: object | None = None  # the rpd.costs.CostModel it was timed with (None: unit)
+    costs: object | None = None  # the rpd.schedules.costs.CostModel it was timed with (None: unit)
     flush_time: np.ndarray | None = None  # int [n_flush]
     overlapped: bool = False  # flushes may overlap (optimizer post-validation)
     i_time: np.ndarray | None = None  # int [N, n_stages]: last tick of I (split backward)
@@ -256,11 +256,11 @@ class Timeline:
     def weight_versions(self) -> np.ndarray:
         """int [n_stages]: versions of each block kept at once. Synchronous schedules keep one
         (Chimera's two replicas of a stage are kept identical); PD stashes up to S - s
-        (:func:`rpd.delays.stashed_versions`); 2BW double-buffers (2); PipeMare keeps one;
+        (:func:`rpd.schedules.delays.stashed_versions`); 2BW double-buffers (2); PipeMare keeps one;
         LocalSGD keeps the R replica copies of the block on its stage."""
         G = self.n_stages
         if self.kind == "pipedream":
-            from rpd.delays import stashed_versions
+            from rpd.schedules.delays import stashed_versions
 
             return stashed_versions(self)
         if self.kind == "pipedream_2bw":

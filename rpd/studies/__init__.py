@@ -8,7 +8,7 @@ A study is a module with
 - ``figure(out: StudyOutput, path) -> None``: draws the paper's figure from saved numbers only.
 
 Entry points (``experiments/``) compose a ``Config`` with hydra, call ``run``, save the output
-with ``rpd.store`` and call ``figure`` on what was saved. The library never imports hydra.
+with ``rpd.io.store`` and call ``figure`` on what was saved. The library never imports hydra.
 """
 
 from __future__ import annotations
@@ -59,9 +59,9 @@ RULE_TEXT = {
 
 
 def selector_rules(selector: str) -> tuple[str, ...]:
-    """The configured selector rule first, then the other rules of ``rpd.tuning.RULES``: every
+    """The configured selector rule first, then the other rules of ``rpd.analysis.tuning.RULES``: every
     study reports each rule's pick, the first one is drawn."""
-    from rpd import tuning
+    from rpd.analysis import tuning
     from rpd.validation import check_choice
 
     check_choice("selector", selector, tuning.RULES)

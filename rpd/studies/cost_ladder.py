@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rpd import schedules, simtime
-from rpd.costs import CostModel
+from rpd import schedules
+
+from rpd.analysis import simtime
+from rpd.schedules.costs import CostModel
 from rpd.studies.crossover import UNIT
 
 if TYPE_CHECKING:

@@ -53,7 +53,7 @@ the LocalSGD H that is lowest), ``ratio`` = f_ls_best / f_pd (above 1: PD wins),
 ``winner_best_final`` (the same with the best final value over γ).
 
 The LocalSGD runs of one (panel, S, H) share compiled programs (``pad_to`` of
-:func:`rpd.localsgd.local_sgd`), and independent runs go side by side on host threads. The
+:func:`rpd.train.localsgd.local_sgd`), and independent runs go side by side on host threads. The
 ladder and budget arithmetic lives in :mod:`rpd.studies.cost_ladder`.
 """
 
@@ -64,7 +64,17 @@ from typing import Callable
 
 import numpy as np
 
-from rpd import concurrency, localsgd, methods, objectives, schedules, simtime, tuning
+from rpd import objectives, schedules
+
+from rpd.runtime import concurrency
+
+from rpd.train import localsgd
+
+from rpd.train import methods
+
+from rpd.analysis import simtime
+
+from rpd.analysis import tuning
 from rpd.studies import StudyOutput
 from rpd.studies.cost_ladder import (
     Level,
@@ -249,7 +259,7 @@ def _pad(group: list[Job], G: int, D: int, waste: float = 2.0) -> None:
     length join a group while its padded work (runs × rounds × round ticks) stays within
     ``waste`` times their own and the padded program's state (per γ a round's tick buffer,
     ticks × d, and the curve, rounds × ticks, float64) within ``PAD_BYTES``. Each group compiles
-    once (``pad_to`` of :func:`rpd.localsgd.local_sgd`, which gives every run's numbers bit for
+    once (``pad_to`` of :func:`rpd.train.localsgd.local_sgd`, which gives every run's numbers bit for
     bit whatever the padding)."""
     shape = {id(j): localsgd.round_shape(j.tl) for j in group}
     groups: list[list[Job]] = [[]]
@@ -334,6 +344,6 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None, workers: int
 
 
 def figure(out: StudyOutput, path) -> None:
-    from rpd.plotting_costs import costs_figure
+    from rpd.plotting.costs import costs_figure
 
     costs_figure(out.summary, path)

@@ -1,6 +1,6 @@
 """E10: which schedule reaches the lowest loss at a given simulated time and memory (SPEC §11).
 
-Every schedule of the family trains with its own semantics (``rpd.methods.train``) on the same
+Every schedule of the family trains with its own semantics (``rpd.train.methods.train``) on the same
 objectives, at S ∈ {4, 8, 16} stages, under two cost settings of E9 (``F=B``, no latency; and
 ``B=2F`` with I = W = F for the split schedules and a p2p latency of one F). Per (objective, S,
 costs) every schedule gets the same simulated-time budget: the compute time of ``N = mb_per_S·S``
@@ -32,7 +32,13 @@ from typing import Callable
 
 import numpy as np
 
-from rpd import corpus, methods, objectives, schedules, tuning
+from rpd import objectives, schedules
+
+from rpd.objectives import corpus
+
+from rpd.train import methods
+
+from rpd.analysis import tuning
 from rpd.studies import StudyOutput
 from rpd.studies.schedule_table import SCALE, build, cost_model
 
@@ -237,6 +243,6 @@ def summarise(rows: list[dict]) -> dict:
 
 
 def figure(out: StudyOutput, path) -> None:
-    from rpd.plotting_frontier import frontier_figure
+    from rpd.plotting.frontier import frontier_figure
 
     frontier_figure(out, path)

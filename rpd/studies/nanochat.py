@@ -17,7 +17,7 @@ The figure draws it smoothed by a trailing mean over ``smooth_window`` time step
 curve faint underneath); the held-out loss is PD's at a stride and LocalSGD's at round ends.
 
 PD and the LocalSGD runs share no program and run two at a time on host threads
-(``rpd.concurrency``); every number is the same as one after another (tested).
+(``rpd.runtime.concurrency``); every number is the same as one after another (tested).
 
 Paper: PD reaches a clearly lower training loss. The table reports what comes out.
 """
@@ -32,8 +32,16 @@ from typing import Callable
 
 import numpy as np
 
-from rpd import corpus, methods, schedules, simtime, tuning
-from rpd.concurrency import default_workers, run_concurrently
+from rpd import schedules
+
+from rpd.objectives import corpus
+
+from rpd.train import methods
+
+from rpd.analysis import simtime
+
+from rpd.analysis import tuning
+from rpd.runtime.concurrency import default_workers, run_concurrently
 from rpd.objectives import nanochat as nc
 from rpd.results import Result
 from rpd.studies import AUTHORS_OVERRIDE, RULE_TEXT, StudyOutput, selector_rules
@@ -56,12 +64,12 @@ class Config:
     H_grid: tuple[int, ...] = (1, 2, 4, 8, 16)  # LocalSGD local steps run (the paper's H grid)
     gamma_exps: tuple[int, int] = (-5, -1)  # γ grid 2^lo .. 2^hi, both methods
     tail_frac: float = 0.2  # selector's tail (LM thresholds)
-    selector: str = "reference"  # rule of the drawn γ (rpd.tuning.RULES); the others reported beside
+    selector: str = "reference"  # rule of the drawn γ (rpd.analysis.tuning.RULES); the others reported beside
     batch_size: int = 16
     seq_len: int = 32
     width: int = 64
     heads: int = 4
-    text_path: str | None = None  # None: the fetched corpus (python -m rpd.corpus fetch)
+    text_path: str | None = None  # None: the fetched corpus (python -m rpd.objectives.corpus fetch)
     heldout_frac: float = 0.1
     heldout_batches: int = 8
     heldout_points: int = 32  # PD's held-out loss every ⌈T / heldout_points⌉ time steps
@@ -276,21 +284,21 @@ def claim_checks(entries: list[dict]) -> list[dict]:
 def figure(out: StudyOutput, path) -> None:
     """Left: smoothed last-stage forward loss (raw faint) against the time step for PD and the
     shown LocalSGD H at their selected γ; right: held-out loss. From saved arrays only; PNG and
-    PDF (:func:`rpd.plotting._save`)."""
+    PDF (:func:`rpd.plotting.style._save`)."""
     from matplotlib.figure import Figure
 
-    from rpd import plotting
+    from rpd.plotting import style
 
     a, s = out.arrays, out.summary
     t = a["time"]
-    with plotting.paper_style():
+    with style.paper_style():
         fig = Figure(figsize=(12.5, 4.8))
         ax, ax_h = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.7, 1.0]})
         for i, e in enumerate(m for m in s["methods"] if m["shown"]):
             j = int(e["gamma_index"])
             if j < 0:
                 continue
-            g = plotting.gamma_label(a[f"{e['key']}_gammas"][j])
+            g = style.gamma_label(a[f"{e['key']}_gammas"][j])
             color = "k" if e["method"] == "PD" else f"C{i - 1}"
             label = (f"PipeDream, γ = {g}" if e["method"] == "PD"
                      else f"LocalSGD, H = {e['H']}, γ = {g}")
@@ -314,9 +322,9 @@ def figure(out: StudyOutput, path) -> None:
         fig.tight_layout()
         if rule != "stable" and all("by_rule" in e for e in s["methods"]):
             picks = ", ".join(f"{'PD' if e['H'] is None else 'H=' + str(e['H'])} "
-                              f"{plotting.pow2_label(e['by_rule']['stable']['gamma_exp'])}"
+                              f"{style.pow2_label(e['by_rule']['stable']['gamma_exp'])}"
                               for e in s["methods"] if e["shown"])
             note = (f"The strict stable rule (as the spec writes it, LM thresholds) would pick: {picks}. Why the reference "
                     "rule: " + s.get("authors_override", AUTHORS_OVERRIDE) + ".")
             fig.text(0.01, -0.01, textwrap.fill(note, 190), fontsize=6, ha="left", va="top", color="0.25")
-        plotting._save(fig, path)
+        style._save(fig, path)

@@ -4,7 +4,7 @@ Every method processes the same N microbatches on the same S-stage pipeline: Pip
 1F1B timeline (NOAM = S), LocalSGD with R replicas and H local steps per round for each H. Curves
 are f(x) − f* of the evaluated model (the replica mean for LocalSGD) after every time step, cut
 to the shortest timeline (PD's, T = 2N + 2S − 2) with the time-cut convention ``cut``
-(``rpd.simtime``; default "authors": ``curve[:T]``, the last point after T − 1 steps, as the
+(``rpd.analysis.simtime``; default "authors": ``curve[:T]``, the last point after T − 1 steps, as the
 authors' code). Each method's γ is chosen by ``selector`` (default "reference", the rule the
 paper's γ were chosen by, SPEC §7) on its cut curves; the strict "stable" and the "best_final"
 picks are reported beside it. With gradient noise the runs repeat over ``noise_seeds`` (the
@@ -33,9 +33,15 @@ from typing import Callable
 import numpy as np
 from matplotlib.figure import Figure
 
-from rpd import methods, objectives, schedules, simtime, tuning
-from rpd.concurrency import run_concurrently
-from rpd.plotting import _save, gamma_label, paper_style, pow2_label
+from rpd import objectives, schedules
+
+from rpd.train import methods
+
+from rpd.analysis import simtime
+
+from rpd.analysis import tuning
+from rpd.runtime.concurrency import run_concurrently
+from rpd.plotting.style import _save, gamma_label, paper_style, pow2_label
 from rpd.results import diverged
 from rpd.studies import AUTHORS_OVERRIDE, RULE_TEXT, StudyOutput, make_config, selector_rules
 
@@ -70,8 +76,8 @@ class Config:
     localsgd_gamma_exps: tuple[int, int] = (-8, 2)
     noam: int | None = None  # PD's cap on microbatches in flight (None: S)
     tail_frac: float = 0.2  # selector's tail
-    selector: str = "reference"  # rule of the drawn γ (rpd.tuning.RULES); the others reported beside
-    cut: str = "authors"  # time-cut convention (rpd.simtime.CUTS): "authors" = curve[:T], "end"
+    selector: str = "reference"  # rule of the drawn γ (rpd.analysis.tuning.RULES); the others reported beside
+    cut: str = "authors"  # time-cut convention (rpd.analysis.simtime.CUTS): "authors" = curve[:T], "end"
     seed: int = 0  # data seed
     noise_seeds: tuple[int, ...] = (0,)  # method seeds (the gradient noise); γ chosen on their mean
     sensitivity_n: int | None = None  # also run n = this, σ_g = sensitivity_grad_noise (first noise
@@ -144,7 +150,7 @@ def _pow2(gamma) -> str | None:
 
 
 def select(curves_GxP: np.ndarray, gammas: np.ndarray, tail_frac: float, rule: str = "stable") -> tuning.Selection:
-    """``rpd.tuning.select_gamma`` with ``rule``; a run that blew up to huge finite values
+    """``rpd.analysis.tuning.select_gamma`` with ``rule``; a run that blew up to huge finite values
     overflows the tail statistics to inf, which correctly marks it unstable, so overflow is not a
     warning here."""
     with np.errstate(over="ignore", invalid="ignore"):
@@ -168,7 +174,7 @@ def _runs(cfg: Config, obj, tls: list[schedules.Timeline], report) -> list[tuple
     """Per noise seed, (full results, results cut by protocol (i) with ``cfg.cut``): PD, then
     LocalSGD per H, on ``obj`` and the ``timelines`` (the data is ``cfg.seed``'s whatever the
     noise seed, so one objective serves every seed). The runs are independent: they go side by
-    side on host threads (``rpd.concurrency``; the numbers do not depend on it), the first
+    side on host threads (``rpd.runtime.concurrency``; the numbers do not depend on it), the first
     seed's first, whose programs (one per method) the other seeds reuse."""
     grids = [tuning.pow2_grid(*cfg.pd_gamma_exps)] + [tuning.pow2_grid(*cfg.localsgd_gamma_exps)] * len(cfg.H)
     labels = ["PD"] + [f"LocalSGD H={H}" for H in cfg.H]

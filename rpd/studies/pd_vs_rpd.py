@@ -17,7 +17,7 @@ RPD curves are averaged over ``seeds`` (the RPD sampling seed; the data seed is 
 γ is selected on the seed-mean curve, so a γ that diverges for any seed is never chosen, and
 figures band the selected γ's curves from the smallest to the largest seed. All RPD runs of a
 study share one compiled program: every plan runs with one history ring, sized for the
-largest delay bound (:func:`rpd.plans.ring_size` over all plans).
+largest delay bound (:func:`rpd.train.plans.ring_size` over all plans).
 """
 
 from __future__ import annotations
@@ -28,7 +28,17 @@ from typing import Callable
 
 import numpy as np
 
-from rpd import concurrency, methods, objectives, plans, schedules, theory, tuning
+from rpd import objectives, schedules
+
+from rpd.runtime import concurrency
+
+from rpd.train import methods
+
+from rpd.train import plans
+
+from rpd.analysis import theory
+
+from rpd.analysis import tuning
 from rpd.studies import AUTHORS_OVERRIDE, RULE_TEXT, StudyOutput, selector_rules, trend
 
 TITLE = "PipeDream vs Randomized PipeDream for different δ"
@@ -49,7 +59,7 @@ class Config:
     deltas: tuple[int, ...] = (8, 30, 60, 180, 420)
     gamma_exps: tuple[int, int] = (-8, 0)  # γ grid 2^lo .. 2^hi, for PD and RPD
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)  # RPD sampling seeds (curves averaged / banded)
-    selector: str = "reference"  # rule of the drawn γ (rpd.tuning.RULES); the others reported beside
+    selector: str = "reference"  # rule of the drawn γ (rpd.analysis.tuning.RULES); the others reported beside
     tail_frac: float = 0.2  # PD's selector tail
     rpd_tail_frac: float = 1.0  # RPD's selector tail (the authors': the whole curve ...)
     rpd_skip_x0: bool = True  # ... without x⁰, its first point
@@ -94,7 +104,7 @@ def rpd_sweep(obj, K: int, gammas, deltas, seeds, *, stride: int = 1,
 
     Every run shares one compiled program: plans are sampled first and all run with the largest
     history ring any of them needs and PD's number of gradient slots. Runs are independent, so
-    they execute side by side on ``workers`` host threads (:mod:`rpd.concurrency`)."""
+    they execute side by side on ``workers`` host threads (:mod:`rpd.runtime.concurrency`)."""
     if timeline is not None and timeline.K != K:
         raise ValueError(f"PD's timeline has K={timeline.K} block updates, the sweep K={K}")
     grid = [[plans.rpd_plan(s, K, obj.S, obj.n_batches, int(dl)) for s in seeds] for dl in deltas]
@@ -330,14 +340,14 @@ def e8_claim_checks(deltas, best_D, pd_level: float, delta_pd: int) -> list[dict
 
 
 def figure(out: StudyOutput, path) -> None:
-    """E1's figure from the saved output (:func:`rpd.plotting_pd_vs_rpd.e1_figure`)."""
-    from rpd.plotting_pd_vs_rpd import e1_figure
+    """E1's figure from the saved output (:func:`rpd.plotting.pd_vs_rpd.e1_figure`)."""
+    from rpd.plotting.pd_vs_rpd import e1_figure
 
     e1_figure(out, path)
 
 
 def figure_e8(out: StudyOutput, path) -> None:
-    """E8's figure from the saved output (:func:`rpd.plotting_pd_vs_rpd.e8_figure`)."""
-    from rpd.plotting_pd_vs_rpd import e8_figure
+    """E8's figure from the saved output (:func:`rpd.plotting.pd_vs_rpd.e8_figure`)."""
+    from rpd.plotting.pd_vs_rpd import e8_figure
 
     e8_figure(out, path)

@@ -11,7 +11,7 @@ Each method's γ is chosen by ``selector`` (default "reference", the rule the pa
 chosen by, SPEC §7; the strict "stable" and "best_final" picks are reported beside it; tail
 ``tail_frac``) on its curve (PD, LocalSGD: f − f* after every time step; RPD: after every ``S``
 block updates, about one PD time step's worth), and the figure shows the curve's last value
-against S. Where a curve ends is the time-cut convention ``cut`` (``rpd.simtime``):
+against S. Where a curve ends is the time-cut convention ``cut`` (``rpd.analysis.simtime``):
 
 - "authors" (default, as the authors' code): PD keeps ``curve[:T]`` (its last point after T − 1
   steps); LocalSGD is evaluated at the end of its own timeline (its smallest N reaching T, so
@@ -30,8 +30,16 @@ from typing import Callable
 import numpy as np
 from matplotlib.figure import Figure
 
-from rpd import methods, objectives, schedules, simtime, theory, tuning
-from rpd.plotting import _save, gamma_label, paper_style, pow2_label
+from rpd import objectives, schedules
+
+from rpd.train import methods
+
+from rpd.analysis import simtime
+
+from rpd.analysis import theory
+
+from rpd.analysis import tuning
+from rpd.plotting.style import _save, gamma_label, paper_style, pow2_label
 from rpd.studies import AUTHORS_OVERRIDE, RULE_TEXT, StudyOutput, selector_rules, trend
 from rpd.studies.pd_vs_localsgd import best_final, select
 
@@ -55,7 +63,7 @@ class Config:
     pd_gamma_exps: tuple[int, int] = (-12, -3)  # PD and RPD grid ("grids as E3")
     localsgd_gamma_exps: tuple[int, int] = (-8, 2)
     tail_frac: float = 0.01
-    selector: str = "reference"  # rule of the drawn γ (rpd.tuning.RULES); the others reported beside
+    selector: str = "reference"  # rule of the drawn γ (rpd.analysis.tuning.RULES); the others reported beside
     cut: str = "authors"  # "authors": PD curve[:T], LocalSGD at its own timeline's end; "end": both at T
     seed: int = 0  # data seed (and gradient-noise / RPD sampling seed)
 

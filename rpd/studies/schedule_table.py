@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from rpd import schedules
-from rpd.costs import CostModel
+from rpd.schedules.costs import CostModel
 from rpd.studies import StudyOutput
 
 SCALE = 4  # ticks per unit of F: a chunk of a v = 2 schedule costs half a stage, I = W = B/2
@@ -212,7 +212,7 @@ def pictures(names, b: int = 2) -> dict[str, np.ndarray]:
 
 
 def figure(out: StudyOutput, path) -> None:
-    from rpd.plotting_schedules import frontier_table_figure, schedule_gantt
+    from rpd.plotting.schedules import frontier_table_figure, schedule_gantt
 
     frontier_table_figure(out.table, path, claims=out.summary.get("claims"))
     panels = [dict(title=name, ops=out.arrays[f"{name}/ops"], scale=out.summary["scale"])

@@ -28,7 +28,7 @@ seeds (mean ± t_{0.975, n_seeds − 1} · sd/√n_seeds, :func:`seed_ci`):
   seed (:func:`local_slopes`) -- whether the curve steepens;
 - large-S: the least-squares fit over S >= ``large_S`` (the last few S), per seed.
 
-The pooled fits of earlier versions (:func:`rpd.theory.loglog_fit` on the seeds' geometric mean,
+The pooled fits of earlier versions (:func:`rpd.analysis.theory.loglog_fit` on the seeds' geometric mean,
 CI from the scatter about the line) stay in ``fits``. All are reported as measured next to the
 bound's 4.
 """
@@ -42,8 +42,14 @@ import numpy as np
 from matplotlib.figure import Figure
 from scipy import stats
 
-from rpd import methods, objectives, schedules, theory, tuning
-from rpd.plotting import _save, paper_style, pow2_label
+from rpd import objectives, schedules
+
+from rpd.train import methods
+
+from rpd.analysis import theory
+
+from rpd.analysis import tuning
+from rpd.plotting.style import _save, paper_style, pow2_label
 from rpd.studies import StudyOutput
 
 TITLE = "Stale-read error against the number of stages S"

@@ -1,0 +1,1 @@
+"""Reading results: simulated time, step-size selection, the paper's theory, labels."""

@@ -1,0 +1,1 @@
+"""Results on disk and elsewhere: the store, sweeps as tables, Result files, provenance, tracking."""

@@ -1,0 +1,225 @@
+"""A :class:`~rpd.results.Result` in a notebook: one summary line, xarray and pandas views, a plot,
+and a file that round-trips it exactly.
+
+These are the bodies of ``Result.__repr__``, ``to_xarray``, ``to_pandas``, ``plot``, ``save`` and
+``load``; call them through the methods. pandas, xarray and matplotlib are imported on first use,
+so importing :mod:`rpd` pays for none of them.
+
+The file is a plain ``.npz`` (``numpy.load(path)`` reads it, no pickle): the arrays ``gammas``,
+``axis``, ``curve``, ``x_final``, one ``traces/<name>`` per trace, NumPy values of ``meta`` as
+``meta/<key>``, and a JSON ``header`` with the format, ``method``, ``axis_name`` and the rest of
+``meta``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from rpd.analysis.labels import gamma_label  # "2⁻⁶" for a power of two, else "0.3": as the figures print it
+
+if TYPE_CHECKING:
+    import matplotlib.axes
+    import pandas as pd
+    import xarray as xr
+
+    from rpd.results import Result
+
+FORMAT = "rpd.Result/1"
+
+
+def summary_line(r: Result) -> str:
+    """``Result(pd: 9 γ in 2⁻⁶..2², 87 points on sim_time 0..86, D=32, 3/9 diverged, best final
+    1.2e-03 at γ = 2⁻²)``: what a notebook cell should show instead of every array."""
+    G, P = r.curve.shape
+    div = r.diverged
+    gammas = f"{G} γ" if G == 0 else (
+        f"{G} γ in {gamma_label(r.gammas.min())}..{gamma_label(r.gammas.max())}" if G > 1
+        else f"γ = {gamma_label(r.gammas[0])}")
+    axis = f"{P} points on {r.axis_name}" + (f" {r.axis[0]}..{r.axis[-1]}" if P else "")
+    parts = [gammas, axis, f"D={r.x_final.shape[-1]}", f"{int(div.sum())}/{G} diverged"]
+    if G and not div.all():
+        g = int(np.argmin(np.where(div, np.inf, r.final)))
+        parts.append(f"best final {r.final[g]:.3g} at γ = {gamma_label(r.gammas[g])}")
+    return f"Result({r.method}: {', '.join(parts)})"
+
+
+def _trace_dims(name: str, shape: tuple[int, ...], G: int) -> tuple[str, ...]:
+    # Traces are [G, ...] by convention, but some (LocalSGD's loss_time) are per microbatch only.
+    lead = ("gamma",) if shape and shape[0] == G else ()
+    return lead + tuple(f"{name}_dim_{i}" for i in range(len(lead), len(shape)))
+
+
+def _jsonable_attrs(mapping: dict) -> dict:
+    attrs = {}
+    for key, value in mapping.items():
+        value = value.item() if isinstance(value, np.generic) else value
+        try:
+            json.dumps(value, allow_nan=True)
+        except (TypeError, ValueError):
+            continue
+        attrs[str(key)] = value
+    return attrs
+
+
+def to_xarray(r: Result) -> xr.Dataset:
+    """``curve`` (gamma, <axis_name>), ``diverged`` and ``final`` (gamma), ``x_final`` (gamma, d),
+    and every trace under its own name with dims ``gamma`` (when its leading axis has G entries)
+    and ``<name>_dim_<i>``; attrs: ``method``, ``axis_name`` and the JSON-able ``meta``."""
+    import xarray as xr
+
+    G = len(r.gammas)
+    data = {
+        "curve": (("gamma", r.axis_name), r.curve),
+        "diverged": ("gamma", r.diverged),
+        "final": ("gamma", r.final),
+        "x_final": (("gamma", "d"), r.x_final),
+    }
+    for name, value in r.traces.items():
+        if name in data:
+            raise ValueError(f"trace {name!r} clashes with the Result variable of that name")
+        value = np.asarray(value)
+        data[name] = (_trace_dims(name, value.shape, G), value)
+    attrs = {**_jsonable_attrs(r.meta), "method": r.method, "axis_name": r.axis_name}
+    return xr.Dataset(data, coords={"gamma": r.gammas, r.axis_name: r.axis}, attrs=attrs)
+
+
+def to_pandas(r: Result) -> pd.DataFrame:
+    """Tidy long table, one row per (γ, axis point): method, gamma, <axis_name>, value, diverged.
+    ``pd.concat`` of several results' frames gives one table to group or plot."""
+    import pandas as pd
+
+    G, P = r.curve.shape
+    return pd.DataFrame({
+        "method": r.method,
+        "gamma": np.repeat(r.gammas, P),
+        r.axis_name: np.tile(r.axis, G),
+        "value": r.curve.reshape(-1),
+        "diverged": np.repeat(r.diverged, P),
+    })
+
+
+def _cross_at(y: np.ndarray, top: float | None) -> tuple[int, float] | None:
+    """(index, height) of a diverged curve's ×: where it first leaves the plot (NaN and inf
+    included), drawn at the top; else its last finite point; None when it has none."""
+    if top is not None:
+        out = np.flatnonzero(~(y <= top))  # NaN compares False
+        if out.size:
+            return int(out[0]), top
+    finite = np.flatnonzero(np.isfinite(y))
+    return (int(finite[-1]), float(y[finite[-1]])) if finite.size else None
+
+
+def plot(r: Result, ax: matplotlib.axes.Axes | None = None, *, cmap: str = "viridis",
+         **line_kw) -> matplotlib.axes.Axes:
+    """One line per γ against the axis, log y, labelled "γ = 2⁻ᵏ". A diverged γ is dashed,
+    "(diverged)" in its label, and marked × where it leaves the plot (or at its last finite
+    point); the y range is that of the γ that did not diverge, so a blow-up does not flatten them.
+    ``ax`` defaults to ``plt.gca()``; ``line_kw`` go to every ``ax.plot``."""
+    import matplotlib as mpl
+
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        ax = plt.gca()
+    div = r.diverged
+    colors = mpl.colormaps[cmap](np.linspace(0.0, 0.9, max(len(r.gammas), 1)))
+    kept = r.curve[~div]
+    shown = kept[np.isfinite(kept) & (kept > 0)]
+    top = float(shown.max()) * 10.0 if shown.size else None
+    for g, (gamma, y) in enumerate(zip(r.gammas, r.curve)):
+        label = f"γ = {gamma_label(gamma)}" + (" (diverged)" if div[g] else "")
+        style = dict(color=colors[g], lw=1.5, ls="--" if div[g] else "-")
+        ax.plot(r.axis, np.where(np.isfinite(y), y, np.nan), label=label, **{**style, **line_kw})
+        cross = _cross_at(y, top) if div[g] else None
+        if cross is not None:
+            ax.plot(r.axis[cross[0]], cross[1], "x", color=colors[g], ms=8, mew=2, clip_on=False)
+    ax.set_yscale("log")
+    if top is not None:
+        ax.set_ylim(shown.min() / 2.0, top)
+    ax.set_xlabel(r.axis_name.replace("_", " "))
+    ax.set_ylabel("f(x) − f*" if r.meta.get("objective") != "nanochat" else "held-out loss")
+    ax.set_title(r.method)
+    ax.legend(fontsize="small")
+    return ax
+
+
+# --- the file format -------------------------------------------------------------------------
+
+def _encode(value: Any, where: str) -> Any:
+    """JSON for the builtin parts of ``meta``; tuples tagged so they come back as tuples."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, tuple):
+        return {"__tuple__": [_encode(v, f"{where}[{i}]") for i, v in enumerate(value)]}
+    if isinstance(value, list):
+        return [_encode(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value) or "__tuple__" in value:
+            raise TypeError(f"{where}: only dicts with str keys (other than '__tuple__') can be saved")
+        return {k: _encode(v, f"{where}.{k}") for k, v in value.items()}
+    raise TypeError(f"{where}: cannot save a {type(value).__name__} (no pickle); "
+                    "use builtins or NumPy arrays")
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    if isinstance(value, dict):
+        if set(value) == {"__tuple__"}:
+            return tuple(_decode(v) for v in value["__tuple__"])
+        return {k: _decode(v) for k, v in value.items()}
+    return value
+
+
+def save(r: Result, path: str | os.PathLike) -> Path:
+    """Write ``r`` to ``path`` (an .npz; the name is used as given) atomically: readers see the
+    old file or the new one, never a part."""
+    from rpd.io.store import atomic_write
+
+    arrays = {"gammas": r.gammas, "axis": r.axis, "curve": r.curve, "x_final": r.x_final}
+    arrays |= {f"traces/{k}": np.asarray(v) for k, v in r.traces.items()}
+    meta, numpy_meta = {}, {}
+    for key, value in r.meta.items():
+        if not isinstance(key, str):
+            raise TypeError(f"meta keys must be str to save, got {key!r}")
+        if isinstance(value, (np.ndarray, np.generic)):
+            arrays[f"meta/{key}"] = np.asarray(value)
+            numpy_meta[key] = "scalar" if isinstance(value, np.generic) else "array"
+        else:
+            meta[key] = _encode(value, f"meta.{key}")
+    header = {"format": FORMAT, "method": r.method, "axis_name": r.axis_name,
+              "traces": list(r.traces), "meta_keys": list(r.meta), "meta": meta,
+              "numpy_meta": numpy_meta}
+    arrays["header"] = np.array(json.dumps(header, allow_nan=True))
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    path = Path(path)
+    atomic_write(path, buf.getvalue())
+    return path
+
+
+def load(path: str | os.PathLike) -> Result:
+    """The Result that :func:`save` wrote to ``path``, arrays with their dtypes, meta and traces
+    in their order."""
+    from rpd.results import Result
+
+    with np.load(path, allow_pickle=False) as npz:
+        if "header" not in npz.files:
+            raise ValueError(f"{path} is not a saved Result (no header)")
+        header = json.loads(npz["header"].item())
+        if header.get("format") != FORMAT:
+            raise ValueError(f"{path}: unknown format {header.get('format')!r}, expected {FORMAT!r}")
+        meta, numpy_meta = _decode(header["meta"]), header["numpy_meta"]
+        for key, kind in numpy_meta.items():
+            meta[key] = npz[f"meta/{key}"][()] if kind == "scalar" else npz[f"meta/{key}"]
+        meta = {k: meta[k] for k in header["meta_keys"]}
+        return Result(method=header["method"], gammas=npz["gammas"], axis=npz["axis"],
+                      axis_name=header["axis_name"], curve=npz["curve"],
+                      traces={k: npz[f"traces/{k}"] for k in header["traces"]},
+                      x_final=npz["x_final"], meta=meta)

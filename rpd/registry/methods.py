@@ -1,0 +1,257 @@
+"""Methods by name (the method half of :mod:`rpd.registry`): :class:`MethodOptions`, the
+registered :class:`MethodEntry` of every method (each trains an objective on a schedule's
+timeline for a whole step-size grid and one seed and returns a :class:`MethodRun`), and a whole
+run: :func:`prepare` checks and resolves a (method, schedule, options, costs) choice into a
+:class:`RunSpec`, :func:`run` trains it."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from rpd.schedules import delays
+
+from rpd.analysis import simtime
+from rpd.schedules.costs import CostModel
+from rpd.objectives.base import Objective
+from rpd.registry.schedules import ScheduleParams, _entry_of, build, check_schedule, resolve
+from rpd.results import Result
+from rpd.schedules import Timeline
+from rpd.validation import check_choice, check_int, check_real
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodOptions:
+    """A method's options; each method reads ``stride`` and its own ``options`` fields."""
+
+    stride: int = 1  # record every `stride` time steps (ticks) or block updates
+    delta: int | None = None  # RPD: delay bound (default PD's floor(S^2 - S/2))
+    delays: Any = "uniform"  # RPD: uniform | max | zero | pd, or a [K, S] table
+    block_order: Any = "uniform"  # RPD: uniform | cyclic | pd, or an array
+    batch_order: Any = "uniform"  # RPD: uniform | cyclic | pd, or an array
+    predict: bool = False  # pipeline (PipeDream, PipeMare): forward at predicted weights
+    ema: float | None = None  # pipeline: velocity EMA factor (None: the library's 0.9)
+    t1: bool = False  # pipeline (PipeMare): step-size warm-up by delay
+    t1_window: int | None = None  # pipeline (PipeMare): T1's window in updates
+    t2: bool = False  # pipeline (PipeMare): backward weights extrapolated by the velocity
+
+
+@dataclasses.dataclass(frozen=True)
+class Pipeline:
+    """A resolved schedule choice, ready to build: name, parameters, costs, and the number of
+    values averaged / all-reduced per stage (None: the objective's largest block)."""
+
+    name: str
+    params: ScheduleParams
+    costs: CostModel | None = None
+    values: int | None = None
+
+    def timeline(self, obj: Objective | None = None) -> Timeline:
+        values = self.values if self.values is not None else (max(obj.layout.sizes) if obj is not None else 0)
+        return build(self.name, self.params, self.costs, values)
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodRun:
+    """One method call on a whole γ grid for one seed."""
+
+    result: Result
+    sim_time: np.ndarray | None  # int [P]: ticks completed at each recorded point; None: no timeline
+    block_update: np.ndarray  # int [P]: block updates completed at each recorded point
+    extra: dict  # summary numbers: N, K, T, delay statistics, bubbles, ...
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodEntry:
+    """One method: ``run(obj, pipeline, gammas, seed, options) -> MethodRun``.
+
+    ``schedules``: the schedules it runs, the first being its default (None: every registered
+    schedule, default ``default_schedule``). ``options``: the :class:`MethodOptions` fields it
+    reads besides ``stride``. ``resolve(options, S)`` fills option defaults that depend on S."""
+
+    name: str
+    run: Callable[[Objective, Pipeline, list, int, MethodOptions], MethodRun]
+    schedules: tuple[str, ...] | None = None
+    options: tuple[str, ...] = ()
+    resolve: Callable[[MethodOptions, int], MethodOptions] | None = None
+    default_schedule: str = "pipedream"
+    doc: str = ""
+
+
+METHODS: dict[str, MethodEntry] = {}
+
+
+def register_method(entry: MethodEntry) -> MethodEntry:
+    fields = {f.name for f in dataclasses.fields(MethodOptions)}
+    unknown = set(entry.options) - fields
+    if unknown:
+        raise ValueError(f"method {entry.name!r}: unknown options {sorted(unknown)} "
+                         f"(MethodOptions has {sorted(fields)})")
+    METHODS[entry.name] = entry
+    return entry
+
+
+def _cut(res: Result, T: int | None) -> Result:
+    return res if T is None else simtime.cut_to(res, T)
+
+
+def _pd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> MethodRun:
+    from rpd.train import methods
+
+    tl = pipe.timeline(obj)
+    res = _cut(methods.pipedream(obj, tl, gammas, seed=seed, stride=o.stride), pipe.params.T)
+    extra = dict(N=tl.N, K=tl.K, T=tl.T, noam=tl.noam, **delays.table_summary(delays.delay_table(tl)))
+    return MethodRun(res, res.axis, simtime.block_updates_at(tl.update_time, res.axis), extra)
+
+
+def _local_sgd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> MethodRun:
+    from rpd.train import methods
+
+    tl = pipe.timeline(obj)
+    lm = obj.name == "nanochat"  # the LM is evaluated at round ends only
+    res = methods.local_sgd(obj, tl, gammas, seed=seed, track_time=not lm)
+    if not lm:
+        res = _cut(res, pipe.params.T)
+        if o.stride > 1:
+            keep = (res.axis % o.stride == 0) | (res.axis == res.axis[-1])
+            res = dataclasses.replace(res, axis=res.axis[keep], curve=res.curve[:, keep])
+    extra = dict(N=tl.N, K=tl.K, T=tl.T, R=tl.R, H=tl.H, **delays.table_summary(np.zeros(1)))
+    return MethodRun(res, res.axis, simtime.block_updates_at(tl.update_time, res.axis), extra)
+
+
+def _sgd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> MethodRun:
+    from rpd.train import methods
+
+    N = pipe.params.N if pipe.params.T is None else pipe.timeline(obj).N  # (ii): the schedule's N at T
+    res = methods.sgd(obj, N, gammas, seed=seed, stride=o.stride)
+    return MethodRun(res, None, res.axis, {"N": int(res.meta["N"]), "K": int(res.meta["K"])})
+
+
+def _rpd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> MethodRun:
+    """RPD with PipeDream's K (and PD's time of update k, to place RPD on the time axis);
+    ``"pd"`` as delays / block_order / batch_order takes PD's table / order."""
+    from rpd.train import methods
+
+    tl = pipe.timeline(obj)
+    K = simtime.block_updates_in(tl)
+    pd_values = {"delays": lambda: delays.delay_table(tl), "block_order": lambda: tl.update_stage,
+                 "batch_order": lambda: tl.update_mb % obj.n_batches}
+    opts = {f: pd_values[f]() if _is(getattr(o, f), "pd") else getattr(o, f) for f in pd_values}
+    res = methods.rpd(obj, K, gammas, o.delta, seed=seed, stride=o.stride, **opts)
+    extra = {"N": tl.N, "K": K, "T": tl.T, "delta": int(o.delta)}
+    if _is(o.delays, "pd"):
+        extra.update(delays.table_summary(opts["delays"]))
+    return MethodRun(res, simtime.sim_time_at(tl.update_time, res.axis), res.axis, extra)
+
+
+def _is(value, name: str) -> bool:
+    return isinstance(value, str) and value == name
+
+
+def _rpd_defaults(o: MethodOptions, S: int) -> MethodOptions:
+    from rpd.analysis.theory import pd_delta
+
+    return o if o.delta is not None else dataclasses.replace(o, delta=pd_delta(S))
+
+
+def timeline_summary(tl: Timeline) -> dict:
+    """A timeline's SPEC §10.3 scalars for a run's summary (maxima over ranks)."""
+    return {"bubble/f_total": tl.bubble_ratio(), "bubble/r_ideal": tl.bubble_overhead(),
+            "period": tl.period(), "activations/peak": float(np.max(tl.peak_activations())),
+            "weights/peak": float(np.max(tl.weight_memory()))}
+
+
+def _pipeline(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> MethodRun:
+    """Any schedule with its own semantics (``rpd.train.methods.train``), curves against ticks."""
+    from rpd.train import methods
+
+    tl = pipe.timeline(obj)
+    if tl.kind == "local_sgd":  # train() hands LocalSGD to methods.local_sgd; keep its stride rule
+        out = _local_sgd(obj, pipe, gammas, seed, o)
+        return dataclasses.replace(out, extra=dict(out.extra, schedule=pipe.name, **timeline_summary(tl)))
+    res = methods.train(obj, tl, gammas, seed=seed, stride=o.stride, axis="sim_time", predict=o.predict,
+                        ema=o.ema, t1=o.t1, t1_window=o.t1_window, t2=o.t2)
+    times = res.traces.pop("update_time")  # the tick each update lands, per the schedule's semantics
+    res = _cut(res, pipe.params.T)
+    extra = dict(schedule=pipe.name, N=tl.N, K=len(times), T=tl.T, M=tl.M, v=tl.v, **timeline_summary(tl))
+    return MethodRun(res, res.axis, simtime.block_updates_at(times, res.axis), extra)
+
+
+for _method in (
+    MethodEntry("pd", _pd, ("pipedream",), doc="PipeDream from its timeline"),
+    MethodEntry("rpd", _rpd, ("pipedream",), ("delta", "delays", "block_order", "batch_order"),
+                resolve=_rpd_defaults, doc="Randomized PipeDream with PD's K"),
+    MethodEntry("sgd", _sgd, ("pipedream",), doc="minibatch SGD (N, or PD's N at T)"),
+    MethodEntry("localsgd", _local_sgd, ("local_sgd",), doc="LocalSGD from its timeline"),
+    MethodEntry("pipeline", _pipeline, None, ("predict", "ema", "t1", "t1_window", "t2"),
+                doc="any registered schedule, its own semantics"),
+):
+    register_method(_method)
+
+
+# ================================================================== a whole run
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """A checked, resolved (method, schedule, options, costs) choice."""
+
+    method: str
+    pipeline: Pipeline
+    options: MethodOptions
+
+
+def _check_options(entry: MethodEntry, o: MethodOptions, tl: Timeline, prefix: str) -> None:
+    check_int(f"{prefix}stride", o.stride)
+    used = set(entry.options)
+    if "delta" in used:
+        check_int(f"{prefix}delta", o.delta, 0)
+    for f in ("predict", "t1", "t2"):
+        if f in used and not isinstance(getattr(o, f), (bool, np.bool_)):
+            raise TypeError(f"{prefix}{f} must be a bool, got {getattr(o, f)!r}")
+    if "t1_window" in used and o.t1_window is not None:
+        check_int(f"{prefix}t1_window", o.t1_window)
+    if "ema" in used and o.ema is not None and not 0.0 <= check_real(f"{prefix}ema", o.ema, allow_zero=True) < 1.0:
+        raise ValueError(f"{prefix}ema must lie in [0, 1), got {o.ema}")
+    if entry.name == "pipeline":  # which options the timeline's semantics has (rpd.train.methods.train)
+        from rpd.train.methods import OPTIONS
+
+        allowed = OPTIONS.get(tl.kind, ())
+        for f in entry.options:
+            value = getattr(o, f)
+            if f not in allowed and value not in (None, False):
+                raise ValueError(f"{prefix}{f}={value!r} does not apply to schedule {tl.kind} "
+                                 f"(its options: {list(allowed) or 'none'})")
+
+
+def prepare(method: str, schedule: str | None, params: ScheduleParams, options: MethodOptions = MethodOptions(),
+            costs: CostModel | None = None, values: int | None = None, *, method_prefix: str = "",
+            schedule_prefix: str = "") -> RunSpec:
+    """Check a run's choice before any work (errors name ``method_prefix + field`` and
+    ``schedule_prefix + field``) and resolve it: ``schedule=None`` is the method's own schedule;
+    defaults are filled in and what the run does not read is None."""
+    check_choice(f"{method_prefix}name", method, METHODS)
+    entry = METHODS[method]
+    name = schedule if schedule is not None else (entry.schedules or (entry.default_schedule,))[0]
+    _entry_of(name, schedule_prefix)
+    if entry.schedules is not None and name not in entry.schedules:
+        raise ValueError(f"{schedule_prefix}name={name!r}: method {method} runs {list(entry.schedules)} only "
+                         f"(method=pipeline trains every registered schedule)")
+    if values is not None:
+        values = check_int("values", values, 0)
+    smallest = check_schedule(name, params, costs, values or 0, prefix=schedule_prefix)
+    keep = {"stride", *entry.options}
+    resolved = MethodOptions(**{f.name: getattr(options, f.name) if f.name in keep else None
+                                for f in dataclasses.fields(MethodOptions)})
+    if entry.resolve is not None:
+        resolved = entry.resolve(resolved, params.S)
+    _check_options(entry, resolved, smallest, method_prefix)
+    return RunSpec(method, Pipeline(name, resolve(name, params), costs, values), resolved)
+
+
+def run(spec: RunSpec, obj: Objective, gammas, seed: int = 0) -> MethodRun:
+    """Train ``obj`` as ``spec`` says for the whole γ grid and one seed."""
+    return METHODS[spec.method].run(obj, spec.pipeline, gammas, seed, spec.options)

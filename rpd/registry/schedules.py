@@ -1,0 +1,163 @@
+"""Schedules by name (the schedule half of :mod:`rpd.registry`): :class:`ScheduleParams`, the
+registered :class:`ScheduleEntry` of every schedule, and the timeline of a name and its
+parameters under a cost model (:func:`build`), checked before any work (:func:`check_schedule`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from rpd.analysis import simtime
+from rpd.schedules.costs import CostModel
+from rpd.schedules import Timeline, family
+from rpd.validation import check_choice, check_int, qualify
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleParams:
+    """Plain schedule parameters; a schedule reads S, N (or T) and its own ``fields``.
+
+    ``T`` set: protocol (ii), the smallest N whose timeline reaches T ticks (in whole flushes
+    for flush schedules); N is then ignored. ``None`` elsewhere: the schedule's default."""
+
+    S: int
+    N: int | None = None  # microbatches
+    T: int | None = None  # target simulated time (ticks)
+    M: int | None = None  # microbatches per flush / minibatch (default S; DualPipeV 2S)
+    v: int | None = None  # interleaved: model chunks per rank (default 2)
+    group: int | None = None  # interleaved: Megatron's microbatch group (default S)
+    overlapped: bool | None = None  # ZB-H2, ZB-V: no barrier between flushes (default False)
+    noam: int | None = None  # PipeDream: max microbatches in flight (default S)
+    R: int | None = None  # LocalSGD: replicas (default S)
+    H: int | None = None  # LocalSGD: local steps per round (default 1)
+
+
+DEFAULTS: Mapping[str, Callable[[int], Any]] = {  # field -> its default as a function of S
+    "M": lambda S: S, "v": lambda S: 2, "group": lambda S: S, "overlapped": lambda S: False,
+    "noam": lambda S: S, "R": lambda S: S, "H": lambda S: 1,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleEntry:
+    """One schedule: ``build(S, N, costs=..., **{f: params.f for f in fields})`` -> Timeline.
+
+    ``flush``: N is a whole number of flushes (minibatches) of M microbatches. ``allreduce``:
+    ``build`` also takes ``values=`` (numbers averaged / all-reduced per stage, for its
+    ``CostModel.allreduce`` cost). ``defaults`` override :data:`DEFAULTS`; ``aliases`` map the
+    names the constructor's errors use to fields (Chimera calls S "D")."""
+
+    name: str
+    build: Callable[..., Timeline]
+    fields: tuple[str, ...] = ()
+    flush: bool = False
+    allreduce: bool = False
+    defaults: Mapping[str, Callable[[int], Any]] = dataclasses.field(default_factory=dict)
+    aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    doc: str = ""
+
+
+SCHEDULES: dict[str, ScheduleEntry] = {}
+
+
+def register_schedule(entry: ScheduleEntry) -> ScheduleEntry:
+    unknown = set(entry.fields) - set(DEFAULTS)
+    if unknown:
+        raise ValueError(f"schedule {entry.name!r}: unknown fields {sorted(unknown)} (ScheduleParams has "
+                         f"{sorted(DEFAULTS)})")
+    if entry.flush and "M" not in entry.fields:
+        raise ValueError(f"schedule {entry.name!r}: a flush schedule needs the field M")
+    SCHEDULES[entry.name] = entry
+    return entry
+
+
+for _entry in (
+    ScheduleEntry("pipedream", family.pipedream, ("noam",), doc="PipeDream async 1F1B, weight stashing"),
+    ScheduleEntry("local_sgd", family.local_sgd, ("R", "H"), allreduce=True, doc="LocalSGD rounds"),
+    ScheduleEntry("gpipe", family.gpipe, ("M",), flush=True, doc="GPipe fill-drain"),
+    ScheduleEntry("1f1b", family.one_f_one_b, ("M",), flush=True, doc="1F1B with flush"),
+    ScheduleEntry("interleaved", family.interleaved, ("M", "v", "group"), flush=True,
+                  doc="interleaved 1F1B, v chunks per rank"),
+    ScheduleEntry("zb_h1", family.zb_h1, ("M",), flush=True, doc="zero bubble H1"),
+    ScheduleEntry("zb_h2", family.zb_h2, ("M", "overlapped"), flush=True, doc="zero bubble H2 (greedy)"),
+    ScheduleEntry("zb_v", family.zb_v, ("M", "overlapped"), flush=True, doc="zero bubble V"),
+    ScheduleEntry("dualpipe_v", family.dualpipe_v, ("M",), flush=True, defaults={"M": lambda S: 2 * S},
+                  doc="DualPipeV"),
+    ScheduleEntry("chimera", family.chimera, ("M",), flush=True, allreduce=True, aliases={"D": "S"},
+                  doc="Chimera, two pipelines"),
+    ScheduleEntry("pipedream_2bw", family.pipedream_2bw, ("M",), flush=True, doc="PipeDream-2BW"),
+    ScheduleEntry("pipemare", family.pipemare, (), doc="PipeMare: PD's order, no stashing"),
+):
+    register_schedule(_entry)
+
+
+def _entry_of(name: str, prefix: str = "") -> ScheduleEntry:
+    check_choice(f"{prefix}name", name, SCHEDULES)
+    return SCHEDULES[name]
+
+
+def resolve(name: str, params: ScheduleParams) -> ScheduleParams:
+    """``params`` as schedule ``name`` runs them: its fields' defaults filled in, every field it
+    does not read None (N too when T is set)."""
+    entry = SCHEDULES[name]
+    kept = {"S": params.S, "N": params.N if params.T is None else None, "T": params.T}
+    for f in entry.fields:
+        value = getattr(params, f)
+        kept[f] = entry.defaults.get(f, DEFAULTS[f])(params.S) if value is None else value
+    return ScheduleParams(**kept)
+
+
+def _make(entry: ScheduleEntry, p: ScheduleParams, N: int, costs: CostModel | None, values: int) -> Timeline:
+    kw = {f: getattr(p, f) for f in entry.fields}
+    if entry.allreduce:
+        kw["values"] = values
+    return entry.build(p.S, N, costs=costs, **kw)
+
+
+def build(name: str, params: ScheduleParams, costs: CostModel | None = None, values: int = 0) -> Timeline:
+    """The timeline of schedule ``name``: N microbatches, or under ``params.T`` the smallest N
+    (whole flushes for flush schedules) whose timeline reaches T ticks."""
+    entry = SCHEDULES[name]
+    p = resolve(name, params)
+    if p.T is None:
+        return _make(entry, p, p.N, costs, values)
+    step = p.M if entry.flush else 1
+    return simtime.smallest_n_reaching(p.T, lambda q: _make(entry, p, q * step, costs, values))
+
+
+def _qualify(message: str, entry: ScheduleEntry, prefix: str) -> str:
+    """The library names its arguments (``M must be >= 1``); give them their config path."""
+    return qualify(message, {f: f for f in ("S", "N", "T", *entry.fields)} | dict(entry.aliases), prefix)
+
+
+def check_schedule(name: str, params: ScheduleParams, costs: CostModel | None = None, values: int = 0,
+                   prefix: str = "") -> Timeline:
+    """Every check of schedule ``name`` with ``params`` under ``costs``, before any work: the
+    integer fields, N in whole flushes, and the constructor's own constraints (M >= S - 1 for
+    2BW, even S for Chimera, Megatron's rules for interleaved, costs that cannot be split, ...)
+    on its smallest instance, which is returned. Errors name fields as ``prefix + field``."""
+    entry = _entry_of(name, prefix)
+    check_int(f"{prefix}S", params.S)
+    if params.T is None:
+        check_int(f"{prefix}N", params.N)
+    else:
+        check_int(f"{prefix}T", params.T)
+    p = resolve(name, params)
+    for f in entry.fields:
+        value = getattr(p, f)
+        if f == "overlapped":
+            if not isinstance(value, (bool, np.bool_)):
+                raise TypeError(f"{prefix}overlapped must be a bool, got {value!r}")
+        else:
+            check_int(f"{prefix}{f}", value)
+    if entry.flush and p.T is None and p.N % p.M:
+        raise ValueError(f"{prefix}N must be a whole number of flushes of {prefix}M microbatches, "
+                         f"got N={p.N}, M={p.M}")
+    try:
+        return _make(entry, p, p.M if entry.flush else 1, costs, values)
+    except (ValueError, TypeError) as exc:
+        message = _qualify(str(exc), entry, prefix)
+        raise type(exc)(message if message.startswith(name) else f"schedule {name}: {message}") from exc

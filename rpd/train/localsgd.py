@@ -1,0 +1,233 @@
+"""LocalSGD on the pipeline (SPEC §2.2, §4): R replicas sharded over a device mesh.
+
+Within a round every replica runs H plain SGD steps on its own microbatches (rule (a) of the
+schedule makes a replica's microbatches strictly sequential, so there is no staleness); at the
+round's end the replicas are replaced by their mean (``lax.pmean`` over the mesh axis). The
+evaluated model is the replica mean x̄.
+
+The timeline decides *when* each block update lands: replica r's step on microbatch m moves
+block s in time step B(m, s). We scatter every block increment into a per-round buffer indexed
+by time step, sum it over replicas (``psum``) and integrate it tick by tick in a scan that
+evaluates f(x̄) as it goes: the curve after every time step, exactly, without materialising R
+copies per time step or x̄ for every time step.
+
+Replicas are the leading axis of the state, sharded with ``shard_map`` over mesh axis
+"replica"; R need not equal the device count (R / n_devices replicas per device, vmapped).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
+
+from rpd.objectives.base import Objective, ProgramKey, on_device
+from rpd.runtime.programs import Program
+from rpd.results import Result
+from rpd.schedules import Timeline
+
+AXIS = "replica"
+
+
+def replica_mesh(R: int, devices=None) -> Mesh:
+    """A 1-d mesh over the largest number of devices that divides R."""
+    devices = list(jax.devices() if devices is None else devices)
+    n = max(k for k in range(1, len(devices) + 1) if R % k == 0)
+    return Mesh(np.array(devices[:n]), (AXIS,))
+
+
+def localsgd_plan(tl: Timeline, n_batches: int) -> dict:
+    """Host-side integer plan, shaped [Q rounds, H local steps, R replicas, ...]."""
+    if tl.kind != "local_sgd":
+        raise ValueError(f"expected a LocalSGD timeline, got kind={tl.kind!r}")
+    S, N, R, H = tl.S, tl.N, tl.R, tl.H
+    Q = -(-N // (R * H))
+    m = np.arange(Q * R * H).reshape(Q, H, R)  # microbatch of (round, local step, replica)
+    valid = m < N
+    mc = np.minimum(m, N - 1)
+    start = np.concatenate([[0], tl.sync_time[:-1] + 1])  # first time step of each round
+    length = tl.sync_time - start + 1
+    t_rel = tl.b_time[mc] - start[:, None, None, None]  # [Q, H, R, S]
+    t_rel = np.where(valid[..., None], t_rel, 0)
+    return dict(
+        batch=(mc % n_batches).astype(np.int32),
+        valid=valid,
+        t_rel=t_rel.astype(np.int32),
+        mb=m.astype(np.int32),
+        start=start,
+        length=length,
+        T_round=int(length.max()),
+        loss_time=tl.f_time[mc, S - 1],  # when the last-stage forward of m ran
+    )
+
+
+def _round_runner(obj: Objective, R: int, T_round: int, track_time: bool, noisy: bool):
+    seg = obj.layout.segment_ids  # a NumPy index: a constant of the traced program
+    D = obj.D
+    grad = jax.vmap(obj.value_and_grad, in_axes=(None, 0, 0))  # over local replicas
+
+    def run(consts, data, batch, valid, t_rel, mb, gamma, key):
+        # Shapes inside shard_map: batch/valid/mb [Q, H, R_loc], t_rel [Q, H, R_loc, S].
+        R_loc = batch.shape[2]
+
+        def local_step(carry, inp):
+            X, buf = carry
+            b, ok, t, m = inp
+            loss, g = grad(data, X, b)
+            if noisy:
+                noise = jax.vmap(lambda m: jax.random.normal(jax.random.fold_in(key, m), (D,), obj.dtype))(m)
+                g = g + consts["grad_noise"] * noise
+            step = jnp.where(ok[:, None], -gamma * g, 0.0)
+            if track_time:
+                buf = buf.at[t[:, seg], jnp.arange(D)[None, :]].add(step)
+            return (X + step, buf), jnp.where(ok, loss, jnp.nan)
+
+        def round_step(xbar, inp):
+            # xbar is replicated (invariant over the mesh). The replicas must be marked as
+            # varying before differentiating: the gradient w.r.t. an invariant value is summed
+            # over the mesh axis by shard_map's transpose, which would silently turn local
+            # steps into synchronous SGD with an R-times step.
+            X = jax.lax.pcast(jnp.broadcast_to(xbar, (R_loc, D)), AXIS, to="varying")
+            buf = jnp.zeros((T_round if track_time else 1, D), obj.dtype)
+            buf = jax.lax.pcast(buf, AXIS, to="varying")
+            (X, buf), losses = jax.lax.scan(local_step, (X, buf), inp)
+            # A padding round (no microbatch on any replica, see ``pad_to``) leaves x̄ exactly
+            # as it is: averaging R equal copies could move it by rounding.
+            live = jax.lax.pmax(jnp.any(inp[1]).astype(jnp.int32), AXIS) > 0
+            xbar_new = jnp.where(live, jax.lax.pmean(jnp.mean(X, axis=0), AXIS), xbar)
+            f_ticks = None
+            if track_time:
+                # x̄ after tick t is xbar + (sum of the increments landed by t) / R; f(x̄) is
+                # evaluated as the ticks are integrated, so x̄ is never stored for every tick.
+                def tick(landed, inc):
+                    landed = landed + inc
+                    return landed, obj.loss(data, xbar + landed / R)
+
+                _, f_ticks = jax.lax.scan(tick, jnp.zeros_like(xbar), jax.lax.psum(buf, AXIS))
+            return xbar_new, (f_ticks, losses, xbar_new)
+
+        xbar, (f_ticks, losses, ends) = jax.lax.scan(round_step, consts["x0"], (batch, valid, t_rel, mb))
+        return xbar, f_ticks, losses, ends
+
+    return run
+
+
+@functools.lru_cache(maxsize=32)
+def _compiled(pk: ProgramKey, R: int, T_round: int, track_time: bool, mesh: Mesh):
+    """The jitted ``(consts, data, batch, valid, t_rel, mb, gammas, seed)`` program, cached on the
+    objective's program key (see ``Objective.program_key``), built from the numberless
+    ``pk.obj``: x0, f* and σ_g come in ``consts`` (``Objective.constants``)."""
+    obj = pk.obj
+    run = _round_runner(obj, R, T_round, track_time, pk.noisy)
+    rep = P(None, None, AXIS)
+    sharded = jax.shard_map(
+        run,
+        mesh=mesh,
+        in_specs=(P(), P(), rep, rep, rep, rep, P(), P()),
+        out_specs=(P(), P(), P(None, None, AXIS), P()),
+    )
+    grid = jax.vmap(sharded, in_axes=(None, None, None, None, None, None, 0, None))
+
+    def full(consts, data, batch, valid, t_rel, mb, gammas, seed):
+        key = jax.random.fold_in(jax.random.key(seed), 2)
+        xbar, f_ticks, losses, ends = grid(consts, data, batch, valid, t_rel, mb, gammas, key)
+        curve = None if f_ticks is None else f_ticks - consts["f_star"]
+        round_curve = jax.vmap(jax.vmap(lambda x: obj.loss(data, x)))(ends) - consts["f_star"]
+        return xbar, curve, losses, round_curve
+
+    name = None if pk.id is None else f"rpd.train.localsgd.local_sgd({pk.id}, {R}, {T_round}, {track_time}, {mesh!r})"
+    return Program(full, name)
+
+
+@functools.lru_cache(maxsize=32)
+def _start_value(pk: ProgramKey) -> Program:
+    """The jitted ``(consts, data) -> f(x⁰) - f*``: the curve's first point. A program of its own
+    (evaluated eagerly, f would build a program per operation in every process; inside the run's
+    program it would change how XLA fuses the round-end evaluations, and their rounding)."""
+    obj = pk.obj
+    name = None if pk.id is None else f"rpd.train.localsgd.start_value({pk.id})"
+
+    def start_value(consts, data):
+        return obj.loss(data, consts["x0"]) - consts["f_star"]
+
+    return Program(start_value, name)
+
+
+def round_shape(tl: Timeline) -> tuple[int, int]:
+    """(rounds, ticks of the longest round, its averaging included) of a LocalSGD timeline: the
+    shape of the program that runs it (see ``pad_to`` of :func:`local_sgd`)."""
+    sync = np.asarray(tl.sync_time)
+    start = np.concatenate([[0], sync[:-1] + 1])
+    return int(len(sync)), int((sync - start + 1).max())
+
+
+def local_sgd(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, track_time: bool = True,
+              mesh: Mesh | None = None, pad_to: tuple[int, int] | None = None) -> Result:
+    """LocalSGD driven by its pipeline timeline. Replica r = m mod R runs
+
+        x_r <- x_r - gamma * grad f(x_r; xi_m)      for its H microbatches of the round,
+        x_r <- mean_r' x_r'                          at the round's end (lax.pmean),
+
+    and the curve is f(x̄) - f* after every time step (``track_time``; otherwise only at round
+    ends, which is what the language model uses). ``traces["loss_z"]`` [G, N] is the minibatch
+    loss of each microbatch in microbatch order and ``traces["loss_time"]`` [N] the time step
+    of its last-stage forward.
+
+    ``pad_to=(rounds, round_ticks)``, each at least :func:`round_shape`'s, runs the compiled
+    program of that shape: rounds without microbatches are appended (they change nothing) and
+    every round's tick buffer is ``round_ticks`` long. Timelines of different lengths (the rungs
+    of a cost ladder) then share one compilation. The result is the unpadded one: x̄, the
+    minibatch losses and the curve are bitwise equal (f(x̄) is evaluated tick by tick, so the
+    padding changes no shape it sees); ``round_end_curve``, evaluated in a batch over rounds,
+    may differ in the last bits."""
+    from rpd.train.methods import _gammas
+    from rpd.validation import check_int
+
+    if tl.S != obj.S:
+        raise ValueError(f"timeline has S={tl.S} stages but the objective has S={obj.S} blocks")
+    gammas = _gammas(gamma)
+    p = localsgd_plan(tl, obj.n_batches)
+    inputs = [p["batch"], p["valid"], p["t_rel"], p["mb"]]
+    Q, T_round = len(p["length"]), p["T_round"]
+    if pad_to is not None:
+        if len(pad_to) != 2:
+            raise ValueError(f"pad_to must be (rounds, round_ticks), got {pad_to!r}")
+        rounds = check_int("pad_to[0]", pad_to[0], Q)
+        T_round = check_int("pad_to[1]", pad_to[1], T_round)
+        inputs = [np.concatenate([a, np.zeros((rounds - Q,) + a.shape[1:], a.dtype)]) for a in inputs]
+    mesh = replica_mesh(tl.R) if mesh is None else mesh
+    # Untracked, the tick buffer is not built, so the round length is not part of the program:
+    # timelines that differ only in their ticks (other costs) share it.
+    pk, consts = ProgramKey(obj), obj.constants()
+    fn = _compiled(pk, tl.R, T_round if track_time else 1, bool(track_time), mesh)
+    xbar, curve, losses, round_curve = fn(
+        consts, obj.data, *(on_device(a) for a in inputs), on_device(gammas, obj.dtype),
+        np.int32(check_int("seed", seed, 0)),
+    )
+    round_curve = np.asarray(round_curve)[:, :Q]
+    f0 = float(_start_value(pk)(consts, obj.data))
+    G = len(gammas)
+    if track_time:
+        curve = np.asarray(curve)  # [G, Q (padded), T_round (padded)]
+        body = np.concatenate([curve[:, q, : p["length"][q]] for q in range(Q)], axis=1)
+        axis_vals = np.arange(tl.T + 1)
+    else:
+        body = np.asarray(round_curve)
+        axis_vals = np.concatenate([[0], tl.sync_time + 1])
+    losses = np.asarray(losses).reshape(G, -1)[:, : tl.N]  # (round, step, replica) order = m order
+    return Result(
+        method="localsgd",
+        gammas=gammas,
+        axis=axis_vals,
+        axis_name="sim_time",
+        curve=np.concatenate([np.full((G, 1), f0), body], axis=1),
+        traces={"loss_z": losses, "loss_time": p["loss_time"].reshape(-1)[: tl.N],
+                "round_end_curve": round_curve},
+        x_final=np.asarray(xbar),
+        meta=dict(S=tl.S, N=tl.N, R=tl.R, H=tl.H, T=tl.T, seed=seed, objective=obj.name,
+                  devices=int(mesh.devices.size)),
+    )

@@ -1,0 +1,197 @@
+"""Method front-ends: PipeDream (PD), Randomized PipeDream (RPD), minibatch SGD, LocalSGD,
+and :func:`train`, which trains any timeline of the schedule family with its own semantics.
+
+Each builds an update plan (``rpd.train.plans``, ``rpd.train.semantics``) and runs it through the one stale
+block-SGD core (``rpd.train.core``) for a whole step-size grid in one compiled scan; LocalSGD runs
+replicas sharded over a device mesh (``rpd.train.localsgd``). All return a :class:`rpd.results.Result`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from rpd.train import core
+
+from rpd.train import plans
+
+from rpd.train import semantics
+from rpd.train.localsgd import local_sgd
+from rpd.objectives.base import Objective
+from rpd.results import Result, assemble_curve, record_rows
+from rpd.schedules import Timeline
+from rpd.validation import check_choice, check_int, check_real
+
+__all__ = ["Result", "local_sgd", "pipedream", "rpd", "run_plan", "sgd", "train"]
+
+
+def _gammas(gamma) -> np.ndarray:
+    try:
+        g = np.atleast_1d(np.asarray(gamma, dtype=np.float64))
+    except (TypeError, ValueError):
+        raise TypeError(f"gamma must be a number or a 1-d array of numbers, got {gamma!r}") from None
+    if g.ndim != 1 or g.size == 0:
+        raise ValueError(f"gamma must be a number or a 1-d array, got shape {g.shape}")
+    for v in g:
+        check_real("gamma", float(v))
+    return g
+
+
+def _points(n_events_axis: int, stride: int) -> np.ndarray:
+    """Recorded positions 0-based: after events stride-1, 2*stride-1, ..., and the last one."""
+    pts = np.arange(stride - 1, n_events_axis, stride)
+    if pts.size == 0 or pts[-1] != n_events_axis - 1:
+        pts = np.append(pts, n_events_axis - 1)
+    return pts.astype(np.int64)
+
+
+def _explicit_points(at, n_axis: int) -> np.ndarray:
+    a = np.asarray(at)
+    if a.ndim != 1 or a.size == 0 or not np.issubdtype(a.dtype, np.integer):
+        raise ValueError(f"at must be a non-empty 1-d int array, got {a.dtype} {a.shape}")
+    if a[0] < 1 or a[-1] > n_axis or np.any(np.diff(a) <= 0):
+        raise ValueError(f"at must increase strictly within 1..{n_axis}, got {a[0]}..{a[-1]}")
+    return (a - 1).astype(np.int64)
+
+
+def run_plan(obj: Objective, plan: plans.UpdatePlan, gamma, *, seed: int = 0, axis: str = "block_update",
+             stride: int = 1, ring_size: int | None = None, n_slots: int | None = None, diag_stride: int = 0,
+             T: int | None = None, method: str = "plan", meta: dict | None = None,
+             ema: float = 0.9, at=None) -> Result:
+    """Execute any update plan on a gamma grid.
+
+    ``axis="block_update"`` records f after every ``stride`` block updates;
+    ``axis="sim_time"`` after every ``stride`` time steps of the plan's ``time`` (0..T-1).
+    ``at`` (increasing ints in 1..T or 1..K) records exactly there instead: the axis values of
+    the curve, so runs of different lengths share one compiled program. ``n_slots`` (gradient
+    slots) defaults to the plan's, ``ring_size`` to what it needs (``plans.ring_size``)."""
+    check_choice("axis", axis, ("block_update", "sim_time"))
+    stride = check_int("stride", stride)
+    gammas = _gammas(gamma)
+    K = len(plan.block)
+    event = np.arange(K) if axis == "block_update" else np.asarray(plan.time)
+    n_axis = K if axis == "block_update" else int(T if T is not None else plan.time[-1] + 1)
+    points = _points(n_axis, stride) if at is None else _explicit_points(at, n_axis)
+    rows = record_rows(event, points)
+    C = plans.ring_size(plan, obj.S, diag_stride) if ring_size is None else check_int("ring_size", ring_size)
+    n_slots = int(np.max(plan.slot)) + 1 if n_slots is None else check_int("n_slots", n_slots)
+    raw, f0, per_update, x_final = core.execute(
+        obj, plan, rows, len(points), gammas, check_int("seed", seed, 0),
+        ring_size=C, n_slots=n_slots, diag_stride=diag_stride, ema=ema,
+    )
+    curve, axis_vals = assemble_curve(raw, rows, f0, points)
+    traces = {k: np.asarray(v) for k, v in per_update.items()}
+    return Result(
+        method=method,
+        gammas=gammas,
+        axis=axis_vals,
+        axis_name=axis,
+        curve=curve,
+        traces=traces,
+        x_final=np.asarray(x_final),
+        meta=dict(meta or {}, S=obj.S, K=K, ring_size=C, seed=seed, objective=obj.name),
+    )
+
+
+def pipedream(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, axis: str = "sim_time",
+              stride: int = 1, diag_stride: int = 0) -> Result:
+    """PipeDream (1F1B, weight stashing) driven by its timeline: iteration k is the k-th
+    backward op B(m, a) in (time, stage) order and applies
+
+        x_a <- x_a - gamma * grad_a f(z_m; xi_m),   z_m's block r = block r when F(m, r) ran.
+
+    The history ring holds at most NOAM + 1 versions of each block."""
+    if tl.S != obj.S:
+        raise ValueError(f"timeline has S={tl.S} stages but the objective has S={obj.S} blocks")
+    plan, n_slots = plans.pipedream_plan(tl, obj.n_batches)
+    return run_plan(obj, plan, gamma, seed=seed, axis=axis, stride=stride, n_slots=n_slots,
+                    diag_stride=diag_stride, T=tl.T, method="pd",
+                    meta={"N": tl.N, "T": tl.T, "noam": tl.noam})
+
+
+def rpd(obj: Objective, K: int, gamma, delta: int, seed: int = 0, *, delays="uniform",
+        block_order="uniform", batch_order="uniform", stride: int = 1, diag_stride: int = 0) -> Result:
+    """Randomized PipeDream: for k < K, draw a_k ~ U{0..S-1}, a batch uniformly with
+    replacement, and d_k^(r) ~ U{0..min(delta, k)} per block; then
+
+        x_a <- x_a - gamma * grad_a f(z^k; xi_k),   z^k's block r = block r of x^{k - d_k^(r)}.
+
+    ``delays`` / ``block_order`` / ``batch_order`` also take PD's arrays (see
+    ``rpd.train.plans.rpd_plan``), with which RPD reproduces PD exactly."""
+    plan = plans.rpd_plan(check_int("seed", seed, 0), K, obj.S, obj.n_batches, delta, delays=delays,
+                          block_order=block_order, batch_order=batch_order)
+    return run_plan(obj, plan, gamma, seed=seed, axis="block_update", stride=stride,
+                    diag_stride=diag_stride, method="rpd", meta={"delta": delta})
+
+
+def sgd(obj: Objective, N: int, gamma, *, seed: int = 0, stride: int = 1) -> Result:
+    """Minibatch SGD, the staleness-free reference: x <- x - gamma * grad f(x; xi_n), batch
+    n mod n_batches, for n < N. Recorded against block updates (S per step)."""
+    plan = plans.sgd_plan(check_int("N", N), obj.S, obj.n_batches)
+    return run_plan(obj, plan, gamma, seed=seed, axis="block_update", stride=stride,
+                    method="sgd", meta={"N": N})
+
+
+OPTIONS = {  # timeline kind -> the options of its semantics
+    "pipedream": ("predict", "ema"),
+    "pipemare": ("predict", "ema", "t1", "t1_window", "t2"),
+}
+
+
+def train(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, stride: int = 1, axis: str = "sim_time",
+          diag_stride: int = 0, at=None, ring_size: int | None = None, **options) -> Result:
+    """Train on any timeline with its schedule's semantics (``rpd.train.semantics``); the curve is on
+    the timeline's tick axis (``axis="sim_time"``) or against block updates, every ``stride``
+    or exactly ``at`` (see :func:`run_plan`). ``ring_size`` (raised to what the plan needs)
+    lets runs of several timelines share one compiled program.
+
+    Options: ``predict`` (PipeDream, PipeMare: forward at predicted weights), ``ema`` (the
+    velocity's EMA factor, default 0.9), ``t1`` / ``t1_window`` / ``t2`` (PipeMare). An option
+    the schedule does not have raises a ValueError naming it. LocalSGD timelines go to
+    :func:`local_sgd`; synchronous schedules, PipeDream-2BW and PipeMare to their plans."""
+    kind = tl.kind
+    allowed = OPTIONS.get(kind, ())
+    for name, value in options.items():
+        if name not in ("predict", "ema", "t1", "t1_window", "t2"):
+            raise TypeError(f"train() got an unknown option {name!r}")
+        if name not in allowed and value not in (None, False):
+            raise ValueError(f"option {name}={value!r} does not apply to a {kind} timeline "
+                             f"(its options: {list(allowed) or 'none'})")
+    ema = check_real("ema", float(options.get("ema") if options.get("ema") is not None else 0.9))
+    if not 0.0 <= ema < 1.0:
+        raise ValueError(f"ema must lie in [0, 1), got {ema}")
+    if kind == "local_sgd":
+        if at is None:
+            return local_sgd(obj, tl, gamma, seed=seed)
+        # The model LocalSGD trains is the replicas' average, which exists at round ends:
+        # record those and read each asked tick off the last round end at or before it.
+        res = local_sgd(obj, tl, gamma, seed=seed, track_time=False)
+        keep = _explicit_points(at, tl.T) + 1
+        idx = np.concatenate([[0], np.searchsorted(res.axis, keep, side="right") - 1])
+        return dataclasses.replace(res, axis=np.concatenate([[0], keep]), curve=res.curve[:, idx],
+                                   meta=dict(res.meta, recorded="round ends"))
+    if tl.S != obj.S and not tl.synchronous:
+        raise ValueError(f"timeline has S={tl.S} stages but the objective has S={obj.S} blocks")
+    n_slots = None  # the plan's
+    if kind == "pipedream":
+        plan, n_slots = (semantics.pipedream_prediction_plan(tl, obj.n_batches) if options.get("predict")
+                         else plans.pipedream_plan(tl, obj.n_batches))
+    elif kind == "pipemare":
+        plan = semantics.pipemare_plan(tl, obj.n_batches, predict=bool(options.get("predict")),
+                                       t1=bool(options.get("t1")), t1_window=options.get("t1_window"),
+                                       t2=bool(options.get("t2")))
+    elif kind == "pipedream_2bw":
+        plan, n_slots = semantics.pipedream_2bw_plan(tl, obj.n_batches), 2
+    elif tl.synchronous:
+        plan = semantics.synchronous_plan(tl, obj.S, obj.n_batches)
+    else:
+        raise ValueError(f"no training semantics for timeline kind {kind!r}")
+    if ring_size is not None:  # at least what the plan needs
+        ring_size = max(check_int("ring_size", ring_size), plans.ring_size(plan, obj.S, diag_stride))
+    active = {k: v for k, v in options.items() if v not in (None, False)}
+    res = run_plan(obj, plan, gamma, seed=seed, axis=axis, stride=stride, n_slots=n_slots,
+                   diag_stride=diag_stride, T=tl.T, method=kind, ema=ema, at=at, ring_size=ring_size,
+                   meta=dict(N=tl.N, T=tl.T, M=tl.M, schedule=kind, **active))
+    res.traces["update_time"] = np.asarray(plan.time)  # [K]: the tick each update lands
+    return res

@@ -1,0 +1,153 @@
+"""Every schedule's weight-version semantics as an update plan (SPEC §11, ZOO.md §4).
+
+A timeline says when each op runs; its semantics say which weights each gradient sees. Both
+meet in an :class:`~rpd.train.plans.UpdatePlan` for the one core, whose ``time`` is the tick each
+update lands, so every schedule trains on the same simulated-time axis:
+
+- synchronous (GPipe, 1F1B, interleaved, ZB-H1/H2, ZB-V, DualPipeV, Chimera): per flush q the
+  M microbatch gradients at W_q, averaged; block s's update lands at the last tick of its
+  stage's last backward (B, or W when split) of the flush (Chimera: after the all-reduce).
+  The iterates are minibatch SGD with batch M·B whatever the schedule; only the times differ.
+- PipeDream-2BW: minibatch q (M microbatches) at W_{max(q-1, 0)} on every stage, averaged;
+  block s's update lands at its rank's M-th backward of the minibatch (ZOO.md §3.13).
+- PipeDream: weight stashing (``rpd.train.plans.pipedream_plan``); with ``predict`` the forward reads
+  predicted weights ŵ_r = w_r - s·u_r, s = the updates block r receives between F(m, r) and
+  B(m, r) (S - 1 - r in steady state), u_r an EMA of block r's steps, and stashes them.
+- PipeMare: PipeDream's order with one weight version. Forward of stage r at the version
+  current at F(m, r); the VJP through stage q >= a at the version current at B(m, q), on the
+  forward-time activations (a two-point chain gradient). Like a pipeline, the plan runs it
+  stage-wise (``rpd.train.plans.stage_wise``): B(m, S-1), m's first update (every F(m, r) precedes
+  it), runs the forward into slot m mod NOAM, and each B(m, a) one stage's backward.
+  Options (ZOO.md §3.14; the PipeMare paper was not available, so these follow ZOO's
+  recollection and are documented as such):
+  T1 scales block a's step by τ^-(1 - min(i / window, 1)) (τ = that update's delay, at least 1,
+  i = the block's update count), T2 moves the backward weights back along the velocity,
+  ŵ_q = w_q + τ_q·u_q, toward the forward-time ones; ``predict`` as for PipeDream.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rpd.schedules.delays import forward_versions, read_versions
+from rpd.train.plans import UpdatePlan, pipedream_plan, versions_before
+from rpd.schedules import Timeline
+from rpd.validation import check_int
+
+
+def _landing_order(land_QxS: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Updates (q, s) of a per-flush landing table in iteration order: by tick, then block.
+    Returns (flush q [K], block s [K], tick [K]); raises if a later flush's update would land
+    before an earlier flush's (the order would then not be the schedule's)."""
+    Q, S = land_QxS.shape
+    q = np.repeat(np.arange(Q, dtype=np.int32), S)
+    s = np.tile(np.arange(S, dtype=np.int32), Q)
+    t = land_QxS.ravel()
+    o = np.lexsort((s, t))
+    if np.any(np.diff(q[o]) < 0):
+        raise ValueError(f"{kind}: a flush's update lands before the previous flush's last one")
+    return q[o], s[o], t[o].astype(np.int32)
+
+
+def _stage_blocks(tl: Timeline, S_obj: int) -> np.ndarray:
+    """int [n_stages]: the objective block each global stage's weights belong to."""
+    G = tl.n_stages
+    if S_obj == G:
+        return np.arange(G)
+    if S_obj == tl.S:  # chunked schedules on an objective with one block per rank
+        rank = np.zeros(G, np.int64)
+        rank[tl.table.stage] = tl.table.rank
+        return rank
+    raise ValueError(f"the objective has S={S_obj} blocks; the {tl.kind} timeline has {tl.S} ranks "
+                     f"and {G} stages (give it one block per stage or per rank)")
+
+
+def synchronous_plan(tl: Timeline, S_obj: int, n_batches: int) -> UpdatePlan:
+    """One flush of M microbatches = one minibatch SGD step with batch M·B (module doc)."""
+    if not tl.synchronous:
+        raise ValueError(f"expected a synchronous schedule, got kind={tl.kind!r}")
+    M = tl.M
+    Q = tl.N // M
+    if Q * M != tl.N:
+        raise ValueError(f"N={tl.N} is not a whole number of flushes of M={M}")
+    per_stage = tl.b_time.reshape(Q, M, tl.n_stages).max(axis=1)  # [Q, n_stages]
+    block = _stage_blocks(tl, S_obj)
+    land = np.full((Q, S_obj), -1, np.int64)
+    for g in range(tl.n_stages):
+        land[:, block[g]] = np.maximum(land[:, block[g]], per_stage[:, g])
+    if tl.kind == "chimera" and tl.flush_time is not None:  # replicated stages: after the all-reduce
+        land = np.maximum(land, np.asarray(tl.flush_time)[:, None])
+    q, s, t = _landing_order(land, tl.kind)
+    return _minibatch_plan(q, s, t, q, M, S_obj, n_batches, n_slots=1)
+
+
+def pipedream_2bw_plan(tl: Timeline, n_batches: int) -> UpdatePlan:
+    """W_{q+1} = W_q - γ (1/M) Σ_{j in q} ∇f_j(W_{q-1}) (W_{-1} = W_0); ZOO.md §3.13."""
+    if tl.kind != "pipedream_2bw":
+        raise ValueError(f"expected a PipeDream-2BW timeline, got kind={tl.kind!r}")
+    M, S = tl.M, tl.S
+    Q = tl.N // M
+    land = tl.b_time[M - 1: Q * M: M]  # [Q, S]: each rank's M-th backward of minibatch q
+    q, s, t = _landing_order(land, tl.kind)
+    return _minibatch_plan(q, s, t, np.maximum(q - 1, 0), M, S, n_batches, n_slots=2)
+
+
+def _minibatch_plan(q, s, t, version, M, S, n_batches, n_slots) -> UpdatePlan:
+    first = np.zeros(len(q), bool)
+    first[np.unique(q, return_index=True)[1]] = True
+    return UpdatePlan(
+        block=s,
+        batch=((q.astype(np.int64) * M) % n_batches).astype(np.int32),
+        read=np.repeat(version.astype(np.int32)[:, None], S, axis=1),
+        fresh=first,
+        slot=(q % n_slots).astype(np.int32),
+        time=t,
+        n_micro=int(M),
+    )
+
+
+def _version_tables(tl: Timeline):
+    """(vF [N, S], vB [N, S], current [K, S]): versions block r had when F(m, r) read it, when
+    B(m, r) ran, and at every update."""
+    current = versions_before(tl.update_stage, tl.S)[:-1]
+    vB = np.empty((tl.N, tl.S), np.int32)
+    vB[tl.update_mb, tl.update_stage] = current[np.arange(tl.K), tl.update_stage]
+    return forward_versions(tl), vB, current
+
+
+def pipedream_prediction_plan(tl: Timeline, n_batches: int) -> tuple[UpdatePlan, int]:
+    """PipeDream's stashed plan whose forward (and stashed) weights are predicted."""
+    plan, n_slots = pipedream_plan(tl, n_batches)
+    vF, vB, _ = _version_tables(tl)
+    return plan._replace(horizon=(vB - vF)[tl.update_mb].astype(np.float64)), n_slots
+
+
+def pipemare_plan(tl: Timeline, n_batches: int, *, predict: bool = False, t1: bool = False,
+                  t1_window: int | None = None, t2: bool = False) -> UpdatePlan:
+    """PipeMare (module doc): microbatch m's two-point gradient, one stage per update, in
+    gradient slot m mod NOAM. Update k of block a reads the forward versions of m, and the
+    backward version of block q >= a current at B(m, q) (q < a: the current one, unused)."""
+    if tl.kind not in ("pipemare", "pipedream"):
+        raise ValueError(f"expected a PipeMare timeline, got kind={tl.kind!r}")
+    vF, vB, current = _version_tables(tl)
+    m, a = tl.update_mb, tl.update_stage
+    later = np.arange(tl.S)[None, :] >= a[:, None]  # stages the backward of update k has passed
+    read_bwd = np.where(later, vB[m], current)  # stages < a do not enter block a's gradient
+    tau = (vB - vF)[m]  # [K, S] updates between F(m, r) and B(m, r)
+    first = np.zeros(tl.K, bool)
+    first[np.unique(m, return_index=True)[1]] = True
+    plan = UpdatePlan(
+        block=a, batch=(m % n_batches).astype(np.int32), read=read_versions(tl),
+        fresh=first, slot=(m % tl.noam).astype(np.int32), time=tl.update_time,
+        read_bwd=read_bwd.astype(np.int32),
+    )
+    if predict:
+        plan = plan._replace(horizon=tau.astype(np.float64))
+    if t2:
+        plan = plan._replace(horizon_bwd=-np.where(later, tau, 0).astype(np.float64))
+    if t1:
+        window = check_int("t1_window", t1_window if t1_window is not None else max(1, tl.N // 4))
+        delay = np.maximum(tau[np.arange(tl.K), a], 1).astype(np.float64)
+        progress = np.minimum(current[np.arange(tl.K), a] / window, 1.0)
+        plan = plan._replace(scale=delay ** -(1.0 - progress))
+    return plan

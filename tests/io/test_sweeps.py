@@ -1,0 +1,106 @@
+"""Sweeps into tables (issue 12, item 2): rpd.io.store.load_sweep on a real multirun, the job
+directories' links to their runs, the end-of-sweep summary, ``python -m rpd.io.store ls``, the
+example sweep written as hydra.sweeper.params, and main's return value for optimising sweepers."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from test_configs import ROOT, TINY_LINEAR, _compose
+
+from experiments import train
+from rpd.io import store
+
+TINY_E3 = [o for o in TINY_LINEAR if not o.startswith("method.")] + [
+    "schedule.R=3", "method.gamma_lo=-5", "method.gamma_hi=-3"]
+
+
+@pytest.fixture(scope="module")
+def e3_sweep(tmp_path_factory):
+    """The example sweep (configs/sweep/e3_methods.yaml: method=pd,localsgd x schedule.H), shrunk,
+    with H=2,5 from the command line (it wins over the file's 2,5,30): 4 jobs, PD's second is
+    the same stored run (PD does not read H)."""
+    tmp = tmp_path_factory.mktemp("sweep")
+    env = dict(os.environ, HYDRA_FULL_ERROR="1", WANDB_MODE="disabled")
+    cmd = [sys.executable, "-m", "experiments.train", "-m", "experiment=e3_nesterov", "sweep=e3_methods",
+           "schedule.H=2,5", *TINY_E3, f"results_root={tmp / 'results'}", f"hydra.sweep.dir={tmp / 'multirun'}"]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return tmp, proc
+
+
+def test_load_sweep_is_the_sweeps_table(e3_sweep):
+    tmp, proc = e3_sweep
+    df = store.load_sweep(tmp / "multirun")
+    assert list(df["job"]) == [0, 1, 2, 3]
+    assert list(df["method"]) == ["pd", "pd", "localsgd", "localsgd"]
+    assert list(df["skipped"]) == [False, True, False, False]
+    assert df["H"].isna().tolist() == [True, True, False, False]  # PD's key has no H
+    assert list(df["H"][2:]) == [2, 5] and set(df["S"]) == {3} and set(df["N"]) == {8}
+    assert df["result"][0] == df["result"][1] != df["result"][2]
+    assert ["method=pd", "schedule.H=2"] == df["overrides"][0].split()[:2]
+    assert list(df["status"]) == ["ok"] * 4 and df["wandb_id"].isna().all()
+    for row in df.itertuples():  # every number is the stored run's, recomputed from its curves
+        run = store.load_run(row.result)
+        s = run.summary
+        assert row.gamma == s["tuning/gamma"] and row.final_selected == s["final/selected"]
+        final = run.curves[s["metric"]].mean(axis=0)[:, -1]
+        ok = ~np.asarray(s["diverged"], bool)
+        assert row.final_best == pytest.approx(final[ok].min(), rel=1e-12)
+        assert row.final_best <= row.final_selected
+    # the end-of-sweep summary and the links in each job directory
+    assert "4 jobs, 3 done, 1 skipped (already stored), 0 failed" in proc.stdout
+    for job in range(4):
+        link = tmp / "multirun" / str(job)
+        assert (link / "result").resolve() == (tmp / "results" / "train" / os.path.basename(df["result"][job])).resolve()
+
+
+def test_load_sweep_filters_and_store_listing(e3_sweep):
+    tmp, _ = e3_sweep
+    local = store.load_sweep(tmp / "multirun", method="localsgd", H=[5, 30])
+    assert list(local["job"]) == [3]
+    assert list(store.load_sweep(tmp / "multirun", H=None)["job"]) == [0, 1]
+    with pytest.raises(ValueError, match="unknown filter 'gama'.*gamma"):
+        store.load_sweep(tmp / "multirun", gama=1)
+    runs = store.load_sweep(tmp / "results" / "train")  # a results store: one row per run
+    assert len(runs) == 3 and runs["overrides"].eq("").all() and set(runs["method"]) == {"pd", "localsgd"}
+    with pytest.raises(FileNotFoundError):
+        store.load_sweep(tmp / "nothing")
+
+
+def test_store_ls_cli(e3_sweep, capsys):
+    tmp, _ = e3_sweep
+    assert store.main(["ls", str(tmp / "multirun"), "method=localsgd", "--columns", "job,H,status"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["job", "H", "status"]
+    assert [line.split() for line in out[1:3]] == [["2", "2", "ok"], ["3", "5", "ok"]]
+    assert out[3] == "2 jobs: 2 done, 0 skipped, 0 failed"
+    assert store.main(["ls", str(tmp / "multirun"), "H=30"]) == 0
+    assert "(no jobs)" in capsys.readouterr().out
+    assert store.main(["ls", str(tmp / "multirun"), "nope=1"]) == 2
+    proc = subprocess.run([sys.executable, "-m", "rpd.io.store", "ls", str(tmp / "multirun"), "--csv"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.splitlines()[0].startswith("job,overrides,method")
+    assert len(proc.stdout.splitlines()) == 5
+
+
+def test_main_returns_the_selected_metric(tmp_path):
+    """What an optimising sweeper (Optuna, Ax) minimises: the final value at the selected γ."""
+    cfg = _compose([f"results_root={tmp_path}", *TINY_LINEAR])
+    value = train.main.__wrapped__(cfg)
+    out = train.run(cfg)
+    assert out.skipped and value == out.summary["final/selected"] and math.isfinite(value)
+
+
+def test_sweep_counts_and_swept():
+    import pandas as pd
+
+    df = pd.DataFrame({"status": ["ok", "diverged", "failed", "no result", "ok"],
+                       "skipped": [False, False, False, False, True]})
+    assert store.sweep_counts(df) == {"total": 5, "done": 2, "skipped": 1, "failed": 2}
+    assert store.swept(["a=1 b=2 c=3", "a=2 b=2 c=3"]) == ["a=1", "a=2"]

@@ -1,0 +1,106 @@
+"""Sizes are bounded before allocation (issue 13, item 4): rpd.runtime.budget and the config estimate."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from experiments import config as C
+from experiments import train
+from rpd import schedules
+
+from rpd.runtime import budget
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+def _compose(overrides):
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        return compose("train", overrides=list(overrides))
+
+
+def test_check_names_the_fields_of_the_largest_term():
+    terms = [budget.Term("data", ("objective.n", "objective.d"), 3 * budget.GB),
+             budget.Term("ring", ("schedule.noam", "objective.d"), 5 * budget.GB)]
+    assert budget.check(terms, cap=8 * budget.GB) == 8 * budget.GB  # at the cap: allowed
+    with pytest.raises(budget.TooLargeError, match=r"^schedule.noam, objective.d too large: the run needs "
+                                                   r"about 8 GiB \(ring: 5 GiB\), more than the cap \(7 GiB\)"):
+        budget.check(terms, cap=7 * budget.GB)
+
+
+def test_cap_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv(budget.CAP_ENV, "0.5")
+    assert budget.cap_bytes() == (budget.GB // 2, "$RPD_MAX_MEMORY_GB")
+    with pytest.raises(budget.TooLargeError, match=r"more than \$RPD_MAX_MEMORY_GB \(0.5 GiB\)\. Lower x\.$"):
+        budget.check([budget.Term("t", ("x",), budget.GB)])
+    monkeypatch.setenv(budget.CAP_ENV, "lots")
+    with pytest.raises(ValueError, match="RPD_MAX_MEMORY_GB must be a number of GiB, got 'lots'"):
+        budget.cap_bytes()
+    monkeypatch.delenv(budget.CAP_ENV)
+    cap, what = budget.cap_bytes()
+    assert what == "the available memory" and (cap is None or cap > 0)
+
+
+def test_pipedream_of_a_huge_S_refuses_within_seconds():
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match="too large to simulate"):
+        schedules.pipedream(10**5, 100)
+    assert time.perf_counter() - t0 < 5
+
+
+SMALL = ["objective.n=200", "objective.d=32", "objective.batch_size=10", "schedule.N=20", "schedule.S=4"]
+HUGE = [  # (overrides, the fields the error names first)
+    (["schedule.N=1000000000"], "schedule.N, schedule.S too large"),
+    (["schedule.T=1000000000"], "schedule.T, schedule.S too large"),
+    (["schedule.noam=1000000000"], "schedule.noam, objective.d too large"),
+    (["objective.n=1000000000", "objective.d=1000000"], "objective.n, objective.d too large"),
+    (["method=localsgd", "schedule.H=1000000000"], "schedule.R, schedule.H too large"),
+    (["method=localsgd", "schedule.R=1000000000"], "schedule.R, objective.d too large"),
+    (["method=rpd", "method.delta=1000000000"], "method.delta, objective.d too large"),
+    (["objective=nanochat", "objective.batch_size=100000", "objective.seq_len=100000"],
+     "objective.batch_size, objective.seq_len, objective.width too large"),
+]
+
+
+@pytest.mark.parametrize("overrides, message", HUGE, ids=[" ".join(o) for o, _ in HUGE])
+def test_oversized_configs_fail_before_any_work(overrides, message, tmp_path, monkeypatch):
+    monkeypatch.setenv(budget.CAP_ENV, "16")
+    t0 = time.perf_counter()
+    with pytest.raises(budget.TooLargeError, match=message):
+        train.run(_compose([f"results_root={tmp_path}", *SMALL, *overrides]))
+    assert time.perf_counter() - t0 < 5
+    assert not (tmp_path / "train").exists()  # nothing computed, nothing recorded
+
+
+def test_the_estimate_of_a_small_run_is_small(monkeypatch):
+    monkeypatch.setenv(budget.CAP_ENV, "16")
+    for extra in ([], ["method=localsgd"], ["method=rpd"], ["objective=nanochat"]):
+        terms = C.memory_terms(C.typed(_compose([*SMALL, *extra])))
+        # (the LM's activation estimate, calibrated on XLA's temporaries at E5's size, is 143 MB here)
+        assert 0 < budget.check(terms) < 256 * 2**20, extra
+    def timeline(extra):
+        (t,) = [t for t in C.memory_terms(C.typed(_compose([*SMALL, *extra]))) if t.what.startswith("timeline")]
+        return t.nbytes // (4 * C.TIMELINE_BYTES_PER_CELL)  # the bound on T (S = 4 lanes, unit costs)
+
+    assert timeline([]) == 2 * 20 + 2 * 4 == schedules.pipedream(4, 20).T + 2  # PD: 2N + 2S - 2
+    assert timeline(["schedule.noam=1"]) == 2 * 20 * 4 + 2 * 4 >= schedules.pipedream(4, 20, 1).T
+    gpipe = ["method=pipeline", "schedule=gpipe"]  # 5 flushes of M = 4: 5 * 2 * (4 + 3) = 70
+    assert timeline(gpipe) == 2 * 20 + 5 * 2 * 4 >= schedules.gpipe(4, 20, 4).T == 70
+    assert timeline([*gpipe, "costs=b2f"]) == 2 * timeline(gpipe)  # B = 2 ticks
+
+
+def test_localsgd_lm_activations_count_every_replica(monkeypatch):
+    """LocalSGD differentiates its R replicas at once: R times the activations of one gradient
+    per γ (the estimate once left R out; XLA's temporaries at E5's size are ~R times)."""
+    monkeypatch.setenv(budget.CAP_ENV, "16")
+
+    def acts(extra):
+        (t,) = [t for t in C.memory_terms(C.typed(_compose([*SMALL, "objective=nanochat", *extra])))
+                if t.what == "LM activations"]
+        return t
+
+    two, four = acts(["method=localsgd", "schedule.R=2"]), acts(["method=localsgd", "schedule.R=4"])
+    assert four.nbytes == 2 * two.nbytes and "schedule.R" in four.fields
+    assert "schedule.R" not in acts([]).fields  # PD: one gradient per γ at a time
