@@ -43,12 +43,9 @@ import numpy as np  # noqa: E402
 
 import rpd  # noqa: E402,F401
 from rpd import objectives, schedules  # noqa: E402
-from rpd.train import core
-from rpd.train import methods
-from rpd.train import plans
-from rpd.train import replay
-from rpd.analysis import tuning
+from rpd.analysis import tuning  # noqa: E402
 from rpd.studies import pd_vs_rpd  # noqa: E402
+from rpd.train import core, methods, plans, replay  # noqa: E402
 
 
 def bench_e1() -> None:

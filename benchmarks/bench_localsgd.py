@@ -34,8 +34,8 @@ T_START = time.perf_counter()
 
 import rpd  # noqa: E402,F401
 from rpd import schedules  # noqa: E402
-from rpd.io import store
-from rpd.analysis import tuning
+from rpd.analysis import tuning  # noqa: E402
+from rpd.io import store  # noqa: E402
 from rpd.schedules import BWD, FWD  # noqa: E402
 from rpd.studies import make_config, pd_vs_localsgd, scaling  # noqa: E402
 

@@ -26,13 +26,11 @@ import numpy as np
 
 from benchmarks.bench_nanochat import _text
 from rpd import schedules
-from rpd.train import core
-from rpd.train import methods
-from rpd.train import plans
 from rpd.analysis import simtime
 from rpd.objectives import nanochat as nc
 from rpd.results import record_rows
 from rpd.studies import nanochat as e5
+from rpd.train import core, methods, plans
 
 MiB = 2.0**20
 

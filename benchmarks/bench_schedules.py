@@ -20,7 +20,6 @@ import numpy as np
 from rpd import schedules
 
 # ---------------------------------------------------------------- the straightforward loop
-
 from rpd.schedules import delays
 
 

@@ -50,11 +50,8 @@ import numpy as np  # noqa: E402
 
 import rpd  # noqa: E402,F401
 from rpd import objectives, results, schedules  # noqa: E402
-from rpd.train import core
-from rpd.train import methods
-from rpd.train import plans
-from rpd.train import semantics
-from rpd.analysis import tuning
+from rpd.analysis import tuning  # noqa: E402
+from rpd.train import core, methods, plans, semantics  # noqa: E402
 
 S = 8
 GAMMAS = tuning.pow2_grid(-8, -4)  # 5 stable step sizes on both objectives (L ≈ 2.2): no overflow paths

@@ -9,8 +9,11 @@ running at the latest moment drawn), sends SIGINT after a delay drawn uniformly 
 [0, --latest] seconds (imports, hydra, the objective, the compile and the run all fall in it)
 and classifies the outcome:
 
-    clean          exit 130, the one-line message, no traceback, no run stored as complete,
-                   no temporary file left in the store
+    clean          exit 130, one line (rpd's message, or the entry point's "while starting"
+                   one before rpd is imported), no traceback, no run stored as complete, no
+                   temporary file left in the store
+    pre-python     the signal came before the interpreter ran any of our code (it dies in its
+                   own start-up: "init_import_site", or killed by the signal, -2): outside rpd
     finished       the run ended before the signal (exit 0, stored ok): not an interrupt
     stored-as-ok   exit 130 or 0 after the signal but a complete run in the store: the bug
     crash          any other exit status, a traceback, or a leftover temporary file
@@ -37,9 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from rpd.io import store  # noqa: E402
 from rpd.runtime import interrupt  # noqa: E402
-
-from rpd.io import store
 
 COMMAND = ["-m", "experiments.train", "method=localsgd", "schedule.N=20000"]
 
@@ -78,8 +80,10 @@ def one_try(delay: float, tmp: Path) -> str:
         return "finished" if proc.returncode == 0 and complete else "crash"
     if complete:
         return "stored-as-ok"
-    if proc.returncode != interrupt.EXIT_INTERRUPTED or "Traceback" in err or leftovers \
-            or interrupt.MESSAGE not in err:
+    if "init_import_site" in err or (proc.returncode == -signal.SIGINT and not err):
+        return "pre-python"
+    one_line = interrupt.MESSAGE in err or "interrupted (Ctrl-C) while starting" in err
+    if proc.returncode != interrupt.EXIT_INTERRUPTED or "Traceback" in err or leftovers or not one_line:
         sys.stderr.write(f"  delay {delay:.2f} s: exit {proc.returncode}\n{err[-1500:]}\n")
         return "crash"
     return "clean"
@@ -110,7 +114,7 @@ def main() -> int:
             h.terminate()
     summary = {"tries": args.tries, "hog": args.hog, "latest_s": args.latest,
                "wall_s": round(time.monotonic() - t0, 1),
-               **{k: counts.get(k, 0) for k in ("clean", "finished", "stored-as-ok", "crash")}}
+               **{k: counts.get(k, 0) for k in ("clean", "finished", "pre-python", "stored-as-ok", "crash")}}
     print(json.dumps(summary))
     return 0 if summary["stored-as-ok"] == 0 and summary["crash"] == 0 else 1
 

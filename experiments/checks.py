@@ -24,8 +24,8 @@ from experiments.config import (
     _value,
 )
 from rpd import registry
-from rpd.runtime import budget
 from rpd.analysis import tuning
+from rpd.runtime import budget
 from rpd.schedules.costs import CostModel
 from rpd.validation import check_choice, check_int, check_real
 

@@ -270,17 +270,3 @@ register()
 
 def _value(x):
     return x.value if isinstance(x, enum.Enum) else x
-
-
-# The value checks and conversions live in experiments.checks (it imports the schemas above);
-# their names stay reachable here (C.typed, C.validate, ...), imported on first use.
-_CHECKS = ("gammas", "validate", "memory_terms", "cost_model", "run_spec", "to_container", "check_keys",
-           "typed", "LM_VOCAB_ESTIMATE", "TIMELINE_BYTES_PER_CELL")
-
-
-def __getattr__(name: str):
-    if name in _CHECKS:
-        from experiments import checks
-
-        return getattr(checks, name)
-    raise AttributeError(f"module 'experiments.config' has no attribute {name!r}")

@@ -25,11 +25,9 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from rpd import schedules
-
-from rpd.schedules import delays
-
 from rpd.plotting import style
-from rpd.studies import StudyOutput
+from rpd.results import StudyOutput
+from rpd.schedules import delays
 from rpd.validation import check_int
 
 # ---------------------------------------------------------------- E2: the delay law

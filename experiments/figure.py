@@ -25,12 +25,14 @@ import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from experiments import checks
 from experiments import config as C
+from experiments.manifest import FigureOutcome, Report, write_manifest
 from experiments.tables import column_order, format_table  # noqa: F401  (re-exported)
 from rpd.runtime import compile_cache
 from rpd.validation import qualify
@@ -41,20 +43,6 @@ EXTERNAL = {"e2_delay_law": "experiments.delay_law", "e7_schedules": "experiment
 
 class StudyNotAvailable(ImportError):
     """The study's module is not in the repository (yet)."""
-
-
-class FigureOutcome(NamedTuple):
-    name: str
-    png: Path
-    numbers: Path
-    size: str
-    config: dict  # the study's Config, as stored
-    runtime_s: float  # of the computation (from the store when reused)
-    cached: bool  # the stored output was reused
-    table: list[dict]
-    summary: dict
-    run_path: Path
-    programs: dict | None = None  # XLA programs built while computing: {"compiled", "from_cache", "seconds"}
 
 
 def resolve(name: str) -> SimpleNamespace:
@@ -214,7 +202,7 @@ def draw(name: str, path: Path, out_dir: str | Path = "paper_figures", *, cached
          git_commit: str | None = None) -> FigureOutcome:
     """Draw figure ``name`` and write its numbers from the stored output at ``path``."""
     from rpd.io import store
-    from rpd.studies import StudyOutput
+    from rpd.results import StudyOutput
 
     run = store.load_run(path)
     if run.status != "ok":
@@ -239,7 +227,7 @@ def make_figure(cfg, *, on_step=None, on_start=None, git_commit: str | None = No
     """The whole job of ``experiments.figure`` for a composed ``FigureConfig``."""
     if isinstance(cfg, DictConfig) and OmegaConf.is_missing(cfg.study, "name"):
         raise SystemExit(f"experiments.figure needs experiment=<name>, one of {', '.join(experiments())}")
-    cfg = C.typed(cfg, C.FigureConfig)
+    cfg = checks.typed(cfg, C.FigureConfig)
     name, size = cfg.study.name, C._value(cfg.size)
     overrides = C.study_fields(cfg.study)
     path, cached = compute(name, size, overrides, results_root=cfg.results_root, force=cfg.force,
@@ -291,7 +279,6 @@ def run_and_report(cfg: DictConfig) -> None:
 
     if HydraConfig.initialized() and not OmegaConf.is_missing(cfg.study, "name"):
         check_not_ignored(HydraConfig.get().overrides.task, cfg.study.name)
-    from experiments.reproduce_paper_figures import Report, write_manifest  # (it imports this module)
     from rpd.io.provenance import git_commit
 
     wandb = C._value(cfg.logger.kind) == "wandb"

@@ -26,8 +26,6 @@ its study is not in the repository ("missing").
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import multiprocessing
 import os
 import signal
@@ -36,15 +34,17 @@ import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import Sequence
 
 from tqdm.auto import tqdm
 
+from experiments import checks
 from experiments import config as C
 from experiments import figure as F
+from experiments.manifest import Report, write_manifest
+from rpd.io.provenance import git_commit
 from rpd.runtime import compile_cache
 from rpd.runtime.concurrency import default_workers
-from rpd.io.provenance import git_commit, provenance
 from rpd.validation import check_int
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
@@ -68,14 +68,6 @@ FIGURES = {
 
 
 MAX_ROWS = 40  # rows of a study's table printed in the summary (all of them are in its JSON)
-
-
-class Report(NamedTuple):
-    name: str
-    status: str  # "ok" | "reused" | "failed" | "missing"
-    outcome: F.FigureOutcome | None
-    error: str | None
-    wall_s: float
 
 
 def select(only: str | None, names: Sequence[str] = tuple(FIGURES)) -> list[str]:
@@ -108,7 +100,7 @@ def figure_config(name: str, size: str, *, force: bool, results_root: str, out_d
 
         with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
             return compose("figure", overrides=[f"experiment={name}", *overrides])
-    return C.typed({"study": {"name": name}, "size": size, "force": force,
+    return checks.typed({"study": {"name": name}, "size": size, "force": force,
                     "results_root": results_root, "out_dir": out_dir}, C.FigureConfig)
 
 
@@ -253,38 +245,6 @@ def reproduce(names: Sequence[str], size: str = "quick", *, force: bool = False,
         print(f"warning: MANIFEST.json not written to {out_dir}: {err}", file=sys.stderr)
     print(summary_text(reports, messages), file=file or sys.stdout)
     return reports
-
-
-def write_manifest(out_dir: Path, reports: Sequence[Report], size: str, commit: str | None,
-                   run_provenance: dict | None = None) -> Path:
-    """Merge this run's figures into ``<out_dir>/MANIFEST.json`` (atomically). The top-level
-    ``provenance`` is this run's (default :func:`rpd.io.provenance.provenance`); each figure made
-    now carries it too, so figures kept from earlier runs keep theirs."""
-    from rpd.io import store
-
-    run_provenance = provenance() if run_provenance is None else run_provenance
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "MANIFEST.json"
-    try:
-        manifest = json.loads(path.read_text())
-    except (OSError, ValueError):
-        manifest = {}
-    figures = manifest.get("figures", {})
-    for r in reports:
-        o = r.outcome
-        figures[r.name] = {
-            "status": r.status, "error": r.error, "size": o.size if o else size,
-            "png": o.png.name if o else None, "numbers": o.numbers.name if o else None,
-            "config": o.config if o else None, "runtime_s": o.runtime_s if o else None,
-            "programs": o.programs if o else None,
-            "wall_s": r.wall_s, "results": str(o.run_path) if o else None, "git_commit": commit,
-            "provenance": run_provenance,
-        }
-    manifest = {"generated_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                "git_commit": commit, "provenance": run_provenance, "figures": figures}
-    store.atomic_write(path, json.dumps(store.to_jsonable(manifest), indent=1, sort_keys=True).encode())
-    return path
 
 
 def _programs_text(programs: dict | None) -> str:

@@ -3,13 +3,13 @@ it stored, and a summary at the end of a multirun.
 
 - :func:`link` writes ``<job output dir>/result.json`` (and a ``result`` symlink) naming the
   run directory in the results store, its status and whether it was skipped
-  (``rpd.io.store.link_job``);
+  (``rpd.io.sweeps.link_job``);
 - :class:`SweepSummary` (``hydra.callbacks.sweep_summary`` in configs/train.yaml) prints the
-  sweep as a table at the end of a multirun (``rpd.io.store.load_sweep``), with the count of done,
+  sweep as a table at the end of a multirun (``rpd.io.sweeps.load_sweep``), with the count of done,
   skipped and failed jobs, and exits non-zero when a job failed (after every job ran).
 
     python -m experiments.train -m method=pd,localsgd schedule.S=2,4
-    python -m rpd.io.store ls multirun/train/<date>/<time>     # the same table later
+    python -m rpd.io.sweeps ls multirun/train/<date>/<time>     # the same table later
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from rpd.io import store
+from rpd.io import sweeps
 
 SHOWN = ["job", "overrides", "status", "skipped", "gamma", "final_selected", "final_best"]
 
@@ -37,14 +37,14 @@ def link(result, *, status: str, skipped: bool = False, error: str | None = None
     where = job_dir()
     if where is None:
         return None
-    return store.link_job(where, result, status=status, skipped=skipped, error=error, wandb_id=wandb_id)
+    return sweeps.link_job(where, result, status=status, skipped=skipped, error=error, wandb_id=wandb_id)
 
 
 def summary_text(sweep_dir: str | Path) -> tuple[str, dict]:
     """The table and the counts line of a finished sweep."""
-    df = store.load_sweep(sweep_dir)
-    c = store.sweep_counts(df)
-    shown = df.assign(overrides=store.swept(df["overrides"]))[SHOWN]
+    df = sweeps.load_sweep(sweep_dir)
+    c = sweeps.sweep_counts(df)
+    shown = df.assign(overrides=sweeps.swept(df["overrides"]))[SHOWN]
     table = shown.to_string(index=False) if len(df) else "(no jobs)"
     line = (f"sweep {sweep_dir}: {c['total']} jobs, {c['done']} done, {c['skipped']} skipped "
             f"(already stored), {c['failed']} failed")

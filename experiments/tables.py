@@ -51,7 +51,7 @@ def format_table(rows: list[dict]) -> str:
     :func:`rpd.plotting.style.gamma_label`)."""
     import re
 
-    from rpd.plotting.style import gamma_label, pow2_label
+    from rpd.results import gamma_label, pow2_label
 
     if not rows:
         return "  (no rows)"

@@ -31,6 +31,7 @@ import hydra
 import numpy as np
 from omegaconf import DictConfig
 
+from experiments import checks
 from experiments import config as C
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ def run_config(cfg) -> dict:
     defaults it resolves filled in (``rpd.registry.prepare``), so e.g. ``schedule.H`` does not
     split PD runs. The LM's key holds the SHA-256 of its text (``rpd.objectives.corpus.identity``). Logger,
     paths and the experiment name are left out."""
-    full = C.to_container(cfg)
+    full = checks.to_container(cfg)
     key = {k: full[k] for k in ("objective", "method", "schedule", "costs")}
     o, m = key["objective"], key["method"]
     if o["name"] == "nanochat":
@@ -76,9 +77,9 @@ def run_config(cfg) -> dict:
         if o["name"] != "logistic_regression":
             o["lam"] = None
     if m["gammas"] is None:
-        m["gammas"] = C.gammas(cfg.method)
+        m["gammas"] = checks.gammas(cfg.method)
     m.pop("gamma_lo"), m.pop("gamma_hi")
-    spec = C.run_spec(cfg)
+    spec = checks.run_spec(cfg)
     m.update(dataclasses.asdict(spec.options))
     key["schedule"] = dict(name=spec.pipeline.name, **dataclasses.asdict(spec.pipeline.params))
     return key
@@ -118,11 +119,10 @@ def _stack(arrays: list) -> np.ndarray | None:
 def train(cfg) -> tuple[dict, dict, str]:
     """The computation of one job (no I/O): curves, summary and status ("ok" / "diverged")."""
     from rpd import registry
-
     from rpd.analysis import tuning
     t0 = time.perf_counter()
-    grid = C.gammas(cfg.method)
-    spec = C.run_spec(cfg)
+    grid = checks.gammas(cfg.method)
+    spec = checks.run_spec(cfg)
     obj = build_objective(cfg.objective, cfg.schedule.S)
     lm = obj.name == "nanochat"
     results, sim_time, block_update, extra = [], None, None, {}
@@ -197,8 +197,8 @@ def run(cfg) -> TrainOutcome:
     """The whole job. ``cfg``: a composed DictConfig, a ``TrainConfig`` or a plain dict."""
     from rpd.io import store
 
-    cfg = C.typed(cfg, C.TrainConfig)
-    C.validate(cfg)
+    cfg = checks.typed(cfg, C.TrainConfig)
+    checks.validate(cfg)
     if _v(cfg.logger.kind) == "wandb":  # a missing optional extra fails before the work
         from rpd.io import tracking
 

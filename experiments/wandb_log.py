@@ -9,7 +9,7 @@ so a result that is already stored is logged without recomputing it.
   against ``sim_time`` and ``block_update``, the summary scalars, the per-γ stability report as
   a table (``tuning/gammas``), a plot of the curves as an image (``curves``) and the stored files
   as an artifact (``curves-<hash>``, type "curves"). The wandb id goes into the stored summary
-  (``wandb_id``, read by ``rpd.io.store.load_sweep``).
+  (``wandb_id``, read by ``rpd.io.sweeps.load_sweep``).
 - :func:`log_figure` (``experiments.figure logger=wandb``): the figure as an image, its table,
   its summary numbers and an artifact with the PNG / PDF / numbers JSON and the stored arrays.
 
@@ -26,6 +26,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from experiments import checks
 from experiments import config as C
 
 log = logging.getLogger(__name__)
@@ -213,7 +214,7 @@ def log_train_run(cfg, path: str | Path) -> str | None:
     run = store.load_run(path)
     key, summary, curves = run.config, run.summary, run.curves
     meta = sweep_meta(cfg.experiment_name, key)
-    config = {**C.to_container(cfg), **key,
+    config = {**checks.to_container(cfg), **key,
               "results": {"hash": path.name, "path": str(path.resolve()), "status": run.status},
               "provenance": _provenance()}
     logger = _logger(cfg, experiment=cfg.experiment_name, name=run_name(meta), meta=meta,
@@ -251,7 +252,7 @@ def log_train_run(cfg, path: str | Path) -> str | None:
 
 
 def log_figure(cfg, out) -> str | None:
-    """Log a drawn figure (an ``experiments.figure.FigureOutcome``): the PNG as an image, its
+    """Log a drawn figure (an ``experiments.manifest.FigureOutcome``): the PNG as an image, its
     table, its summary numbers, and an artifact with the PNG / PDF / numbers JSON and the stored
     arrays; the wandb id goes into the stored output's summary. Returns the id."""
 

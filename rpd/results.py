@@ -1,12 +1,15 @@
-"""What every method returns: curves on a named axis, per-update traces, and run status."""
+"""What every method returns (curves on a named axis, per-update traces, run status) and how
+it prints: one summary line per Result, step sizes as 2⁻ᵏ (the one γ-label helper, text only,
+so figures, tables, legends and terminals show it alike). The notebook views and the file
+format are free functions in :mod:`rpd.io.result_io`."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
+from typing import Any
 
 import numpy as np
-
-from rpd.io import result_io
 
 # A run has diverged when its curve leaves the finite numbers or rises above DIVERGENCE_FACTOR
 # times its starting value (f(x⁰) − f*; for the LM the held-out loss at x⁰, ≈ log(vocabulary)).
@@ -65,33 +68,18 @@ class Result:
     def at(self, g: int) -> np.ndarray:
         return self.curve[g]
 
-    # In a notebook (bodies in rpd.io.result_io; pandas, xarray and matplotlib load on first use).
-
     def __repr__(self) -> str:
-        return result_io.summary_line(self)
+        return summary_line(self)
 
-    def to_xarray(self):
-        """xarray.Dataset: ``curve`` (gamma, <axis_name>), ``diverged``, ``final``, ``x_final``
-        and the traces as variables; meta in ``attrs``."""
-        return result_io.to_xarray(self)
 
-    def to_pandas(self):
-        """pandas.DataFrame, tidy: one row per (γ, axis point) with method, gamma, <axis_name>,
-        value and diverged."""
-        return result_io.to_pandas(self)
+@dataclasses.dataclass(frozen=True, eq=False)
+class StudyOutput:
+    """What a study produces: arrays for the figure, a JSON-able summary, and table rows (the
+    numbers behind the figure's message, printed next to the paper's claim)."""
 
-    def plot(self, ax=None, **kwargs):
-        """f − f* per γ on a log scale, diverged γ dashed and marked; returns the Axes."""
-        return result_io.plot(self, ax, **kwargs)
-
-    def save(self, path):
-        """Write an .npz that :meth:`load` reads back exactly (atomically); returns the path."""
-        return result_io.save(self, path)
-
-    @classmethod
-    def load(cls, path) -> Result:
-        """The Result that :meth:`save` wrote to ``path``."""
-        return result_io.load(path)
+    arrays: dict[str, np.ndarray]
+    summary: dict[str, Any]
+    table: list[dict[str, Any]]
 
 
 def record_rows(event_time: np.ndarray, points: np.ndarray) -> np.ndarray:
@@ -118,3 +106,48 @@ def assemble_curve(raw_GxP, rows_written, f0, points):
     body = fill_unwritten(np.asarray(raw_GxP), written, f0)
     G = body.shape[0]
     return np.concatenate([np.full((G, 1), f0), body], axis=1), np.concatenate([[0], points + 1])
+
+def summary_line(r: Result) -> str:
+    """``Result(pd: 9 γ in 2⁻⁶..2², 87 points on sim_time 0..86, D=32, 3/9 diverged, best final
+    1.2e-03 at γ = 2⁻²)``: what a notebook cell should show instead of every array."""
+    G, P = r.curve.shape
+    div = r.diverged
+    gammas = f"{G} γ" if G == 0 else (
+        f"{G} γ in {gamma_label(r.gammas.min())}..{gamma_label(r.gammas.max())}" if G > 1
+        else f"γ = {gamma_label(r.gammas[0])}")
+    axis = f"{P} points on {r.axis_name}" + (f" {r.axis[0]}..{r.axis[-1]}" if P else "")
+    parts = [gammas, axis, f"D={r.x_final.shape[-1]}", f"{int(div.sum())}/{G} diverged"]
+    if G and not div.all():
+        g = int(np.argmin(np.where(div, np.inf, r.final)))
+        parts.append(f"best final {r.final[g]:.3g} at γ = {gamma_label(r.gammas[g])}")
+    return f"Result({r.method}: {', '.join(parts)})"
+
+
+_SUPERSCRIPT = str.maketrans("0123456789-+", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺")
+
+
+def pow2_label(k) -> str:
+    """2 to the integer power ``k`` in unicode superscripts: -4 -> "2⁻⁴", 0 -> "2⁰", 3 -> "2³";
+    None (no γ picked) -> "none"."""
+    return "none" if k is None else "2" + str(int(k)).translate(_SUPERSCRIPT)
+
+
+def gamma_label(gamma) -> str:
+    """A step size as it is printed: a power of two as "2⁻⁴" (:func:`pow2_label`), any other
+    positive value as a plain number ("0.3"), None as "none", a non-positive or non-finite value
+    as str(value). Text only (no mathtext), so PNG, PDF, legends and terminals show it alike."""
+    if gamma is None:
+        return "none"
+    g = float(gamma)
+    if math.isfinite(g) and g > 0:
+        k = math.log2(g)
+        if abs(k - round(k)) < 1e-9:
+            return pow2_label(round(k))
+        return f"{g:.3g}"
+    return str(g)
+
+
+def gamma_grid_label(exps) -> str:
+    """The power-of-two grid 2^lo..2^hi as "{2⁻⁸, …, 2⁰}"."""
+    lo, hi = exps
+    return "{" + f"{pow2_label(lo)}, …, {pow2_label(hi)}" + "}"

@@ -7,6 +7,8 @@ import numbers
 import re
 from collections.abc import Mapping
 
+import numpy as np
+
 
 def check_int(name: str, value, minimum: int = 1) -> int:
     """An integer >= ``minimum`` (bools and floats are rejected, even 3.0)."""
@@ -40,3 +42,16 @@ def qualify(message: str, names: Mapping[str, str], prefix: str) -> str:
         return message
     pattern = r"(?<![\w.])(" + "|".join(sorted(map(re.escape, names), key=len, reverse=True)) + r")(?!\w)"
     return re.sub(pattern, lambda m: prefix + names[m.group(1)], message)
+
+
+def check_gammas(gamma) -> np.ndarray:
+    """float64 [G]: a step size or a 1-d grid of them, each finite and positive."""
+    try:
+        g = np.atleast_1d(np.asarray(gamma, dtype=np.float64))
+    except (TypeError, ValueError):
+        raise TypeError(f"gamma must be a number or a 1-d array of numbers, got {gamma!r}") from None
+    if g.ndim != 1 or g.size == 0:
+        raise ValueError(f"gamma must be a number or a 1-d array, got shape {g.shape}")
+    for v in g:
+        check_real("gamma", float(v))
+    return g

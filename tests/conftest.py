@@ -22,7 +22,7 @@ def figure_from_store(tmp_path):
     """Save a study's output with rpd.io.store, reload it, draw the figure from the reloaded copy
     only, and check a real PNG came out; returns its path."""
     from rpd.io import store
-    from rpd.studies import StudyOutput
+    from rpd.results import StudyOutput
 
     def draw(study, cfg, out, name="fig.png"):
         run_dir = store.save_run(tmp_path / "run", dataclasses.asdict(cfg), out.arrays, out.summary)

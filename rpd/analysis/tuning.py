@@ -221,3 +221,23 @@ def format_reports(selection: Selection) -> str:
         why = "stable" if r.stable else "; ".join(r.reasons)
         lines.append(f"{mark} gamma={r.gamma:<10g} tail_mean={r.tail_mean:<11.4g} {why}")
     return "\n".join(lines)
+
+
+# Which rule chose a figure's γ (SPEC §7), said in the figure and its JSON (no section numbers:
+# these strings are printed in figure titles).
+AUTHORS_OVERRIDE = ("the authors' code computes the stability statistics but never applies them: "
+                    "rows.append({\"lr\": lr, \"stable\": stable, **metrics}) lets metrics[\"stable\"] = True "
+                    "overwrite the verdict (minibatch_sgd.ipynb, different_delta_quadratic_multiple_deltas.ipynb, "
+                    "llm_experiments.py, llm_pd_vs_sgd.py), so every published γ was chosen by the reference rule")
+RULE_TEXT = {
+    "reference": "reference rule (the paper's: smallest γ within 5 % of the best tail mean)",
+    "stable": "strict stable rule (as the spec writes it)",
+    "best_final": "best-final rule",
+}
+
+
+def selector_rules(selector: str) -> tuple[str, ...]:
+    """The configured selector rule first, then the other rules of ``rpd.analysis.RULES``: every
+    study reports each rule's pick, the first one is drawn."""
+    check_choice("selector", selector, RULES)
+    return (selector,) + tuple(r for r in RULES if r != selector)

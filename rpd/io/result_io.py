@@ -1,8 +1,7 @@
-"""A :class:`~rpd.results.Result` in a notebook: one summary line, xarray and pandas views, a plot,
+"""A :class:`~rpd.results.Result` in a notebook: xarray and pandas views, a plot,
 and a file that round-trips it exactly.
 
-These are the bodies of ``Result.__repr__``, ``to_xarray``, ``to_pandas``, ``plot``, ``save`` and
-``load``; call them through the methods. pandas, xarray and matplotlib are imported on first use,
+``to_xarray(r)``, ``to_pandas(r)``, ``plot(r)``, ``save(r, path)`` and ``load(path)``. pandas, xarray and matplotlib are imported on first use,
 so importing :mod:`rpd` pays for none of them.
 
 The file is a plain ``.npz`` (``numpy.load(path)`` reads it, no pickle): the arrays ``gammas``,
@@ -21,32 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rpd.analysis.labels import gamma_label  # "2⁻⁶" for a power of two, else "0.3": as the figures print it
+from rpd.results import Result, gamma_label
 
 if TYPE_CHECKING:
     import matplotlib.axes
     import pandas as pd
     import xarray as xr
 
-    from rpd.results import Result
-
 FORMAT = "rpd.Result/1"
 
 
-def summary_line(r: Result) -> str:
-    """``Result(pd: 9 γ in 2⁻⁶..2², 87 points on sim_time 0..86, D=32, 3/9 diverged, best final
-    1.2e-03 at γ = 2⁻²)``: what a notebook cell should show instead of every array."""
-    G, P = r.curve.shape
-    div = r.diverged
-    gammas = f"{G} γ" if G == 0 else (
-        f"{G} γ in {gamma_label(r.gammas.min())}..{gamma_label(r.gammas.max())}" if G > 1
-        else f"γ = {gamma_label(r.gammas[0])}")
-    axis = f"{P} points on {r.axis_name}" + (f" {r.axis[0]}..{r.axis[-1]}" if P else "")
-    parts = [gammas, axis, f"D={r.x_final.shape[-1]}", f"{int(div.sum())}/{G} diverged"]
-    if G and not div.all():
-        g = int(np.argmin(np.where(div, np.inf, r.final)))
-        parts.append(f"best final {r.final[g]:.3g} at γ = {gamma_label(r.gammas[g])}")
-    return f"Result({r.method}: {', '.join(parts)})"
 
 
 def _trace_dims(name: str, shape: tuple[int, ...], G: int) -> tuple[str, ...]:
@@ -207,8 +190,6 @@ def save(r: Result, path: str | os.PathLike) -> Path:
 def load(path: str | os.PathLike) -> Result:
     """The Result that :func:`save` wrote to ``path``, arrays with their dtypes, meta and traces
     in their order."""
-    from rpd.results import Result
-
     with np.load(path, allow_pickle=False) as npz:
         if "header" not in npz.files:
             raise ValueError(f"{path} is not a saved Result (no header)")

@@ -32,7 +32,6 @@ import math
 import numbers
 import os
 import secrets
-import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -331,25 +330,3 @@ def iter_runs(root: str | os.PathLike) -> Iterator[Run]:
         if is_complete(marker.parent):
             yield load_run(marker.parent)
 
-
-# ------------------------------------------------------------------ sweeps as tables
-
-
-# Sweeps as tables live in rpd.io.sweeps; their names stay reachable from here (rpd.io.store.load_sweep),
-# imported on first use (rpd.io.sweeps imports this module).
-_SWEEP_NAMES = ("JOB_LINK", "SWEEP_COLUMNS", "filter_sweep", "link_job", "load_sweep", "main", "sweep_counts",
-                "swept")
-
-
-def __getattr__(name: str):
-    if name in _SWEEP_NAMES:
-        from rpd.io import sweeps
-
-        return getattr(sweeps, name)
-    raise AttributeError(f"module 'rpd.io.store' has no attribute {name!r}")
-
-
-if __name__ == "__main__":
-    from rpd.io.sweeps import main as _main
-
-    sys.exit(_main())

@@ -1,6 +1,6 @@
 """Sweeps as tables: which stored run each hydra job produced (``link_job``), one row per job
 of a multirun directory or per run of a results store (``load_sweep`` -> pandas DataFrame),
-filters and counts, and the ``python -m rpd.io.store ls`` command line. The store itself (atomic,
+filters and counts, and the ``python -m rpd.io.sweeps ls`` command line. The store itself (atomic,
 locked, checksummed runs) is :mod:`rpd.io.store`; these are re-exported there."""
 
 from __future__ import annotations
@@ -189,12 +189,12 @@ def _parse_value(text: str):
     return text
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m rpd.io.store ls <path> [column=value ...]``: print a sweep as a table."""
+    """``python -m rpd.io.sweeps ls <path> [column=value ...]``: print a sweep as a table."""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m rpd.io.store",
                                  description="List a sweep (hydra multirun directory) or a results "
-                                             "store as a table (rpd.io.store.load_sweep).")
+                                             "store as a table (rpd.io.sweeps.load_sweep).")
     sub = ap.add_subparsers(dest="command", required=True)
     ls = sub.add_parser("ls", help="one row per job: overrides, method, S, H, delta, N, gamma, "
                                    "final values, status, result directory, wandb id")
@@ -236,3 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         c = counts
         print(f"{c['total']} jobs: {c['done']} done, {c['skipped']} skipped, {c['failed']} failed")
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

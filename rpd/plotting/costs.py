@@ -9,8 +9,8 @@ import math
 import numpy as np
 from matplotlib.figure import Figure
 
+from rpd.analysis.crossover import crossover_point, crossover_point_any, fmt
 from rpd.plotting.style import _save, paper_style
-from rpd.studies.crossover import crossover_point, crossover_point_any, fmt
 
 
 def costs_figure(summary: dict, path) -> None:

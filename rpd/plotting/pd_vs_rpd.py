@@ -10,9 +10,12 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
-from rpd.plotting.style import _save, gamma_grid_label, gamma_label, paper_style
-from rpd.studies import AUTHORS_OVERRIDE, RULE_TEXT, StudyOutput
-from rpd.studies.pd_vs_rpd import E8_TITLE, TITLE
+from rpd.analysis.tuning import AUTHORS_OVERRIDE, RULE_TEXT
+from rpd.plotting.style import _save, paper_style
+from rpd.results import StudyOutput, gamma_grid_label, gamma_label
+
+TITLE = "PipeDream vs Randomized PipeDream for different δ"
+E8_TITLE = "Best Randomized PipeDream objective against δ"
 
 
 def _footer(fig, summary) -> None:

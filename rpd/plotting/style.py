@@ -2,7 +2,7 @@
 
 Every figure is a small function ``name(<arrays>, path) -> path`` that writes one PNG in the
 paper's style (:func:`paper_style`) and, next to it, the same figure as a vector PDF
-(:func:`_save`). Step sizes are labelled by one helper, :func:`gamma_label` ("2⁻⁴"). Colours of
+(:func:`_save`). Step sizes are labelled by one helper, :func:`rpd.results.gamma_label` ("2⁻⁴"). Colours of
 the schedule charts follow the paper: blue forward, green backward, white hatched idle.
 """
 
@@ -17,8 +17,6 @@ import numpy as np
 from matplotlib.collections import PatchCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
-
-from rpd.analysis.labels import gamma_grid_label, gamma_label, pow2_label  # noqa: F401 (re-exported: the one γ-label helper)
 
 FWD_COLOR, BWD_COLOR = "#4C78A8", "#8BC17C"
 _IDLE, _FWD, _BWD = 0, 1, 2  # the op codes of rpd.schedules

@@ -12,14 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from rpd.schedules import delays
-
 from rpd.analysis import simtime
-from rpd.schedules.costs import CostModel
 from rpd.objectives.base import Objective
 from rpd.registry.schedules import ScheduleParams, _entry_of, build, check_schedule, resolve
 from rpd.results import Result
-from rpd.schedules import Timeline
+from rpd.schedules import Timeline, delays, memory
+from rpd.schedules.costs import CostModel
 from rpd.validation import check_choice, check_int, check_real
 
 
@@ -160,8 +158,8 @@ def _rpd_defaults(o: MethodOptions, S: int) -> MethodOptions:
 def timeline_summary(tl: Timeline) -> dict:
     """A timeline's SPEC §10.3 scalars for a run's summary (maxima over ranks)."""
     return {"bubble/f_total": tl.bubble_ratio(), "bubble/r_ideal": tl.bubble_overhead(),
-            "period": tl.period(), "activations/peak": float(np.max(tl.peak_activations())),
-            "weights/peak": float(np.max(tl.weight_memory()))}
+            "period": tl.period(), "activations/peak": float(np.max(memory.peak_activations(tl))),
+            "weights/peak": float(np.max(memory.weight_memory(tl)))}
 
 
 def _pipeline(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> MethodRun:

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from rpd.analysis import simtime
-from rpd.schedules.costs import CostModel
 from rpd.schedules import Timeline, family
+from rpd.schedules.costs import CostModel
 from rpd.validation import check_choice, check_int, qualify
 
 

@@ -21,7 +21,8 @@ import dataclasses
 
 import numpy as np
 
-from rpd.schedules import Timeline, pipedream_many
+from rpd.schedules.readiness import pipedream_many
+from rpd.schedules.timeline import Timeline
 from rpd.validation import check_int
 
 

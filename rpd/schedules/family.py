@@ -11,9 +11,9 @@ chunk. Bad parameters raise a ValueError naming the parameter before any work.
 
 from __future__ import annotations
 
-from rpd.schedules.costs import CostModel
 from rpd.schedules import orders, readiness
 from rpd.schedules.build import order_of, timed
+from rpd.schedules.costs import CostModel
 from rpd.schedules.ir import concat, shift_mb
 from rpd.schedules.timeline import Timeline
 from rpd.validation import check_int

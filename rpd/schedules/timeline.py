@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD, IDLE, KIND_CHAR
+from rpd.schedules.ir import BWD, FWD, IDLE, KIND_CHAR
 
 
 class OpTable(NamedTuple):
@@ -220,74 +220,6 @@ class Timeline:
         overlap (each stage steps locally) this is the time per minibatch; with a barrier the
         time per minibatch is the flush makespan (ZOO.md §0)."""
         return int(self.spans().max())
-
-    def peak_activations(self, until: str | None = None) -> np.ndarray:
-        """float [S]: most activations in flight on each rank, in units of A (one microbatch on
-        one full stage; a chunk holds A/v). Allocated at the start of F(m, g), freed at the end
-        of the op named by ``until``: "B" (full backward), "I" (split: the default, counts
-        F-not-I) or "W" (split: F-not-W, which also holds the W residues)."""
-        t = self.table
-        until = ("I" if self.split else "B") if until is None else until
-        if until not in ("B", "I", "W"):
-            raise ValueError(f"until must be 'B', 'I' or 'W', got {until!r}")
-        release = {"B": (BWD,), "I": (BWD, BWD_I), "W": (BWD, BWD_W)}[until]
-        if until == "B" and self.split and np.any(t.kind == BWD_I):
-            raise ValueError("this schedule splits its backward: use until='I' or until='W'")
-        G, N = self.n_stages, self.N
-        free_at = np.full((G, N), -1, np.int64)
-        rel = np.isin(t.kind, release)
-        free_at[t.stage[rel], t.mb[rel]] = t.end[rel]
-        f = t.kind == FWD
-        alloc_t, rank = t.start[f], t.rank[f]
-        free_t = free_at[t.stage[f], t.mb[f]]
-        # events sorted by (rank, tick, frees first); the running sum's max per rank is the peak
-        when = np.concatenate([alloc_t, free_t])
-        delta = np.concatenate([np.ones(len(alloc_t)), -np.ones(len(free_t))])
-        who = np.concatenate([rank, rank])
-        o = np.lexsort((delta, when, who))
-        level = np.cumsum(delta[o])
-        who = who[o]
-        starts = np.searchsorted(who, np.arange(self.S))
-        base = np.concatenate([[0.0], level])[starts]
-        peak = np.zeros(self.S)
-        np.maximum.at(peak, who, level - base[who])
-        return peak / self.v
-
-    def weight_versions(self) -> np.ndarray:
-        """int [n_stages]: versions of each block kept at once. Synchronous schedules keep one
-        (Chimera's two replicas of a stage are kept identical); PD stashes up to S - s
-        (:func:`rpd.schedules.delays.stashed_versions`); 2BW double-buffers (2); PipeMare keeps one;
-        LocalSGD keeps the R replica copies of the block on its stage."""
-        G = self.n_stages
-        if self.kind == "pipedream":
-            from rpd.schedules.delays import stashed_versions
-
-            return stashed_versions(self)
-        if self.kind == "pipedream_2bw":
-            return np.full(G, 2, np.int64)
-        if self.kind == "local_sgd":
-            return np.full(G, self.R, np.int64)
-        return np.ones(G, np.int64)
-
-    def weight_memory(self) -> np.ndarray:
-        """float [S]: weights held per rank, in units of one full stage's weights (a chunk is
-        1/v): every version of every block the rank holds (Chimera: both stage replicas)."""
-        t = self.table
-        held = np.zeros((self.S, self.n_stages), bool)
-        held[t.rank, t.stage] = True
-        return (held * self.weight_versions()[None, :]).sum(axis=1) / self.v
-
-    def summary(self) -> dict:
-        """The SPEC §10.3 numbers as plain Python values (for tables and JSON)."""
-        out = dict(schedule=self.kind, S=self.S, N=self.N, M=self.M, v=self.v, T=self.T,
-                   period=self.period(), bubble_f_total=self.bubble_ratio(),
-                   bubble_r_ideal=self.bubble_overhead(), idle=self.idle().tolist(),
-                   peak_activations=self.peak_activations().tolist(),
-                   weight_versions=self.weight_versions().tolist(),
-                   weight_memory=self.weight_memory().tolist())
-        if self.split:
-            out["peak_activations_W"] = self.peak_activations(until="W").tolist()
-        return out
 
 
 def _ranges(length: np.ndarray) -> np.ndarray:

@@ -15,20 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from typing import Any
 
 import numpy as np
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class StudyOutput:
-    """What a study produces: arrays for the figure, a JSON-able summary, and table rows (the
-    numbers behind the figure's message, printed next to the paper's claim)."""
-
-    arrays: dict[str, np.ndarray]
-    summary: dict[str, Any]
-    table: list[dict[str, Any]]
-
 
 # name -> module path; each module follows the protocol above.
 REGISTRY = {
@@ -43,29 +31,6 @@ REGISTRY = {
     "e11_costs": "rpd.studies.costs_crossover",
     "staleness_scaling": "rpd.studies.staleness",
 }
-
-
-# Which rule chose a figure's γ (SPEC §7), said in the figure and its JSON (no section numbers:
-# these strings are printed in figure titles).
-AUTHORS_OVERRIDE = ("the authors' code computes the stability statistics but never applies them: "
-                    "rows.append({\"lr\": lr, \"stable\": stable, **metrics}) lets metrics[\"stable\"] = True "
-                    "overwrite the verdict (minibatch_sgd.ipynb, different_delta_quadratic_multiple_deltas.ipynb, "
-                    "llm_experiments.py, llm_pd_vs_sgd.py), so every published γ was chosen by the reference rule")
-RULE_TEXT = {
-    "reference": "reference rule (the paper's: smallest γ within 5 % of the best tail mean)",
-    "stable": "strict stable rule (as the spec writes it)",
-    "best_final": "best-final rule",
-}
-
-
-def selector_rules(selector: str) -> tuple[str, ...]:
-    """The configured selector rule first, then the other rules of ``rpd.analysis.tuning.RULES``: every
-    study reports each rule's pick, the first one is drawn."""
-    from rpd.analysis import tuning
-    from rpd.validation import check_choice
-
-    check_choice("selector", selector, tuning.RULES)
-    return (selector,) + tuple(r for r in tuning.RULES if r != selector)
 
 
 def trend(x, y) -> tuple[float, float]:

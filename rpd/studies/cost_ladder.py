@@ -7,18 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rpd import schedules
-
 from rpd.analysis import simtime
 from rpd.schedules.costs import CostModel
+from rpd.studies.costs_config import Config
 from rpd.studies.crossover import UNIT
-
-if TYPE_CHECKING:
-    from rpd.studies.costs_crossover import Config
 
 
 @dataclasses.dataclass(frozen=True)

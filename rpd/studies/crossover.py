@@ -5,10 +5,9 @@ rung. Pure functions of the runs' numbers, no computation of curves."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from rpd.studies.costs_crossover import Config
+from rpd.analysis.crossover import crossover_point, fmt
+from rpd.studies.costs_config import Config
 
 CLAIMS = {
     "quadratic": "E3: PD beats every LocalSGD H on Nesterov's quadratic",
@@ -171,21 +170,6 @@ def claim_checks(cfg: Config, series: list[dict]) -> list[dict]:
     return out
 
 
-def crossover_point(x: dict, alphas) -> float | None:
-    """A series' crossover as one number for comparisons across S: α* (the bracket's upper rung
-    if not interpolable), +inf when the α = 0 winner keeps winning, None when PD starts ahead."""
-    if x["from"] != "LocalSGD":
-        return None
-    if x["to"] is None:
-        return math.inf
-    return x["alpha_star"] if x["alpha_star"] is not None else x["alpha_hi"]
-
-
-def crossover_point_any(x: dict) -> float:
-    """α* of a crossover that happened, whichever way (the bracket's upper rung if not interpolable)."""
-    return x["alpha_star"] if x["alpha_star"] is not None else x["alpha_hi"]
-
-
 def crossover_grows(ss: list[dict], alphas) -> bool | None:
     """Whether the point where PD overtakes LocalSGD is non-decreasing in S (over the S where
     LocalSGD starts ahead); None for fewer than two such S."""
@@ -194,7 +178,3 @@ def crossover_grows(ss: list[dict], alphas) -> bool | None:
     if len(pts) < 2:
         return None
     return bool(all(b >= a for a, b in zip(pts, pts[1:])))
-
-
-def fmt(v) -> str:
-    return "n/a" if v is None else f"{v:.3g}"

@@ -33,14 +33,12 @@ from typing import Callable
 import numpy as np
 
 from rpd import objectives, schedules
-
-from rpd.objectives import corpus
-
-from rpd.train import methods
-
 from rpd.analysis import tuning
-from rpd.studies import StudyOutput
+from rpd.objectives import corpus
+from rpd.results import StudyOutput
+from rpd.schedules import memory
 from rpd.studies.schedule_table import SCALE, build, cost_model
+from rpd.train import methods
 
 # (label, schedule name, options of its semantics)
 VARIANTS = (
@@ -122,10 +120,10 @@ def timeline(name: str, S: int, N: int, M: int, H: int, setting: str) -> schedul
     return build(name, S, M, N, costs)
 
 
-def memory(tl: schedules.Timeline, A: int, W: float, opts: dict) -> dict:
+def peak_memory(tl: schedules.Timeline, A: int, W: float, opts: dict) -> dict:
     """Peak per rank; prediction and T2 keep one velocity buffer per block (+1 W)."""
-    acts = tl.peak_activations(until="W") if tl.split else tl.peak_activations()
-    weights = tl.weight_memory() + (1.0 if opts.get("predict") or opts.get("t2") else 0.0)
+    acts = memory.peak_activations(tl, until="W") if tl.split else memory.peak_activations(tl)
+    weights = memory.weight_memory(tl) + (1.0 if opts.get("predict") or opts.get("t2") else 0.0)
     per_rank = acts * A + weights * W
     r = int(np.argmax(per_rank))
     return dict(act_A=float(acts[r]), weights_W=float(weights[r]), memory=float(per_rank[r]))
@@ -153,7 +151,7 @@ def _cell(cfg: Config, obj, A: int, objective: str, S: int, setting: str, grid: 
         th = tuning.LM if lm else tuning.DEFAULT
         sel = {rule: tuning.select_gamma(curve, grid, rule=rule, tail_frac=cfg.tail_frac, thresholds=th)
                for rule in ("stable", "best_final")}
-        row.update(status="ok", T=tl.T / SCALE, M=tl.M, **memory(tl, A, obj.D / obj.S, opts),
+        row.update(status="ok", T=tl.T / SCALE, M=tl.M, **peak_memory(tl, A, obj.D / obj.S, opts),
                    n_diverged=int(res.diverged.sum()))
         for rule, s in sel.items():
             i = s.index

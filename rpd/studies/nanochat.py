@@ -33,18 +33,13 @@ from typing import Callable
 import numpy as np
 
 from rpd import schedules
-
+from rpd.analysis import simtime, tuning
+from rpd.analysis.tuning import AUTHORS_OVERRIDE, RULE_TEXT, selector_rules
 from rpd.objectives import corpus
-
-from rpd.train import methods
-
-from rpd.analysis import simtime
-
-from rpd.analysis import tuning
-from rpd.runtime.concurrency import default_workers, run_concurrently
 from rpd.objectives import nanochat as nc
-from rpd.results import Result
-from rpd.studies import AUTHORS_OVERRIDE, RULE_TEXT, StudyOutput, selector_rules
+from rpd.results import Result, StudyOutput
+from rpd.runtime.concurrency import default_workers, run_concurrently
+from rpd.train import methods
 from rpd.validation import check_int
 
 TITLE = "PD vs. LocalSGD on NanoChat"

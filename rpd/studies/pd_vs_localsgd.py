@@ -34,16 +34,13 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from rpd import objectives, schedules
-
-from rpd.train import methods
-
-from rpd.analysis import simtime
-
-from rpd.analysis import tuning
+from rpd.analysis import simtime, tuning
+from rpd.analysis.tuning import AUTHORS_OVERRIDE, RULE_TEXT, selector_rules
+from rpd.plotting.style import _save, paper_style
+from rpd.results import StudyOutput, diverged, gamma_label, pow2_label
 from rpd.runtime.concurrency import run_concurrently
-from rpd.plotting.style import _save, gamma_label, paper_style, pow2_label
-from rpd.results import diverged
-from rpd.studies import AUTHORS_OVERRIDE, RULE_TEXT, StudyOutput, make_config, selector_rules
+from rpd.studies import make_config
+from rpd.train import methods
 
 OBJECTIVES = ("nesterov_quadratic", "logistic_regression")
 TITLES = {

@@ -29,20 +29,13 @@ from typing import Callable
 import numpy as np
 
 from rpd import objectives, schedules
-
+from rpd.analysis import theory, tuning
+from rpd.analysis.tuning import AUTHORS_OVERRIDE, RULE_TEXT, selector_rules
+from rpd.plotting.pd_vs_rpd import e1_figure, e8_figure
+from rpd.results import StudyOutput
 from rpd.runtime import concurrency
-
-from rpd.train import methods
-
-from rpd.train import plans
-
-from rpd.analysis import theory
-
-from rpd.analysis import tuning
-from rpd.studies import AUTHORS_OVERRIDE, RULE_TEXT, StudyOutput, selector_rules, trend
-
-TITLE = "PipeDream vs Randomized PipeDream for different δ"
-E8_TITLE = "Best Randomized PipeDream objective against δ"
+from rpd.studies import trend
+from rpd.train import methods, plans
 
 
 @dataclasses.dataclass(frozen=True)
@@ -341,13 +334,9 @@ def e8_claim_checks(deltas, best_D, pd_level: float, delta_pd: int) -> list[dict
 
 def figure(out: StudyOutput, path) -> None:
     """E1's figure from the saved output (:func:`rpd.plotting.pd_vs_rpd.e1_figure`)."""
-    from rpd.plotting.pd_vs_rpd import e1_figure
-
     e1_figure(out, path)
 
 
 def figure_e8(out: StudyOutput, path) -> None:
     """E8's figure from the saved output (:func:`rpd.plotting.pd_vs_rpd.e8_figure`)."""
-    from rpd.plotting.pd_vs_rpd import e8_figure
-
     e8_figure(out, path)

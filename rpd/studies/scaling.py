@@ -31,17 +31,13 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from rpd import objectives, schedules
-
-from rpd.train import methods
-
-from rpd.analysis import simtime
-
-from rpd.analysis import theory
-
-from rpd.analysis import tuning
-from rpd.plotting.style import _save, gamma_label, paper_style, pow2_label
-from rpd.studies import AUTHORS_OVERRIDE, RULE_TEXT, StudyOutput, selector_rules, trend
+from rpd.analysis import simtime, theory, tuning
+from rpd.analysis.tuning import AUTHORS_OVERRIDE, RULE_TEXT, selector_rules
+from rpd.plotting.style import _save, paper_style
+from rpd.results import StudyOutput, gamma_label, pow2_label
+from rpd.studies import trend
 from rpd.studies.pd_vs_localsgd import best_final, select
+from rpd.train import methods
 
 TITLE = "Fixed-time scaling vs number of stages"
 CLAIM = "PD and RPD stay flat near 1e-2; LocalSGD improves with S and wins for S >= 4"

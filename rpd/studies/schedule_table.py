@@ -19,8 +19,9 @@ from typing import Callable
 import numpy as np
 
 from rpd import schedules
+from rpd.results import StudyOutput
+from rpd.schedules import memory
 from rpd.schedules.costs import CostModel
-from rpd.studies import StudyOutput
 
 SCALE = 4  # ticks per unit of F: a chunk of a v = 2 schedule costs half a stage, I = W = B/2
 COSTS = {"F=B": (1, 1), "B=2F": (1, 2)}
@@ -65,12 +66,12 @@ def _cell(name, S, M, N, label, f, b, c) -> dict:
         tl = build(name, S, M, N, cost_model(name, f, b, c))
     except ValueError as err:  # a constraint of the schedule (e.g. DualPipeV needs M >= 2S)
         return dict(row, status="n/a", reason=str(err))
-    acts = tl.peak_activations()
+    acts = memory.peak_activations(tl)
     row.update(status="ok", T=tl.T / SCALE, period=tl.period() / SCALE,
                bubble_f_total=tl.bubble_ratio(), bubble_r_ideal=tl.bubble_overhead(),
                act_max=float(acts.max()), act_rank0=float(acts[0]),
-               act_W_max=float(tl.peak_activations(until="W").max()) if tl.split else float(acts.max()),
-               weight_versions=int(tl.weight_versions().max()), weight_memory=float(tl.weight_memory().max()))
+               act_W_max=float(memory.peak_activations(tl, until="W").max()) if tl.split else float(acts.max()),
+               weight_versions=int(memory.weight_versions(tl).max()), weight_memory=float(memory.weight_memory(tl).max()))
     if name in ("zb_h2", "zb_v"):
         free = build(name, S, M, N, cost_model(name, f, b, c), overlapped=True)
         row.update(T_overlapped=free.T / SCALE, period_overlapped=free.period() / SCALE)

@@ -43,14 +43,10 @@ from matplotlib.figure import Figure
 from scipy import stats
 
 from rpd import objectives, schedules
-
+from rpd.analysis import theory, tuning
+from rpd.plotting.style import _save, paper_style
+from rpd.results import StudyOutput, pow2_label
 from rpd.train import methods
-
-from rpd.analysis import theory
-
-from rpd.analysis import tuning
-from rpd.plotting.style import _save, paper_style, pow2_label
-from rpd.studies import StudyOutput
 
 TITLE = "Stale-read error against the number of stages S"
 METHODS = ("pd", "rpd")

@@ -50,11 +50,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rpd.train.chain_rows import ChainRows
 from rpd.objectives import chain
 from rpd.objectives.base import BlockLayout, Objective, ProgramKey, on_device
-from rpd.train.plans import UpdatePlan, last_writes, plan_extras, stage_wise
 from rpd.runtime.programs import Program
+from rpd.train.chain_rows import ChainRows
+from rpd.train.plans import UpdatePlan, last_writes, plan_extras, stage_wise
 
 
 class RingOverflowError(RuntimeError):

@@ -26,9 +26,10 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 from rpd.objectives.base import Objective, ProgramKey, on_device
-from rpd.runtime.programs import Program
 from rpd.results import Result
+from rpd.runtime.programs import Program
 from rpd.schedules import Timeline
+from rpd.validation import check_gammas
 
 AXIS = "replica"
 
@@ -184,12 +185,11 @@ def local_sgd(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, track_time:
     minibatch losses and the curve are bitwise equal (f(x̄) is evaluated tick by tick, so the
     padding changes no shape it sees); ``round_end_curve``, evaluated in a batch over rounds,
     may differ in the last bits."""
-    from rpd.train.methods import _gammas
     from rpd.validation import check_int
 
     if tl.S != obj.S:
         raise ValueError(f"timeline has S={tl.S} stages but the objective has S={obj.S} blocks")
-    gammas = _gammas(gamma)
+    gammas = check_gammas(gamma)
     p = localsgd_plan(tl, obj.n_batches)
     inputs = [p["batch"], p["valid"], p["t_rel"], p["mb"]]
     Q, T_round = len(p["length"]), p["T_round"]

@@ -12,30 +12,15 @@ import dataclasses
 
 import numpy as np
 
-from rpd.train import core
-
-from rpd.train import plans
-
-from rpd.train import semantics
-from rpd.train.localsgd import local_sgd
 from rpd.objectives.base import Objective
 from rpd.results import Result, assemble_curve, record_rows
 from rpd.schedules import Timeline
-from rpd.validation import check_choice, check_int, check_real
+from rpd.train import core, plans, semantics
+from rpd.train.localsgd import local_sgd
+from rpd.validation import check_choice, check_gammas, check_int, check_real
 
 __all__ = ["Result", "local_sgd", "pipedream", "rpd", "run_plan", "sgd", "train"]
 
-
-def _gammas(gamma) -> np.ndarray:
-    try:
-        g = np.atleast_1d(np.asarray(gamma, dtype=np.float64))
-    except (TypeError, ValueError):
-        raise TypeError(f"gamma must be a number or a 1-d array of numbers, got {gamma!r}") from None
-    if g.ndim != 1 or g.size == 0:
-        raise ValueError(f"gamma must be a number or a 1-d array, got shape {g.shape}")
-    for v in g:
-        check_real("gamma", float(v))
-    return g
 
 
 def _points(n_events_axis: int, stride: int) -> np.ndarray:
@@ -68,7 +53,7 @@ def run_plan(obj: Objective, plan: plans.UpdatePlan, gamma, *, seed: int = 0, ax
     slots) defaults to the plan's, ``ring_size`` to what it needs (``plans.ring_size``)."""
     check_choice("axis", axis, ("block_update", "sim_time"))
     stride = check_int("stride", stride)
-    gammas = _gammas(gamma)
+    gammas = check_gammas(gamma)
     K = len(plan.block)
     event = np.arange(K) if axis == "block_update" else np.asarray(plan.time)
     n_axis = K if axis == "block_update" else int(T if T is not None else plan.time[-1] + 1)

@@ -30,8 +30,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rpd.schedules.delays import read_versions
 from rpd.schedules import Timeline
+from rpd.schedules.delays import read_versions
 from rpd.validation import check_choice, check_int
 
 

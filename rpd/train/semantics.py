@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from rpd.schedules import Timeline
 from rpd.schedules.delays import forward_versions, read_versions
 from rpd.train.plans import UpdatePlan, pipedream_plan, versions_before
-from rpd.schedules import Timeline
 from rpd.validation import check_int
 
 

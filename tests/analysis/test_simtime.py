@@ -3,9 +3,9 @@ import pytest
 
 import rpd  # noqa: F401
 from rpd import schedules
-from rpd.train import methods
 from rpd.analysis import simtime
 from rpd.objectives.linear import random_quadratic
+from rpd.train import methods
 
 
 @pytest.mark.parametrize("S,T", [(4, 100), (8, 3180), (3, 5), (2, 2)])

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
+from experiments import checks, train
 from experiments import config as C
 from experiments import figure as F
-from experiments import train
-from rpd.io import store
+from rpd.io import store, sweeps
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
@@ -70,7 +70,7 @@ def test_experiment_composes_and_runs(experiment, tmp_path, text_file):
     assert out.status == "ok", out.error
     metric = out.summary["metric"]
     curve = out.curves[metric]  # [seeds, G, P]
-    assert curve.shape[:2] == (len(cfg.method.seeds), len(C.gammas(cfg.method)))
+    assert curve.shape[:2] == (len(cfg.method.seeds), len(checks.gammas(cfg.method)))
     assert curve.shape[2] == out.curves["axis/block_update"].shape[0]
     i = out.summary["tuning/index"]
     assert i is not None and np.isfinite(out.summary["tuning/gamma_log2"] or 0)
@@ -140,14 +140,14 @@ def test_bad_values_fail_before_any_work_naming_the_field(overrides, field, tmp_
 def test_added_keys_are_checked_against_the_schemas():
     """``+`` adds a key hydra does not check; check_keys closes every group but study.overrides
     (the study's own Config checks those)."""
-    C.check_keys(_compose(["+study.overrides.N=100", "+study.overrides.anything=1"]))
+    checks.check_keys(_compose(["+study.overrides.N=100", "+study.overrides.anything=1"]))
     with pytest.raises(ValueError, match=r"unknown config key logger.mode2: valid keys in logger are dir, "
                                          r"entity, init_timeout, kind, mode, project, tags$"):
-        C.typed(_compose(["+logger.mode2=online"]))
+        checks.typed(_compose(["+logger.mode2=online"]))
     with pytest.raises(ValueError, match="unknown config key study.name2"):
-        C.typed({"study": {"name2": "e1"}}, C.FigureConfig)
+        checks.typed({"study": {"name2": "e1"}}, C.FigureConfig)
     with pytest.raises(ValueError, match="unknown config key size"):  # a figure key, not a train key
-        C.typed({"size": "quick"}, C.TrainConfig)
+        checks.typed({"size": "quick"}, C.TrainConfig)
 
 
 def test_rerun_skips_complete_runs_and_force_recomputes(tmp_path, monkeypatch):
@@ -254,7 +254,7 @@ def test_wandb_offline_run_has_group_tags_and_both_axes(tmp_path):
 def test_multirun_goes_on_after_a_failed_job(tmp_path):
     """A sweep through hydra's CLI: the job whose corpus file is missing is recorded as failed,
     the other job completes, the sweep ends with its table and counts and exits 1; each job's
-    directory links its stored run (rpd.io.store.load_sweep reads the links)."""
+    directory links its stored run (rpd.io.sweeps.load_sweep reads the links)."""
     env = dict(os.environ, HYDRA_FULL_ERROR="1", WANDB_MODE="disabled")
     cmd = [sys.executable, "-m", "experiments.train", "-m", "objective=random_quadratic,nanochat",
            f"objective.text_path={tmp_path / 'missing.txt'}", f"results_root={tmp_path}",
@@ -266,7 +266,7 @@ def test_multirun_goes_on_after_a_failed_job(tmp_path):
     runs = {r.config["objective"]["name"]: r for r in store.iter_runs(tmp_path / "train")}
     assert runs["random_quadratic"].status == "ok"
     assert runs["nanochat"].status == "failed" and "missing.txt" in runs["nanochat"].error
-    sweep = store.load_sweep(tmp_path / "multirun")
+    sweep = sweeps.load_sweep(tmp_path / "multirun")
     assert list(sweep["objective"]) == ["random_quadratic", "nanochat"]
     assert list(sweep["status"]) == ["ok", "failed"] and "missing.txt" in sweep["error"][1]
     assert [store.load_run(p).path for p in sweep["result"]] == [runs["random_quadratic"].path,

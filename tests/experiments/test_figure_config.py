@@ -14,6 +14,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
+from experiments import checks
 from experiments import config as C
 from experiments import figure as F
 
@@ -27,7 +28,7 @@ def _compose(overrides, name="figure"):
 
 
 def _study_config(cfg):
-    cfg = C.typed(cfg, C.FigureConfig)
+    cfg = checks.typed(cfg, C.FigureConfig)
     return F.study_config(F.resolve(cfg.study.name), C._value(cfg.size), C.study_fields(cfg.study))
 
 
@@ -159,7 +160,7 @@ def test_quick_figures_are_not_tracked():
 
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
-    cfg = C.typed(_compose(["experiment=e3_nesterov"]), C.FigureConfig)
+    cfg = checks.typed(_compose(["experiment=e3_nesterov"]), C.FigureConfig)
     assert C._value(cfg.size) == "quick" and cfg.out_dir is None  # -> paper_figures/quick
     git = ["git", "-C", str(ROOT)]
     tracked = subprocess.run(git + ["ls-files", "paper_figures/quick"], capture_output=True, text=True)

@@ -18,7 +18,7 @@ from experiments import figure as F
 from experiments import reproduce_paper_figures as R
 from rpd import studies
 from rpd.io import store
-from rpd.studies import StudyOutput
+from rpd.results import StudyOutput
 
 
 @dataclasses.dataclass(frozen=True)

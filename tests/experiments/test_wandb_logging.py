@@ -18,13 +18,12 @@ import pytest
 
 pytest.importorskip("wandb")
 
+from experiments import checks, sweep, train, wandb_log  # noqa: E402
 from experiments import config as C  # noqa: E402
 from experiments import figure as F  # noqa: E402
-from experiments import sweep, train, wandb_log  # noqa: E402
 from rpd import studies  # noqa: E402
-from rpd.io import store
-from rpd.io import tracking
-from rpd.studies import StudyOutput  # noqa: E402
+from rpd.io import store, sweeps, tracking
+from rpd.results import StudyOutput  # noqa: E402
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 TINY = ["objective.n=32", "objective.d=12", "objective.batch_size=4", "schedule.S=3",
@@ -85,7 +84,7 @@ def test_stored_run_is_logged_without_recomputing(logged):
     assert [r["sim_time"] for r in rows] == first.curves["axis/sim_time"].tolist()
     # everything but the summary's wandb keys is unchanged; load_sweep reads the id
     assert {k: v for k, v in stored.items() if not k.startswith("wandb_")} == first.summary
-    df = store.load_sweep(out.path.parent)
+    df = sweeps.load_sweep(out.path.parent)
     assert list(df["wandb_id"]) == [back.id]
 
 
@@ -154,7 +153,7 @@ def test_online_without_a_server_falls_back_to_offline_within_the_timeout(wandb_
 
 def test_init_timeout_is_validated():
     with pytest.raises(ValueError, match="logger.init_timeout"):
-        C.validate(C.typed(_compose(["logger=wandb", "logger.init_timeout=0"])))
+        checks.validate(checks.typed(_compose(["logger=wandb", "logger.init_timeout=0"])))
     with pytest.raises(ValueError, match="logger.init_timeout"):
         tracking.WandbLogger(project="p", experiment="E", init_timeout=-1)
 
@@ -198,7 +197,7 @@ def test_figure_logs_its_image_table_and_numbers(wandb_env, monkeypatch, capsys)
     monkeypatch.setitem(sys.modules, "tests_fake_studies.fake_wandb", _fake_study())
     monkeypatch.setitem(studies.REGISTRY, "fake_wandb", "tests_fake_studies.fake_wandb")
     logs = wandb_env / "figure_logs"
-    cfg = C.typed({"study": {"name": "fake_wandb", "overrides": {"scale": 3.0}}, "size": "quick",
+    cfg = checks.typed({"study": {"name": "fake_wandb", "overrides": {"scale": 3.0}}, "size": "quick",
                    "results_root": str(wandb_env / "results"), "out_dir": str(wandb_env / "pf"),
                    "logger": {"kind": "wandb", "dir": str(logs)}}, C.FigureConfig)
     F.run_and_report(cfg)

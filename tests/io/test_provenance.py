@@ -8,7 +8,7 @@ import jax
 import jaxlib
 import numpy as np
 
-from experiments import reproduce_paper_figures as R
+from experiments import manifest as M
 from rpd.io import provenance as P
 
 
@@ -57,9 +57,9 @@ def test_git_state_outside_a_checkout(tmp_path, monkeypatch):
 
 def test_manifest_records_each_runs_provenance(tmp_path):
     first, second = {"jax": "0.1", "git_commit": "a" * 40}, {"jax": "0.2", "git_commit": "b" * 40}
-    R.write_manifest(tmp_path, [R.Report("e1", "missing", None, "none yet", 0.1)], "quick", "a" * 40,
+    M.write_manifest(tmp_path, [M.Report("e1", "missing", None, "none yet", 0.1)], "quick", "a" * 40,
                      first)
-    R.write_manifest(tmp_path, [R.Report("e3", "missing", None, "none yet", 0.2)], "quick", "b" * 40,
+    M.write_manifest(tmp_path, [M.Report("e3", "missing", None, "none yet", 0.2)], "quick", "b" * 40,
                      second)
     manifest = json.loads((tmp_path / "MANIFEST.json").read_text())
     assert manifest["provenance"] == second
@@ -69,7 +69,7 @@ def test_manifest_records_each_runs_provenance(tmp_path):
 
 
 def test_manifest_defaults_to_this_process(tmp_path):
-    R.write_manifest(tmp_path, [], "quick", None)
+    M.write_manifest(tmp_path, [], "quick", None)
     manifest = json.loads((tmp_path / "MANIFEST.json").read_text())
     assert manifest["provenance"]["jax"] == jax.__version__
     assert manifest["provenance"]["devices"] == P.describe_devices()[1]

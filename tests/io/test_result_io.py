@@ -43,7 +43,6 @@ def test_repr_without_a_best_when_every_gamma_diverged():
 
 def test_repr_of_a_real_run_stays_short():
     from rpd import objectives
-
     from rpd.train import methods
     obj = objectives.random_quadratic(n=40, d=8, S=2, batch_size=10, seed=0)
     r = methods.sgd(obj, 30, 2.0 ** np.arange(-4, 5))
@@ -53,7 +52,7 @@ def test_repr_of_a_real_run_stays_short():
 
 def test_to_xarray_dims_coords_traces_and_attrs():
     r = _result(meta={"S": np.int64(4), "objective": "q", "plan": np.arange(3), "tag": object()})
-    ds = r.to_xarray()
+    ds = result_io.to_xarray(r)
     assert ds["curve"].dims == ("gamma", "sim_time")
     np.testing.assert_array_equal(ds["curve"].values, r.curve)
     np.testing.assert_array_equal(ds["gamma"].values, r.gammas)
@@ -72,26 +71,26 @@ def test_to_xarray_dims_coords_traces_and_attrs():
 
 def test_to_xarray_refuses_a_trace_named_like_a_variable():
     with pytest.raises(ValueError, match="'curve'"):
-        _result(traces={"curve": np.ones((3, 2))}).to_xarray()
+        result_io.to_xarray(_result(traces={"curve": np.ones((3, 2))}))
 
 
 def test_to_pandas_is_tidy_and_concatenates():
     import pandas as pd
 
     r = _result(axis_name="block_update")
-    df = r.to_pandas()
+    df = result_io.to_pandas(r)
     assert list(df.columns) == ["method", "gamma", "block_update", "value", "diverged"]
     assert len(df) == 3 * 4 and (df["method"] == "pd").all()
     wide = df.pivot(index="gamma", columns="block_update", values="value")
     np.testing.assert_array_equal(wide.to_numpy(), r.curve)
     assert df.groupby("gamma")["diverged"].all().tolist() == [False, False, True]
-    both = pd.concat([df, _result(method="rpd", axis_name="block_update").to_pandas()])
+    both = pd.concat([df, result_io.to_pandas(_result(method="rpd", axis_name="block_update"))])
     assert both.groupby("method").size().to_dict() == {"pd": 12, "rpd": 12}
 
 
 def test_plot_one_line_per_gamma_diverged_dashed_and_marked():
     ax = Figure().subplots()
-    assert _result().plot(ax) is ax
+    assert result_io.plot(_result(), ax) is ax
     lines = [ln for ln in ax.get_lines() if not ln.get_label().startswith("_")]
     assert [ln.get_label() for ln in lines] == ["γ = 2⁻²", "γ = 2⁻¹", "γ = 2⁰ (diverged)"]
     assert [ln.get_linestyle() for ln in lines] == ["-", "-", "--"]
@@ -126,8 +125,8 @@ def test_save_load_round_trips_exactly(tmp_path):
             "shape": (3, (4, 5)), "nested": {"a": [1, 2.5, "x"]}, "k": np.int64(7),
             "plan": np.arange(6, dtype=np.int16).reshape(2, 3)}
     r = _result(meta=meta, traces={"b/grad": np.ones((3, 2), np.float32), "a": np.zeros(2)})
-    path = r.save(tmp_path / "r.npz")
-    back = Result.load(path)
+    path = result_io.save(r, tmp_path / "r.npz")
+    back = result_io.load(path)
     for name in ("gammas", "axis", "curve", "x_final"):
         a, b = getattr(r, name), getattr(back, name)
         assert a.dtype == b.dtype
@@ -147,7 +146,7 @@ def test_save_load_round_trips_exactly(tmp_path):
 
 
 def test_save_replaces_atomically(tmp_path, monkeypatch):
-    path = _result().save(tmp_path / "r.npz")
+    path = result_io.save(_result(), tmp_path / "r.npz")
     before = path.read_bytes()
 
     def crash(src, dst):
@@ -155,19 +154,19 @@ def test_save_replaces_atomically(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(OSError, match="disk full"):
-        _result(method="rpd").save(path)
+        result_io.save(_result(method="rpd"), path)
     assert path.read_bytes() == before and os.listdir(tmp_path) == ["r.npz"]
 
 
 def test_save_refuses_what_it_cannot_restore(tmp_path):
     with pytest.raises(TypeError, match=r"meta\.plan"):
-        _result(meta={"plan": object()}).save(tmp_path / "r.npz")
+        result_io.save(_result(meta={"plan": object()}), tmp_path / "r.npz")
     with pytest.raises(TypeError, match="str keys"):
-        _result(meta={"d": {1: 2}}).save(tmp_path / "r.npz")
+        result_io.save(_result(meta={"d": {1: 2}}), tmp_path / "r.npz")
     assert not (tmp_path / "r.npz").exists()
 
 
 def test_load_rejects_other_npz_files(tmp_path):
     np.savez(tmp_path / "other.npz", curve=np.ones(3))
     with pytest.raises(ValueError, match="not a saved Result"):
-        Result.load(tmp_path / "other.npz")
+        result_io.load(tmp_path / "other.npz")

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rpd.io import store
+from rpd.io import store, sweeps
 
 ROOT = Path(__file__).resolve().parents[2]
 CFG = {"method": {"name": "pd"}, "schedule": {"S": 4}}
@@ -158,11 +158,11 @@ def test_files_respect_the_umask(tmp_path, umask):
     try:
         path = store.save_run(tmp_path / "run", CFG, {"x": np.arange(3)}, {"a": 1})
         store.atomic_write(tmp_path / "figure.json", b"{}")
-        store.link_job(tmp_path / "job", path, status="ok")
+        sweeps.link_job(tmp_path / "job", path, status="ok")
     finally:
         os.umask(old)
     files = [path / n for n in (*store.FILES, store.MARKER, store.LOCK)]
-    files += [tmp_path / "figure.json", tmp_path / "job" / store.JOB_LINK]
+    files += [tmp_path / "figure.json", tmp_path / "job" / sweeps.JOB_LINK]
     for f in files:
         assert stat.S_IMODE(f.stat().st_mode) == 0o666 & ~umask, f
     assert stat.S_IMODE(path.stat().st_mode) == 0o777 & ~umask

@@ -1,5 +1,5 @@
-"""Sweeps into tables (issue 12, item 2): rpd.io.store.load_sweep on a real multirun, the job
-directories' links to their runs, the end-of-sweep summary, ``python -m rpd.io.store ls``, the
+"""Sweeps into tables (issue 12, item 2): rpd.io.sweeps.load_sweep on a real multirun, the job
+directories' links to their runs, the end-of-sweep summary, ``python -m rpd.io.sweeps ls``, the
 example sweep written as hydra.sweeper.params, and main's return value for optimising sweepers."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from test_configs import ROOT, TINY_LINEAR, _compose
 
 from experiments import train
-from rpd.io import store
+from rpd.io import store, sweeps
 
 TINY_E3 = [o for o in TINY_LINEAR if not o.startswith("method.")] + [
     "schedule.R=3", "method.gamma_lo=-5", "method.gamma_hi=-3"]
@@ -36,7 +36,7 @@ def e3_sweep(tmp_path_factory):
 
 def test_load_sweep_is_the_sweeps_table(e3_sweep):
     tmp, proc = e3_sweep
-    df = store.load_sweep(tmp / "multirun")
+    df = sweeps.load_sweep(tmp / "multirun")
     assert list(df["job"]) == [0, 1, 2, 3]
     assert list(df["method"]) == ["pd", "pd", "localsgd", "localsgd"]
     assert list(df["skipped"]) == [False, True, False, False]
@@ -62,15 +62,15 @@ def test_load_sweep_is_the_sweeps_table(e3_sweep):
 
 def test_load_sweep_filters_and_store_listing(e3_sweep):
     tmp, _ = e3_sweep
-    local = store.load_sweep(tmp / "multirun", method="localsgd", H=[5, 30])
+    local = sweeps.load_sweep(tmp / "multirun", method="localsgd", H=[5, 30])
     assert list(local["job"]) == [3]
-    assert list(store.load_sweep(tmp / "multirun", H=None)["job"]) == [0, 1]
+    assert list(sweeps.load_sweep(tmp / "multirun", H=None)["job"]) == [0, 1]
     with pytest.raises(ValueError, match="unknown filter 'gama'.*gamma"):
-        store.load_sweep(tmp / "multirun", gama=1)
-    runs = store.load_sweep(tmp / "results" / "train")  # a results store: one row per run
+        sweeps.load_sweep(tmp / "multirun", gama=1)
+    runs = sweeps.load_sweep(tmp / "results" / "train")  # a results store: one row per run
     assert len(runs) == 3 and runs["overrides"].eq("").all() and set(runs["method"]) == {"pd", "localsgd"}
     with pytest.raises(FileNotFoundError):
-        store.load_sweep(tmp / "nothing")
+        sweeps.load_sweep(tmp / "nothing")
 
 
 def test_store_ls_cli(e3_sweep, capsys):
@@ -83,7 +83,7 @@ def test_store_ls_cli(e3_sweep, capsys):
     assert store.main(["ls", str(tmp / "multirun"), "H=30"]) == 0
     assert "(no jobs)" in capsys.readouterr().out
     assert store.main(["ls", str(tmp / "multirun"), "nope=1"]) == 2
-    proc = subprocess.run([sys.executable, "-m", "rpd.io.store", "ls", str(tmp / "multirun"), "--csv"],
+    proc = subprocess.run([sys.executable, "-m", "rpd.io.sweeps", "ls", str(tmp / "multirun"), "--csv"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.splitlines()[0].startswith("job,overrides,method")
     assert len(proc.stdout.splitlines()) == 5
@@ -102,5 +102,5 @@ def test_sweep_counts_and_swept():
 
     df = pd.DataFrame({"status": ["ok", "diverged", "failed", "no result", "ok"],
                        "skipped": [False, False, False, False, True]})
-    assert store.sweep_counts(df) == {"total": 5, "done": 2, "skipped": 1, "failed": 2}
-    assert store.swept(["a=1 b=2 c=3", "a=2 b=2 c=3"]) == ["a=1", "a=2"]
+    assert sweeps.sweep_counts(df) == {"total": 5, "done": 2, "skipped": 1, "failed": 2}
+    assert sweeps.swept(["a=1 b=2 c=3", "a=2 b=2 c=3"]) == ["a=1", "a=2"]

@@ -205,9 +205,7 @@ def test_pipemare_runs_stage_wise_on_the_lm():
     """PipeMare on the LM, one stage's backward per update (a_0 token ids, a_1..a_3 hidden
     states, a_4 logits: per-stage shapes), is the whole two-point gradient per update."""
     from rpd import schedules
-
-    from rpd.train import methods
-    from rpd.train import semantics
+    from rpd.train import methods, semantics
     S = 4
     obj = nc.nanochat(S, text=TEXT, **SMALL)
     plan = semantics.pipemare_plan(schedules.pipemare(S, 12), obj.n_batches, t2=True, predict=True)

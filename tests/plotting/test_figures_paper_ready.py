@@ -11,28 +11,27 @@ import pytest
 from matplotlib.figure import Figure
 
 from experiments.tables import column_order, format_table
-from rpd import schedules
-
-from rpd.schedules import delays
+from rpd import results, schedules
+from rpd.io import result_io
 from rpd.plotting import style
+from rpd.schedules import delays
+
 PAPER = Path(__file__).resolve().parents[2] / "paper_figures"
 
 
 def test_gamma_label():
-    assert style.gamma_label(2.0 ** -4) == "2⁻⁴"
-    assert style.gamma_label(np.float32(0.0625)) == "2⁻⁴"
-    assert style.gamma_label(1.0) == "2⁰"
-    assert style.gamma_label(8) == "2³"
-    assert style.gamma_label(2.0 ** -12) == "2⁻¹²"
-    assert style.gamma_label(0.3) == "0.3"  # not a power of two: the number itself
-    assert style.gamma_label(3e-5) == "3e-05"
-    assert style.gamma_label(None) == "none"
-    assert style.pow2_label(-10) == "2⁻¹⁰" and style.pow2_label(None) == "none"
-    assert style.gamma_grid_label((-8, 0)) == "{2⁻⁸, …, 2⁰}"
-    from rpd.analysis import labels
+    assert results.gamma_label(2.0 ** -4) == "2⁻⁴"
+    assert results.gamma_label(np.float32(0.0625)) == "2⁻⁴"
+    assert results.gamma_label(1.0) == "2⁰"
+    assert results.gamma_label(8) == "2³"
+    assert results.gamma_label(2.0 ** -12) == "2⁻¹²"
+    assert results.gamma_label(0.3) == "0.3"  # not a power of two: the number itself
+    assert results.gamma_label(3e-5) == "3e-05"
+    assert results.gamma_label(None) == "none"
+    assert results.pow2_label(-10) == "2⁻¹⁰" and results.pow2_label(None) == "none"
+    assert results.gamma_grid_label((-8, 0)) == "{2⁻⁸, …, 2⁰}"
 
-    from rpd.io import result_io
-    assert style.gamma_label is labels.gamma_label is result_io.gamma_label  # one helper
+    assert result_io.gamma_label is results.gamma_label  # one helper
 
 
 def test_pdf_written_next_to_png(tmp_path):

@@ -11,9 +11,9 @@ from hydra.errors import ConfigCompositionException
 
 from experiments import delay_law
 from rpd import schedules
-
-from rpd.schedules import delays
 from rpd.plotting import style
+from rpd.schedules import delays
+
 PNG = b"\x89PNG\r\n\x1a\n"
 
 

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
+from experiments import checks, train
 from experiments import config as C
-from experiments import train
 from rpd import objectives, registry, schedules
-from rpd.schedules import delays
-from rpd.train import methods
 from rpd.analysis import simtime
-from rpd.schedules.costs import CostModel
 from rpd.analysis.theory import pd_delta
+from rpd.schedules import delays
+from rpd.schedules.costs import CostModel
+from rpd.train import methods
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 LEGACY = {"default", "fixed_time", "naive"}  # the paper's protocols: the method's own schedule
@@ -26,7 +26,7 @@ GRID = [2.0**-5, 2.0**-4]
 
 def _compose(overrides):
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return C.typed(compose("train", overrides=list(overrides)))
+        return checks.typed(compose("train", overrides=list(overrides)))
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +55,8 @@ def test_every_schedule_builds_from_its_config_file(name):
     N = 16 with the yaml's defaults (M = S; DualPipeV 2S) under costs=b2f."""
     cfg = _compose(["method=pipeline", f"schedule={name}", "schedule.S=4", "schedule.N=16", "costs=b2f"])
     assert C._value(cfg.schedule.name) == name
-    C.validate(cfg)
-    tl = C.run_spec(cfg).pipeline.timeline()
+    checks.validate(cfg)
+    tl = checks.run_spec(cfg).pipeline.timeline()
     b2f = CostModel(F=1, B=2, I=1, W=1)
     M = 8 if name == "dualpipe_v" else 4
     direct = {"pipedream": lambda: schedules.pipedream(4, 16, costs=b2f),
@@ -75,12 +75,12 @@ def test_costs_change_the_timeline_by_the_closed_forms():
     PipeDream at unit cost: T = 2N + 2S - 2, and the unit cost model is the readiness timeline."""
     gpipe = {"S": 4, "N": 16, "M": 4}
     for costs, tFB in (("unit", 2), ("b2f", 3)):
-        tl = C.run_spec(_compose(["method=pipeline", "schedule=gpipe", f"costs={costs}",
+        tl = checks.run_spec(_compose(["method=pipeline", "schedule=gpipe", f"costs={costs}",
                                   *(f"schedule.{k}={v}" for k, v in gpipe.items())])).pipeline.timeline()
         assert tl.T == 4 * (4 + 4 - 1) * tFB
-    pd = C.run_spec(_compose(["schedule.S=4", "schedule.N=16"])).pipeline
+    pd = checks.run_spec(_compose(["schedule.S=4", "schedule.N=16"])).pipeline
     assert pd.name == "pipedream" and pd.costs.is_unit and pd.timeline().T == 2 * 16 + 2 * 4 - 2
-    latency = C.run_spec(_compose(["schedule.S=4", "schedule.N=16", "costs=b2f_latency"])).pipeline.timeline()
+    latency = checks.run_spec(_compose(["schedule.S=4", "schedule.N=16", "costs=b2f_latency"])).pipeline.timeline()
     assert latency.T == schedules.pipedream(4, 16, costs=CostModel(F=1, B=2, p2p=1)).T > 3 * (16 + 4 - 1)
 
 

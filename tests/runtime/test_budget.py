@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from experiments import config as C
-from experiments import train
+from experiments import checks, train
 from rpd import schedules
-
 from rpd.runtime import budget
+
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
@@ -77,12 +76,12 @@ def test_oversized_configs_fail_before_any_work(overrides, message, tmp_path, mo
 def test_the_estimate_of_a_small_run_is_small(monkeypatch):
     monkeypatch.setenv(budget.CAP_ENV, "16")
     for extra in ([], ["method=localsgd"], ["method=rpd"], ["objective=nanochat"]):
-        terms = C.memory_terms(C.typed(_compose([*SMALL, *extra])))
+        terms = checks.memory_terms(checks.typed(_compose([*SMALL, *extra])))
         # (the LM's activation estimate, calibrated on XLA's temporaries at E5's size, is 143 MB here)
         assert 0 < budget.check(terms) < 256 * 2**20, extra
     def timeline(extra):
-        (t,) = [t for t in C.memory_terms(C.typed(_compose([*SMALL, *extra]))) if t.what.startswith("timeline")]
-        return t.nbytes // (4 * C.TIMELINE_BYTES_PER_CELL)  # the bound on T (S = 4 lanes, unit costs)
+        (t,) = [t for t in checks.memory_terms(checks.typed(_compose([*SMALL, *extra]))) if t.what.startswith("timeline")]
+        return t.nbytes // (4 * checks.TIMELINE_BYTES_PER_CELL)  # the bound on T (S = 4 lanes, unit costs)
 
     assert timeline([]) == 2 * 20 + 2 * 4 == schedules.pipedream(4, 20).T + 2  # PD: 2N + 2S - 2
     assert timeline(["schedule.noam=1"]) == 2 * 20 * 4 + 2 * 4 >= schedules.pipedream(4, 20, 1).T
@@ -97,7 +96,7 @@ def test_localsgd_lm_activations_count_every_replica(monkeypatch):
     monkeypatch.setenv(budget.CAP_ENV, "16")
 
     def acts(extra):
-        (t,) = [t for t in C.memory_terms(C.typed(_compose([*SMALL, "objective=nanochat", *extra])))
+        (t,) = [t for t in checks.memory_terms(checks.typed(_compose([*SMALL, "objective=nanochat", *extra])))
                 if t.what == "LM activations"]
         return t
 

@@ -8,16 +8,11 @@ import jax
 import numpy as np
 import pytest
 
-from rpd import schedules
-
-from rpd.train import core
-
-from rpd.train import localsgd
-
-from rpd.train import methods
 from rpd import objectives as O
-from rpd.runtime.compile_cache import count_programs
+from rpd import schedules
 from rpd.objectives import nanochat as nc
+from rpd.runtime.compile_cache import count_programs
+from rpd.train import core, localsgd, methods
 
 TEXT = "".join(f"{w} " for w in np.random.default_rng(0).choice(
     ["the", "cat", "sat", "on", "a", "mat", "dog", "ran"], 3000))

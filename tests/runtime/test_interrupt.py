@@ -12,12 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from rpd.runtime import concurrency
-
-
-from rpd.runtime import interrupt
-
 from rpd.io import store
+from rpd.runtime import concurrency, interrupt
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

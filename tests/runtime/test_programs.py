@@ -6,17 +6,11 @@ import jax
 import numpy as np
 import pytest
 
-from rpd import schedules
-
-from rpd.train import core
-
-from rpd.train import localsgd
-
-from rpd.train import methods
-
-from rpd.runtime import programs
 from rpd import objectives as O
+from rpd import schedules
 from rpd.objectives.base import Objective
+from rpd.runtime import programs
+from rpd.train import core, localsgd, methods
 
 
 @programs.named_builder

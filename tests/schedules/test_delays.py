@@ -6,9 +6,7 @@ import numpy as np
 import pytest
 
 from rpd import schedules
-
-from rpd.schedules import delays
-from rpd.schedules import BWD, FWD
+from rpd.schedules import BWD, FWD, delays
 
 
 def reference_table(tl):

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from rpd import schedules
+from rpd.schedules import memory, orders
 from rpd.schedules.costs import CostModel
-from rpd.schedules import orders
 from rpd.schedules.ir import BWD_I, BWD_W, FWD, check_complete
 
 GRID = [(S, M) for S in (1, 2, 3, 4, 8) for M in (1, 2, S, 2 * S + 1, 4 * S)]
@@ -28,10 +28,10 @@ def test_gpipe_and_1f1b_makespan(S, M, tF, tB):
 
 @pytest.mark.parametrize("S,M", GRID)
 def test_activations_gpipe_m_1f1b_min(S, M):
-    np.testing.assert_array_equal(schedules.gpipe(S, M, M).peak_activations(), M)
-    np.testing.assert_array_equal(schedules.one_f_one_b(S, M, M).peak_activations(),
+    np.testing.assert_array_equal(memory.peak_activations(schedules.gpipe(S, M, M)), M)
+    np.testing.assert_array_equal(memory.peak_activations(schedules.one_f_one_b(S, M, M)),
                                   np.minimum(S - np.arange(S), M))
-    np.testing.assert_array_equal(schedules.one_f_one_b(S, M, M).weight_versions(), 1)
+    np.testing.assert_array_equal(memory.weight_versions(schedules.one_f_one_b(S, M, M)), 1)
 
 
 def test_gpipe_p2p_latency_and_1f1b_round_trip():
@@ -57,7 +57,7 @@ def test_interleaved_makespan_and_rank0_memory(S, M, v, f, b):
     assert tl.bubble_ratio() == pytest.approx((S - 1) / (v * M + S - 1))
     assert tl.bubble_overhead() == pytest.approx((S - 1) / (v * M))
     chunks = np.minimum(v * M, 2 * (S - 1 - np.arange(S)) + (v - 1) * S + 1)
-    np.testing.assert_array_equal(tl.peak_activations() * v, chunks)
+    np.testing.assert_array_equal(memory.peak_activations(tl) * v, chunks)
 
 
 def test_interleaved_group_size_changes_memory_not_makespan():
@@ -65,7 +65,7 @@ def test_interleaved_group_size_changes_memory_not_makespan():
     for g in (4, 6, 8, 16):
         tl = schedules.interleaved(4, 16, 16, 2, group=g)
         assert tl.T == base.T
-        assert tl.peak_activations()[0] * 2 == min(32, 2 * 3 + g + 1)
+        assert memory.peak_activations(tl)[0] * 2 == min(32, 2 * 3 + g + 1)
     assert orders.megatron_table(5, 2, 3) == [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1),
                                               (3, 0), (4, 0), (3, 1), (4, 1)]  # Megatron's docstring
 
@@ -75,8 +75,8 @@ def test_interleaved_group_size_changes_memory_not_makespan():
 def test_zb_h1_idle(S, M, tF, tI, tW):
     tl = schedules.zb_h1(S, M, M, CostModel(F=tF, I=tI, W=tW))
     np.testing.assert_array_equal(tl.idle(), (S - 1) * (tF + tI - tW))
-    np.testing.assert_array_equal(tl.peak_activations(), S - np.arange(S))  # F-not-I = S - r
-    assert tl.peak_activations(until="W").max() <= S
+    np.testing.assert_array_equal(memory.peak_activations(tl), S - np.arange(S))  # F-not-I = S - r
+    assert memory.peak_activations(tl, until="W").max() <= S
     if (tF, tI, tW) == (1, 1, 1):
         assert tl.T == 3 * M + S - 1
         one = schedules.one_f_one_b(S, M, M, CostModel(F=1, B=2))
@@ -95,7 +95,7 @@ def test_zb_h2_greedy(S):
         spans = tl.spans()[0]
         assert np.all(spans == 3 * M) == (M >= 2 * S - 1), (S, M, spans)
         assert tl.T == 3 * M + S - 1
-        assert tl.peak_activations()[0] == min(M, 2 * S - 1)
+        assert memory.peak_activations(tl)[0] == min(M, 2 * S - 1)
 
 
 def test_zb_h2_overlapped_flushes_reach_the_period():
@@ -115,22 +115,22 @@ def test_2bw_pipemare_orders_are_pipedream_stream():
     for tl in (schedules.pipedream_2bw(4, 12, 3), schedules.pipemare(4, 12)):
         np.testing.assert_array_equal(tl.f_time, pd.f_time)
         np.testing.assert_array_equal(tl.b_time, pd.b_time)
-    assert schedules.pipedream_2bw(4, 12, 3).weight_versions().tolist() == [2, 2, 2, 2]
-    assert schedules.pipemare(4, 12).weight_versions().tolist() == [1, 1, 1, 1]
+    assert memory.weight_versions(schedules.pipedream_2bw(4, 12, 3)).tolist() == [2, 2, 2, 2]
+    assert memory.weight_versions(schedules.pipemare(4, 12)).tolist() == [1, 1, 1, 1]
     # PD's readiness rule (SPEC §2.1) warms up greedily: middle stages run one F more than
     # 1F1B-flush's S - s before their first B (machine 3 runs F1 F2 F3 B1), so they hold more
     # activations and, in that transient, one more stashed version than the steady S - s.
-    assert pd.peak_activations().tolist() == [4, 4, 3, 1]
-    assert pd.weight_versions().tolist() == [4, 3, 3, 1]
+    assert memory.peak_activations(pd).tolist() == [4, 4, 3, 1]
+    assert memory.weight_versions(pd).tolist() == [4, 3, 3, 1]
     big = schedules.pipedream(8, 64)
-    assert np.all(big.peak_activations() >= 8 - np.arange(8)) and big.peak_activations().max() == 8
+    assert np.all(memory.peak_activations(big) >= 8 - np.arange(8)) and memory.peak_activations(big).max() == 8
     with pytest.raises(ValueError, match="M >= S - 1"):
         schedules.pipedream_2bw(8, 12, 6)
 
 
 def test_local_sgd_holds_r_copies():
     tl = schedules.local_sgd(4, 16, 4, 2)
-    assert tl.weight_versions().tolist() == [4] * 4
+    assert memory.weight_versions(tl).tolist() == [4] * 4
 
 
 def test_bubble_conventions_convert():

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rpd.schedules import memory
 from rpd.schedules.bidirectional import chimera_down, chimera_order, chimera_rank_of, chimera_slots
 from rpd.schedules.ir import BWD, BWD_I, BWD_W, CHAR_KIND, FWD, check_complete
 from rpd.schedules.timer import flatten, time_order
@@ -245,4 +246,4 @@ def test_chimera_allreduce_gap_after_every_flush():
     free = schedules.chimera(4, 32, 16, CostModel(F=1, B=2))
     paid = schedules.chimera(4, 32, 16, CostModel(F=1, B=2, allreduce=(2, 0.5)), values=4)
     assert paid.T == free.T + 2 * 4  # ceil(2 + 0.5 * 4) = 4 ticks after each of the 2 flushes
-    assert paid.weight_memory().tolist() == [2, 2, 2, 2]  # two stage replicas per worker
+    assert memory.weight_memory(paid).tolist() == [2, 2, 2, 2]  # two stage replicas per worker

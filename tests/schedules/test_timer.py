@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from rpd import schedules
-from rpd.schedules.costs import CostModel, Straggler
 from rpd.schedules import orders
 from rpd.schedules.build import order_of, timed
+from rpd.schedules.costs import CostModel, Straggler
 from rpd.schedules.ir import BWD, FWD, ops
 from rpd.schedules.timer import flatten, op_durations, time_order_reference
 

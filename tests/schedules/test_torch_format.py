@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from rpd import schedules
-from rpd.schedules.costs import CostModel
-from rpd.schedules import orders
+from rpd.schedules import memory, orders
 from rpd.schedules.bidirectional import chimera_order
 from rpd.schedules.build import timed
+from rpd.schedules.costs import CostModel
 from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD, check_complete, ops
 from rpd.schedules.torch_format import (
     from_actions,
@@ -133,9 +133,9 @@ def test_torch_interleaved_zero_bubble_times_as_zoo_says(path):
     r = np.arange(S)
     mpr = M // max(1, M // S)
     assert tl.spans()[0].tolist() == (6 * M + S - 1 - r).tolist()
-    assert (tl.peak_activations(until="I") * v).tolist() == np.minimum(v * M, (v - 1) * mpr + S - r).tolist()
+    assert (memory.peak_activations(tl, until="I") * v).tolist() == np.minimum(v * M, (v - 1) * mpr + S - r).tolist()
     if mpr == S:
-        assert (tl.peak_activations(until="I") * v).tolist() == (2 * S - r).tolist()
+        assert (memory.peak_activations(tl, until="I") * v).tolist() == (2 * S - r).tolist()
 
 
 @pytest.mark.parametrize("path", sorted(FIXTURES.glob("looped_bfs_*.csv")), ids=lambda p: p.stem)
@@ -146,7 +146,7 @@ def test_torch_looped_bfs_times_as_zoo_says(path):
     _, S, M, v, text = _fixture(path)
     tl = timed("looped_bfs", from_csv(text), S=S, N=M, M=M, costs=None, n_stages=S * v, v=v)
     assert tl.T == 2 * (v * M + S - 1)
-    assert (tl.peak_activations(until="B") * v).tolist() == [v * M] * S
+    assert (memory.peak_activations(tl, until="B") * v).tolist() == [v * M] * S
 
 
 # -- torch's stored test artifacts (older torch, legacy naming) ------------------------------
@@ -177,7 +177,7 @@ def test_torch_interleaved_zero_bubble_artifact_simulates_as_zoo_says():
         from_csv(to_csv(order), legacy=True)
     tl = timed("interleaved_zb", order, S=2, N=8, M=8, costs=None, n_stages=4, v=2, split=True)
     assert tl.spans()[0].tolist() == [6 * 8 + 1, 6 * 8]
-    assert (tl.peak_activations() * 2).tolist() == [4, 3]
+    assert (memory.peak_activations(tl) * 2).tolist() == [4, 3]
     # the same schedule lowered with communication: dropping SEND/RECV gives the compute order
     # with the full backward (legacy BW) on the ranks that did not split
     comms = from_csv((ARTIFACTS / "zb1p_2rank_2stagep_comms.csv").read_text(), legacy=True, compute_only=True)

@@ -8,13 +8,11 @@ import pytest
 
 import rpd  # noqa: F401
 from rpd import objectives, schedules
-from rpd.train import localsgd
-from rpd.train import methods
-from rpd.analysis import simtime
-from rpd.analysis import tuning
+from rpd.analysis import simtime, tuning
 from rpd.schedules.costs import CostModel
 from rpd.studies import costs_crossover as study
 from rpd.studies import load, make_config, pd_vs_localsgd, scaling
+from rpd.train import localsgd, methods
 
 GRIDS = dict(pd_gamma_exps=(-5, -2), localsgd_gamma_exps=(-5, -2))
 TINY = dict(quad_S=2, quad_R=2, quad_d=8, quad_n=24, quad_batch_size=4, quad_N=12, quad_H=(2,),

@@ -11,10 +11,10 @@ import pytest
 
 import rpd  # noqa: F401
 from rpd import schedules
-from rpd.train import plans
 from rpd.analysis import tuning
 from rpd.studies import load
 from rpd.studies import nanochat as study
+from rpd.train import plans
 
 TINY = dict(S=3, R=3, N=12, H=(2,), H_grid=(2,), gamma_exps=(-2, -1), batch_size=4, seq_len=8,
             width=16, heads=2, heldout_batches=2, heldout_points=8, smooth_window=4)

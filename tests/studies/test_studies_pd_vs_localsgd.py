@@ -7,10 +7,10 @@ import pytest
 
 import rpd  # noqa: F401
 from rpd import schedules
-from rpd.train import methods
 from rpd.analysis import tuning
 from rpd.studies import load
 from rpd.studies import pd_vs_localsgd as study
+from rpd.train import methods
 
 TINY = dict(S=2, R=2, d=8, n=24, batch_size=4, N=12, H=(1, 3), pd_gamma_exps=(-5, -2),
             localsgd_gamma_exps=(-5, -2))

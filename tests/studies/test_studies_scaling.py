@@ -70,7 +70,6 @@ def test_localsgd_at_T_is_reported_beside_its_own_end(tiny):
     """The alternative to the authors' convention: LocalSGD's value after exactly T steps at the
     same γ (the full run's point at T)."""
     from rpd import objectives
-
     from rpd.train import methods
     cfg, out = tiny
     e = out.summary["per_S"][0]

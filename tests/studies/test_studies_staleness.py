@@ -7,13 +7,9 @@ import pytest
 from scipy import stats
 
 from rpd import objectives, schedules
-
-from rpd.train import methods
-
-from rpd.analysis import theory
-
-from rpd.analysis import tuning
+from rpd.analysis import theory, tuning
 from rpd.studies import staleness
+from rpd.train import methods
 
 TINY = staleness.Config(S_values=(2, 4, 8), n=64, d=16, batch_size=8, N=24, gamma_exps=(-7, -3), large_S=4,
                         n_seeds=2)

@@ -6,10 +6,8 @@ import pytest
 
 import rpd  # noqa: F401
 from rpd import schedules
-from rpd.train import core
-from rpd.train import methods
-from rpd.train import plans
 from rpd.objectives.linear import logistic_regression, random_quadratic
+from rpd.train import core, methods, plans
 from rpd.train.replay import replay
 
 

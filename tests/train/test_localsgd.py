@@ -6,9 +6,9 @@ import pytest
 
 import rpd  # noqa: F401
 from rpd import schedules
+from rpd.objectives.linear import logistic_regression, random_quadratic
 from rpd.train import methods
 from rpd.train.localsgd import replica_mesh
-from rpd.objectives.linear import logistic_regression, random_quadratic
 from rpd.train.replay import replay
 
 

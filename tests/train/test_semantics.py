@@ -5,15 +5,8 @@ import numpy as np
 import pytest
 
 from rpd import objectives, schedules
-
-from rpd.train import core
-
-from rpd.train import methods
-
-from rpd.train import plans
-
-from rpd.train import semantics
 from rpd.schedules.costs import CostModel
+from rpd.train import core, methods, plans, semantics
 from rpd.train.replay import replay_pipemare
 
 S, M, N, GAMMA = 4, 8, 32, 0.05

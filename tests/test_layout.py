@@ -1,0 +1,126 @@
+"""The house keeps its shape (issue 27), read from the AST, nothing imported: no module of rpd
+or experiments imports one that imports it back, directly or around a circle (imports inside
+functions and under ``if TYPE_CHECKING`` count: a lazy import does not open a circle); rpd's
+subpackages import each other in one direction only, in the order of :data:`LAYERS`; no module
+forwards names with a module-level ``__getattr__``; at most two modules besides ``__init__``
+stay at rpd's top level."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Each layer may import those before it (docs/architecture.md); runtime and the two top-level
+# modules sit under everything.
+LAYERS = ("validation", "runtime", "results", "schedules", "objectives", "train", "analysis",
+          "registry", "io", "plotting", "studies")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _sources() -> dict[str, Path]:
+    files = [*ROOT.joinpath("rpd").rglob("*.py"), *ROOT.joinpath("experiments").rglob("*.py")]
+    return {_module_name(p): p for p in files}
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The modules of ``known`` that ``path`` imports anywhere: ``from a.b import c`` is a.b.c
+    when that is a module, else a.b (the package's face runs and hands c on)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name in known}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + [base]).strip(".")
+            for a in node.names:
+                full = f"{base}.{a.name}"
+                out.add(full if full in known else base)
+    return (out & known) - {name}
+
+
+def _graph() -> dict[str, set[str]]:
+    src = _sources()
+    return {name: _imports(name, path, set(src)) for name, path in src.items()}
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one node (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "rpd" and len(parts) > 1 else parts[0]
+
+
+def test_no_module_circle():
+    assert _circles(_graph()) == []
+
+
+def test_subpackages_import_down_the_layers_only():
+    climbs = []
+    for a, targets in _graph().items():
+        if not a.startswith("rpd.") or _room(a) not in LAYERS:
+            continue
+        for b in targets:
+            if b.startswith("rpd.") and _room(b) in LAYERS and LAYERS.index(_room(b)) > LAYERS.index(_room(a)):
+                climbs.append(f"{a} -> {b}")
+    assert climbs == []
+
+
+def test_every_subpackage_has_a_layer_and_the_top_level_holds_two_modules():
+    rooms = {_room(m) for m in _sources() if m.startswith("rpd.")}
+    assert rooms <= set(LAYERS), rooms - set(LAYERS)
+    top = sorted(p.stem for p in ROOT.joinpath("rpd").glob("*.py") if p.stem != "__init__")
+    assert len(top) <= 2, top
+
+
+def test_no_module_forwards_names_with_getattr():
+    forwards = [m for m, p in _sources().items()
+                if any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in ast.parse(p.read_text()).body)]
+    assert forwards == []
+
+
+def test_the_check_finds_a_circle_and_a_lazy_import(tmp_path):
+    """The checker itself: a circle held open by a function-local import is found."""
+    graph = {"rpd.a": {"rpd.b"}, "rpd.b": {"rpd.a"}, "rpd.c": {"rpd.a"}}
+    assert _circles(graph) == [["rpd.a", "rpd.b"]]
+    src = tmp_path / "m.py"
+    src.write_text("def f():\n    from rpd.b import g\n")
+    assert _imports("rpd.m", src, {"rpd.b", "rpd.m"}) == {"rpd.b"}
