@@ -15,7 +15,7 @@ constructor (order generation + timing + Timeline) is timed too, warm (the compi
 loaded once before timing). Best and median of --repeat runs are printed for the constructor
 and for ``time_order``; the reference loop runs --ref-repeat times (best shown).
 
-Last line: E2 (``experiments.delay_law.run(Config())``: PD at unit costs for S = 2..150, N = 10 S,
+Last line: E2 (``rpd.studies.delay_law.run(Config())``: PD at unit costs for S = 2..150, N = 10 S,
 the ``pipedream_many`` path), CPU time by ``time.process_time`` and wall time, best of
 --e2-repeat calls. Targets (issue 9): <= 0.3 s per constructor at S = 64, N = 1024, >= 30x the
 reference loop; E2 <= 2 s CPU.
@@ -47,8 +47,8 @@ def _times(fn, repeat):
 
 
 def _e2(repeat):
-    """Best CPU and wall seconds of experiments.delay_law's E2 at its default Config."""
-    from experiments import delay_law
+    """Best CPU and wall seconds of rpd.studies.delay_law's E2 at its default Config."""
+    from rpd.studies import delay_law
 
     cpu, wall = [], []
     for _ in range(repeat):
@@ -136,7 +136,7 @@ def main() -> None:
           f"{worst_ratio:.0f}x (target >= 30x)")
     if args.e2_repeat:
         cpu, wall = _e2(args.e2_repeat)
-        print(f"E2 (experiments.delay_law.run(Config()), S = 2..150, N = 10 S, unit costs): "
+        print(f"E2 (rpd.studies.delay_law.run(Config()), S = 2..150, N = 10 S, unit costs): "
               f"{cpu:.2f} s CPU, {wall:.2f} s wall, best of {args.e2_repeat} (target <= 2 s CPU)")
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ from experiments.config import (
 )
 from rpd import registry
 from rpd.analysis import tuning
+from rpd.io.tracking import MODES
+from rpd.objectives.nanochat import stage_sizes
 from rpd.runtime import budget
 from rpd.schedules.costs import CostModel
 from rpd.validation import check_choice, check_int, check_real
@@ -74,7 +76,6 @@ def memory_terms(cfg) -> list[budget.Term]:
     G, S = len(gammas(cfg.method)), int(s.S)
     lm = _value(o.name) == "nanochat"
     if lm:
-        from rpd.objectives.nanochat import stage_sizes
 
         D, width = sum(stage_sizes(S, LM_VOCAB_ESTIMATE, o.seq_len, o.width)), ("objective.width",)
         item = 4
@@ -154,7 +155,6 @@ def _check_values(cfg) -> None:
         raise ValueError(f"method.tail_frac must be <= 1, got {m.tail_frac}")
     check_int("method.stride", m.stride)
     if cfg.logger.mode is not None:  # fail before the job, not when logging after it
-        from rpd.io.tracking import MODES
 
         check_choice("logger.mode", cfg.logger.mode, MODES)
     check_real("logger.init_timeout", cfg.logger.init_timeout)

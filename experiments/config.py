@@ -182,7 +182,7 @@ class StudyConfig:
     size's preset, so ``study.S=8`` is checked at compose time. ``overrides`` is the untyped
     form (``+study.overrides.S=8``), checked against the study's fields before any work."""
 
-    name: str = MISSING  # a name in rpd.studies.REGISTRY (or e2_delay_law / e7_schedules)
+    name: str = MISSING  # a name in rpd.studies.REGISTRY
     overrides: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
 

@@ -8,7 +8,7 @@
 group ``study/<name>/fields``, see :func:`register_studies`); overriding the train cell's nodes
 (``schedule.S=8``) is an error naming the study field to set instead (:func:`check_not_ignored`).
 
-The study (``rpd.studies``; E2/E7 come from ``experiments/delay_law.py``) is computed once per
+The study (``rpd.studies``) is computed once per
 (name, size, study config) and stored with ``rpd.io.store`` under
 ``<results_root>/figures/<name>/<hash>``; a complete stored output is reused unless
 ``force=true``. The PNG ``<out_dir>/<name>.png`` and the numbers ``<out_dir>/<name>.json``
@@ -34,11 +34,16 @@ from experiments import checks
 from experiments import config as C
 from experiments.manifest import FigureOutcome, Report, write_manifest
 from experiments.tables import column_order, format_table  # noqa: F401  (re-exported)
+from experiments.wandb_log import log_figure
+from rpd import studies
+from rpd.io import store
+from rpd.io.provenance import git_commit
+from rpd.io.tracking import require_wandb
+from rpd.results import StudyOutput
 from rpd.runtime import compile_cache
+from rpd.runtime.interrupt import run_main
+from rpd.studies import make_config
 from rpd.validation import qualify
-
-# Figures computed outside rpd.studies: name -> module (same protocol, see `resolve`).
-EXTERNAL = {"e2_delay_law": "experiments.delay_law", "e7_schedules": "experiments.delay_law"}
 
 
 class StudyNotAvailable(ImportError):
@@ -56,11 +61,10 @@ def resolve(name: str) -> SimpleNamespace:
     (``rpd.studies.pd_vs_localsgd`` for E3/E4). A study that reads a text corpus provides
     ``corpus_identity(cfg)`` (its SHA-256, or None when this config reads none). Raises
     :class:`StudyNotAvailable` when the module does not exist yet."""
-    from rpd import studies
 
-    path = EXTERNAL.get(name) or studies.REGISTRY.get(name)
+    path = studies.REGISTRY.get(name)
     if path is None:
-        raise ValueError(f"study.name must be one of {sorted(set(studies.REGISTRY) | set(EXTERNAL))}, "
+        raise ValueError(f"study.name must be one of {sorted(studies.REGISTRY)}, "
                          f"got {name!r}")
     try:
         mod = importlib.import_module(path)
@@ -129,7 +133,6 @@ def check_overrides(study: SimpleNamespace, overrides: dict) -> None:
 def study_config(study: SimpleNamespace, size: str, overrides: dict | None = None):
     """The study's ``Config`` at ``size`` with ``overrides`` (checked, :func:`check_overrides`;
     lists become tuples, as the frozen Configs declare)."""
-    from rpd.studies import make_config
 
     check_overrides(study, overrides or {})
     over = {k: tuple(v) if isinstance(v, list) else v for k, v in (overrides or {}).items()}
@@ -165,7 +168,6 @@ def compute(name: str, size: str = "quick", overrides: dict | None = None, *,
             on_start: Callable[[int | None], None] | None = None) -> tuple[Path, bool]:
     """Run study ``name`` unless a complete output is stored; returns (run dir, reused).
     A failing study is stored with status "failed" and re-raised."""
-    from rpd.io import store
 
     study = resolve(name)
     cfg = study_config(study, size, overrides)
@@ -201,8 +203,6 @@ def compute(name: str, size: str = "quick", overrides: dict | None = None, *,
 def draw(name: str, path: Path, out_dir: str | Path = "paper_figures", *, cached: bool = False,
          git_commit: str | None = None) -> FigureOutcome:
     """Draw figure ``name`` and write its numbers from the stored output at ``path``."""
-    from rpd.io import store
-    from rpd.results import StudyOutput
 
     run = store.load_run(path)
     if run.status != "ok":
@@ -279,11 +279,9 @@ def run_and_report(cfg: DictConfig) -> None:
 
     if HydraConfig.initialized() and not OmegaConf.is_missing(cfg.study, "name"):
         check_not_ignored(HydraConfig.get().overrides.task, cfg.study.name)
-    from rpd.io.provenance import git_commit
 
     wandb = C._value(cfg.logger.kind) == "wandb"
     if wandb:  # a missing optional extra fails before the work
-        from rpd.io.tracking import require_wandb
 
         require_wandb()
 
@@ -300,7 +298,6 @@ def run_and_report(cfg: DictConfig) -> None:
           f"{out.png}, {out.numbers}")
     print(format_table(out.table))
     if wandb:  # the figure, its table and numbers (experiments.wandb_log), from the stored output
-        from experiments.wandb_log import log_figure
 
         try:
             rid = log_figure(cfg, out)
@@ -315,10 +312,9 @@ def register_studies() -> None:
     whose module is not in the repository is left out (its figure fails naming it)."""
     from hydra.core.config_store import ConfigStore
 
-    from rpd import studies
 
     cs = ConfigStore.instance()
-    for name in sorted(set(studies.REGISTRY) | set(EXTERNAL)):
+    for name in sorted(studies.REGISTRY):
         try:
             study = resolve(name)
         except StudyNotAvailable:
@@ -332,13 +328,11 @@ register_studies()
 
 @hydra.main(version_base="1.3", config_path="../configs", config_name="figure")
 def main(cfg: DictConfig) -> None:
-    from rpd.runtime import compile_cache
 
     compile_cache.enable(cfg.results_root)  # <results_root>/jax_cache; RPD_JAX_CACHE=0: off
     run_and_report(cfg)
 
 
 if __name__ == "__main__":
-    from rpd.runtime.interrupt import run_main
 
     run_main(main)  # Ctrl-C: a clean message and exit 130

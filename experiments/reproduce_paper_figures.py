@@ -45,6 +45,7 @@ from experiments.manifest import Report, write_manifest
 from rpd.io.provenance import git_commit
 from rpd.runtime import compile_cache
 from rpd.runtime.concurrency import default_workers
+from rpd.runtime.interrupt import run_main
 from rpd.validation import check_int
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
@@ -313,6 +314,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from rpd.runtime.interrupt import run_main
 
     sys.exit(run_main(main))  # Ctrl-C: a clean message and exit 130

@@ -3,6 +3,8 @@ powers of two (re-exported as ``experiments.figure.format_table`` / ``column_ord
 
 from __future__ import annotations
 
+from rpd.results import gamma_label, pow2_label
+
 # format_table's column order: what identifies a row, then the step size, then the values (in
 # first-seen order), then the verdicts and notes. Stored tables come back with sorted keys, so
 # the order is set here, not by the study.
@@ -48,10 +50,9 @@ def column_order(rows: list[dict]) -> list[str]:
 def format_table(rows: list[dict]) -> str:
     """Rows of dicts as an aligned plain-text table, columns in :func:`column_order`; step sizes
     in γ columns as the figures print them (``"2^-4"`` or 0.0625 -> "2⁻⁴",
-    :func:`rpd.plotting.style.gamma_label`)."""
+    :func:`rpd.results.gamma_label`)."""
     import re
 
-    from rpd.results import gamma_label, pow2_label
 
     if not rows:
         return "  (no rows)"

@@ -31,8 +31,15 @@ import hydra
 import numpy as np
 from omegaconf import DictConfig
 
-from experiments import checks
+from experiments import checks, sweep, wandb_log
 from experiments import config as C
+from rpd import objectives, registry
+from rpd.analysis import tuning
+from rpd.io import store, tracking
+from rpd.objectives import corpus
+from rpd.objectives.nanochat import nanochat
+from rpd.runtime import compile_cache
+from rpd.runtime.interrupt import run_main
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +69,6 @@ def run_config(cfg) -> dict:
     key = {k: full[k] for k in ("objective", "method", "schedule", "costs")}
     o, m = key["objective"], key["method"]
     if o["name"] == "nanochat":
-        from rpd.objectives import corpus
 
         o.update(n=None, d=None, mu=None, condition_number=None, lam=None)
         try:  # another text is another run
@@ -87,7 +93,6 @@ def run_config(cfg) -> dict:
 
 def build_objective(o, S: int):
     """The ``rpd.objectives`` objective of an objective config node, with S blocks."""
-    from rpd import objectives
 
     name = _v(o.name)
     if name == "random_quadratic":
@@ -99,7 +104,6 @@ def build_objective(o, S: int):
         obj = objectives.logistic_regression(o.n, o.d, S, o.batch_size, lam=o.lam,
                                              grad_noise=o.grad_noise, seed=o.seed)
     else:
-        from rpd.objectives.nanochat import nanochat
 
         obj = nanochat(S, path=o.text_path, batch_size=o.batch_size, seq_len=o.seq_len,
                        width=o.width, heads=o.heads, seed=o.seed, heldout_frac=o.heldout_frac,
@@ -118,8 +122,6 @@ def _stack(arrays: list) -> np.ndarray | None:
 
 def train(cfg) -> tuple[dict, dict, str]:
     """The computation of one job (no I/O): curves, summary and status ("ok" / "diverged")."""
-    from rpd import registry
-    from rpd.analysis import tuning
     t0 = time.perf_counter()
     grid = checks.gammas(cfg.method)
     spec = checks.run_spec(cfg)
@@ -180,8 +182,6 @@ def _track(cfg, out: TrainOutcome) -> TrainOutcome:
     now (holding ``wandb_id``). A wandb failure only warns: the run is already saved."""
     if _v(cfg.logger.kind) != "wandb" or out.status == "failed":
         return out
-    from experiments import wandb_log
-    from rpd.io import store
 
     if out.skipped:
         log.info("logging the stored run %s to wandb (not recomputed)", out.path)
@@ -195,12 +195,10 @@ def _track(cfg, out: TrainOutcome) -> TrainOutcome:
 
 def run(cfg) -> TrainOutcome:
     """The whole job. ``cfg``: a composed DictConfig, a ``TrainConfig`` or a plain dict."""
-    from rpd.io import store
 
     cfg = checks.typed(cfg, C.TrainConfig)
     checks.validate(cfg)
     if _v(cfg.logger.kind) == "wandb":  # a missing optional extra fails before the work
-        from rpd.io import tracking
 
         tracking.require_wandb()
     key = run_config(cfg)
@@ -241,8 +239,6 @@ def main(cfg: DictConfig) -> float:
     on with the other jobs; ``experiments.sweep.SweepSummary`` counts the failures at the end
     and exits non-zero then). Returns the selected metric (the final value at the chosen γ, NaN
     when none) for hydra's optimising sweepers (Optuna, Ax)."""
-    from experiments import sweep
-    from rpd.runtime import compile_cache
 
     compile_cache.enable(cfg.results_root)  # <results_root>/jax_cache; RPD_JAX_CACHE=0: off
     try:
@@ -261,6 +257,5 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
-    from rpd.runtime.interrupt import run_main
 
     run_main(main)  # Ctrl-C: a clean message and exit 130

@@ -28,6 +28,9 @@ import numpy as np
 
 from experiments import checks
 from experiments import config as C
+from experiments.sweep import job_dir
+from rpd.io import store, tracking
+from rpd.io.provenance import provenance
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +53,6 @@ def output_dir(configured: str | None) -> str | None:
     directory, else None (wandb's own default: ``$WANDB_DIR`` or the current directory)."""
     if configured:
         return configured
-    from experiments.sweep import job_dir
 
     where = job_dir()
     return None if where is None else str(where)
@@ -102,7 +104,6 @@ def sweep_tags(meta: Mapping) -> list[str]:
 
 
 def _provenance() -> dict:
-    from rpd.io.provenance import provenance
 
     try:
         return provenance()
@@ -112,7 +113,6 @@ def _provenance() -> dict:
 
 def _logger(cfg, *, experiment: str, name: str, meta: Mapping, tags, config: Mapping,
             method: str | None, S: int | None, job_type: str):
-    from rpd.io import tracking
 
     lg = cfg.logger
     return tracking.WandbLogger(project=lg.project, experiment=experiment, method=method, S=S,
@@ -124,7 +124,6 @@ def _logger(cfg, *, experiment: str, name: str, meta: Mapping, tags, config: Map
 def record_wandb_id(path: Path, wandb_id: str, project: str, mode: str | None) -> None:
     """Write a wandb run id (and its project and mode) into the stored run's summary, under the
     run's write lock where the store has one; the run's files and key are otherwise unchanged."""
-    from rpd.io import store
 
     lock = getattr(store, "run_lock", None)
     with lock(path) if lock is not None else contextlib.nullcontext():
@@ -208,7 +207,6 @@ def curves_figure(curves: Mapping, summary: Mapping):
 def log_train_run(cfg, path: str | Path) -> str | None:
     """Log the stored train run at ``path`` (complete, ok or diverged) to wandb and write its
     wandb id into the stored summary; returns the id (None when wandb could not log)."""
-    from rpd.io import store
 
     path = Path(path)
     run = store.load_run(path)

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Each layer may import those before it (docs/architecture.md); runtime and the two top-level
 # modules sit under everything.
-LAYERS = ("validation", "runtime", "results", "schedules", "objectives", "train", "analysis",
+LAYERS = ("validation", "runtime", "results", "schedules", "objectives", "model", "train", "analysis",
           "registry", "io", "plotting", "studies")
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rpd.io.store import atomic_write
 from rpd.results import Result, gamma_label
 
 if TYPE_CHECKING:
@@ -163,7 +164,6 @@ def _decode(value: Any) -> Any:
 def save(r: Result, path: str | os.PathLike) -> Path:
     """Write ``r`` to ``path`` (an .npz; the name is used as given) atomically: readers see the
     old file or the new one, never a part."""
-    from rpd.io.store import atomic_write
 
     arrays = {"gammas": r.gammas, "axis": r.axis, "curve": r.curve, "x_final": r.x_final}
     arrays |= {f"traces/{k}": np.asarray(v) for k, v in r.traces.items()}

@@ -13,6 +13,8 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
+from rpd.runtime.programs import name_of
+
 
 def on_device(a, dtype=None) -> jax.Array:
     """A host array (or anything ``np.asarray`` takes) on the default device, as ``dtype``: a
@@ -116,7 +118,6 @@ class Objective:
         """:attr:`program_key` in words that mean the same in every process (for
         :mod:`rpd.runtime.programs`' store), or None when a function has no stable name (it was not
         made by a :func:`rpd.runtime.programs.named_builder`)."""
-        from rpd.runtime.programs import name_of
 
         names = [name_of(f) for f in (self.value_and_grad, self.loss, self.chain)]
         if None in names:

@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from rpd.analysis.crossover import crossover_point, crossover_point_any, fmt
-from rpd.plotting.style import _save, paper_style
+from rpd.plotting.style import paper_style, save
 
 
 def costs_figure(summary: dict, path) -> None:
@@ -128,7 +128,7 @@ def _draw(s: dict, path) -> None:
     fig.suptitle(f"{s['title']}. {s['setting']['ladder']}.\nMeasured: f − f* at a fixed budget = the paper's "
                  f"budget × PD's makespan under the rung's costs / at unit cost (PD does the paper's work on every "
                  f"rung and never averages: it is flat in α)", fontsize=9)
-    _save(fig, path)
+    save(fig, path)
 
 
 def _cmap(n: int) -> list:

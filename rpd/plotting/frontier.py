@@ -11,7 +11,7 @@ from matplotlib import lines as mpl_lines
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
-from rpd.plotting.style import _save, paper_style
+from rpd.plotting.style import paper_style, save
 
 STYLE = {  # label -> (marker, colour): synchronous filled circles-ish, asynchronous distinct
     "GPipe": ("o", "C0"), "1F1B": ("s", "C1"), "interleaved": ("D", "C2"), "ZB-H1": ("^", "C3"),
@@ -101,12 +101,12 @@ def _grid(rows: list[dict], y: str, ylabel: str, suptitle: str, path) -> Path:
         fig.legend(handles=handles, loc="center right", fontsize=8, frameon=True)
         fig.suptitle(suptitle, fontsize=10)
         fig.tight_layout(rect=(0, 0, 1 - 1.6 / (2.9 * len(cols) + 1.8), 0.97))
-        return _save(fig, path)
+        return save(fig, path)
 
 
 def frontier_figure(out, path) -> Path:
     """``path``: loss at the budget vs memory; ``<stem>_time.png``: time to the target vs memory
-    (each with its PDF next to it, :func:`rpd.plotting.style._save`)."""
+    (each with its PDF next to it, :func:`rpd.plotting.style.save`)."""
     rows = out.table
     p = Path(path)
     _grid(rows, "loss_stable", "loss at the budget (stable γ)",

@@ -11,7 +11,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from rpd.analysis.tuning import AUTHORS_OVERRIDE, RULE_TEXT
-from rpd.plotting.style import _save, paper_style
+from rpd.plotting.style import paper_style, save
 from rpd.results import StudyOutput, gamma_grid_label, gamma_label
 
 TITLE = "PipeDream vs Randomized PipeDream for different δ"
@@ -79,7 +79,7 @@ def _draw_e1(a, s, path) -> None:
     _footer(fig, s)
     _rule_note(fig, s)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
-    _save(fig, path, dpi=150)
+    save(fig, path, dpi=150)
 
 
 def _rule_note(fig, s) -> None:
@@ -142,4 +142,4 @@ def _draw_e8(a, s, path) -> None:
     _footer(fig, s)
     _rule_note(fig, s)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
-    _save(fig, path, dpi=150)
+    save(fig, path, dpi=150)

@@ -14,7 +14,7 @@ from matplotlib.collections import PatchCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from rpd.plotting.style import BWD_COLOR, FWD_COLOR, _save, paper_style
+from rpd.plotting.style import BWD_COLOR, FWD_COLOR, paper_style, save
 
 KIND_COLOR = {1: FWD_COLOR, 2: BWD_COLOR, 3: "#F58518", 4: "#B279A2"}
 KIND_LABEL = {1: "F", 2: "B", 3: "I", 4: "W"}
@@ -38,7 +38,7 @@ def schedule_gantt(panels: list[dict], path) -> Path:
                        loc="lower left", bbox_to_anchor=(0.0, 1.25), ncol=4, frameon=True)
         axes[-1].set_xlabel("Time (units of one stage's forward)")
         fig.tight_layout()
-        return _save(fig, path)
+        return save(fig, path)
 
 
 def _gantt(ax, ops: np.ndarray, scale: int, title: str) -> None:
@@ -172,7 +172,7 @@ def frontier_table_figure(rows: list[dict], path, costs: str = "B=2F", claims: l
             lines = [f"{'HOLDS' if c['holds'] else 'FAILS'}  \"{c['claim']}\"  measured: {c['measured']}" for c in claims]
             ax.text(0.0, 0.2, "The seeds' claims (ZOO.md), verdicts computed from these timelines:\n"
                     + "\n".join(lines), transform=ax.transAxes, fontsize=9, va="top", ha="left", family="monospace")
-        return _save(fig, path)
+        return save(fig, path)
 
 
 def _table(ax, ok: list[dict], S: int, costs: str) -> None:

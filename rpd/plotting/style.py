@@ -2,7 +2,7 @@
 
 Every figure is a small function ``name(<arrays>, path) -> path`` that writes one PNG in the
 paper's style (:func:`paper_style`) and, next to it, the same figure as a vector PDF
-(:func:`_save`). Step sizes are labelled by one helper, :func:`rpd.results.gamma_label` ("2⁻⁴"). Colours of
+(:func:`save`). Step sizes are labelled by one helper, :func:`rpd.results.gamma_label` ("2⁻⁴"). Colours of
 the schedule charts follow the paper: blue forward, green backward, white hatched idle.
 """
 
@@ -38,7 +38,7 @@ def _axes(figsize):
     return fig, fig.subplots()
 
 
-def _save(fig, path, **kwargs) -> Path:
+def save(fig, path, **kwargs) -> Path:
     """Write ``fig`` to ``path`` (PNG at the style's or the given dpi, ``bbox_inches="tight"``
     unless given) and the same figure as a vector PDF next to it (``<stem>.pdf``). Returns the
     PNG's path."""
@@ -98,7 +98,7 @@ def schedule_chart(op, mb, path, title: str, sync_time=(), numbers: bool = True)
         fig, ax = _axes((max(6.0, 0.42 * T + 2.0), 0.62 * S + 1.3))
         _draw_schedule(ax, op, mb, title, sync_time, numbers)
         _schedule_legend(ax, averaging=len(np.asarray(sync_time)) > 1)
-        return _save(fig, path)
+        return save(fig, path)
 
 
 def schedule_pictures(panels: list[dict], path) -> Path:
@@ -114,7 +114,7 @@ def schedule_pictures(panels: list[dict], path) -> Path:
             ax.set_xlim(0, T)
         _schedule_legend(axes[0], averaging=any(len(np.asarray(p.get("sync_time", ()))) > 1 for p in panels))
         fig.tight_layout()
-        return _save(fig, path)
+        return save(fig, path)
 
 
 def delay_law_figure(S, mean, p10, max_, max_fit, mean_fit, path) -> Path:
@@ -139,4 +139,4 @@ def delay_law_figure(S, mean, p10, max_, max_fit, mean_fit, path) -> Path:
         ax.set_title("PipeDream exact delay statistics vs number of stages")
         ax.grid(True, alpha=0.28)
         ax.legend(frameon=True)
-        return _save(fig, path)
+        return save(fig, path)

@@ -13,12 +13,14 @@ from typing import Any
 import numpy as np
 
 from rpd.analysis import simtime
+from rpd.analysis.theory import pd_delta
 from rpd.objectives.base import Objective
 from rpd.registry.schedules import ScheduleParams, _entry_of, build, check_schedule, resolve
 from rpd.results import Result
 from rpd.schedules import Timeline, delays, memory
 from rpd.schedules.costs import CostModel
-from rpd.validation import check_choice, check_int, check_real
+from rpd.train import methods, semantics
+from rpd.validation import check_choice, check_int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +99,6 @@ def _cut(res: Result, T: int | None) -> Result:
 
 
 def _pd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> MethodRun:
-    from rpd.train import methods
 
     tl = pipe.timeline(obj)
     res = _cut(methods.pipedream(obj, tl, gammas, seed=seed, stride=o.stride), pipe.params.T)
@@ -106,7 +107,6 @@ def _pd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> MethodRun:
 
 
 def _local_sgd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> MethodRun:
-    from rpd.train import methods
 
     tl = pipe.timeline(obj)
     lm = obj.name == "nanochat"  # the LM is evaluated at round ends only
@@ -121,7 +121,6 @@ def _local_sgd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> Meth
 
 
 def _sgd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> MethodRun:
-    from rpd.train import methods
 
     N = pipe.params.N if pipe.params.T is None else pipe.timeline(obj).N  # (ii): the schedule's N at T
     res = methods.sgd(obj, N, gammas, seed=seed, stride=o.stride)
@@ -131,7 +130,6 @@ def _sgd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> MethodRun:
 def _rpd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> MethodRun:
     """RPD with PipeDream's K (and PD's time of update k, to place RPD on the time axis);
     ``"pd"`` as delays / block_order / batch_order takes PD's table / order."""
-    from rpd.train import methods
 
     tl = pipe.timeline(obj)
     K = simtime.block_updates_in(tl)
@@ -150,7 +148,6 @@ def _is(value, name: str) -> bool:
 
 
 def _rpd_defaults(o: MethodOptions, S: int) -> MethodOptions:
-    from rpd.analysis.theory import pd_delta
 
     return o if o.delta is not None else dataclasses.replace(o, delta=pd_delta(S))
 
@@ -164,7 +161,6 @@ def timeline_summary(tl: Timeline) -> dict:
 
 def _pipeline(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> MethodRun:
     """Any schedule with its own semantics (``rpd.train.methods.train``), curves against ticks."""
-    from rpd.train import methods
 
     tl = pipe.timeline(obj)
     if tl.kind == "local_sgd":  # train() hands LocalSGD to methods.local_sgd; keep its stride rule
@@ -204,25 +200,12 @@ class RunSpec:
 
 def _check_options(entry: MethodEntry, o: MethodOptions, tl: Timeline, prefix: str) -> None:
     check_int(f"{prefix}stride", o.stride)
-    used = set(entry.options)
-    if "delta" in used:
+    if "delta" in entry.options:
         check_int(f"{prefix}delta", o.delta, 0)
-    for f in ("predict", "t1", "t2"):
-        if f in used and not isinstance(getattr(o, f), (bool, np.bool_)):
-            raise TypeError(f"{prefix}{f} must be a bool, got {getattr(o, f)!r}")
-    if "t1_window" in used and o.t1_window is not None:
-        check_int(f"{prefix}t1_window", o.t1_window)
-    if "ema" in used and o.ema is not None and not 0.0 <= check_real(f"{prefix}ema", o.ema, allow_zero=True) < 1.0:
-        raise ValueError(f"{prefix}ema must lie in [0, 1), got {o.ema}")
-    if entry.name == "pipeline":  # which options the timeline's semantics has (rpd.train.methods.train)
-        from rpd.train.methods import OPTIONS
-
-        allowed = OPTIONS.get(tl.kind, ())
-        for f in entry.options:
-            value = getattr(o, f)
-            if f not in allowed and value not in (None, False):
-                raise ValueError(f"{prefix}{f}={value!r} does not apply to schedule {tl.kind} "
-                                 f"(its options: {list(allowed) or 'none'})")
+    used = {f: getattr(o, f) for f in entry.options if f in semantics.OPTION_NAMES}
+    allowed = semantics.SEMANTICS.get(tl.kind, semantics.Semantics(None)).options if entry.name == "pipeline" \
+        else tuple(used)
+    semantics.check_options(tl.kind, allowed, used, prefix)
 
 
 def prepare(method: str, schedule: str | None, params: ScheduleParams, options: MethodOptions = MethodOptions(),

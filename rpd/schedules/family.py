@@ -12,10 +12,12 @@ chunk. Bad parameters raise a ValueError naming the parameter before any work.
 from __future__ import annotations
 
 from rpd.schedules import orders, readiness
+from rpd.schedules.bidirectional import chimera_order
 from rpd.schedules.build import order_of, timed
 from rpd.schedules.costs import CostModel
 from rpd.schedules.ir import concat, shift_mb
 from rpd.schedules.timeline import Timeline
+from rpd.schedules.v_shape import dualpipe_v_order, zbv_order
 from rpd.validation import check_int
 
 MAX_OPS = 50_000_000  # ~3 GB of op tables: beyond it a timeline is refused before any allocation
@@ -144,7 +146,6 @@ def zb_v(S: int, N: int, M: int, costs: CostModel | None = None, overlapped: boo
     """ZB-V (torch ``ScheduleZBVZeroBubble``, ZOO.md §3.9): two chunks per rank in a V
     (rank r holds stages r and 2S-1-r), split backward. Chunk costs F = I = W give every rank a
     span of 6M chunk ticks; T_flush = 6M + S - 1."""
-    from rpd.schedules.v_shape import zbv_order
 
     S, N, M = _check(S, N, M, per_mb=3, stages_per_rank=2)
     return _flushes("zb_v", zbv_order(S, M), S, N, M, costs, split=True, n_stages=2 * S, v=2,
@@ -154,7 +155,6 @@ def zb_v(S: int, N: int, M: int, costs: CostModel | None = None, overlapped: boo
 def dualpipe_v(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeline:
     """DualPipeV (torch ``ScheduleDualPipeV``, ZOO.md §3.10): V placement, overlapped F&B
     pairs (cost ``costs.FB``) and a partly split backward. Needs M >= 2S."""
-    from rpd.schedules.v_shape import dualpipe_v_order
 
     S, N, M = _check(S, N, M, per_mb=3, stages_per_rank=2)
     return _flushes("dualpipe_v", dualpipe_v_order(S, M), S, N, M, costs, split=True, n_stages=2 * S, v=2)
@@ -164,7 +164,6 @@ def chimera(S: int, N: int, M: int, costs: CostModel | None = None, values: int 
     """Chimera with two pipelines in opposite directions over S (= D, even) workers (ZOO.md
     §3.11). Each worker holds two stage replicas whose gradients are all-reduced at the end of
     each flush: ``costs.allreduce_ticks(values)`` ticks, ``values`` per stage."""
-    from rpd.schedules.bidirectional import chimera_order
 
     S, N, M = _check(S, N, M)
     values = check_int("values", values, minimum=0)

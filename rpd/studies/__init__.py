@@ -21,10 +21,12 @@ import numpy as np
 # name -> module path; each module follows the protocol above.
 REGISTRY = {
     "e1_pd_vs_rpd": "rpd.studies.pd_vs_rpd",
+    "e2_delay_law": "rpd.studies.delay_law",
     "e3_nesterov": "rpd.studies.pd_vs_localsgd",
     "e4_logistic": "rpd.studies.pd_vs_localsgd",
     "e5_nanochat": "rpd.studies.nanochat",
     "e6_scaling": "rpd.studies.scaling",
+    "e7_schedules": "rpd.studies.delay_law",
     "e8_delta": "rpd.studies.pd_vs_rpd",
     "e9_frontier": "rpd.studies.schedule_table",
     "e10_frontier": "rpd.studies.frontier",

@@ -35,6 +35,8 @@ import numpy as np
 from rpd import objectives, schedules
 from rpd.analysis import tuning
 from rpd.objectives import corpus
+from rpd.objectives.nanochat import nanochat
+from rpd.plotting.frontier import frontier_figure
 from rpd.results import StudyOutput
 from rpd.schedules import memory
 from rpd.studies.schedule_table import SCALE, build, cost_model
@@ -104,7 +106,6 @@ def make_objective(name: str, S: int, cfg: Config):
         return (objectives.mlp_chain(cfg.mlp_n, cfg.mlp_width, S, cfg.mlp_batch, seed=cfg.seed),
                 cfg.mlp_batch * cfg.mlp_width)
     if name == "nanochat":
-        from rpd.objectives.nanochat import nanochat
 
         return (nanochat(S, batch_size=cfg.lm_batch, seq_len=cfg.lm_seq, width=cfg.lm_width, seed=cfg.seed,
                          heldout_batches=cfg.lm_heldout_batches),
@@ -241,6 +242,5 @@ def summarise(rows: list[dict]) -> dict:
 
 
 def figure(out: StudyOutput, path) -> None:
-    from rpd.plotting.frontier import frontier_figure
 
     frontier_figure(out, path)

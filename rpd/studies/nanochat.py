@@ -37,7 +37,8 @@ from rpd.analysis import simtime, tuning
 from rpd.analysis.tuning import AUTHORS_OVERRIDE, RULE_TEXT, selector_rules
 from rpd.objectives import corpus
 from rpd.objectives import nanochat as nc
-from rpd.results import Result, StudyOutput
+from rpd.plotting import style
+from rpd.results import Result, StudyOutput, gamma_label, pow2_label
 from rpd.runtime.concurrency import default_workers, run_concurrently
 from rpd.train import methods
 from rpd.validation import check_int
@@ -279,10 +280,9 @@ def claim_checks(entries: list[dict]) -> list[dict]:
 def figure(out: StudyOutput, path) -> None:
     """Left: smoothed last-stage forward loss (raw faint) against the time step for PD and the
     shown LocalSGD H at their selected γ; right: held-out loss. From saved arrays only; PNG and
-    PDF (:func:`rpd.plotting.style._save`)."""
+    PDF (:func:`rpd.plotting.style.save`)."""
     from matplotlib.figure import Figure
 
-    from rpd.plotting import style
 
     a, s = out.arrays, out.summary
     t = a["time"]
@@ -293,7 +293,7 @@ def figure(out: StudyOutput, path) -> None:
             j = int(e["gamma_index"])
             if j < 0:
                 continue
-            g = style.gamma_label(a[f"{e['key']}_gammas"][j])
+            g = gamma_label(a[f"{e['key']}_gammas"][j])
             color = "k" if e["method"] == "PD" else f"C{i - 1}"
             label = (f"PipeDream, γ = {g}" if e["method"] == "PD"
                      else f"LocalSGD, H = {e['H']}, γ = {g}")
@@ -317,9 +317,9 @@ def figure(out: StudyOutput, path) -> None:
         fig.tight_layout()
         if rule != "stable" and all("by_rule" in e for e in s["methods"]):
             picks = ", ".join(f"{'PD' if e['H'] is None else 'H=' + str(e['H'])} "
-                              f"{style.pow2_label(e['by_rule']['stable']['gamma_exp'])}"
+                              f"{pow2_label(e['by_rule']['stable']['gamma_exp'])}"
                               for e in s["methods"] if e["shown"])
             note = (f"The strict stable rule (as the spec writes it, LM thresholds) would pick: {picks}. Why the reference "
                     "rule: " + s.get("authors_override", AUTHORS_OVERRIDE) + ".")
             fig.text(0.01, -0.01, textwrap.fill(note, 190), fontsize=6, ha="left", va="top", color="0.25")
-        style._save(fig, path)
+        style.save(fig, path)

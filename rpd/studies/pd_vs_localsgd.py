@@ -36,7 +36,7 @@ from matplotlib.figure import Figure
 from rpd import objectives, schedules
 from rpd.analysis import simtime, tuning
 from rpd.analysis.tuning import AUTHORS_OVERRIDE, RULE_TEXT, selector_rules
-from rpd.plotting.style import _save, paper_style
+from rpd.plotting.style import paper_style, save
 from rpd.results import StudyOutput, diverged, gamma_label, pow2_label
 from rpd.runtime.concurrency import run_concurrently
 from rpd.studies import make_config
@@ -380,4 +380,4 @@ def _draw(a: dict, s: dict, path) -> None:
     if notes:
         fig.text(0.01, -0.01, "\n".join(textwrap.fill(n, 150) for n in notes), fontsize=6, ha="left", va="top",
                  color="0.25")
-    _save(fig, path)
+    save(fig, path)

@@ -33,7 +33,7 @@ from matplotlib.figure import Figure
 from rpd import objectives, schedules
 from rpd.analysis import simtime, theory, tuning
 from rpd.analysis.tuning import AUTHORS_OVERRIDE, RULE_TEXT, selector_rules
-from rpd.plotting.style import _save, paper_style
+from rpd.plotting.style import paper_style, save
 from rpd.results import StudyOutput, gamma_label, pow2_label
 from rpd.studies import trend
 from rpd.studies.pd_vs_localsgd import best_final, select
@@ -247,4 +247,4 @@ def _draw(a: dict, s: dict, path) -> None:
         note = (f"The strict stable rule (as the spec writes it) would pick, per S: {picks}. Why the reference rule: "
                 + s.get("authors_override", AUTHORS_OVERRIDE) + ".")
         fig.text(0.01, -0.01, textwrap.fill(note, 150), fontsize=6, ha="left", va="top", color="0.25")
-    _save(fig, path)
+    save(fig, path)

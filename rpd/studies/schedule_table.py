@@ -19,6 +19,7 @@ from typing import Callable
 import numpy as np
 
 from rpd import schedules
+from rpd.plotting.schedules import frontier_table_figure, schedule_gantt
 from rpd.results import StudyOutput
 from rpd.schedules import memory
 from rpd.schedules.costs import CostModel
@@ -213,7 +214,6 @@ def pictures(names, b: int = 2) -> dict[str, np.ndarray]:
 
 
 def figure(out: StudyOutput, path) -> None:
-    from rpd.plotting.schedules import frontier_table_figure, schedule_gantt
 
     frontier_table_figure(out.table, path, claims=out.summary.get("claims"))
     panels = [dict(title=name, ops=out.arrays[f"{name}/ops"], scale=out.summary["scale"])

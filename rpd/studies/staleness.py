@@ -44,7 +44,7 @@ from scipy import stats
 
 from rpd import objectives, schedules
 from rpd.analysis import theory, tuning
-from rpd.plotting.style import _save, paper_style
+from rpd.plotting.style import paper_style, save
 from rpd.results import StudyOutput, pow2_label
 from rpd.train import methods
 
@@ -378,4 +378,4 @@ def _draw(a, s, path) -> None:
     if s.get("setting"):
         fig.text(0.01, 0.005, f"quick setting (full: S = 2..256): {s['setting']}", fontsize=7, color="0.3")
     fig.tight_layout(rect=(0, 0.03, 1, 1))
-    _save(fig, path, dpi=150)
+    save(fig, path, dpi=150)

@@ -29,7 +29,7 @@ from rpd.objectives.base import Objective, ProgramKey, on_device
 from rpd.results import Result
 from rpd.runtime.programs import Program
 from rpd.schedules import Timeline
-from rpd.validation import check_gammas
+from rpd.validation import check_gammas, check_int
 
 AXIS = "replica"
 
@@ -185,7 +185,6 @@ def local_sgd(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, track_time:
     minibatch losses and the curve are bitwise equal (f(x̄) is evaluated tick by tick, so the
     padding changes no shape it sees); ``round_end_curve``, evaluated in a batch over rounds,
     may differ in the last bits."""
-    from rpd.validation import check_int
 
     if tl.S != obj.S:
         raise ValueError(f"timeline has S={tl.S} stages but the objective has S={obj.S} blocks")

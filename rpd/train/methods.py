@@ -17,7 +17,7 @@ from rpd.results import Result, assemble_curve, record_rows
 from rpd.schedules import Timeline
 from rpd.train import core, plans, semantics
 from rpd.train.localsgd import local_sgd
-from rpd.validation import check_choice, check_gammas, check_int, check_real
+from rpd.validation import check_choice, check_gammas, check_int
 
 __all__ = ["Result", "local_sgd", "pipedream", "rpd", "run_plan", "sgd", "train"]
 
@@ -118,12 +118,6 @@ def sgd(obj: Objective, N: int, gamma, *, seed: int = 0, stride: int = 1) -> Res
                     method="sgd", meta={"N": N})
 
 
-OPTIONS = {  # timeline kind -> the options of its semantics
-    "pipedream": ("predict", "ema"),
-    "pipemare": ("predict", "ema", "t1", "t1_window", "t2"),
-}
-
-
 def train(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, stride: int = 1, axis: str = "sim_time",
           diag_stride: int = 0, at=None, ring_size: int | None = None, **options) -> Result:
     """Train on any timeline with its schedule's semantics (``rpd.train.semantics``); the curve is on
@@ -136,16 +130,9 @@ def train(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, stride: int = 1
     the schedule does not have raises a ValueError naming it. LocalSGD timelines go to
     :func:`local_sgd`; synchronous schedules, PipeDream-2BW and PipeMare to their plans."""
     kind = tl.kind
-    allowed = OPTIONS.get(kind, ())
-    for name, value in options.items():
-        if name not in ("predict", "ema", "t1", "t1_window", "t2"):
-            raise TypeError(f"train() got an unknown option {name!r}")
-        if name not in allowed and value not in (None, False):
-            raise ValueError(f"option {name}={value!r} does not apply to a {kind} timeline "
-                             f"(its options: {list(allowed) or 'none'})")
-    ema = check_real("ema", float(options.get("ema") if options.get("ema") is not None else 0.9))
-    if not 0.0 <= ema < 1.0:
-        raise ValueError(f"ema must lie in [0, 1), got {ema}")
+    sem = semantics.SEMANTICS.get(kind) or semantics.Semantics(None)  # LocalSGD: no options
+    active = semantics.check_options(kind, sem.options, options)
+    ema = float(active.get("ema", 0.9))
     if kind == "local_sgd":
         if at is None:
             return local_sgd(obj, tl, gamma, seed=seed)
@@ -158,23 +145,9 @@ def train(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, stride: int = 1
                                    meta=dict(res.meta, recorded="round ends"))
     if tl.S != obj.S and not tl.synchronous:
         raise ValueError(f"timeline has S={tl.S} stages but the objective has S={obj.S} blocks")
-    n_slots = None  # the plan's
-    if kind == "pipedream":
-        plan, n_slots = (semantics.pipedream_prediction_plan(tl, obj.n_batches) if options.get("predict")
-                         else plans.pipedream_plan(tl, obj.n_batches))
-    elif kind == "pipemare":
-        plan = semantics.pipemare_plan(tl, obj.n_batches, predict=bool(options.get("predict")),
-                                       t1=bool(options.get("t1")), t1_window=options.get("t1_window"),
-                                       t2=bool(options.get("t2")))
-    elif kind == "pipedream_2bw":
-        plan, n_slots = semantics.pipedream_2bw_plan(tl, obj.n_batches), 2
-    elif tl.synchronous:
-        plan = semantics.synchronous_plan(tl, obj.S, obj.n_batches)
-    else:
-        raise ValueError(f"no training semantics for timeline kind {kind!r}")
+    plan, n_slots = semantics.of(tl).plan(tl, obj.S, obj.n_batches, **active)
     if ring_size is not None:  # at least what the plan needs
         ring_size = max(check_int("ring_size", ring_size), plans.ring_size(plan, obj.S, diag_stride))
-    active = {k: v for k, v in options.items() if v not in (None, False)}
     res = run_plan(obj, plan, gamma, seed=seed, axis=axis, stride=stride, n_slots=n_slots,
                    diag_stride=diag_stride, T=tl.T, method=kind, ema=ema, at=at, ring_size=ring_size,
                    meta=dict(N=tl.N, T=tl.T, M=tl.M, schedule=kind, **active))

@@ -27,12 +27,14 @@ update lands, so every schedule trains on the same simulated-time axis:
 
 from __future__ import annotations
 
+from typing import Callable, NamedTuple
+
 import numpy as np
 
 from rpd.schedules import Timeline
 from rpd.schedules.delays import forward_versions, read_versions
 from rpd.train.plans import UpdatePlan, pipedream_plan, versions_before
-from rpd.validation import check_int
+from rpd.validation import check_int, check_real
 
 
 def _landing_order(land_QxS: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -151,3 +153,66 @@ def pipemare_plan(tl: Timeline, n_batches: int, *, predict: bool = False, t1: bo
         progress = np.minimum(current[np.arange(tl.K), a] / window, 1.0)
         plan = plan._replace(scale=delay ** -(1.0 - progress))
     return plan
+
+
+# ---------------------------------------------------------------- one table: kind -> semantics
+
+OPTION_NAMES = ("predict", "ema", "t1", "t1_window", "t2")  # every option any semantics has
+
+
+class Semantics(NamedTuple):
+    """How a timeline kind trains: ``plan(tl, S_obj, n_batches, **options)`` returns its update
+    plan and the gradient slots it needs (None: the plan's own), and the options it has."""
+
+    plan: Callable[..., tuple[UpdatePlan, int | None]]
+    options: tuple[str, ...] = ()
+
+
+def _pipedream(tl, S_obj, n_batches, predict=False, **_):
+    return pipedream_prediction_plan(tl, n_batches) if predict else pipedream_plan(tl, n_batches)
+
+
+def _pipemare(tl, S_obj, n_batches, predict=False, t1=False, t1_window=None, t2=False, **_):
+    return pipemare_plan(tl, n_batches, predict=bool(predict), t1=bool(t1), t1_window=t1_window, t2=bool(t2)), None
+
+
+SEMANTICS = {
+    "pipedream": Semantics(_pipedream, ("predict", "ema")),
+    "pipemare": Semantics(_pipemare, ("predict", "ema", "t1", "t1_window", "t2")),
+    "pipedream_2bw": Semantics(lambda tl, S_obj, n_batches, **_: (pipedream_2bw_plan(tl, n_batches), 2)),
+}
+SYNCHRONOUS = Semantics(lambda tl, S_obj, n_batches, **_: (synchronous_plan(tl, S_obj, n_batches), None))
+
+
+def of(tl: Timeline) -> Semantics:
+    """The semantics a timeline trains with: its kind's entry, else the synchronous one for
+    every schedule with a flush (LocalSGD trains replicas, :mod:`rpd.train.localsgd`)."""
+    if tl.kind in SEMANTICS:
+        return SEMANTICS[tl.kind]
+    if tl.synchronous:
+        return SYNCHRONOUS
+    raise ValueError(f"no training semantics for timeline kind {tl.kind!r}")
+
+
+def check_options(kind: str, allowed: tuple[str, ...], options: dict, prefix: str = "") -> dict:
+    """The options that are set (not None/False), checked once: a name no semantics has is a
+    TypeError, one this kind does not have a ValueError; ``ema`` in [0, 1), ``t1_window`` >= 1,
+    the switches bools. Errors name the field as ``prefix`` + name (``method.predict``)."""
+    for name, value in options.items():
+        if name not in OPTION_NAMES:
+            raise TypeError(f"unknown option {prefix}{name!r} (options: {list(OPTION_NAMES)})")
+        if name not in allowed and _set(value):
+            raise ValueError(f"{prefix}{name}={value!r} does not apply to schedule {kind} "
+                             f"(its options: {list(allowed) or 'none'})")
+    for name in ("predict", "t1", "t2"):
+        if not isinstance(options.get(name, False) or False, (bool, np.bool_)):
+            raise TypeError(f"{prefix}{name} must be a bool, got {options[name]!r}")
+    if options.get("t1_window") is not None:
+        check_int(f"{prefix}t1_window", options["t1_window"])
+    if options.get("ema") is not None and not 0.0 <= check_real(f"{prefix}ema", options["ema"], allow_zero=True) < 1.0:
+        raise ValueError(f"{prefix}ema must lie in [0, 1), got {options['ema']}")
+    return {k: v for k, v in options.items() if _set(v)}
+
+
+def _set(value) -> bool:
+    return value is not None and not (isinstance(value, (bool, np.bool_)) and not value)

@@ -5,33 +5,25 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra_helpers import CONFIGS, ROOT, TINY_LINEAR, TINY_LM
+from hydra_helpers import compose as _compose
 
 from experiments import checks, train
 from experiments import config as C
 from experiments import figure as F
+from rpd import studies
 from rpd.io import store, sweeps
+from rpd.studies import delay_law
 
-ROOT = Path(__file__).resolve().parents[2]
-CONFIGS = ROOT / "configs"
 EXPERIMENTS = sorted(p.stem for p in (CONFIGS / "experiment").glob("*.yaml"))
 PAPER = {"e1_pd_vs_rpd", "e2_delay_law", "e3_nesterov", "e4_logistic", "e5_nanochat", "e6_scaling",
          "e7_schedules", "e8_delta", "staleness_scaling"}
 
-TINY_LINEAR = ["objective.n=32", "objective.d=12", "objective.batch_size=4", "schedule.S=3",
-               "schedule.N=8", "method.gamma_lo=-5", "method.gamma_hi=-4", "method.seeds=[0]"]
-TINY_LM = ["schedule.S=3", "schedule.T=24", "schedule.R=3", "schedule.H=2", "objective.batch_size=2",
-           "objective.seq_len=8", "objective.width=8", "objective.heads=2", "objective.heldout_batches=1",
-           "method.gamma_lo=-3", "method.gamma_hi=-3", "method.stride=4"]
 
 
-def _compose(overrides, name="train"):
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose(name, overrides=list(overrides))
 
 
 @pytest.fixture
@@ -57,7 +49,7 @@ def test_experiment_composes_and_runs(experiment, tmp_path, text_file):
     (no-op logger) and its curves start at f(x0) - f* and go down at the chosen gamma."""
     fig = _compose([f"experiment={experiment}"], "figure")
     assert fig.study.name == experiment
-    assert experiment in F.EXTERNAL or experiment in __import__("rpd.studies").studies.REGISTRY
+    assert experiment in studies.REGISTRY
 
     base = _compose([f"experiment={experiment}"])
     lm = C._value(base.objective.name) == "nanochat"
@@ -274,28 +266,6 @@ def test_multirun_goes_on_after_a_failed_job(tmp_path):
     assert (tmp_path / "multirun" / "0" / "result").resolve() == runs["random_quadratic"].path.resolve()
 
 
-def test_staleness_scaling_entry_point(tmp_path):
-    """``python -m experiments.staleness_scaling`` is experiments.figure with the S⁴ study
-    preselected: it writes the figure and its numbers, and refuses another experiment."""
-    from experiments import staleness_scaling as S4
-
-    assert S4.with_experiment(["x", "size=full"]) == ["x", "experiment=staleness_scaling", "size=full"]
-    assert S4.with_experiment(["x", "experiment=e1_pd_vs_rpd"]) == ["x", "experiment=e1_pd_vs_rpd"]
-    env = dict(os.environ, HYDRA_FULL_ERROR="1")
-    base = [sys.executable, "-m", "experiments.staleness_scaling", f"out_dir={tmp_path}",
-            f"results_root={tmp_path / 'results'}", f"hydra.run.dir={tmp_path / 'hydra'}"]
-    tiny = ["+study.overrides.S_values=[2,4,8]", "+study.overrides.N=8", "+study.overrides.n=64",
-            "+study.overrides.d=16", "+study.overrides.large_S=4"]
-    proc = subprocess.run(base + tiny, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert (tmp_path / "staleness_scaling.png").stat().st_size > 0
-    assert "bound_stale" in proc.stdout and (tmp_path / "staleness_scaling.json").exists()
-    proc = subprocess.run(base + ["experiment=e1_pd_vs_rpd"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode != 0 and "experiment=staleness_scaling" in proc.stderr
-    assert not (tmp_path / "e1_pd_vs_rpd.png").exists()
-
-
 def test_lm_results_are_keyed_by_their_text(tmp_path, text_file):
     """Issue 13: a run on an edited text must not be returned for the original (and back)."""
     import hashlib
@@ -319,14 +289,8 @@ def test_lm_results_are_keyed_by_their_text(tmp_path, text_file):
     assert F.resolve("e3_nesterov").corpus_identity is None  # no text, key unchanged
 
 
-def test_delay_law_range_is_checked_before_work(tmp_path):
-    from experiments import delay_law
-
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        cfg = compose("delay_law", overrides=["e2.S_min=10", "e2.S_max=3", "e7.enabled=false",
-                                              f"out_dir={tmp_path}"])
-    with pytest.raises(ValueError, match=r"^e2.S_max must be >= e2.S_min, got S_min=10, S_max=3$"):
-        delay_law.run_all(cfg)
-    assert not list(tmp_path.iterdir())
+def test_delay_law_range_is_checked_before_work():
+    with pytest.raises(ValueError, match=r"^S_max must be >= S_min, got S_min=10, S_max=3$"):
+        delay_law.run(delay_law.Config(S_min=10, S_max=3))
     with pytest.raises(ValueError, match=r"^S_min must be >= 1, got 0$"):
         delay_law.run(delay_law.Config(S_min=0))

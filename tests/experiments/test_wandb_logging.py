@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hydra_helpers import compose
 
 pytest.importorskip("wandb")
 
@@ -32,10 +33,7 @@ TINY = ["objective.n=32", "objective.d=12", "objective.batch_size=4", "schedule.
 
 
 def _compose(overrides, name="train"):
-    from hydra import compose, initialize_config_dir
-
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose(name, overrides=list(overrides))
+    return compose(overrides, name)
 
 
 @pytest.fixture(scope="module")

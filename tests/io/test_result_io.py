@@ -103,7 +103,7 @@ def test_plot_one_line_per_gamma_diverged_dashed_and_marked():
 
 def test_plot_when_every_gamma_diverged_marks_the_last_finite_points():
     r = _result(curve=np.array([[8.0, 9.0, NAN, NAN], [8.0, 7.0, np.inf, 1.0], [NAN] * 4]))
-    ax = r.plot(Figure().subplots())
+    ax = result_io.plot(r, Figure().subplots())
     crosses = [(ln.get_xdata()[0], ln.get_ydata()[0]) for ln in ax.get_lines() if ln.get_marker() == "x"]
     assert crosses == [(1, 9.0), (3, 1.0)]  # the all-NaN γ has no point to mark
     assert all(ln.get_linestyle() == "--" for ln in ax.get_lines() if ln.get_marker() != "x")
@@ -114,7 +114,7 @@ def test_plot_defaults_to_the_current_pyplot_axes():
 
     fig = plt.figure()
     try:
-        assert _result().plot(color="k") is fig.gca()
+        assert result_io.plot(_result(), color="k") is fig.gca()
         assert {ln.get_color() for ln in fig.gca().get_lines() if ln.get_marker() != "x"} == {"k"}
     finally:
         plt.close(fig)

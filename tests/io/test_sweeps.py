@@ -11,7 +11,8 @@ import sys
 
 import numpy as np
 import pytest
-from test_configs import ROOT, TINY_LINEAR, _compose
+from hydra_helpers import ROOT, TINY_LINEAR
+from hydra_helpers import compose as _compose
 
 from experiments import train
 from rpd.io import store, sweeps
@@ -75,14 +76,14 @@ def test_load_sweep_filters_and_store_listing(e3_sweep):
 
 def test_store_ls_cli(e3_sweep, capsys):
     tmp, _ = e3_sweep
-    assert store.main(["ls", str(tmp / "multirun"), "method=localsgd", "--columns", "job,H,status"]) == 0
+    assert sweeps.main(["ls", str(tmp / "multirun"), "method=localsgd", "--columns", "job,H,status"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].split() == ["job", "H", "status"]
     assert [line.split() for line in out[1:3]] == [["2", "2", "ok"], ["3", "5", "ok"]]
     assert out[3] == "2 jobs: 2 done, 0 skipped, 0 failed"
-    assert store.main(["ls", str(tmp / "multirun"), "H=30"]) == 0
+    assert sweeps.main(["ls", str(tmp / "multirun"), "H=30"]) == 0
     assert "(no jobs)" in capsys.readouterr().out
-    assert store.main(["ls", str(tmp / "multirun"), "nope=1"]) == 2
+    assert sweeps.main(["ls", str(tmp / "multirun"), "nope=1"]) == 2
     proc = subprocess.run([sys.executable, "-m", "rpd.io.sweeps", "ls", str(tmp / "multirun"), "--csv"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.splitlines()[0].startswith("job,overrides,method")

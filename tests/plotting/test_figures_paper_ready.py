@@ -43,7 +43,7 @@ def test_pdf_written_next_to_png(tmp_path):
     assert pdf.read_bytes()[:5] == b"%PDF-" and pdf.stat().st_size > 5_000
     fig = Figure()
     fig.subplots().plot([0, 1])
-    assert style._save(fig, tmp_path / "sub" / "x.png").with_suffix(".pdf").exists()
+    assert style.save(fig, tmp_path / "sub" / "x.png").with_suffix(".pdf").exists()
 
 
 @pytest.fixture

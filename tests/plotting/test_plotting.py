@@ -1,18 +1,12 @@
-"""rpd.plotting.style (schedule and delay-law figures) and the E2/E7 entry point, on small sizes."""
+"""rpd.plotting.style (schedule and delay-law figures) and the E2/E7 studies, on small sizes."""
 
-import csv
-import json
-from pathlib import Path
 
 import numpy as np
-import pytest
-from hydra import compose, initialize_config_dir
-from hydra.errors import ConfigCompositionException
 
-from experiments import delay_law
 from rpd import schedules
 from rpd.plotting import style
 from rpd.schedules import delays
+from rpd.studies import delay_law
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -34,35 +28,20 @@ def test_delay_law_figure(tmp_path):
     assert path.read_bytes()[:8] == PNG
 
 
-def _compose(overrides):
-    configs = Path(__file__).resolve().parents[2] / "configs"
-    with initialize_config_dir(config_dir=str(configs), version_base="1.3"):
-        return compose(config_name="delay_law", overrides=overrides)
-
-
-def test_entry_point_writes_numbers_and_figures(tmp_path):
-    cfg = _compose([f"out_dir={tmp_path}", "e2.S_max=12", "e7.S=2", "e7.pd_N=3", "e7.naive_N=2",
-                    "e7.local_sgd_H=[1,2]", "e7.local_sgd_rounds=1"])
-    done = delay_law.run_all(cfg)
-    assert done["e2_delay_law"]["summary"]["closed_form_ok"] is True
-    record = json.loads((tmp_path / "e2_delay_law.json").read_text())
+def test_e2_and_e7_studies_write_numbers_and_figures(tmp_path):
+    """E2 and E7 follow the study protocol (run, then figure from the output)."""
+    e2 = delay_law.run(delay_law.Config(S_max=12))
+    assert e2.summary["closed_form_ok"] is True
     law = delays.delay_law(range(2, 13))
-    np.testing.assert_array_equal(record["arrays"]["max"], law.max)
-    np.testing.assert_allclose(record["arrays"]["p10"], law.p10, rtol=0, atol=0)
-    with open(tmp_path / "e2_delay_law.csv") as fh:
-        rows = list(csv.DictReader(fh))
-    assert [int(r["S"]) for r in rows] == list(range(2, 13))
-    assert all(int(r["max"]) == delays.max_delay(int(r["S"])) for r in rows)
-    table = {r["schedule"]: r for r in done["e7_schedules"]["table"]}
+    np.testing.assert_array_equal(e2.arrays["max"], law.max)
+    np.testing.assert_array_equal(e2.arrays["closed_max"], [delays.max_delay(S) for S in range(2, 13)])
+    np.testing.assert_allclose(e2.arrays["p10"], law.p10, rtol=0, atol=0)
+    delay_law.figure(e2, tmp_path / "e2_delay_law.png")
+    e7 = delay_law.run_e7(delay_law.E7Config(S=2, pd_N=3, naive_N=2, local_sgd_H=(1, 2), local_sgd_rounds=1))
+    table = {r["schedule"]: r for r in e7.table}
     assert set(table) == {"pd", "naive", "local_sgd_H1", "local_sgd_H2"}
     assert all(r["T"] == r["T_law"] for r in table.values())
     assert table["naive"]["T"] == 2 * 2 * 2
+    delay_law.figure_e7(e7, tmp_path / "e7_schedules.png")
     for name in ("e2_delay_law.png", "e7_schedules.png", "e7_schedules_family.png"):
         assert (tmp_path / name).read_bytes()[:8] == PNG
-
-
-def test_entry_point_config_is_locked():
-    with pytest.raises(ConfigCompositionException):
-        _compose(["e2.S_maximum=10"])
-    cfg = _compose(["e7.enabled=false"])
-    assert cfg.e2.S_max == 150 and cfg.e7.enabled is False

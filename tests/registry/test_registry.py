@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra_helpers import compose
 
 from experiments import checks, train
 from experiments import config as C
@@ -25,8 +25,7 @@ GRID = [2.0**-5, 2.0**-4]
 
 
 def _compose(overrides):
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return checks.typed(compose("train", overrides=list(overrides)))
+    return checks.typed(compose(overrides))
 
 
 @pytest.fixture(scope="module")
@@ -128,8 +127,7 @@ def test_bad_schedule_fields_fail_before_any_work_naming_the_field(overrides, te
 
 
 def _compose_raw(overrides):
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose("train", overrides=list(overrides))
+    return compose(overrides)
 
 
 def test_the_run_key_holds_what_the_run_reads():

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra_helpers import compose
 
 from experiments import checks, train
 from rpd import schedules
@@ -15,9 +15,8 @@ from rpd.runtime import budget
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
-def _compose(overrides):
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose("train", overrides=list(overrides))
+def _compose(overrides, name="train"):
+    return compose(overrides, name)
 
 
 def test_check_names_the_fields_of_the_largest_term():
