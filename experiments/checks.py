@@ -23,10 +23,10 @@ from experiments.config import (
     TrainConfig,
     _value,
 )
-from rpd import registry
+from rpd import objectives, registry
 from rpd.analysis import tuning
 from rpd.io.tracking import MODES
-from rpd.objectives.nanochat import stage_sizes
+from rpd.objectives.nanochat import nanochat, stage_sizes
 from rpd.runtime import budget
 from rpd.schedules.costs import CostModel
 from rpd.validation import check_choice, check_int, check_real
@@ -266,3 +266,25 @@ def typed(cfg, schema=TrainConfig) -> DictConfig:
     merged = OmegaConf.merge(base, cfg if not dataclasses.is_dataclass(cfg) else OmegaConf.structured(cfg))
     OmegaConf.set_struct(merged, True)
     return merged
+
+
+def build_objective(o, S: int):
+    """The ``rpd.objectives`` objective of an objective config node, with S blocks."""
+
+    name = _value(o.name)
+    if name == "random_quadratic":
+        obj = objectives.random_quadratic(o.n, o.d, S, o.batch_size, seed=o.seed)
+    elif name == "nesterov_quadratic":
+        obj = objectives.nesterov_quadratic(o.n, o.d, S, o.batch_size, mu=o.mu,
+                                            condition_number=o.condition_number, seed=o.seed)
+    elif name == "logistic_regression":
+        obj = objectives.logistic_regression(o.n, o.d, S, o.batch_size, lam=o.lam,
+                                             grad_noise=o.grad_noise, seed=o.seed)
+    else:
+
+        obj = nanochat(S, path=o.text_path, batch_size=o.batch_size, seq_len=o.seq_len,
+                       width=o.width, heads=o.heads, seed=o.seed, heldout_frac=o.heldout_frac,
+                       heldout_batches=o.heldout_batches)
+    if o.grad_noise and obj.grad_noise != o.grad_noise:
+        obj = dataclasses.replace(obj, grad_noise=float(o.grad_noise))
+    return obj

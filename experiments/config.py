@@ -65,6 +65,11 @@ class Selector(enum.Enum):
     best_final = "best_final"
 
 
+class Compare(enum.Enum):
+    equal_time = "equal_time"  # every row of a sweep ends at one simulated time T (the default)
+    equal_n = "equal_n"  # every row after N microbatches, its own time (the paper's protocol)
+
+
 class LoggerKind(enum.Enum):
     none = "none"
     wandb = "wandb"
@@ -111,7 +116,7 @@ class MethodConfig:
     delays: Delays = Delays.uniform
     block_order: BlockOrder = BlockOrder.uniform
     batch_order: BatchOrder = BatchOrder.uniform
-    selector: Selector = Selector.stable
+    selector: Selector = Selector.best_final
     tail_frac: float = 0.2
     stride: int = 1  # record f every `stride` time steps (PD, pipeline) or block updates (RPD, SGD)
     # method=pipeline (rpd.train.methods.train), where the schedule's semantics has them:
@@ -247,6 +252,15 @@ class Config:
 @dataclasses.dataclass
 class TrainConfig(Config):
     """``python -m experiments.train``: one (objective, method, schedule) job."""
+
+    # A multirun without schedule.T compares its rows at one simulated time: the longest any of
+    # its rows needs for schedule.N microbatches (experiments.sweep.EqualTime); equal_n: each
+    # row after N microbatches, at its own time.
+    compare: Compare = Compare.equal_time
+    # Results are keyed by config and code (rpd.io.provenance.code_identity): after a change to
+    # rpd a rerun recomputes. true: a run stored by any code is reused (its row says so).
+    reuse_other_code: bool = False
+    T_rule: Optional[str] = None  # how schedule.T was chosen, when a sweep chose it (not part of the key)
 
 
 @dataclasses.dataclass

@@ -14,14 +14,25 @@ it stored, and a summary at the end of a multirun.
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 
+import hydra
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from rpd.io import sweeps
+from experiments import checks
+from experiments import config as C
+from rpd.io import store, sweeps
 
-SHOWN = ["job", "overrides", "status", "skipped", "gamma", "final_selected", "final_best"]
+EQUAL_TIME = "equal_time.json"  # in a sweep directory: the one simulated time T of its rows
+T_RULE = "the longest time any row of the sweep needs for its schedule.N microbatches"
+
+SHOWN = ["job", "overrides", "schedule", "costs", "T", "status", "skipped", "gamma", "rule", "final_selected",
+         "final_best"]
 
 
 def job_dir() -> Path | None:
@@ -65,3 +76,57 @@ class SweepSummary(Callback):
         if counts["failed"]:
             raise SystemExit(f"{counts['failed']} of {counts['total']} jobs failed (recorded in the "
                              f"results store; rerun the sweep to retry them, complete jobs are skipped)")
+
+
+def job_overrides(config: DictConfig) -> list[list[str]]:
+    """The override lists of every job of a multirun, as hydra's basic sweeper expands them
+    (the command line's and ``hydra.sweeper.params``)."""
+    params = OmegaConf.select(config, "hydra.sweeper.params") or {}
+    arguments = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
+    parsed = OverridesParser.create().parse_overrides(arguments)
+    return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+
+
+def sweep_time(cfgs) -> int | None:
+    """The simulated time T at which a sweep's rows are compared: the user's ``schedule.T`` if
+    any row sets one (None: each row keeps its own), else :data:`T_RULE`: the largest makespan
+    of the rows' timelines for ``schedule.N`` microbatches, so every row can reach it."""
+    typed = [checks.typed(c, C.TrainConfig) for c in cfgs]
+    if any(c.schedule.T is not None for c in typed):
+        return None
+    longest = 0
+    for c in typed:
+        checks.validate(c)
+        pipeline = checks.run_spec(c).pipeline
+        averaging = c.costs.allreduce_alpha or c.costs.allreduce_beta
+        obj = checks.build_objective(c.objective, c.schedule.S) if averaging else None
+        longest = max(longest, int(pipeline.timeline(obj).T))
+    return longest
+
+
+def equal_time(sweep_dir: Path) -> dict | None:
+    """The sweep's ``{"T", "rule"}`` written by :class:`EqualTime`, None when there is none."""
+    path = Path(sweep_dir) / EQUAL_TIME
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+class EqualTime(Callback):
+    """Before a multirun of ``experiments.train`` (``compare=equal_time``, the default) with no
+    ``schedule.T``: compose every job, take :func:`sweep_time` and write it to
+    ``<sweep dir>/equal_time.json``, which each job reads (``experiments.train.main``), so
+    every row ends at the same simulated time. Printed with the rule that chose it."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        if C._value(config.get("compare")) != "equal_time":
+            return
+        cfgs = [hydra.compose(config.hydra.job.config_name, overrides=job) for job in job_overrides(config)]
+        if len(cfgs) < 2:
+            return
+        T = sweep_time(cfgs)
+        if T is None or not math.isfinite(T):
+            return
+        sweep_dir = Path(config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        store.atomic_write(sweep_dir / EQUAL_TIME, json.dumps({"T": T, "rule": T_RULE}).encode())
+        print(f"comparing the {len(cfgs)} rows at one simulated time T = {T} ticks ({T_RULE}); "
+              f"schedule.T=<ticks> sets another, compare=equal_n compares after N microbatches", flush=True)

@@ -29,15 +29,16 @@ from typing import Any, NamedTuple
 
 import hydra
 import numpy as np
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from experiments import checks, sweep, wandb_log
 from experiments import config as C
-from rpd import objectives, registry
+from rpd import registry
 from rpd.analysis import tuning
-from rpd.io import store, tracking
+from rpd.io import provenance, store, tracking
 from rpd.objectives import corpus
-from rpd.objectives.nanochat import nanochat
 from rpd.runtime import compile_cache
 from rpd.runtime.interrupt import run_main
 
@@ -88,29 +89,22 @@ def run_config(cfg) -> dict:
     spec = checks.run_spec(cfg)
     m.update(dataclasses.asdict(spec.options))
     key["schedule"] = dict(name=spec.pipeline.name, **dataclasses.asdict(spec.pipeline.params))
+    key["code"] = "any" if cfg.reuse_other_code else provenance.code_identity()
     return key
 
 
-def build_objective(o, S: int):
-    """The ``rpd.objectives`` objective of an objective config node, with S blocks."""
+def schedule_label(pipeline) -> str:
+    """The schedule's name as a table shows it: the registry's, and "naive" for PipeDream with
+    one microbatch in flight (configs/schedule/naive.yaml)."""
+    return "naive" if pipeline.name == "pipedream" and pipeline.params.noam == 1 else pipeline.name
 
-    name = _v(o.name)
-    if name == "random_quadratic":
-        obj = objectives.random_quadratic(o.n, o.d, S, o.batch_size, seed=o.seed)
-    elif name == "nesterov_quadratic":
-        obj = objectives.nesterov_quadratic(o.n, o.d, S, o.batch_size, mu=o.mu,
-                                            condition_number=o.condition_number, seed=o.seed)
-    elif name == "logistic_regression":
-        obj = objectives.logistic_regression(o.n, o.d, S, o.batch_size, lam=o.lam,
-                                             grad_noise=o.grad_noise, seed=o.seed)
-    else:
 
-        obj = nanochat(S, path=o.text_path, batch_size=o.batch_size, seq_len=o.seq_len,
-                       width=o.width, heads=o.heads, seed=o.seed, heldout_frac=o.heldout_frac,
-                       heldout_batches=o.heldout_batches)
-    if o.grad_noise and obj.grad_noise != o.grad_noise:
-        obj = dataclasses.replace(obj, grad_noise=float(o.grad_noise))
-    return obj
+def costs_label(c) -> str:
+    """The cost model in one cell: its non-default fields ("unit" when none), e.g. "B=2 p2p=1"."""
+    default = C.CostsConfig()
+    shown = [f"{f.name}={getattr(c, f.name)}" for f in dataclasses.fields(default)
+             if getattr(c, f.name) != getattr(default, f.name)]
+    return " ".join(shown) or "unit"
 
 
 def _stack(arrays: list) -> np.ndarray | None:
@@ -125,7 +119,7 @@ def train(cfg) -> tuple[dict, dict, str]:
     t0 = time.perf_counter()
     grid = checks.gammas(cfg.method)
     spec = checks.run_spec(cfg)
-    obj = build_objective(cfg.objective, cfg.schedule.S)
+    obj = checks.build_objective(cfg.objective, cfg.schedule.S)
     lm = obj.name == "nanochat"
     results, sim_time, block_update, extra = [], None, None, {}
     for seed in cfg.method.seeds:
@@ -154,9 +148,13 @@ def train(cfg) -> tuple[dict, dict, str]:
                               thresholds=tuning.LM if lm else tuning.DEFAULT)
     status = "diverged" if diverged.all() else "ok"
     final = mean[:, -1]
+    head, dirty = provenance.git_state()
     summary = {
-        "method": _v(cfg.method.name), "schedule": spec.pipeline.name, "objective": obj.name,
-        "S": int(cfg.schedule.S),
+        "method": _v(cfg.method.name), "objective": obj.name,
+        "costs": costs_label(cfg.costs), "S": int(cfg.schedule.S),
+        "T_rule": cfg.T_rule if cfg.schedule.T is not None else None,
+        "updates": int(block_update[-1]), "compare": _v(cfg.compare),
+        "git_commit": head, "git_dirty": dirty,
         "metric": metric, "gammas": grid,
         "gamma_log2_grid": [tuning.log2_exponent(g) if _is_pow2(g) else None for g in grid],
         "tuning/gamma": sel.gamma, "tuning/rule": sel.rule, "tuning/index": sel.index,
@@ -168,6 +166,9 @@ def train(cfg) -> tuple[dict, dict, str]:
         "stable": [r.stable for r in sel.reports],
         "f0": float(curve[0, 0, 0]), "L": obj.L, "D": int(obj.D),
         "runtime_s": time.perf_counter() - t0, **extra,
+        # the simulated time the row is compared at (its timeline's own length is "makespan")
+        "makespan": extra.get("T"), "schedule": schedule_label(spec.pipeline),
+        "T": cfg.schedule.T if cfg.schedule.T is not None else (int(sim_time[-1]) if sim_time is not None else None),
     }
     return curves, summary, status
 
@@ -226,9 +227,6 @@ def run(cfg) -> TrainOutcome:
 
 
 def _is_multirun() -> bool:
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
@@ -241,6 +239,10 @@ def main(cfg: DictConfig) -> float:
     when none) for hydra's optimising sweepers (Optuna, Ax)."""
 
     compile_cache.enable(cfg.results_root)  # <results_root>/jax_cache; RPD_JAX_CACHE=0: off
+    if _is_multirun() and cfg.schedule.T is None and _v(cfg.compare) == "equal_time":
+        shared = sweep.equal_time(Path(HydraConfig.get().sweep.dir))
+        if shared is not None:  # the sweep's one T (experiments.sweep.EqualTime)
+            cfg.schedule.T, cfg.T_rule = shared["T"], shared["rule"]
     try:
         out = run(cfg)
     except Exception as exc:  # an invalid config, refused before any work

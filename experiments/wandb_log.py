@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
-from experiments import checks
+from experiments import checks, sweep
 from experiments import config as C
-from experiments.sweep import job_dir
 from rpd.io import store, tracking
 from rpd.io.provenance import provenance
 
@@ -54,7 +54,7 @@ def output_dir(configured: str | None) -> str | None:
     if configured:
         return configured
 
-    where = job_dir()
+    where = sweep.job_dir()
     return None if where is None else str(where)
 
 
@@ -168,10 +168,12 @@ def gamma_rows(summary: Mapping) -> list[dict]:
 
 
 def _num(x):
+    """A finite float, or None (a table cell of one type: wandb refuses "nan" beside numbers)."""
     try:
-        return float(x)
+        v = float(x)
     except (TypeError, ValueError):
         return None
+    return v if math.isfinite(v) else None
 
 
 def curves_figure(curves: Mapping, summary: Mapping):

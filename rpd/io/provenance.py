@@ -18,7 +18,23 @@ from collections import Counter
 from importlib import metadata
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from rpd.runtime import programs
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def code_identity() -> str:
+    """16 hex digits naming the code a result was computed with: every module of rpd (path and
+    contents) and the jax, jaxlib and numpy versions. Part of every train run's store key, so a
+    change to rpd's code recomputes instead of returning an old result."""
+    import hashlib
+
+    import jax
+    import jaxlib
+    import numpy as np
+
+    parts = (programs.source_hash(), jax.__version__, jaxlib.__version__, np.__version__)
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
 
 
 def _version(dist: str) -> str | None:

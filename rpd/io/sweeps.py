@@ -15,9 +15,10 @@ from typing import Any, Sequence
 from rpd.io import store
 
 JOB_LINK = "result.json"  # in a hydra job's output directory: which stored run the job produced
-SWEEP_COLUMNS = ("job", "overrides", "method", "schedule", "objective", "S", "H", "delta", "N", "T",
-                 "gamma", "final_selected", "final_best", "metric", "status", "skipped", "error",
-                 "result", "wandb_id")
+SWEEP_COLUMNS = ("job", "overrides", "method", "schedule", "costs", "objective", "S", "H", "delta", "N", "T",
+                 "T_rule", "gamma", "rule", "final_selected", "final_best", "updates", "microbatches",
+                 "bubble_total", "bubble_ideal", "peak_activations", "weights_peak", "metric", "status",
+                 "skipped", "code", "git_commit", "error", "result", "wandb_id")
 
 
 def link_job(job_dir: str | os.PathLike, result: str | os.PathLike | None, *, status: str,
@@ -77,10 +78,16 @@ def _row_of_run(path: Path | None) -> dict:
     final = [_float(v) for v in summary.get("final", [])]
     diverged = list(summary.get("diverged", [False] * len(final)))
     kept = [f for f, d in zip(final, diverged) if not d and math.isfinite(f)]
-    row.update(method=method.get("name", config.get("study")), schedule=sched.get("name"),
-               objective=objective.get("name"), S=sched.get("S"), H=sched.get("H"),
-               delta=method.get("delta"), N=sched.get("N"), T=sched.get("T"),
-               gamma=summary.get("tuning/gamma"), final_selected=_float(summary.get("final/selected")),
+    row.update(method=method.get("name", config.get("study")), schedule=summary.get("schedule", sched.get("name")),
+               costs=summary.get("costs"), objective=objective.get("name"), S=sched.get("S"), H=sched.get("H"),
+               delta=method.get("delta"), N=summary.get("N", sched.get("N")),
+               T=summary.get("T", sched.get("T")), T_rule=summary.get("T_rule"),
+               gamma=summary.get("tuning/gamma"), rule=summary.get("tuning/rule"),
+               updates=summary.get("updates"), microbatches=summary.get("N"),
+               bubble_total=summary.get("bubble/f_total"), bubble_ideal=summary.get("bubble/r_ideal"),
+               peak_activations=summary.get("activations/peak"), weights_peak=summary.get("weights/peak"),
+               code=config.get("code"), git_commit=summary.get("git_commit"),
+               final_selected=_float(summary.get("final/selected")),
                final_best=min(kept) if kept else math.nan, metric=summary.get("metric"),
                status=marker["status"], error=marker.get("error"), result=str(path),
                wandb_id=summary.get("wandb_id"))

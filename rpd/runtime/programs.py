@@ -101,10 +101,11 @@ def store_dir() -> Path | None:
 
 
 @functools.cache
-def _source_hash() -> str:
-    """sha256 of every module of the rpd package (path and contents): programs change with them."""
+def source_hash() -> str:
+    """sha256 of every module of the rpd package (path and contents): programs and results
+    change with them."""
     h = hashlib.sha256()
-    root = Path(__file__).resolve().parent
+    root = Path(__file__).resolve().parents[1]  # rpd/
     for path in sorted(root.rglob("*.py")):
         h.update(str(path.relative_to(root)).encode())
         h.update(path.read_bytes())
@@ -119,7 +120,7 @@ def environment() -> str:
     devices = jax.devices()
     # JAX's tracing configuration; a few entries are objects, whose repr carries an address
     trace_config = re.sub(r" at 0x[0-9a-f]+", "", repr(config.trace_context()))
-    return repr((_source_hash(), jax.__version__, jaxlib.__version__, devices[0].platform,
+    return repr((source_hash(), jax.__version__, jaxlib.__version__, devices[0].platform,
                  getattr(devices[0].client, "platform_version", ""),
                  tuple(d.device_kind for d in devices), os.environ.get("XLA_FLAGS", ""), trace_config))
 

@@ -186,7 +186,7 @@ def test_failed_run_is_recorded_and_rerun(tmp_path, monkeypatch):
     def boom(o, S):
         raise RuntimeError("objective exploded")
 
-    monkeypatch.setattr(train, "build_objective", boom)
+    monkeypatch.setattr(checks, "build_objective", boom)
     cfg = _compose([f"results_root={tmp_path}", *TINY_LINEAR])
     out = train.run(cfg)
     assert out.status == "failed" and "objective exploded" in out.error

@@ -115,7 +115,7 @@ BAD = [  # (overrides, text the error must contain); the defaults are S = 8, N =
 
 @pytest.mark.parametrize("overrides,text", BAD, ids=[" ".join(o) for o, _ in BAD])
 def test_bad_schedule_fields_fail_before_any_work_naming_the_field(overrides, text, tmp_path, monkeypatch):
-    monkeypatch.setattr(train, "build_objective", lambda *a: pytest.fail("an objective was built"))
+    monkeypatch.setattr(checks, "build_objective", lambda *a: pytest.fail("an objective was built"))
     with pytest.raises(Exception) as info:
         train.run(_compose_raw([f"results_root={tmp_path}", *overrides]))
     chain, exc = "", info.value

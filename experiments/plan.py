@@ -1,0 +1,218 @@
+"""Which schedule for this model on this device: the plan over every registered schedule (SPEC §12).
+
+    python -m experiments.plan model=gpt2_medium hardware=a100_80g pipeline.S=4 pipeline.M=8
+    python -m experiments.plan model=gpt3_1.3b pipeline.S=8 "pipeline.M=[8,16,32,64]" optimizer=sgd
+    python -m experiments.plan model=llama_7b hardware=h100_80g recompute=full out=llama.json figure=llama.png
+
+Prints one row per (schedule, M) -- step time, bubble (f_total and r_ideal), tokens/s, MFU,
+peak bytes of the worst rank, fits, p2p and all-reduce bytes per step, max delay, weight
+versions -- sorted by tokens/s among those that fit, and writes ``out`` (JSON, bytes per rank
+as lists) and, with ``figure=``, step time per microbatch against peak memory with its frontier.
+The computation is :func:`rpd.model.plan.plan`; this module only composes it with the schedule
+registry (:mod:`rpd.registry`). The schema is :class:`PlanConfig` (stored as ``plan_schema``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import logging
+from pathlib import Path
+from typing import Any, List, Optional
+
+import hydra
+from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
+
+from rpd import registry
+from rpd.model import hardware as hw_lib
+from rpd.model import layers
+from rpd.model.plan import format_table, plan, to_json
+from rpd.model.profile import load_profile
+from rpd.validation import check_int
+
+log = logging.getLogger(__name__)
+
+
+class ModelKind(enum.Enum):
+    gpt = "gpt"
+    profile = "profile"
+
+
+class Optimizer(enum.Enum):
+    sgd = "sgd"
+    momentum = "momentum"
+    adam = "adam"
+
+
+class Precision(enum.Enum):
+    fp32 = "fp32"
+    bf16_mixed = "bf16_mixed"
+
+
+class Recompute(enum.Enum):
+    none = "none"
+    selective = "selective"
+    full = "full"
+
+
+class Partition(enum.Enum):
+    even = "even"
+    layers = "layers"
+    time = "time"
+    memory = "memory"
+
+
+@dataclasses.dataclass
+class ModelConfig:
+    """``rpd.model.layers.GPTConfig`` (kind gpt) or a profile file (kind profile)."""
+
+    name: str = "gpt2_medium"
+    kind: ModelKind = ModelKind.gpt
+    n_layer: int = 24
+    d_model: int = 1024
+    n_head: int = 16
+    seq: int = 1024
+    vocab: int = 50257
+    micro_batch: int = 1
+    tied: bool = True
+    ffn: Optional[int] = None  # null: 4 d_model
+    gated: bool = False  # SwiGLU MLP
+    bias: bool = True
+    norm: str = "layernorm"  # layernorm | rmsnorm
+    positions: str = "learned"  # learned | rope
+    profile: Optional[str] = None  # kind profile: a JSON / CSV file (rpd.model.profile)
+    tokens_per_microbatch: Optional[int] = None  # kind profile
+
+
+@dataclasses.dataclass
+class HardwareConfig:
+    """``rpd.model.hardware.Hardware``: FLOP/s, bytes, bytes/s, seconds."""
+
+    name: str = "a100_80g"
+    peak_flops: float = 312e12
+    efficiency: float = 0.5
+    memory_bytes: int = 80 * 2**30
+    p2p_bandwidth: float = 25e9
+    p2p_latency: float = 5e-6
+    allreduce_bandwidth: float = 25e9
+    allreduce_latency: float = 20e-6
+
+
+@dataclasses.dataclass
+class PipelineConfig:
+    S: int = 4  # ranks
+    M: Any = 8  # microbatches per step: an int or a list (a sweep)
+    partition: Partition = Partition.even
+
+
+@dataclasses.dataclass
+class PlanConfig:
+    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    hardware: HardwareConfig = dataclasses.field(default_factory=HardwareConfig)
+    pipeline: PipelineConfig = dataclasses.field(default_factory=PipelineConfig)
+    optimizer: Optimizer = Optimizer.adam
+    precision: Precision = Precision.bf16_mixed
+    recompute: Recompute = Recompute.none
+    grad_bytes: Optional[int] = None  # 4 (fp32 main gradients, Megatron) or 2; null: 4
+    memory_cap: Optional[float] = None  # bytes per device; null: hardware.memory_bytes
+    schedules: Optional[List[str]] = None  # null: every registered schedule
+    tick_s: Optional[float] = None  # null: the smallest op / 100
+    out: Optional[str] = "plan.json"
+    figure: Optional[str] = None  # a PNG of step time against peak bytes
+
+
+ConfigStore.instance().store(name="plan_schema", node=PlanConfig)
+
+
+def _v(x):
+    return x.value if isinstance(x, enum.Enum) else x
+
+
+def build_model(m, recompute: str) -> layers.Model:
+    """The :class:`~rpd.model.layers.Model` of a model config node."""
+    if _v(m.kind) == "profile":
+        if not m.profile:
+            raise ValueError("model.profile must name a JSON or CSV file when model.kind=profile")
+        return load_profile(m.profile, m.tokens_per_microbatch)
+    cfg = layers.GPTConfig(n_layer=m.n_layer, d_model=m.d_model, n_head=m.n_head, seq=m.seq, vocab=m.vocab,
+                           micro_batch=m.micro_batch, tied=m.tied, ffn=m.ffn, gated=m.gated, bias=m.bias,
+                           norm=m.norm, positions=m.positions)
+    return layers.gpt_model(cfg, recompute, name=m.name)
+
+
+def make_timeline(name: str, S: int, N: int, M: int, costs, values: int):
+    """The registry's timeline of ``name`` (its defaults for every other field)."""
+    return registry.build(name, registry.ScheduleParams(S=S, N=N, M=M), costs, values)
+
+
+def run(cfg) -> dict:
+    """The whole command without hydra: the plan's JSON (also written to ``cfg.out``)."""
+    cfg = OmegaConf.merge(OmegaConf.structured(PlanConfig), cfg)
+    model = build_model(cfg.model, _v(cfg.recompute))
+    h = cfg.hardware
+    hw = hw_lib.Hardware(name=h.name, peak_flops=h.peak_flops, efficiency=h.efficiency, memory_bytes=h.memory_bytes,
+                         p2p_bandwidth=h.p2p_bandwidth, p2p_latency=h.p2p_latency,
+                         allreduce_bandwidth=h.allreduce_bandwidth, allreduce_latency=h.allreduce_latency)
+    names = list(registry.SCHEDULES) if cfg.schedules is None else list(cfg.schedules)
+    for i, n in enumerate(names):
+        if n not in registry.SCHEDULES:
+            raise ValueError(f"schedules[{i}] must be one of {sorted(registry.SCHEDULES)}, got {n!r}")
+    M = OmegaConf.to_container(cfg.pipeline, resolve=True)["M"]
+    M = [check_int("pipeline.M", M)] if not isinstance(M, list) else M
+    settings = {"S": cfg.pipeline.S, "M": M, "optimizer": _v(cfg.optimizer), "precision": _v(cfg.precision),
+                "recompute": _v(cfg.recompute), "partition": _v(cfg.pipeline.partition),
+                "memory_cap": cfg.memory_cap if cfg.memory_cap is not None else hw.memory_bytes}
+    rows = plan(model, hw, names, make_timeline, cfg.pipeline.S, M, optimizer=settings["optimizer"],
+                precision=settings["precision"], memory_cap=cfg.memory_cap, how=settings["partition"],
+                tick_s=cfg.tick_s, grad_bytes=cfg.grad_bytes)
+    print(f"{model.name}: {model.params:,} parameters, {len(model.layers)} layers; {hw.name}; S={cfg.pipeline.S}, "
+          f"{settings['optimizer']}, {settings['precision']}, recompute {settings['recompute']}")
+    print(format_table(rows))
+    out = to_json(model, hw, rows, settings)
+    if cfg.out:
+        Path(cfg.out).write_text(json.dumps(out, indent=1))
+        print(f"wrote {cfg.out}")
+    if cfg.figure:
+        frontier_figure(rows, cfg.figure, title=f"{model.name} on {cfg.pipeline.S} x {hw.name}")
+        print(f"wrote {cfg.figure}")
+    return out
+
+
+def frontier_figure(rows, path: str, title: str = "") -> None:
+    """Step time per microbatch (so rows of different M compare) against the worst rank's peak
+    GiB, one point per row; the frontier (no row both faster and smaller) joined."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pts = [(max(r.peak_bytes) / 2**30, r.step_time_s * 1e3 / r.M, f"{r.schedule} M={r.M}") for r in rows if r.error is None]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for x, y, label in pts:
+        ax.scatter(x, y, s=18)
+        ax.annotate(label, (x, y), fontsize=7, xytext=(3, 2), textcoords="offset points")
+    front, best = [], float("inf")
+    for x, y, _ in sorted(pts):
+        if y < best:
+            front.append((x, y))
+            best = y
+    if front:
+        ax.step(*zip(*front), where="post", color="k", lw=1, label="frontier")
+        ax.legend()
+    ax.set_xlabel("peak GiB (worst rank)")
+    ax.set_ylabel("step time per microbatch (ms)")
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+
+
+@hydra.main(version_base="1.3", config_path="../configs", config_name="plan")
+def main(cfg) -> None:
+    run(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,235 @@
+"""A model as the pipeline sees it: a list of layers with parameters, FLOPs and bytes (SPEC §12).
+
+A :class:`Layer` carries what a stage needs to be timed and sized: its parameters, its forward
+FLOPs and the two halves of its backward (I: the gradient with respect to the input, W: with
+respect to the weights; for a matmul each costs about one forward), the activation bytes kept
+from the forward for the backward -- ``act_bytes`` in all, of which ``act_w_bytes`` are still
+needed by W after I has run -- and ``out_bytes``, the tensor sent to the next stage (and its
+gradient sent back). A :class:`Model` is a tuple of layers.
+
+GPT-style layers (:func:`gpt_model`) follow Korthikanti et al. 2022 ("Reducing Activation
+Recomputation in Large Transformer Models", Eq. 1, Table 2; 16-bit activations, micro-batch b,
+sequence s, hidden h, heads a, MLP width f = 4h):
+
+* parameters 12h² + 13h (attention 4h² + 4h, MLP 8h² + 5h, two LayerNorms 4h);
+* forward FLOPs 24·b·s·h² + 4·b·s²·h; I = 24·b·s·h² + 8·b·s²·h, W = 24·b·s·h² (the zero-bubble
+  paper's Table 1), so F + I + W = 3F;
+* activations s·b·h·(34 + 5·a·s/h) bytes (attention 11sbh + 5as²b, MLP 19sbh, LayerNorms 4sbh);
+  selective recomputation drops the 5as²b of the attention core (recomputed: 4·b·s²·h FLOPs in
+  the backward), full recomputation keeps the layer's input, 2sbh (recomputed: one forward);
+* W needs the 16-bit inputs of the four linear layers and the gradients of their outputs,
+  2sb(3h + f) + 2sb(5h + f) = 32sbh (the zero-bubble paper's figure).
+
+Generalised for a gated MLP (SwiGLU: three matrices, MLP activations 3sbh + 6sbf), MLP width f,
+no biases and RMSNorm (LLaMA), the same derivation term by term. The embedding layer (tokens,
+learned positions) sits first with its dropout mask s·b·h; the output layer (final norm, LM
+head, fp32 logits 4·s·b·V kept for the loss) last. With tied embeddings the head holds the
+embedding matrix too (``tied_params``) but the model counts it once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from rpd.validation import check_choice, check_int, check_real
+
+RECOMPUTE = ("none", "selective", "full")
+
+
+@dataclasses.dataclass(frozen=True)
+class Layer:
+    """One layer. FLOPs per microbatch; bytes per microbatch except ``params`` (values).
+
+    ``time_*``: measured seconds (a profile), used instead of FLOPs / device speed when set.
+    ``tied_params``: values held but owned by another layer (``tied_to``; tied embeddings)."""
+
+    name: str
+    params: int
+    flops_fwd: float = 0.0
+    flops_i: float = 0.0
+    flops_w: float = 0.0
+    act_bytes: int = 0
+    act_w_bytes: int = 0
+    out_bytes: int = 0
+    kind: str = "block"  # "embedding" | "block" | "head"
+    flops_recompute: float = 0.0  # extra backward FLOPs under recomputation (not model FLOPs)
+    tied_params: int = 0
+    tied_to: str | None = None
+    time_fwd: float | None = None
+    time_i: float | None = None
+    time_w: float | None = None
+
+    def __post_init__(self):
+        check_int(f"{self.name}.params", self.params, minimum=0)
+        for f in ("act_bytes", "act_w_bytes", "out_bytes", "tied_params"):
+            check_int(f"{self.name}.{f}", getattr(self, f), minimum=0)
+        for f in ("flops_fwd", "flops_i", "flops_w", "flops_recompute"):
+            check_real(f"{self.name}.{f}", getattr(self, f), allow_zero=True)
+        for f in ("time_fwd", "time_i", "time_w"):
+            if getattr(self, f) is not None:
+                check_real(f"{self.name}.{f}", getattr(self, f), allow_zero=True)
+        if self.act_w_bytes > self.act_bytes:
+            raise ValueError(f"{self.name}.act_w_bytes must be <= act_bytes, got {self.act_w_bytes} > {self.act_bytes}")
+        check_choice(f"{self.name}.kind", self.kind, ("embedding", "block", "head"))
+
+    @property
+    def model_flops(self) -> float:
+        """Forward plus backward FLOPs without recomputation (what MFU counts)."""
+        return self.flops_fwd + self.flops_i + self.flops_w
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+    """Layers in pipeline order, and the tokens one microbatch carries."""
+
+    name: str
+    layers: tuple[Layer, ...]
+    tokens_per_microbatch: int
+
+    def __post_init__(self):
+        if not self.layers:
+            raise ValueError("model.layers must not be empty")
+        check_int("model.tokens_per_microbatch", self.tokens_per_microbatch)
+        names = [x.name for x in self.layers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"model.layers have repeated names: {names}")
+        for x in self.layers:
+            if x.tied_to is not None and x.tied_to not in names:
+                raise ValueError(f"{x.name}.tied_to names no layer: {x.tied_to!r}")
+
+    @property
+    def params(self) -> int:
+        return sum(x.params for x in self.layers)
+
+    @property
+    def model_flops(self) -> float:
+        """Model FLOPs per microbatch (forward + backward, no recomputation)."""
+        return sum(x.model_flops for x in self.layers)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "params": self.params,
+                "layers": [{"name": x.name, "params": x.params + x.tied_params, "flops_fwd": x.flops_fwd,
+                            "act_bytes": x.act_bytes, "out_bytes": x.out_bytes} for x in self.layers]}
+
+
+@dataclasses.dataclass(frozen=True)
+class GPTConfig:
+    """A GPT-style decoder. ``ffn`` None: 4·d_model; ``gated``: SwiGLU (three MLP matrices);
+    ``norm``: "layernorm" (scale and bias) or "rmsnorm" (scale); ``positions``: "learned" (s·h
+    table) or "rope" (none)."""
+
+    n_layer: int
+    d_model: int
+    n_head: int
+    seq: int
+    vocab: int
+    micro_batch: int = 1
+    tied: bool = True
+    ffn: int | None = None
+    gated: bool = False
+    bias: bool = True
+    norm: str = "layernorm"
+    positions: str = "learned"
+
+    def __post_init__(self):
+        for f in ("n_layer", "d_model", "n_head", "seq", "vocab", "micro_batch"):
+            check_int(f, getattr(self, f))
+        if self.ffn is not None:
+            check_int("ffn", self.ffn)
+        if self.d_model % self.n_head:
+            raise ValueError(f"d_model must be a multiple of n_head, got d_model={self.d_model}, n_head={self.n_head}")
+        check_choice("norm", self.norm, ("layernorm", "rmsnorm"))
+        check_choice("positions", self.positions, ("learned", "rope"))
+
+
+PRESETS: dict[str, GPTConfig] = {
+    # GPT-2 (Radford et al. 2019; HF gpt2 / gpt2-medium): tied embeddings, learned positions
+    "gpt2_small": GPTConfig(n_layer=12, d_model=768, n_head=12, seq=1024, vocab=50257),
+    "gpt2_medium": GPTConfig(n_layer=24, d_model=1024, n_head=16, seq=1024, vocab=50257),
+    # GPT-3 XL (Brown et al. 2020, Table 2.1: 24 layers, d 2048, context 2048; its "24 heads of
+    # 128" do not multiply to 2048: 16 heads of 128 here, as Megatron's 1.3B; heads change only 5as²b)
+    "gpt3_1.3b": GPTConfig(n_layer=24, d_model=2048, n_head=16, seq=2048, vocab=50257),
+    # LLaMA-7B (Touvron et al. 2023): SwiGLU 11008, RMSNorm, no biases, RoPE, untied head
+    "llama_7b": GPTConfig(n_layer=32, d_model=4096, n_head=32, seq=2048, vocab=32000, tied=False, ffn=11008,
+                          gated=True, bias=False, norm="rmsnorm", positions="rope"),
+}
+
+
+def _norm_params(cfg: GPTConfig) -> int:
+    return 2 * cfg.d_model if cfg.norm == "layernorm" else cfg.d_model
+
+
+def block_layer(cfg: GPTConfig, i: int, recompute: str = "none") -> Layer:
+    """Transformer layer i (module docstring for the formulas)."""
+    check_choice("recompute", recompute, RECOMPUTE)
+    h, a, s, b = cfg.d_model, cfg.n_head, cfg.seq, cfg.micro_batch
+    f = 4 * h if cfg.ffn is None else cfg.ffn
+    k = 3 if cfg.gated else 2  # MLP matrices
+    matmul = 4 * h * h + k * h * f
+    biases = (4 * h + (k - 1) * f + h) if cfg.bias else 0
+    params = matmul + biases + 2 * _norm_params(cfg)
+    fwd = 2 * b * s * matmul + 4 * b * s * s * h
+    sbh = s * b * h
+    mlp_act = 3 * sbh + (6 if cfg.gated else 4) * s * b * f
+    act = 11 * sbh + 5 * a * s * s * b + mlp_act + 4 * sbh
+    act_w = 2 * s * b * (3 * h + f) + 2 * s * b * (5 * h + (k - 1) * f)
+    extra = 0.0
+    if recompute == "selective":
+        act, extra = act - 5 * a * s * s * b, 4.0 * b * s * s * h
+    elif recompute == "full":  # only the input is kept; W recomputes from it, so all of it waits for W
+        act, extra = 2 * sbh, float(fwd)
+        act_w = act
+    return Layer(name=f"layer{i}", params=params, flops_fwd=float(fwd), flops_i=float(fwd + 4 * b * s * s * h),
+                 flops_w=float(2 * b * s * matmul), act_bytes=act, act_w_bytes=min(act_w, act), out_bytes=2 * sbh,
+                 kind="block", flops_recompute=extra)
+
+
+def gpt_model(cfg: GPTConfig, recompute: str = "none", name: str = "gpt") -> Model:
+    """Embedding, ``n_layer`` transformer layers, output layer (module docstring)."""
+    check_choice("recompute", recompute, RECOMPUTE)
+    h, s, b, V = cfg.d_model, cfg.seq, cfg.micro_batch, cfg.vocab
+    sbh = s * b * h
+    emb = Layer(name="embedding", params=V * h + (s * h if cfg.positions == "learned" else 0),
+                act_bytes=sbh, out_bytes=2 * sbh, kind="embedding")
+    head_flops = 2.0 * b * s * h * V
+    head = Layer(name="lm_head", params=_norm_params(cfg) + (0 if cfg.tied else h * V),
+                 flops_fwd=head_flops, flops_i=head_flops, flops_w=head_flops,
+                 act_bytes=4 * sbh + 4 * s * b * V, act_w_bytes=2 * sbh + 2 * s * b * V, kind="head",
+                 tied_params=h * V if cfg.tied else 0, tied_to="embedding" if cfg.tied else None)
+    blocks = tuple(block_layer(cfg, i, recompute) for i in range(cfg.n_layer))
+    return Model(name=name, layers=(emb, *blocks, head), tokens_per_microbatch=s * b)
+
+
+def preset(name: str, micro_batch: int = 1, recompute: str = "none") -> Model:
+    """A model of :data:`PRESETS` at micro-batch ``micro_batch``."""
+    check_choice("model", name, PRESETS)
+    cfg = dataclasses.replace(PRESETS[name], micro_batch=check_int("micro_batch", micro_batch))
+    return gpt_model(cfg, recompute, name=name)
+
+
+def nanochat_model(S: int, vocab_size: int, seq_len: int = 32, width: int = 64, heads: int = 4,
+                   batch_size: int = 16, recompute: str = "none") -> Model:
+    """rpd's NanoChat (:mod:`rpd.objectives.nanochat`): embedding stage, S - 2 pre-LN blocks
+    (12W² + 13W), untied bias-free head with its LayerNorm (W·V + 2W); one layer per stage."""
+    S = check_int("S", S, minimum=3)
+    cfg = GPTConfig(n_layer=S - 2, d_model=width, n_head=heads, seq=seq_len, vocab=vocab_size,
+                    micro_batch=batch_size, tied=False)
+    return gpt_model(cfg, recompute, name="nanochat")
+
+
+def mlp_model(S: int, width: int, batch_size: int, bytes_per_value: int = 8) -> Model:
+    """rpd's MLP chain (:mod:`rpd.objectives.mlp`): S layers of w² + w values, float64; F, I, W
+    are each one B×w by w×w matmul (2·B·w² FLOPs); a layer keeps its input and tanh output."""
+    S, w, B = check_int("S", S), check_int("width", width), check_int("batch_size", batch_size)
+    v = check_int("bytes_per_value", bytes_per_value)
+    mm = 2.0 * B * w * w
+    layers = tuple(Layer(name=f"layer{i}", params=w * w + w, flops_fwd=mm, flops_i=mm, flops_w=mm,
+                         act_bytes=2 * B * w * v, act_w_bytes=B * w * v, out_bytes=B * w * v) for i in range(S))
+    return Model(name="mlp_chain", layers=layers, tokens_per_microbatch=B)
+
+
+def model_flops_per_microbatch(cfg: GPTConfig) -> float:
+    """Korthikanti et al. App. A: 72·b·L·s·h²·(1 + s/(6h) + V/(12·h·L)) for f = 4h, ungated (the
+    check of :meth:`Model.model_flops`)."""
+    b, L, s, h, V = cfg.micro_batch, cfg.n_layer, cfg.seq, cfg.d_model, cfg.vocab
+    return 72.0 * b * L * s * h * h * (1 + s / (6 * h) + V / (12 * h * L))

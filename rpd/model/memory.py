@@ -1,0 +1,124 @@
+"""Bytes per rank of a timed schedule (SPEC §12): static state and activations in flight.
+
+Static bytes per value a rank holds (SPEC §12, Megatron's accounting):
+
+=================  ======  =================================================================
+weights            2 / 4   16-bit under ``bf16_mixed``, fp32 under ``fp32``; times the
+                           schedule's weight versions (PipeDream's stashes, 2BW's two buffers,
+                           :func:`rpd.schedules.memory.weight_versions`) -- ``stash`` is the
+                           part beyond the first version
+master copy        4 / 0   fp32 master weights under mixed precision
+gradients          4       fp32 main gradients (``grad_bytes=2``: 16-bit, as ZeRO counts)
+optimizer state    0/4/8   SGD none, momentum one fp32 copy, Adam two
+=================  ======  =================================================================
+
+so Adam in bf16 mixed precision is 18 B per value and Adam − SGD is 8 B per value of the rank.
+LocalSGD's R replicas of a block each carry all of it. A tied matrix held on two ranks counts on
+both (once when one rank holds both ends, as a V schedule's rank 0 does).
+
+Activations are counted from the timeline on *each rank*: F(m, g) allocates stage g's
+``act`` bytes at its start, a full backward B frees them at its end, a split backward's I frees
+all but ``act_w`` (what W still needs) and W the rest; at one tick frees come before
+allocations (as :func:`rpd.schedules.memory.peak_activations`, whose ``until="W"`` count this
+is, weighted by each stage's bytes). ``buffers``: a receive and a send buffer per stage held
+(its input and output tensors).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from rpd.model.stages import Stages
+from rpd.schedules import memory as sched_memory
+from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD
+from rpd.schedules.timeline import Timeline
+from rpd.validation import check_choice
+
+OPTIMIZER_BYTES = {"sgd": 0, "momentum": 4, "adam": 8}
+PRECISIONS = ("fp32", "bf16_mixed")
+
+
+@dataclasses.dataclass(frozen=True)
+class RankMemory:
+    """Bytes per rank, float arrays [S]; ``activations`` is the peak over time."""
+
+    weights: np.ndarray
+    stash: np.ndarray
+    master: np.ndarray
+    grads: np.ndarray
+    optimizer: np.ndarray
+    activations: np.ndarray
+    buffers: np.ndarray
+
+    @property
+    def static(self) -> np.ndarray:
+        return self.weights + self.stash + self.master + self.grads + self.optimizer
+
+    @property
+    def peak(self) -> np.ndarray:
+        return self.static + self.activations + self.buffers
+
+    def breakdown(self) -> dict[str, list[float]]:
+        return {f.name: getattr(self, f.name).tolist() for f in dataclasses.fields(self)}
+
+
+def held(tl: Timeline) -> np.ndarray:
+    """bool [S, n_stages]: which rank runs ops of which global stage."""
+    t = tl.table
+    out = np.zeros((tl.S, tl.n_stages), bool)
+    out[t.rank, t.stage] = True
+    return out
+
+
+def rank_params(tl: Timeline, st: Stages) -> np.ndarray:
+    """float [S, n_stages]: values of each stage on each rank (a tied matrix once per rank)."""
+    if st.G != tl.n_stages:
+        raise ValueError(f"the partition has {st.G} stages, the schedule {tl.n_stages}")
+    h = held(tl)
+    p = h * st.params[None, :].astype(float)
+    for holder, owner, values in st.tied:
+        both = h[:, holder] & h[:, owner]
+        p[both, holder] -= values
+    return p
+
+
+def activation_peak(tl: Timeline, act, act_w) -> np.ndarray:
+    """float [S]: most activation bytes in flight on each rank over the run (module docstring)."""
+    t = tl.table
+    act, act_w = np.asarray(act, float), np.asarray(act_w, float)
+    g = t.stage
+    delta = np.select([t.kind == FWD, t.kind == BWD, t.kind == BWD_I, t.kind == BWD_W],
+                      [act[g], -act[g], -(act[g] - act_w[g]), -act_w[g]], 0.0)
+    when = np.where(t.kind == FWD, t.start, t.end)
+    keep = delta != 0
+    delta, when, who = delta[keep], when[keep], t.rank[keep]
+    o = np.lexsort((delta, when, who))
+    delta, who = delta[o], who[o]
+    level = np.cumsum(delta)
+    starts = np.searchsorted(who, np.arange(tl.S))
+    base = np.concatenate([[0.0], level])[starts]
+    peak = np.zeros(tl.S)
+    np.maximum.at(peak, who, level - base[who])
+    return peak
+
+
+def rank_memory(tl: Timeline, st: Stages, optimizer: str = "adam", precision: str = "bf16_mixed",
+                grad_bytes: int | None = None) -> RankMemory:
+    """:class:`RankMemory` of timeline ``tl`` whose global stages are ``st``."""
+    check_choice("optimizer", optimizer, OPTIMIZER_BYTES)
+    check_choice("precision", precision, PRECISIONS)
+    grad_bytes = 4 if grad_bytes is None else check_choice("grad_bytes", grad_bytes, (2, 4))
+    w_bytes, master_bytes = (2, 4) if precision == "bf16_mixed" else (4, 0)
+    p = rank_params(tl, st)
+    versions = sched_memory.weight_versions(tl).astype(float)
+    copies = float(tl.R) if tl.kind == "local_sgd" else 1.0  # LocalSGD: whole replicas
+    values = p.sum(axis=1)
+    stash = (p * (versions - copies)[None, :]).sum(axis=1) * w_bytes  # LocalSGD: versions = copies = R
+    h = held(tl)
+    buffers = (h * (st.out + np.concatenate([[0], st.out[:-1]]))[None, :]).sum(axis=1).astype(float)
+    return RankMemory(weights=copies * values * w_bytes, stash=np.asarray(stash, float),
+                      master=copies * values * master_bytes, grads=copies * values * grad_bytes,
+                      optimizer=copies * values * OPTIMIZER_BYTES[optimizer],
+                      activations=activation_peak(tl, st.act, st.act_w), buffers=buffers)

@@ -1,0 +1,199 @@
+"""The plan (SPEC §12): every schedule timed and sized for one model on one device.
+
+:func:`plan` takes plain values and a schedule maker, ``make(name, S, N, M, costs, values) ->
+Timeline`` (the entry point passes the registry's; this layer imports none), and for each
+schedule and M:
+
+1. builds the schedule at unit costs once to learn its global stages (S, or S·v chunks) and
+   partitions the model into that many contiguous stages (:mod:`rpd.model.stages`);
+2. times it under the stages' own costs (unequal end stages included) for one and for two
+   minibatches of M microbatches; the step is the difference, T(2M) − T(M): a flush and its
+   barrier for the synchronous schedules, the steady state for the asynchronous ones;
+3. reports, per step: bubble as f_total = idle / (step·S) and r_ideal = idle / busy (both
+   from the step's busy ticks), tokens/s = M·tokens / step, MFU = M·model FLOPs / (step · S ·
+   peak FLOP/s) (recomputation is not model FLOPs), bytes per rank (:mod:`rpd.model.memory`,
+   the peak over the two-minibatch run) and fits = every rank's peak <= ``memory_cap``, p2p
+   bytes each rank sends (an activation forward, its gradient back, for every dependency
+   that crosses ranks), all-reduce bytes each rank sends (ring, 2(D−1)/D: a tied embedding's
+   gradient between the end ranks, Chimera's two replicas per stage, LocalSGD's R replicas once
+   per round of R·H microbatches), the largest delay of a gradient in updates of its block, and
+   the most weight versions.
+
+A schedule that refuses (M) (DualPipeV needs M >= 2S, Chimera an even S, ...) gets a row with
+``error`` set and ``fits`` false.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+from rpd.model.hardware import Hardware
+from rpd.model.layers import Model
+from rpd.model.memory import held, rank_memory
+from rpd.model.stages import partition, stage_costs, stages
+from rpd.schedules import memory as sched_memory
+from rpd.schedules.ir import BWD, BWD_I, FWD
+from rpd.schedules.timeline import Timeline
+from rpd.validation import check_int, check_real
+
+Maker = Callable[..., Timeline]  # (name, S, N, M, costs, values) -> Timeline
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One (schedule, M). Per-rank quantities are lists over ranks."""
+
+    schedule: str
+    S: int
+    M: int
+    D: int = 1
+    step_time_s: float | None = None
+    bubble_total: float | None = None
+    bubble_ideal: float | None = None
+    tokens_per_s: float | None = None
+    mfu: float | None = None
+    peak_bytes: list | None = None
+    peak_activation_bytes: list | None = None
+    static_bytes: list | None = None
+    fits: bool = False
+    p2p_bytes_per_step: list | None = None
+    allreduce_bytes_per_step: list | None = None
+    max_delay: int | None = None
+    weight_versions: int | None = None
+    tick_s: float | None = None
+    memory: dict | None = None  # RankMemory.breakdown()
+    error: str | None = None
+
+
+def max_delay(tl: Timeline) -> int:
+    """Most updates of a block between the weights a microbatch's forward read and the update
+    its gradient joins: 0 for the synchronous schedules and LocalSGD (within a replica), 1 for
+    2BW (W_{k+1} = W_k − γ∇f(W_{k−1})), m − (updates landed before F(m, g)) for PipeDream and
+    PipeMare, whose every B updates its block."""
+    if tl.synchronous or tl.kind == "local_sgd":
+        return 0
+    if tl.kind == "pipedream_2bw":
+        return 1
+    b = np.sort(tl.b_time, axis=0)
+    landed = np.stack([np.searchsorted(b[:, g], tl.f_time[:, g], side="left") for g in range(tl.n_stages)], 1)
+    return int((np.arange(tl.N)[:, None] - landed).max())
+
+
+def p2p_bytes(tl: Timeline, out: np.ndarray) -> np.ndarray:
+    """float [S]: bytes each rank sends: out[g] after F(m, g) when F(m, g+1) runs elsewhere, and
+    the same back after the backward of (m, g+1) when (m, g)'s runs elsewhere."""
+    t = tl.table
+    f = t.kind == FWD
+    rank_f = np.full((tl.n_stages, tl.N), -1)
+    rank_f[t.stage[f], t.mb[f]] = t.rank[f]
+    sent = np.zeros(tl.S)
+    g, m, r = t.stage[f], t.mb[f], t.rank[f]
+    cross = (g < tl.n_stages - 1) & (rank_f[np.minimum(g + 1, tl.n_stages - 1), m] != r)
+    np.add.at(sent, r[cross], out[g[cross]])
+    b = np.isin(t.kind, (BWD, BWD_I))
+    g, m, r = t.stage[b], t.mb[b], t.rank[b]
+    cross = (g > 0) & (rank_f[np.maximum(g - 1, 0), m] != r)
+    np.add.at(sent, r[cross], out[np.maximum(g - 1, 0)[cross]])
+    return sent
+
+
+def replicas(tl: Timeline) -> int:
+    """Copies of each stage whose gradients / weights are averaged: Chimera 2, LocalSGD R."""
+    return 2 if tl.kind == "chimera" else (tl.R if tl.kind == "local_sgd" else 1)
+
+
+def _allreduce_bytes(tl: Timeline, st, p: np.ndarray, hw: Hardware, grad_bytes: int, M: int) -> np.ndarray:
+    sent = np.zeros(tl.S)
+    on = held(tl)
+    for holder, owner, values in st.tied:  # the tied matrix's gradient, summed between its two ranks
+        a, b = on[:, holder], on[:, owner]
+        two = a ^ b
+        sent[two] += hw.ring_bytes(values * grad_bytes, 2)
+    D = replicas(tl)
+    if D > 1:
+        per = p.sum(axis=1) * grad_bytes
+        rounds = M / (tl.R * tl.H) if tl.kind == "local_sgd" else 1.0
+        sent += rounds * hw.ring_bytes(1.0, D) * per
+    return sent
+
+
+def plan_one(model: Model, hw: Hardware, name: str, make: Maker, S: int, M: int, *, optimizer: str = "adam",
+             precision: str = "bf16_mixed", memory_cap: float | None = None, how: str = "even",
+             tick_s: float | None = None, grad_bytes: int | None = None) -> Row:
+    """The :class:`Row` of schedule ``name`` at S ranks and M microbatches per step."""
+    try:
+        unit = make(name, S, M, M, None, 0)
+    except (ValueError, TypeError) as exc:
+        return Row(schedule=name, S=S, M=M, error=f"{type(exc).__name__}: {exc}")
+    st = stages(model, partition(model, unit.n_stages, how, hw), hw)
+    gb = 4 if grad_bytes is None else grad_bytes
+    costs, tick = stage_costs(st, hw, tick_s, replicas=replicas(unit), grad_bytes=gb)
+    values = int(st.params.max())
+    one, two = make(name, S, M, M, costs, values), make(name, S, 2 * M, M, costs, values)
+    step = two.T - one.T
+    busy = float(two.busy().sum() - one.busy().sum())
+    step_s = step * tick
+    mem = rank_memory(two, st, optimizer, precision, grad_bytes)
+    cap = float(hw.memory_bytes if memory_cap is None else memory_cap)
+    p = _rank_values(two, st)
+    return Row(schedule=name, S=S, M=M, step_time_s=step_s, bubble_total=1 - busy / (step * S),
+               bubble_ideal=(step * S - busy) / busy, tokens_per_s=M * model.tokens_per_microbatch / step_s,
+               mfu=M * model.model_flops / (step_s * S * hw.peak_flops), peak_bytes=mem.peak.tolist(),
+               peak_activation_bytes=mem.activations.tolist(), static_bytes=mem.static.tolist(),
+               fits=bool(mem.peak.max() <= cap), p2p_bytes_per_step=p2p_bytes(one, st.out.astype(float)).tolist(),
+               allreduce_bytes_per_step=_allreduce_bytes(two, st, p, hw, gb, M).tolist(),
+               max_delay=max_delay(two), weight_versions=int(sched_memory.weight_versions(two).max()),
+               tick_s=tick, memory=mem.breakdown())
+
+
+def _rank_values(tl: Timeline, st) -> np.ndarray:
+    on = held(tl)
+    return on * st.params[None, :].astype(float)
+
+
+def plan(model: Model, hw: Hardware, names: Iterable[str], make: Maker, S: int, Ms, **kw) -> list[Row]:
+    """Rows of every schedule in ``names`` and every M of ``Ms`` (an int or a list), sorted: those
+    that fit by tokens/s (fastest first), then those that do not, then the refused."""
+    S = check_int("pipeline.S", S)
+    Ms = [Ms] if isinstance(Ms, int) else list(Ms)
+    Ms = [check_int(f"pipeline.M[{i}]", m) for i, m in enumerate(Ms)]
+    if kw.get("memory_cap") is not None:
+        check_real("memory_cap", kw["memory_cap"])
+    rows = [plan_one(model, hw, n, make, S, M, **kw) for M in Ms for n in names]
+    return sorted(rows, key=lambda r: (r.error is not None, not r.fits, -(r.tokens_per_s or 0.0)))
+
+
+def to_json(model: Model, hw: Hardware, rows: list[Row], settings: dict | None = None) -> dict:
+    """The plan as JSON: ``{"model": {"params", "layers": [...]}, "hardware", "settings", "rows"}``."""
+    return {"model": model.to_json(), "hardware": dataclasses.asdict(hw), "settings": dict(settings or {}),
+            "rows": [dataclasses.asdict(r) for r in rows]}
+
+
+def _gb(x) -> str:
+    return f"{x / 2**30:.1f}"
+
+
+def format_table(rows: list[Row]) -> str:
+    """A fixed-width text table of the rows (bytes in GiB, the worst rank)."""
+    head = ("schedule", "M", "step ms", "f_total", "r_ideal", "tokens/s", "MFU", "peak GiB", "act GiB",
+            "fits", "p2p MiB", "AR MiB", "delay", "versions")
+    lines = []
+    for r in rows:
+        if r.error is not None:
+            lines.append((r.schedule, str(r.M), "refused: " + r.error.split(": ", 1)[-1][:70]))
+            continue
+        lines.append((r.schedule, str(r.M), f"{r.step_time_s * 1e3:.1f}", f"{r.bubble_total:.3f}",
+                      f"{r.bubble_ideal:.3f}", f"{r.tokens_per_s:,.0f}", f"{r.mfu:.3f}", _gb(max(r.peak_bytes)),
+                      _gb(max(r.peak_activation_bytes)), "yes" if r.fits else "no",
+                      f"{max(r.p2p_bytes_per_step) / 2**20:.0f}", f"{max(r.allreduce_bytes_per_step) / 2**20:.0f}",
+                      str(r.max_delay), str(r.weight_versions)))
+    widths = [max(len(head[i]), *(len(x[i]) for x in lines if len(x) > i and len(x) == len(head)))
+              for i in range(len(head))]
+    fmt = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
+    out = [fmt(head), fmt(tuple("-" * w for w in widths))]
+    for x in lines:
+        out.append(fmt(x) if len(x) == len(head) else f"{x[0].ljust(widths[0])}  {x[1].rjust(widths[1])}  {x[2]}")
+    return "\n".join(out)
