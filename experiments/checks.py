@@ -9,8 +9,12 @@ the memory estimate's terms; ``+`` keys checked against the schemas (:func:`chec
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import os
+import sys
 import typing
 
+import hydra.utils
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import (
@@ -29,6 +33,7 @@ from rpd.io.tracking import MODES
 from rpd.objectives.nanochat import nanochat, stage_sizes
 from rpd.runtime import budget
 from rpd.schedules.costs import CostModel
+from rpd.train import optimizers
 from rpd.validation import check_choice, check_int, check_real
 
 
@@ -79,6 +84,8 @@ def memory_terms(cfg) -> list[budget.Term]:
 
         D, width = sum(stage_sizes(S, LM_VOCAB_ESTIMATE, o.seq_len, o.width)), ("objective.width",)
         item = 4
+    elif _value(o.name) == "mlp_chain" and user_factory(o) is None:
+        D, width, item = S * (int(o.width) ** 2 + int(o.width)), ("objective.width",), 8
     else:
         D, width, item = int(o.d), ("objective.d",), 8
     c = cfg.costs
@@ -108,6 +115,8 @@ def memory_terms(cfg) -> list[budget.Term]:
         terms.append(budget.Term("LM activations", ("objective.batch_size", "objective.seq_len",
                                                    "objective.width") + (("schedule.R",) if local else ()),
                                  acts))
+    elif _value(o.name) == "mlp_chain" and user_factory(o) is None:
+        terms.append(budget.Term("data", ("objective.n", "objective.width"), int(o.n) * int(o.width) * 2 * 8))
     else:
         terms.append(budget.Term("data", ("objective.n", "objective.d"), int(o.n) * D * 8))
     if spec.method == "rpd":
@@ -154,6 +163,10 @@ def _check_values(cfg) -> None:
     if check_real("method.tail_frac", m.tail_frac) > 1:
         raise ValueError(f"method.tail_frac must be <= 1, got {m.tail_frac}")
     check_int("method.stride", m.stride)
+    opt = optimizer_of(cfg)
+    if opt is not None and opt["name"] in optimizers.MATRICES and _value(cfg.objective.name) not in optimizers.STRUCTURED:
+        raise ValueError(f"optimizer={opt['name']} needs weight matrices in their shapes; objective "
+                         f"{_value(cfg.objective.name)} is one flat vector (use {' or '.join(optimizers.STRUCTURED)})")
     if cfg.logger.mode is not None:  # fail before the job, not when logging after it
 
         check_choice("logger.mode", cfg.logger.mode, MODES)
@@ -162,6 +175,13 @@ def _check_values(cfg) -> None:
 
     name = check_choice("objective.name", _value(o.name), [x.value for x in ObjectiveName])
     B = check_int("objective.batch_size", o.batch_size)
+    if user_factory(o) is not None:  # the user's factory checks its own arguments
+        return
+    if name == "mlp_chain":
+        n, W = check_int("objective.n", o.n), check_int("objective.width", o.width)
+        if n % B:
+            raise ValueError(f"objective.n must be a multiple of objective.batch_size, got n={n}, batch_size={B}")
+        return
     check_int("objective.seed", o.seed, 0)
     check_real("objective.grad_noise", o.grad_noise, allow_zero=True)
     if name == "nanochat":
@@ -212,6 +232,16 @@ def cost_model(c) -> CostModel:
                      straggler=(p, ticks) if p > 0 and ticks > 0 else None, seed=c.seed)
 
 
+def optimizer_of(cfg) -> dict | None:
+    """The optimizer node of a config as ``{"name": ..., hyper-parameters...}`` (its set fields;
+    ``rpd.train.optimizers.resolve`` checks them), None where the schema has none."""
+    node = getattr(cfg, "optimizer", None)
+    if node is None:
+        return None
+    d = {k: v for k, v in to_container(node).items() if v is not None}
+    return None if d == {"name": "sgd"} else d  # plain SGD: the core's original path
+
+
 def run_spec(cfg) -> registry.RunSpec:
     """The checked, resolved (method, schedule, options, costs) of a config (``rpd.registry``):
     errors name the field (``schedule.M``, ``method.t1``, ``costs.B``)."""
@@ -221,7 +251,7 @@ def run_spec(cfg) -> registry.RunSpec:
     options = registry.MethodOptions(
         stride=m.stride, delta=m.delta, delays=_value(m.delays), block_order=_value(m.block_order),
         batch_order=_value(m.batch_order), predict=m.predict, ema=m.ema, t1=m.t1, t1_window=m.t1_window,
-        t2=m.t2)
+        t2=m.t2, optimizer=optimizer_of(cfg))
     return registry.prepare(_value(m.name), _value(s.name), params, options, cost_model(cfg.costs),
                             cfg.costs.allreduce_values, method_prefix="method.", schedule_prefix="schedule.")
 
@@ -268,23 +298,54 @@ def typed(cfg, schema=TrainConfig) -> DictConfig:
     return merged
 
 
+# objective.name -> the rpd.objectives factory call of a checked objective node, with S blocks
+OBJECTIVES = {
+    "random_quadratic": lambda o, S: objectives.random_quadratic(o.n, o.d, S, o.batch_size, seed=o.seed),
+    "nesterov_quadratic": lambda o, S: objectives.nesterov_quadratic(
+        o.n, o.d, S, o.batch_size, mu=o.mu, condition_number=o.condition_number, seed=o.seed),
+    "logistic_regression": lambda o, S: objectives.logistic_regression(
+        o.n, o.d, S, o.batch_size, lam=o.lam, grad_noise=o.grad_noise, seed=o.seed),
+    "mlp_chain": lambda o, S: objectives.mlp_chain(o.n, o.width, S, o.batch_size, seed=o.seed),
+    "nanochat": lambda o, S: nanochat(S, path=o.text_path, batch_size=o.batch_size, seq_len=o.seq_len,
+                                      width=o.width, heads=o.heads, seed=o.seed, heldout_frac=o.heldout_frac,
+                                      heldout_batches=o.heldout_batches),
+}
+
+
+def user_factory(o):
+    """The user's objective factory named by ``objective._target_`` (an import path), or None."""
+    target = o.get("_target_") if hasattr(o, "get") else getattr(o, "_target_", None)
+    if not target:
+        return None
+    try:
+        fn = hydra.utils.get_method(target)
+    except Exception as exc:  # ImportError, AttributeError, hydra's own wrapping
+        raise ValueError(f"objective._target_={target} cannot be imported ({exc.__cause__ or exc})") from None
+    return fn
+
+
 def build_objective(o, S: int):
-    """The ``rpd.objectives`` objective of an objective config node, with S blocks."""
-
-    name = _value(o.name)
-    if name == "random_quadratic":
-        obj = objectives.random_quadratic(o.n, o.d, S, o.batch_size, seed=o.seed)
-    elif name == "nesterov_quadratic":
-        obj = objectives.nesterov_quadratic(o.n, o.d, S, o.batch_size, mu=o.mu,
-                                            condition_number=o.condition_number, seed=o.seed)
-    elif name == "logistic_regression":
-        obj = objectives.logistic_regression(o.n, o.d, S, o.batch_size, lam=o.lam,
-                                             grad_noise=o.grad_noise, seed=o.seed)
+    """The objective of an objective config node, with S blocks: rpd's by ``objective.name``
+    (:data:`OBJECTIVES`), or a user's factory (``objective._target_=mymodule.make``) called with
+    ``S=S``, each ``objective.*`` key its signature names, and ``objective.options``."""
+    fn = user_factory(o)
+    if fn is None:
+        obj = OBJECTIVES[_value(o.name)](o, S)
     else:
-
-        obj = nanochat(S, path=o.text_path, batch_size=o.batch_size, seq_len=o.seq_len,
-                       width=o.width, heads=o.heads, seed=o.seed, heldout_frac=o.heldout_frac,
-                       heldout_batches=o.heldout_batches)
+        params = inspect.signature(fn).parameters
+        kw = {k: v for k, v in OmegaConf.to_container(OmegaConf.structured(o), resolve=True).items()
+              if k in params and k not in ("options", "_target_")}
+        obj = fn(S=S, **kw, **dict(o.options or {}))
+        if not isinstance(obj, objectives.Objective):
+            raise TypeError(f"objective._target_={o._target_} returned {type(obj).__name__}, not an rpd Objective")
     if o.grad_noise and obj.grad_noise != o.grad_noise:
         obj = dataclasses.replace(obj, grad_noise=float(o.grad_noise))
     return obj
+
+
+def refuse(exc: BaseException) -> None:
+    """Bad input: one line on stderr and exit status 2 (``RPD_DEBUG=1``: the traceback too)."""
+    if os.environ.get("RPD_DEBUG", "").strip() not in ("", "0"):
+        raise exc
+    print(f"error: {exc}", file=sys.stderr, flush=True)
+    raise SystemExit(2)

@@ -31,6 +31,7 @@ class ObjectiveName(enum.Enum):
     random_quadratic = "random_quadratic"
     nesterov_quadratic = "nesterov_quadratic"
     logistic_regression = "logistic_regression"
+    mlp_chain = "mlp_chain"
     nanochat = "nanochat"
 
 
@@ -100,6 +101,10 @@ class ObjectiveConfig:
     heads: int = 4
     heldout_frac: float = 0.1
     heldout_batches: int = 8
+    # a user's objective: an import path ``mymodule.make``, called with S and the objective.*
+    # keys its signature names, plus ``options`` (name is then only a label)
+    _target_: Optional[str] = None
+    options: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -125,6 +130,38 @@ class MethodConfig:
     t1: bool = False  # PipeMare T1: per-stage step-size warm-up by delay
     t1_window: Optional[int] = None  # T1's window in updates; null: N / 4
     t2: bool = False  # PipeMare T2: backward weights extrapolated toward the forward ones
+
+
+class OptimizerName(enum.Enum):  # rpd.train.optimizers.NAMES
+    sgd = "sgd"
+    momentum = "momentum"
+    nesterov = "nesterov"
+    adam = "adam"
+    adamw = "adamw"
+    nadam = "nadam"
+    muon = "muon"
+
+
+@dataclasses.dataclass
+class OptimizerConfig:
+    """``rpd.train.optimizers``: the optimizer every block update applies (its learning rate is the
+    method's γ grid, which each configs/optimizer/*.yaml sets to its own default). Every
+    hyper-parameter the name has is pinned in its YAML; null: not this optimizer's."""
+
+    name: OptimizerName = OptimizerName.sgd
+    beta: Optional[float] = None  # momentum, nesterov, muon: momentum factor (optax trace: t = g + beta t)
+    nesterov: Optional[bool] = None  # muon: Nesterov momentum
+    b1: Optional[float] = None  # adam, adamw, nadam
+    b2: Optional[float] = None
+    eps: Optional[float] = None  # adam, adamw, nadam, muon
+    eps_root: Optional[float] = None  # adam, adamw, nadam
+    weight_decay: Optional[float] = None  # adamw (decoupled, times the learning rate), muon
+    ns_steps: Optional[int] = None  # muon: Newton-Schulz iterations
+    ns_coeffs: Optional[List[float]] = None  # muon: Newton-Schulz coefficients (a, b, c)
+    adam_b1: Optional[float] = None  # muon: Adam on the non-matrix leaves
+    adam_b2: Optional[float] = None
+    adam_eps_root: Optional[float] = None
+    adam_weight_decay: Optional[float] = None
 
 
 @dataclasses.dataclass
@@ -253,10 +290,11 @@ class Config:
 class TrainConfig(Config):
     """``python -m experiments.train``: one (objective, method, schedule) job."""
 
-    # A multirun without schedule.T compares its rows at one simulated time: the longest any of
+    # A multirun without schedule.T compares its rows at one simulated time: the shortest any of
     # its rows needs for schedule.N microbatches (experiments.sweep.EqualTime); equal_n: each
     # row after N microbatches, at its own time.
     compare: Compare = Compare.equal_time
+    optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
     # Results are keyed by config and code (rpd.io.provenance.code_identity): after a change to
     # rpd a rerun recomputes. true: a run stored by any code is reused (its row says so).
     reuse_other_code: bool = False
@@ -271,12 +309,20 @@ class FigureConfig(Config):
     out_dir: Optional[str] = None  # None: paper_figures/ for full, paper_figures/quick/ for quick
 
 
+@dataclasses.dataclass
+class ChartConfig(Config):
+    """``python -m experiments.schedule``: one schedule's Gantt chart and its numbers."""
+
+    out: str = "schedule.png"  # the chart (PNG, and a PDF beside it)
+
+
 def register() -> None:
     """Put the schemas in hydra's ConfigStore (primary configs list ``train_schema`` /
     ``figure_schema`` first in their defaults; group files merge onto the typed nodes)."""
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
     cs.store(name="figure_schema", node=FigureConfig)
+    cs.store(name="chart_schema", node=ChartConfig)
 
 
 register()

@@ -329,7 +329,7 @@ register_studies()
 @hydra.main(version_base="1.3", config_path="../configs", config_name="figure")
 def main(cfg: DictConfig) -> None:
 
-    compile_cache.enable(cfg.results_root)  # <results_root>/jax_cache; RPD_JAX_CACHE=0: off
+    compile_cache.enable()  # ~/.cache/rpd/jax ($RPD_CACHE, $RPD_JAX_CACHE); RPD_JAX_CACHE=0: off
     run_and_report(cfg)
 
 

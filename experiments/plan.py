@@ -3,12 +3,17 @@
     python -m experiments.plan model=gpt2_medium hardware=a100_80g pipeline.S=4 pipeline.M=8
     python -m experiments.plan model=gpt3_1.3b pipeline.S=8 "pipeline.M=[8,16,32,64]" optimizer=sgd
     python -m experiments.plan model=llama_7b hardware=h100_80g recompute=full out=llama.json figure=llama.png
+    python -m experiments.plan pipeline.S=4 pipeline.D=2 pipeline.partition=pipedream schedules=[1f1b,zb_h1]
 
 Prints one row per (schedule, M) -- step time, bubble (f_total and r_ideal), tokens/s, MFU,
 peak bytes of the worst rank, fits, p2p and all-reduce bytes per step, max delay, weight
 versions -- sorted by tokens/s among those that fit, and writes ``out`` (JSON, bytes per rank
 as lists) and, with ``figure=``, step time per microbatch against peak memory with its frontier.
-The computation is :func:`rpd.model.plan.plan`; this module only composes it with the schedule
+``pipeline.D`` data-parallel pipelines
+add their gradient all-reduce to each step (``pipeline.overlap_allreduce``: during the drain);
+with ``pipeline.partition=pipedream`` the command also prints PipeDream's partitioner's own
+configuration for S·D workers (stages with replicas, :func:`rpd.model.partition.partition_model`)
+beside the straight pipeline the schedules run. The computation is :func:`rpd.model.plan.plan`; this module only composes it with the schedule
 registry (:mod:`rpd.registry`). The schema is :class:`PlanConfig` (stored as ``plan_schema``).
 """
 
@@ -28,6 +33,7 @@ from omegaconf import OmegaConf
 from rpd import registry
 from rpd.model import hardware as hw_lib
 from rpd.model import layers
+from rpd.model.partition import partition_model
 from rpd.model.plan import format_table, plan, to_json
 from rpd.model.profile import load_profile
 from rpd.validation import check_int
@@ -62,6 +68,7 @@ class Partition(enum.Enum):
     layers = "layers"
     time = "time"
     memory = "memory"
+    pipedream = "pipedream"
 
 
 @dataclasses.dataclass
@@ -105,6 +112,8 @@ class PipelineConfig:
     S: int = 4  # ranks
     M: Any = 8  # microbatches per step: an int or a list (a sweep)
     partition: Partition = Partition.even
+    D: int = 1  # data-parallel pipelines (global batch D·M·micro_batch)
+    overlap_allreduce: bool = False  # the DP all-reduce starts during the drain
 
 
 @dataclasses.dataclass
@@ -161,16 +170,24 @@ def run(cfg) -> dict:
             raise ValueError(f"schedules[{i}] must be one of {sorted(registry.SCHEDULES)}, got {n!r}")
     M = OmegaConf.to_container(cfg.pipeline, resolve=True)["M"]
     M = [check_int("pipeline.M", M)] if not isinstance(M, list) else M
-    settings = {"S": cfg.pipeline.S, "M": M, "optimizer": _v(cfg.optimizer), "precision": _v(cfg.precision),
+    D = check_int("pipeline.D", cfg.pipeline.D)
+    settings = {"S": cfg.pipeline.S, "M": M, "D": D, "overlap_allreduce": bool(cfg.pipeline.overlap_allreduce), "optimizer": _v(cfg.optimizer), "precision": _v(cfg.precision),
                 "recompute": _v(cfg.recompute), "partition": _v(cfg.pipeline.partition),
                 "memory_cap": cfg.memory_cap if cfg.memory_cap is not None else hw.memory_bytes}
     rows = plan(model, hw, names, make_timeline, cfg.pipeline.S, M, optimizer=settings["optimizer"],
                 precision=settings["precision"], memory_cap=cfg.memory_cap, how=settings["partition"],
-                tick_s=cfg.tick_s, grad_bytes=cfg.grad_bytes)
+                tick_s=cfg.tick_s, grad_bytes=cfg.grad_bytes, D=D,
+                overlap_allreduce=settings["overlap_allreduce"])
     print(f"{model.name}: {model.params:,} parameters, {len(model.layers)} layers; {hw.name}; S={cfg.pipeline.S}, "
-          f"{settings['optimizer']}, {settings['precision']}, recompute {settings['recompute']}")
+          f"D={D}, {settings['optimizer']}, {settings['precision']}, recompute {settings['recompute']}")
     print(format_table(rows))
     out = to_json(model, hw, rows, settings)
+    if settings["partition"] == "pipedream":
+        part = partition_model(model, hw, cfg.pipeline.S * D, grad_bytes=cfg.grad_bytes or 4)
+        out["partitioner"] = {"workers": part.workers, "stages": [list(x) for x in part.stages],
+                              "bottleneck_s": part.bottleneck}
+        print(f"PipeDream's partitioner on {cfg.pipeline.S * D} workers: {part.workers} used, (first, last, "
+              f"replicas) {list(part.stages)}, {part.bottleneck * 1e3:.3f} ms per microbatch")
     if cfg.out:
         Path(cfg.out).write_text(json.dumps(out, indent=1))
         print(f"wrote {cfg.out}")

@@ -307,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.jobs is not None and args.jobs < 1:
         ap.error(f"--jobs must be >= 1, got {args.jobs}")
     out = args.out or ("paper_figures" if args.size == "full" else "paper_figures/quick")
-    compile_cache.enable(args.results)  # <results>/jax_cache; RPD_JAX_CACHE=0: off
+    compile_cache.enable()  # ~/.cache/rpd/jax ($RPD_CACHE, $RPD_JAX_CACHE); RPD_JAX_CACHE=0: off
     reports = reproduce(select(args.only), args.size, force=args.force, results_root=args.results,
                         out_dir=out, jobs=default_jobs(args.size) if args.jobs is None else args.jobs)
     return 1 if any(r.status in ("failed", "missing") for r in reports) else 0

@@ -29,7 +29,7 @@ from experiments import config as C
 from rpd.io import store, sweeps
 
 EQUAL_TIME = "equal_time.json"  # in a sweep directory: the one simulated time T of its rows
-T_RULE = "the longest time any row of the sweep needs for its schedule.N microbatches"
+T_RULE = "the shortest time any row of the sweep needs for its schedule.N microbatches (protocol (i))"
 
 SHOWN = ["job", "overrides", "schedule", "costs", "T", "status", "skipped", "gamma", "rule", "final_selected",
          "final_best"]
@@ -89,19 +89,21 @@ def job_overrides(config: DictConfig) -> list[list[str]]:
 
 def sweep_time(cfgs) -> int | None:
     """The simulated time T at which a sweep's rows are compared: the user's ``schedule.T`` if
-    any row sets one (None: each row keeps its own), else :data:`T_RULE`: the largest makespan
-    of the rows' timelines for ``schedule.N`` microbatches, so every row can reach it."""
+    any row sets one (None: each row keeps its own), else :data:`T_RULE`: the smallest makespan
+    of the rows' timelines for ``schedule.N`` microbatches, so no row needs more than N
+    microbatches to reach it (the paper's protocol (i): every curve cut to the shortest)."""
     typed = [checks.typed(c, C.TrainConfig) for c in cfgs]
     if any(c.schedule.T is not None for c in typed):
         return None
-    longest = 0
+    shortest = None
     for c in typed:
         checks.validate(c)
         pipeline = checks.run_spec(c).pipeline
         averaging = c.costs.allreduce_alpha or c.costs.allreduce_beta
         obj = checks.build_objective(c.objective, c.schedule.S) if averaging else None
-        longest = max(longest, int(pipeline.timeline(obj).T))
-    return longest
+        T = int(pipeline.timeline(obj).T)
+        shortest = T if shortest is None else min(shortest, T)
+    return shortest
 
 
 def equal_time(sweep_dir: Path) -> dict | None:

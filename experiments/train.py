@@ -69,7 +69,9 @@ def run_config(cfg) -> dict:
     full = checks.to_container(cfg)
     key = {k: full[k] for k in ("objective", "method", "schedule", "costs")}
     o, m = key["objective"], key["method"]
-    if o["name"] == "nanochat":
+    if o.get("_target_"):  # a user's objective: every key may reach it, so all are kept
+        pass
+    elif o["name"] == "nanochat":
 
         o.update(n=None, d=None, mu=None, condition_number=None, lam=None)
         try:  # another text is another run
@@ -77,8 +79,12 @@ def run_config(cfg) -> dict:
         except FileNotFoundError:  # no text, no identity: the run fails on loading it, recorded
             o["text_sha256"] = None
     else:
-        for f in ("text_path", "seq_len", "width", "heads", "heldout_frac", "heldout_batches"):
+        for f in ("text_path", "seq_len", "heads", "heldout_frac", "heldout_batches"):
             o[f] = None
+        if o["name"] == "mlp_chain":
+            o["d"] = None
+        else:
+            o["width"] = None
         if o["name"] != "nesterov_quadratic":
             o.update(mu=None, condition_number=None)
         if o["name"] != "logistic_regression":
@@ -202,8 +208,16 @@ def run(cfg) -> TrainOutcome:
     if _v(cfg.logger.kind) == "wandb":  # a missing optional extra fails before the work
 
         tracking.require_wandb()
+    writable = store.check_root(cfg.results_root)
     key = run_config(cfg)
     path = store.run_dir(Path(cfg.results_root) / "train", key)
+    if not writable:  # a read-only store: its complete runs are reused (reads only, no lock)
+        if cfg.force or not store.should_skip(path, key):
+            raise ValueError(f"results_root={cfg.results_root} is read-only and holds no complete run of "
+                             f"this config{' (force=true)' if cfg.force else ''}: give a writable results_root")
+        done = store.load_run(path)
+        log.info("skip: %s is complete (%s; read-only store, not locked)", path, done.status)
+        return _track(cfg, TrainOutcome(path, done.status, True, done.summary, done.curves, done.error))
     # One writer per key: a second process (an identical sweep, a joblib worker) waits here,
     # then finds the run complete and reuses it. Ctrl-C (KeyboardInterrupt) is no Exception:
     # nothing is stored, the run directory stays incomplete and a rerun computes it.
@@ -238,17 +252,17 @@ def main(cfg: DictConfig) -> float:
     and exits non-zero then). Returns the selected metric (the final value at the chosen γ, NaN
     when none) for hydra's optimising sweepers (Optuna, Ax)."""
 
-    compile_cache.enable(cfg.results_root)  # <results_root>/jax_cache; RPD_JAX_CACHE=0: off
+    compile_cache.enable()  # ~/.cache/rpd/jax ($RPD_CACHE, $RPD_JAX_CACHE); RPD_JAX_CACHE=0: off
     if _is_multirun() and cfg.schedule.T is None and _v(cfg.compare) == "equal_time":
         shared = sweep.equal_time(Path(HydraConfig.get().sweep.dir))
         if shared is not None:  # the sweep's one T (experiments.sweep.EqualTime)
             cfg.schedule.T, cfg.T_rule = shared["T"], shared["rule"]
     try:
         out = run(cfg)
-    except Exception as exc:  # an invalid config, refused before any work
+    except (ValueError, TypeError, OSError) as exc:  # bad input, refused before any work
         sweep.link(None, status="failed", error=f"{type(exc).__name__}: {exc}")
         if not _is_multirun():
-            raise
+            checks.refuse(exc)
         log.error("job refused, nothing stored: %s: %s", type(exc).__name__, exc)
         return math.nan
     sweep.link(out.path, status=out.status, skipped=out.skipped, error=out.error,

@@ -95,6 +95,28 @@ def config_hash(config: Mapping) -> str:
     return hashlib.sha256(canon.encode()).hexdigest()[:16]
 
 
+def check_root(root: str | os.PathLike, field: str = "results_root") -> bool:
+    """A results root, checked before any work: an existing directory, or one that can be
+    created. Returns whether it can be written (False: read-only, whose complete runs can still
+    be read and reused). Raises ValueError naming ``field`` otherwise."""
+    root = Path(root)
+    existing = root
+    while not existing.exists():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ValueError(f"{field}={root} cannot be a results store: {existing} is not a directory")
+    if existing == root:
+        return os.access(root, os.W_OK | os.X_OK)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"{field}={root} does not exist and cannot be created "
+                         f"({err.strerror or err})") from None
+    return True
+
+
 def run_dir(root: str | os.PathLike, config: Mapping) -> Path:
     """Where a sweep stores the run of ``config``: ``root/<config_hash>``."""
     return Path(root) / config_hash(config)

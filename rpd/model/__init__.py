@@ -1,17 +1,20 @@
 """A real model on the pipeline (SPEC §12): layers with parameters, FLOPs and bytes
 (:mod:`~rpd.model.layers`, :mod:`~rpd.model.profile`), a device (:mod:`~rpd.model.hardware`),
-contiguous stages and their costs in ticks (:mod:`~rpd.model.stages`), bytes per rank of any timed
-schedule (:mod:`~rpd.model.memory`) and the plan over every schedule (:mod:`~rpd.model.plan`).
+contiguous stages and their costs in ticks (:mod:`~rpd.model.stages`), PipeDream's partitioner with
+replicated stages (:mod:`~rpd.model.partition`), bytes per rank of any timed schedule
+(:mod:`~rpd.model.memory`) and the plan over every schedule (:mod:`~rpd.model.plan`).
 Plain values in and out; the schedules come from :mod:`rpd.schedules` or a maker the caller
-passes (the registry sits above this layer)."""
+passes (the registry sits above this layer). ``rpd.model.partition`` is the module; the
+partition of G stages by a rule is :func:`rpd.model.stages.partition`."""
 
 from rpd.model.hardware import Hardware
 from rpd.model.layers import GPTConfig, Layer, Model, gpt_model, mlp_model, nanochat_model, preset
 from rpd.model.memory import RankMemory, rank_memory
+from rpd.model.partition import Partition, partition_model, pipedream, pipedream_hierarchical
 from rpd.model.plan import Row, format_table, plan, to_json
 from rpd.model.profile import load_profile
-from rpd.model.stages import Stages, partition, stage_costs, stages
+from rpd.model.stages import Stages, stage_costs, stages
 
-__all__ = ["GPTConfig", "Hardware", "Layer", "Model", "RankMemory", "Row", "Stages", "format_table", "gpt_model",
-           "load_profile", "mlp_model", "nanochat_model", "partition", "plan", "preset", "rank_memory",
-           "stage_costs", "stages", "to_json"]
+__all__ = ["GPTConfig", "Hardware", "Layer", "Model", "Partition", "RankMemory", "Row", "Stages", "format_table",
+           "gpt_model", "load_profile", "mlp_model", "nanochat_model", "partition_model", "pipedream",
+           "pipedream_hierarchical", "plan", "preset", "rank_memory", "stage_costs", "stages", "to_json"]

@@ -19,6 +19,17 @@ schedule and M:
    per round of R·H microbatches), the largest delay of a gradient in updates of its block, and
    the most weight versions.
 
+With ``D`` > 1 data-parallel pipelines (each of S ranks, the same partition) a step takes D·M
+microbatches: after its last backward of the step each rank all-reduces its gradients with its D
+− 1 peers (ring, latency + 2(D−1)/D · gradient bytes / all-reduce bandwidth). Not overlapped
+(default): every rank waits for the flush, so the step grows by the slowest rank's all-reduce;
+``overlap_allreduce``: a rank starts as soon as its own backwards are done, during the drain, and
+the step grows by max(0, max_r(last backward_r + all-reduce_r) − flush). ``dp_allreduce_s`` is
+what the step grew by (counted as idle in the bubbles); tokens/s = D·M·tokens / step, MFU per
+device is unchanged in form (D cancels); bytes per rank do not change (no sharding). The
+asynchronous schedules (no flush: PipeDream, PipeMare, 2BW, LocalSGD) have no point where D
+pipelines' gradients meet in this model and are refused for D > 1.
+
 A schedule that refuses (M) (DualPipeV needs M >= 2S, Chimera an even S, ...) gets a row with
 ``error`` set and ``fits`` false.
 """
@@ -35,7 +46,7 @@ from rpd.model.layers import Model
 from rpd.model.memory import held, rank_memory
 from rpd.model.stages import partition, stage_costs, stages
 from rpd.schedules import memory as sched_memory
-from rpd.schedules.ir import BWD, BWD_I, FWD
+from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD
 from rpd.schedules.timeline import Timeline
 from rpd.validation import check_int, check_real
 
@@ -64,6 +75,7 @@ class Row:
     max_delay: int | None = None
     weight_versions: int | None = None
     tick_s: float | None = None
+    dp_allreduce_s: float = 0.0
     memory: dict | None = None  # RankMemory.breakdown()
     error: str | None = None
 
@@ -120,33 +132,53 @@ def _allreduce_bytes(tl: Timeline, st, p: np.ndarray, hw: Hardware, grad_bytes: 
     return sent
 
 
+def dp_allreduce_seconds(tl: Timeline, grads: np.ndarray, hw: Hardware, D: int, tick_s: float,
+                         overlap: bool = False) -> float:
+    """Seconds the D-pipeline all-reduce adds to one flush of ``tl`` (module docstring);
+    ``grads`` [S] gradient bytes per rank."""
+    ar = np.array([hw.allreduce_seconds(b, D) for b in grads])
+    if not overlap:
+        return float(ar.max())
+    t = tl.table
+    bwd = np.isin(t.kind, (BWD, BWD_I, BWD_W))
+    last = np.zeros(tl.S)
+    np.maximum.at(last, t.rank[bwd], t.end[bwd].astype(float))
+    return float(max(0.0, (last * tick_s + ar).max() - tl.T * tick_s))
+
+
 def plan_one(model: Model, hw: Hardware, name: str, make: Maker, S: int, M: int, *, optimizer: str = "adam",
              precision: str = "bf16_mixed", memory_cap: float | None = None, how: str = "even",
-             tick_s: float | None = None, grad_bytes: int | None = None) -> Row:
-    """The :class:`Row` of schedule ``name`` at S ranks and M microbatches per step."""
+             tick_s: float | None = None, grad_bytes: int | None = None, D: int = 1,
+             overlap_allreduce: bool = False) -> Row:
+    """The :class:`Row` of schedule ``name`` at S ranks, M microbatches per step and pipeline,
+    D pipelines."""
     try:
         unit = make(name, S, M, M, None, 0)
     except (ValueError, TypeError) as exc:
-        return Row(schedule=name, S=S, M=M, error=f"{type(exc).__name__}: {exc}")
+        return Row(schedule=name, S=S, M=M, D=D, error=f"{type(exc).__name__}: {exc}")
+    if D > 1 and not unit.synchronous:
+        return Row(schedule=name, S=S, M=M, D=D, error="ValueError: D > 1 needs a flush (a synchronous schedule)")
     st = stages(model, partition(model, unit.n_stages, how, hw), hw)
     gb = 4 if grad_bytes is None else grad_bytes
     costs, tick = stage_costs(st, hw, tick_s, replicas=replicas(unit), grad_bytes=gb)
     values = int(st.params.max())
     one, two = make(name, S, M, M, costs, values), make(name, S, 2 * M, M, costs, values)
-    step = two.T - one.T
     busy = float(two.busy().sum() - one.busy().sum())
-    step_s = step * tick
     mem = rank_memory(two, st, optimizer, precision, grad_bytes)
+    dp_s = dp_allreduce_seconds(one, mem.grads, hw, D, tick, overlap_allreduce) if D > 1 else 0.0
+    step = two.T - one.T + dp_s / tick  # ticks, the all-reduce's share fractional
+    step_s = step * tick
     cap = float(hw.memory_bytes if memory_cap is None else memory_cap)
     p = _rank_values(two, st)
-    return Row(schedule=name, S=S, M=M, step_time_s=step_s, bubble_total=1 - busy / (step * S),
-               bubble_ideal=(step * S - busy) / busy, tokens_per_s=M * model.tokens_per_microbatch / step_s,
+    ar = _allreduce_bytes(two, st, p, hw, gb, M) + np.array([hw.ring_bytes(b, D) for b in mem.grads])
+    return Row(schedule=name, S=S, M=M, D=D, step_time_s=step_s, bubble_total=1 - busy / (step * S),
+               bubble_ideal=(step * S - busy) / busy, tokens_per_s=D * M * model.tokens_per_microbatch / step_s,
                mfu=M * model.model_flops / (step_s * S * hw.peak_flops), peak_bytes=mem.peak.tolist(),
                peak_activation_bytes=mem.activations.tolist(), static_bytes=mem.static.tolist(),
                fits=bool(mem.peak.max() <= cap), p2p_bytes_per_step=p2p_bytes(one, st.out.astype(float)).tolist(),
-               allreduce_bytes_per_step=_allreduce_bytes(two, st, p, hw, gb, M).tolist(),
-               max_delay=max_delay(two), weight_versions=int(sched_memory.weight_versions(two).max()),
-               tick_s=tick, memory=mem.breakdown())
+               allreduce_bytes_per_step=ar.tolist(), max_delay=max_delay(two),
+               weight_versions=int(sched_memory.weight_versions(two).max()), tick_s=tick, dp_allreduce_s=dp_s,
+               memory=mem.breakdown())
 
 
 def _rank_values(tl: Timeline, st) -> np.ndarray:
@@ -158,6 +190,7 @@ def plan(model: Model, hw: Hardware, names: Iterable[str], make: Maker, S: int, 
     """Rows of every schedule in ``names`` and every M of ``Ms`` (an int or a list), sorted: those
     that fit by tokens/s (fastest first), then those that do not, then the refused."""
     S = check_int("pipeline.S", S)
+    check_int("pipeline.D", kw.get("D", 1))
     Ms = [Ms] if isinstance(Ms, int) else list(Ms)
     Ms = [check_int(f"pipeline.M[{i}]", m) for i, m in enumerate(Ms)]
     if kw.get("memory_cap") is not None:
@@ -178,22 +211,24 @@ def _gb(x) -> str:
 
 def format_table(rows: list[Row]) -> str:
     """A fixed-width text table of the rows (bytes in GiB, the worst rank)."""
-    head = ("schedule", "M", "step ms", "f_total", "r_ideal", "tokens/s", "MFU", "peak GiB", "act GiB",
+    head = ("schedule", "D", "M", "step ms", "DP ms", "f_total", "r_ideal", "tokens/s", "MFU", "peak GiB", "act GiB",
             "fits", "p2p MiB", "AR MiB", "delay", "versions")
     lines = []
     for r in rows:
         if r.error is not None:
-            lines.append((r.schedule, str(r.M), "refused: " + r.error.split(": ", 1)[-1][:70]))
+            lines.append((r.schedule, str(r.D), str(r.M), "refused: " + r.error.split(": ", 1)[-1][:70]))
             continue
-        lines.append((r.schedule, str(r.M), f"{r.step_time_s * 1e3:.1f}", f"{r.bubble_total:.3f}",
-                      f"{r.bubble_ideal:.3f}", f"{r.tokens_per_s:,.0f}", f"{r.mfu:.3f}", _gb(max(r.peak_bytes)),
+        lines.append((r.schedule, str(r.D), str(r.M), f"{r.step_time_s * 1e3:.1f}", f"{r.dp_allreduce_s * 1e3:.1f}",
+                      f"{r.bubble_total:.3f}", f"{r.bubble_ideal:.3f}", f"{r.tokens_per_s:,.0f}", f"{r.mfu:.3f}",
+                      _gb(max(r.peak_bytes)),
                       _gb(max(r.peak_activation_bytes)), "yes" if r.fits else "no",
                       f"{max(r.p2p_bytes_per_step) / 2**20:.0f}", f"{max(r.allreduce_bytes_per_step) / 2**20:.0f}",
                       str(r.max_delay), str(r.weight_versions)))
-    widths = [max(len(head[i]), *(len(x[i]) for x in lines if len(x) > i and len(x) == len(head)))
+    widths = [max([len(head[i]), *(len(x[i]) for x in lines if len(x) == len(head) or i < 3)])
               for i in range(len(head))]
     fmt = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
     out = [fmt(head), fmt(tuple("-" * w for w in widths))]
     for x in lines:
-        out.append(fmt(x) if len(x) == len(head) else f"{x[0].ljust(widths[0])}  {x[1].rjust(widths[1])}  {x[2]}")
+        out.append(fmt(x) if len(x) == len(head) else
+                   f"{x[0].ljust(widths[0])}  {x[1].rjust(widths[1])}  {x[2].rjust(widths[2])}  {x[3]}")
     return "\n".join(out)

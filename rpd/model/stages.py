@@ -9,7 +9,11 @@ the interleaved and V schedules) is a tuple of (first, stop) layer ranges:
 * ``layers``: every layer counts one, embedding and head included (rpd's NanoChat: one per stage);
 * ``time``: minimises the slowest stage's F + I + W seconds, exactly (dynamic programming);
 * ``memory``: minimises the largest stage's bytes under 1F1B, static bytes per parameter times
-  its parameters plus G - g microbatches of its activations on stage g, exactly.
+  its parameters plus G - g microbatches of its activations on stage g, exactly;
+* ``pipedream``: PipeDream's objective (:mod:`rpd.model.partition`) for exactly G stages of one
+  worker each: the slowest of each stage's F + I + W seconds and each cut's 2·out_bytes / p2p
+  bandwidth, exactly (the schedules here do not replicate a stage; the full partitioner with
+  replicas is :func:`rpd.model.partition.pipedream`).
 
 :func:`stage_costs` turns a partition into a :class:`~rpd.schedules.costs.CostModel`: per-stage F,
 I, W (so B = I + W for the schedules that do not split), each ``round(seconds / tick_s)`` ticks
@@ -30,7 +34,7 @@ from rpd.model.layers import Model
 from rpd.schedules.costs import CostModel
 from rpd.validation import check_choice, check_int, check_real
 
-PARTITIONS = ("even", "layers", "time", "memory")
+PARTITIONS = ("even", "layers", "time", "memory", "pipedream")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +59,7 @@ class Stages:
         return len(self.bounds)
 
 
-def _layer_seconds(model: Model, hw: Hardware) -> np.ndarray:
+def layer_seconds(model: Model, hw: Hardware) -> np.ndarray:
     """float [L, 3]: F, I, W seconds of each layer (measured when the profile has them)."""
     out = np.empty((len(model.layers), 3))
     for j, x in enumerate(model.layers):
@@ -109,11 +113,15 @@ def partition(model: Model, G: int, how: str = "even", hardware: Hardware | None
         if G == 1:
             bounds = [(0, L)]
         return tuple(bounds)
-    if how == "time":
+    if how in ("time", "pipedream"):
         if hardware is None:
-            raise ValueError("partition=time needs the hardware")
-        pre = np.concatenate([[0.0], np.cumsum(_layer_seconds(model, hardware).sum(axis=1))])
-        return _balanced(lambda g, lo, hi: pre[hi] - pre[lo], L, G)
+            raise ValueError(f"partition={how} needs the hardware")
+        pre = np.concatenate([[0.0], np.cumsum(layer_seconds(model, hardware).sum(axis=1))])
+        if how == "time":
+            return _balanced(lambda g, lo, hi: pre[hi] - pre[lo], L, G)
+        cut = np.array([2.0 * x.out_bytes / hardware.p2p_bandwidth for x in model.layers] + [0.0])
+        cut[L - 1] = 0.0  # nothing leaves the last stage
+        return _balanced(lambda g, lo, hi: np.maximum(pre[hi] - pre[lo], cut[hi - 1]), L, G)
     check_real("static_bytes_per_param", static_bytes_per_param, allow_zero=True)
     pp = np.concatenate([[0.0], np.cumsum([x.params + x.tied_params for x in model.layers])])
     pa = np.concatenate([[0.0], np.cumsum([x.act_bytes for x in model.layers])])
@@ -128,7 +136,7 @@ def stages(model: Model, bounds, hardware: Hardware) -> Stages:
     if not bounds or bounds[0][0] != 0 or bounds[-1][1] != L or any(
             b[0] >= b[1] or (i and b[0] != bounds[i - 1][1]) for i, b in enumerate(bounds)):
         raise ValueError(f"partition must cover layers 0..{L} in contiguous non-empty ranges, got {bounds}")
-    secs = _layer_seconds(model, hardware)
+    secs = layer_seconds(model, hardware)
     stage_of = np.repeat(np.arange(len(bounds)), [b - a for a, b in bounds])
     index = {x.name: j for j, x in enumerate(model.layers)}
     G = len(bounds)

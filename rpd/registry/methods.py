@@ -19,7 +19,7 @@ from rpd.registry.schedules import ScheduleParams, _entry_of, build, check_sched
 from rpd.results import Result
 from rpd.schedules import Timeline, delays, memory
 from rpd.schedules.costs import CostModel
-from rpd.train import methods, semantics
+from rpd.train import methods, optimizers, semantics
 from rpd.validation import check_choice, check_int
 
 
@@ -37,6 +37,9 @@ class MethodOptions:
     t1: bool = False  # pipeline (PipeMare): step-size warm-up by delay
     t1_window: int | None = None  # pipeline (PipeMare): T1's window in updates
     t2: bool = False  # pipeline (PipeMare): backward weights extrapolated by the velocity
+    # every method but LocalSGD: None / "sgd" (plain SGD), a name of rpd.train.optimizers.NAMES, a dict
+    # {"name": ..., hyper-parameters...}, an rpd.train.optimizers.Optimizer or an optax transformation
+    optimizer: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +104,7 @@ def _cut(res: Result, T: int | None) -> Result:
 def _pd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> MethodRun:
 
     tl = pipe.timeline(obj)
-    res = _cut(methods.pipedream(obj, tl, gammas, seed=seed, stride=o.stride), pipe.params.T)
+    res = _cut(methods.pipedream(obj, tl, gammas, seed=seed, stride=o.stride, optimizer=o.optimizer), pipe.params.T)
     extra = dict(N=tl.N, K=tl.K, T=tl.T, noam=tl.noam, **delays.table_summary(delays.delay_table(tl)))
     return MethodRun(res, res.axis, simtime.block_updates_at(tl.update_time, res.axis), extra)
 
@@ -123,7 +126,7 @@ def _local_sgd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> Meth
 def _sgd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> MethodRun:
 
     N = pipe.params.N if pipe.params.T is None else pipe.timeline(obj).N  # (ii): the schedule's N at T
-    res = methods.sgd(obj, N, gammas, seed=seed, stride=o.stride)
+    res = methods.sgd(obj, N, gammas, seed=seed, stride=o.stride, optimizer=o.optimizer)
     return MethodRun(res, None, res.axis, {"N": int(res.meta["N"]), "K": int(res.meta["K"])})
 
 
@@ -136,7 +139,7 @@ def _rpd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> MethodRun:
     pd_values = {"delays": lambda: delays.delay_table(tl), "block_order": lambda: tl.update_stage,
                  "batch_order": lambda: tl.update_mb % obj.n_batches}
     opts = {f: pd_values[f]() if _is(getattr(o, f), "pd") else getattr(o, f) for f in pd_values}
-    res = methods.rpd(obj, K, gammas, o.delta, seed=seed, stride=o.stride, **opts)
+    res = methods.rpd(obj, K, gammas, o.delta, seed=seed, stride=o.stride, optimizer=o.optimizer, **opts)
     extra = {"N": tl.N, "K": K, "T": tl.T, "delta": int(o.delta)}
     if _is(o.delays, "pd"):
         extra.update(delays.table_summary(opts["delays"]))
@@ -167,7 +170,7 @@ def _pipeline(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> Metho
         out = _local_sgd(obj, pipe, gammas, seed, o)
         return dataclasses.replace(out, extra=dict(out.extra, schedule=pipe.name, **timeline_summary(tl)))
     res = methods.train(obj, tl, gammas, seed=seed, stride=o.stride, axis="sim_time", predict=o.predict,
-                        ema=o.ema, t1=o.t1, t1_window=o.t1_window, t2=o.t2)
+                        ema=o.ema, t1=o.t1, t1_window=o.t1_window, t2=o.t2, optimizer=o.optimizer)
     times = res.traces.pop("update_time")  # the tick each update lands, per the schedule's semantics
     res = _cut(res, pipe.params.T)
     extra = dict(schedule=pipe.name, N=tl.N, K=len(times), T=tl.T, M=tl.M, v=tl.v, **timeline_summary(tl))
@@ -200,6 +203,12 @@ class RunSpec:
 
 def _check_options(entry: MethodEntry, o: MethodOptions, tl: Timeline, prefix: str) -> None:
     check_int(f"{prefix}stride", o.stride)
+    try:
+        optimizer = optimizers.resolve(o.optimizer)
+    except (TypeError, ValueError) as err:
+        raise type(err)(f"optimizer: {err}") from None
+    if optimizer is not None and tl.kind == "local_sgd":
+        raise ValueError(f"optimizer={optimizer.name}: LocalSGD runs plain SGD replicas (DiLoCo is not supported yet)")
     if "delta" in entry.options:
         check_int(f"{prefix}delta", o.delta, 0)
     used = {f: getattr(o, f) for f in entry.options if f in semantics.OPTION_NAMES}
@@ -224,7 +233,7 @@ def prepare(method: str, schedule: str | None, params: ScheduleParams, options: 
     if values is not None:
         values = check_int("values", values, 0)
     smallest = check_schedule(name, params, costs, values or 0, prefix=schedule_prefix)
-    keep = {"stride", *entry.options}
+    keep = {"stride", "optimizer", *entry.options}
     resolved = MethodOptions(**{f.name: getattr(options, f.name) if f.name in keep else None
                                 for f in dataclasses.fields(MethodOptions)})
     if entry.resolve is not None:

@@ -161,3 +161,14 @@ def check_schedule(name: str, params: ScheduleParams, costs: CostModel | None = 
     except (ValueError, TypeError) as exc:
         message = _qualify(str(exc), entry, prefix)
         raise type(exc)(message if message.startswith(name) else f"schedule {name}: {message}") from exc
+
+
+for _entry in (  # the survey's remaining rows (issue 33; rpd.schedules.frontier)
+    ScheduleEntry("gems", family.gems, ("M",), flush=True, allreduce=True, aliases={"D": "S"},
+                  defaults={"M": lambda S: S + S % 2}, doc="GEMS, two replicas in opposite directions"),
+    ScheduleEntry("ampnet", family.ampnet, ("M",), flush=True,
+                  doc="AMPNet: async 1F1B, no stashing, a step every M backwards"),
+    ScheduleEntry("wpipe", family.wpipe, ("M",), flush=True,
+                  doc="WPipe (reconstruction): two interleaved groups, 2BW delay on the input side"),
+):
+    register_schedule(_entry)

@@ -2,8 +2,9 @@
 
 Compiled programs are keyed by what they compute (``Objective.program_key``: shapes, dtypes,
 static options; the numbers are arguments), so their XLA executables can be reused across
-processes: ``enable(results_root)`` points JAX's persistent cache at
-``<results_root>/jax_cache`` and caches every program, however small or quick to compile.
+processes: ``enable()`` points JAX's persistent cache at the user's cache directory,
+``$RPD_CACHE/jax`` (default ``~/.cache/rpd/jax``; never the source tree or a results store,
+which may be read-only), and caches every program, however small or quick to compile.
 A second ``reproduce_paper_figures`` / ``experiments.figure`` / ``experiments.train`` process
 (a hydra sweep's next job, a re-run with ``--force``) then loads its programs from disk
 instead of compiling them. JAX's cache is keyed on the lowered module, so that process still
@@ -22,33 +23,48 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import warnings
 from pathlib import Path
 
 from rpd.runtime import programs
 
 ENV = "RPD_JAX_CACHE"
-SUBDIR = "jax_cache"
+USER_CACHE_ENV = "RPD_CACHE"  # rpd's cache directory (the corpus too), default ~/.cache/rpd
+SUBDIR = "jax"
 _OFF = ("0", "off", "false", "no")
 _ON = ("", "1", "on", "true", "yes")
 
 
-def cache_dir(results_root: str | os.PathLike = "results") -> Path | None:
-    """Where :func:`enable` puts the cache for ``results_root``, or None when the
-    environment turns it off."""
+def user_cache_dir() -> Path:
+    """rpd's cache directory: ``$RPD_CACHE`` if set, else ``~/.cache/rpd``."""
+    return Path(os.environ.get(USER_CACHE_ENV) or "~/.cache/rpd").expanduser()
+
+
+def cache_dir() -> Path | None:
+    """Where :func:`enable` puts the cache (``<user cache>/jax``, or ``$RPD_JAX_CACHE``), or None
+    when the environment turns it off."""
     value = os.environ.get(ENV, "").strip()
     if value.lower() in _OFF:
         return None
     if value.lower() in _ON:
-        return Path(results_root) / SUBDIR
+        return user_cache_dir() / SUBDIR
     return Path(value).expanduser()
 
 
-def enable(results_root: str | os.PathLike = "results") -> Path | None:
-    """Turn JAX's persistent compilation cache on under ``results_root`` (see the module doc);
-    returns its directory, or None if ``RPD_JAX_CACHE`` turns it off. Every program
-    is cached (no minimum compile time or size). Call it before the first compilation."""
-    path = cache_dir(results_root)
-    return None if path is None else use(path)
+def enable() -> Path | None:
+    """Turn JAX's persistent compilation cache on (see the module doc); returns its directory,
+    or None if ``RPD_JAX_CACHE`` turns it off or the directory cannot be made (a warning: the
+    run goes on, compiling). Every program is cached (no minimum compile time or size). Call it
+    before the first compilation."""
+    path = cache_dir()
+    if path is None:
+        return None
+    try:
+        return use(path)
+    except OSError as err:
+        warnings.warn(f"JAX's compilation cache is off: cannot use {path} ({err.strerror or err}); "
+                      f"set {ENV}=<dir> or {USER_CACHE_ENV}=<dir>", RuntimeWarning, stacklevel=2)
+        return None
 
 
 def use(path: str | os.PathLike) -> Path:

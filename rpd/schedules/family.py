@@ -15,6 +15,7 @@ from rpd.schedules import orders, readiness
 from rpd.schedules.bidirectional import chimera_order
 from rpd.schedules.build import order_of, timed
 from rpd.schedules.costs import CostModel
+from rpd.schedules.frontier import ampnet_order, gems_order, replicated, wpipe_order
 from rpd.schedules.ir import concat, shift_mb
 from rpd.schedules.timeline import Timeline
 from rpd.schedules.v_shape import dualpipe_v_order, zbv_order
@@ -171,6 +172,35 @@ def chimera(S: int, N: int, M: int, costs: CostModel | None = None, values: int 
     return _flushes("chimera", chimera_order(S, M), S, N, M, costs, gap=gap)
 
 
+# ---------------------------------------------------------------- the survey's remaining rows (issue 33)
+
+
+def gems(S: int, N: int, M: int, costs: CostModel | None = None, values: int = 0) -> Timeline:
+    """GEMS (SC'20; :mod:`rpd.schedules.frontier`): two replicas in opposite directions over S
+    ranks, one microbatch pair at a time; synchronous, each step of M (even) microbatches ends
+    with the all-reduce of the two replicas of every stage, ``costs.allreduce_ticks(values)``."""
+    S, N, M = _check(S, N, M)
+    values = check_int("values", values, minimum=0)
+    gap = 0 if costs is None else _costs(costs).allreduce_ticks(values)
+    return replicated(_flushes("gems", gems_order(S, M), S, N, M, costs, gap=gap))
+
+
+def ampnet(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeline:
+    """AMPNet (fairscale AMPnetPipe; :mod:`rpd.schedules.frontier`): one asynchronous 1F1B stream
+    of N microbatches with no stashing; each stage steps after every M (= min_update_interval)
+    backwards, so N is a whole number of M."""
+    S, N, M = _check(S, N, M)
+    return timed("ampnet", ampnet_order(S, N), S=S, N=N, M=M, costs=_costs(costs), noam=S)
+
+
+def wpipe(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeline:
+    """WPipe (ICLR'22; reconstruction, :mod:`rpd.schedules.frontier`): 2S stages in two groups,
+    rank r holding stages r and S + r, Megatron's interleaved order with group M as one stream;
+    one update per group per period of M microbatches. Costs are per chunk."""
+    S, N, M = _check(S, N, M, stages_per_rank=2)
+    return timed("wpipe", wpipe_order(S, N, M), S=S, N=N, M=M, costs=_costs(costs), n_stages=2 * S, v=2)
+
+
 SCHEDULES = {
     "gpipe": gpipe,
     "1f1b": one_f_one_b,
@@ -184,4 +214,7 @@ SCHEDULES = {
     "pipedream_2bw": pipedream_2bw,
     "pipemare": pipemare,
     "local_sgd": local_sgd,
+    "gems": gems,
+    "ampnet": ampnet,
+    "wpipe": wpipe,
 }

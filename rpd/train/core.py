@@ -27,6 +27,10 @@ Options a plan may carry (static: each recompiles once), for the schedule family
   block r of z^k becomes w_r - horizon[k, r] * u_r (weight prediction, PipeMare's T2);
 - ``scale`` (float [K]): update k's step is gamma * scale[k] (PipeMare's T1 warm-up).
 
+An optimizer (``CoreOptions.optimizer``, :mod:`rpd.train.optimizers`) replaces the SGD step: block
+a's state advances with the applied gradient and x_a <- x_a + gamma * u, u the transform's
+update; each block keeps its own state (not stashed, not versioned). None keeps the SGD step.
+
 Exact history, bounded memory: the state is a ring ``ring[C, D + P]`` holding, for every block
 r, its last C versions (version v of block r lives in row v mod C, columns of block r; P = the
 largest block size pads the end so that any block is a fixed-size window), plus the version
@@ -53,6 +57,7 @@ import numpy as np
 from rpd.objectives import chain
 from rpd.objectives.base import BlockLayout, Objective, ProgramKey, on_device
 from rpd.runtime.programs import Program
+from rpd.train import optimizers
 from rpd.train.chain_rows import ChainRows
 from rpd.train.plans import UpdatePlan, last_writes, plan_extras, stage_wise
 
@@ -69,6 +74,7 @@ class CoreState(NamedTuple):
     inflight: tuple  # stage-wise two-point plans: the slots' activation rows (ChainRows.empty); () otherwise
     snapshots: jax.Array  # float [n_records + 1, D]: x recorded for evaluation (last row: discard)
     missed: jax.Array  # bool []: some read fell outside the ring
+    opt: object = ()  # every block's optimizer state (rpd.train.optimizers.init_state); () for SGD
 
 
 class CoreOptions(NamedTuple):
@@ -84,6 +90,7 @@ class CoreOptions(NamedTuple):
     velocity: bool = False  # keep each block's update velocity (plan carries horizons)
     ema: float = 0.9  # u <- ema * u + (1 - ema) * step
     scaled: bool = False  # per-update step-size multipliers (plan carries scale)
+    optimizer: object = None  # rpd.train.optimizers.Optimizer, bound to the objective; None: SGD
 
 
 # Up to this many blocks a read is one dynamic slice per block; above it, one gather of the S
@@ -173,6 +180,10 @@ def _run(obj: Objective, opts: CoreOptions, noisy: bool, consts, data, plan_arra
         inflight=rows.empty(opts.n_slots) if opts.stagewise else (),
         snapshots=jnp.zeros((opts.n_records + 1, D), obj.dtype),
         missed=jnp.zeros((), bool),
+        opt=() if opts.optimizer is None else optimizers.init_state(
+            opts.optimizer, jnp.stack([jnp.where(jnp.arange(P) < size, pad(consts["x0"])[off:off + P], 0.0)
+                                       for off, size in zip(obj.layout.offsets, obj.layout.sizes)]),
+            obj.layout.sizes),
     )
     grad_fn = _gradient(obj, opts, data)
     nan = jnp.full((), jnp.nan, obj.dtype)
@@ -249,7 +260,13 @@ def _run(obj: Objective, opts: CoreOptions, noisy: bool, consts, data, plan_arra
         x_a = jax.lax.dynamic_slice(state.ring, (state.version[a] % C, off), (1, P))[0]
         row = (state.version[a] + 1) % C
         old = jax.lax.dynamic_slice(state.ring, (row, off), (1, P))[0]
-        step_a = (gamma * ex["scale"] if opts.scaled else gamma) * g_a
+        lr = gamma * ex["scale"] if opts.scaled else gamma
+        opt = state.opt
+        if opts.optimizer is None:
+            step_a = lr * g_a
+        else:  # the optimizer's update u (to add), from block a's state; x_a past the block is 0
+            u_a, opt = optimizers.update(opts.optimizer, opt, a, g_a, jnp.where(in_block, x_a, 0.0))
+            step_a = -(lr * u_a)
         new_a = jnp.where(in_block, x_a - step_a, old)
         ring = jax.lax.dynamic_update_slice(state.ring, new_a[None], (row, off))
         vel = state.vel
@@ -275,7 +292,7 @@ def _run(obj: Objective, opts: CoreOptions, noisy: bool, consts, data, plan_arra
             out["diag"] = jax.lax.cond(
                 k % opts.diag_stride == 0, diag, lambda _: jnp.full((3,), jnp.nan, obj.dtype), None
             )
-        return CoreState(ring, vel, version, grads, inflight, snapshots, missed), out
+        return CoreState(ring, vel, version, grads, inflight, snapshots, missed, opt), out
 
     K = plan_arrays[0].shape[0]
     xs = ((jnp.arange(K),) + tuple(plan_arrays) + (record,), dict(extra or {}))
@@ -338,12 +355,14 @@ def _program(pk: ProgramKey, opts: CoreOptions):
         f = jax.vmap(functools.partial(obj.loss, data))(points) - consts["f_star"]
         return f[1:].reshape(G, R), f[0], per_update, x_final, missed
 
-    return Program(run_and_evaluate, None if pk.id is None else f"rpd.train.core.make_run({pk.id}, {opts!r})")
+    stable = opts.optimizer is None or opts.optimizer.stable  # a user's transformation: no name
+    return Program(run_and_evaluate, None if pk.id is None or not stable else f"rpd.train.core.make_run({pk.id}, {opts!r})")
 
 
 def execute(obj: Objective, plan: UpdatePlan, record: np.ndarray, n_records: int, gammas, seed: int,
-            *, ring_size: int, n_slots: int = 1, diag_stride: int = 0, ema: float = 0.9):
-    """Run a plan for a grid of step sizes; raise on ring overflow.
+            *, ring_size: int, n_slots: int = 1, diag_stride: int = 0, ema: float = 0.9, optimizer=None):
+    """Run a plan for a grid of step sizes; raise on ring overflow. ``optimizer``: anything
+    :func:`rpd.train.optimizers.resolve` takes (None: plain SGD).
 
     Returns (curve [G, n_records], f0, per_update, x_K [G, D]) as host arrays."""
     extra = plan_extras(plan)
@@ -362,6 +381,7 @@ def execute(obj: Objective, plan: UpdatePlan, record: np.ndarray, n_records: int
         velocity="horizon" in extra,
         ema=float(ema),
         scaled="scale" in extra,
+        optimizer=optimizers.bind(optimizers.resolve(optimizer), obj),
     )
     arrays = tuple(on_device(a) for a in (plan.block, plan.batch, plan.read, plan.fresh, plan.slot))
     extra = {k: on_device(v, np.int32 if k == "read_bwd" else obj.dtype) for k, v in extra.items()}

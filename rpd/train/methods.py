@@ -15,7 +15,7 @@ import numpy as np
 from rpd.objectives.base import Objective
 from rpd.results import Result, assemble_curve, record_rows
 from rpd.schedules import Timeline
-from rpd.train import core, plans, semantics
+from rpd.train import core, optimizers, plans, semantics
 from rpd.train.localsgd import local_sgd
 from rpd.validation import check_choice, check_gammas, check_int
 
@@ -43,14 +43,17 @@ def _explicit_points(at, n_axis: int) -> np.ndarray:
 def run_plan(obj: Objective, plan: plans.UpdatePlan, gamma, *, seed: int = 0, axis: str = "block_update",
              stride: int = 1, ring_size: int | None = None, n_slots: int | None = None, diag_stride: int = 0,
              T: int | None = None, method: str = "plan", meta: dict | None = None,
-             ema: float = 0.9, at=None) -> Result:
+             ema: float = 0.9, at=None, optimizer=None) -> Result:
     """Execute any update plan on a gamma grid.
 
     ``axis="block_update"`` records f after every ``stride`` block updates;
     ``axis="sim_time"`` after every ``stride`` time steps of the plan's ``time`` (0..T-1).
     ``at`` (increasing ints in 1..T or 1..K) records exactly there instead: the axis values of
     the curve, so runs of different lengths share one compiled program. ``n_slots`` (gradient
-    slots) defaults to the plan's, ``ring_size`` to what it needs (``plans.ring_size``)."""
+    slots) defaults to the plan's, ``ring_size`` to what it needs (``plans.ring_size``).
+    ``optimizer``: None / ``"sgd"`` (plain SGD), a name of ``rpd.train.optimizers.NAMES``, an
+    ``optimizers.Optimizer`` (``optimizers.make("adam", b1=0.99)``) or an
+    ``optax.GradientTransformation`` (its updates times γ); each block keeps its own state."""
     check_choice("axis", axis, ("block_update", "sim_time"))
     stride = check_int("stride", stride)
     gammas = check_gammas(gamma)
@@ -61,9 +64,10 @@ def run_plan(obj: Objective, plan: plans.UpdatePlan, gamma, *, seed: int = 0, ax
     rows = record_rows(event, points)
     C = plans.ring_size(plan, obj.S, diag_stride) if ring_size is None else check_int("ring_size", ring_size)
     n_slots = int(np.max(plan.slot)) + 1 if n_slots is None else check_int("n_slots", n_slots)
+    opt = optimizers.resolve(optimizer)
     raw, f0, per_update, x_final = core.execute(
         obj, plan, rows, len(points), gammas, check_int("seed", seed, 0),
-        ring_size=C, n_slots=n_slots, diag_stride=diag_stride, ema=ema,
+        ring_size=C, n_slots=n_slots, diag_stride=diag_stride, ema=ema, optimizer=opt,
     )
     curve, axis_vals = assemble_curve(raw, rows, f0, points)
     traces = {k: np.asarray(v) for k, v in per_update.items()}
@@ -75,12 +79,13 @@ def run_plan(obj: Objective, plan: plans.UpdatePlan, gamma, *, seed: int = 0, ax
         curve=curve,
         traces=traces,
         x_final=np.asarray(x_final),
-        meta=dict(meta or {}, S=obj.S, K=K, ring_size=C, seed=seed, objective=obj.name),
+        meta=dict(meta or {}, S=obj.S, K=K, ring_size=C, seed=seed, objective=obj.name,
+                  optimizer=optimizers.describe(opt)),
     )
 
 
 def pipedream(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, axis: str = "sim_time",
-              stride: int = 1, diag_stride: int = 0) -> Result:
+              stride: int = 1, diag_stride: int = 0, optimizer=None) -> Result:
     """PipeDream (1F1B, weight stashing) driven by its timeline: iteration k is the k-th
     backward op B(m, a) in (time, stage) order and applies
 
@@ -91,12 +96,13 @@ def pipedream(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, axis: str =
         raise ValueError(f"timeline has S={tl.S} stages but the objective has S={obj.S} blocks")
     plan, n_slots = plans.pipedream_plan(tl, obj.n_batches)
     return run_plan(obj, plan, gamma, seed=seed, axis=axis, stride=stride, n_slots=n_slots,
-                    diag_stride=diag_stride, T=tl.T, method="pd",
+                    diag_stride=diag_stride, T=tl.T, method="pd", optimizer=optimizer,
                     meta={"N": tl.N, "T": tl.T, "noam": tl.noam})
 
 
 def rpd(obj: Objective, K: int, gamma, delta: int, seed: int = 0, *, delays="uniform",
-        block_order="uniform", batch_order="uniform", stride: int = 1, diag_stride: int = 0) -> Result:
+        block_order="uniform", batch_order="uniform", stride: int = 1, diag_stride: int = 0,
+        optimizer=None) -> Result:
     """Randomized PipeDream: for k < K, draw a_k ~ U{0..S-1}, a batch uniformly with
     replacement, and d_k^(r) ~ U{0..min(delta, k)} per block; then
 
@@ -107,19 +113,19 @@ def rpd(obj: Objective, K: int, gamma, delta: int, seed: int = 0, *, delays="uni
     plan = plans.rpd_plan(check_int("seed", seed, 0), K, obj.S, obj.n_batches, delta, delays=delays,
                           block_order=block_order, batch_order=batch_order)
     return run_plan(obj, plan, gamma, seed=seed, axis="block_update", stride=stride,
-                    diag_stride=diag_stride, method="rpd", meta={"delta": delta})
+                    diag_stride=diag_stride, method="rpd", meta={"delta": delta}, optimizer=optimizer)
 
 
-def sgd(obj: Objective, N: int, gamma, *, seed: int = 0, stride: int = 1) -> Result:
+def sgd(obj: Objective, N: int, gamma, *, seed: int = 0, stride: int = 1, optimizer=None) -> Result:
     """Minibatch SGD, the staleness-free reference: x <- x - gamma * grad f(x; xi_n), batch
     n mod n_batches, for n < N. Recorded against block updates (S per step)."""
     plan = plans.sgd_plan(check_int("N", N), obj.S, obj.n_batches)
     return run_plan(obj, plan, gamma, seed=seed, axis="block_update", stride=stride,
-                    method="sgd", meta={"N": N})
+                    method="sgd", meta={"N": N}, optimizer=optimizer)
 
 
 def train(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, stride: int = 1, axis: str = "sim_time",
-          diag_stride: int = 0, at=None, ring_size: int | None = None, **options) -> Result:
+          diag_stride: int = 0, at=None, ring_size: int | None = None, optimizer=None, **options) -> Result:
     """Train on any timeline with its schedule's semantics (``rpd.train.semantics``); the curve is on
     the timeline's tick axis (``axis="sim_time"``) or against block updates, every ``stride``
     or exactly ``at`` (see :func:`run_plan`). ``ring_size`` (raised to what the plan needs)
@@ -134,6 +140,8 @@ def train(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, stride: int = 1
     active = semantics.check_options(kind, sem.options, options)
     ema = float(active.get("ema", 0.9))
     if kind == "local_sgd":
+        if optimizers.resolve(optimizer) is not None:
+            raise ValueError("LocalSGD runs plain SGD replicas; an optimizer (DiLoCo) is not supported yet")
         if at is None:
             return local_sgd(obj, tl, gamma, seed=seed)
         # The model LocalSGD trains is the replicas' average, which exists at round ends:
@@ -149,7 +157,7 @@ def train(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, stride: int = 1
     if ring_size is not None:  # at least what the plan needs
         ring_size = max(check_int("ring_size", ring_size), plans.ring_size(plan, obj.S, diag_stride))
     res = run_plan(obj, plan, gamma, seed=seed, axis=axis, stride=stride, n_slots=n_slots,
-                   diag_stride=diag_stride, T=tl.T, method=kind, ema=ema, at=at, ring_size=ring_size,
+                   diag_stride=diag_stride, T=tl.T, method=kind, ema=ema, at=at, ring_size=ring_size, optimizer=optimizer,
                    meta=dict(N=tl.N, T=tl.T, M=tl.M, schedule=kind, **active))
     res.traces["update_time"] = np.asarray(plan.time)  # [K]: the tick each update lands
     return res

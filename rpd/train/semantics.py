@@ -33,6 +33,7 @@ import numpy as np
 
 from rpd.schedules import Timeline
 from rpd.schedules.delays import forward_versions, read_versions
+from rpd.train import semantics_async
 from rpd.train.plans import UpdatePlan, pipedream_plan, versions_before
 from rpd.validation import check_int, check_real
 
@@ -216,3 +217,25 @@ def check_options(kind: str, allowed: tuple[str, ...], options: dict, prefix: st
 
 def _set(value) -> bool:
     return value is not None and not (isinstance(value, (bool, np.bool_)) and not value)
+
+
+# ---------------------------------------------------------------- the survey's remaining rows (issue 33)
+
+
+def replicated_plan(tl: Timeline, S_obj: int, n_batches: int) -> UpdatePlan:
+    """GEMS: a synchronous flush whose two replicas of every stage are all-reduced at its end, so
+    every block's update of flush q lands at ``flush_time[q]`` (minibatch SGD with batch M·B)."""
+    if tl.kind != "gems" or tl.flush_time is None:
+        raise ValueError(f"expected a GEMS timeline with flushes, got kind={tl.kind!r}")
+    if S_obj != tl.n_stages:
+        raise ValueError(f"the objective has S={S_obj} blocks; the gems timeline has {tl.n_stages} stages")
+    flush = np.asarray(tl.flush_time, np.int64)
+    q, s, t = _landing_order(np.repeat(flush[:, None], S_obj, axis=1), tl.kind)
+    return _minibatch_plan(q, s, t, q, tl.M, S_obj, n_batches, n_slots=1)
+
+
+SEMANTICS.update({
+    "gems": Semantics(lambda tl, S_obj, n_batches, **_: (replicated_plan(tl, S_obj, n_batches), None)),
+    "ampnet": Semantics(lambda tl, S_obj, n_batches, **_: (semantics_async.ampnet_plan(tl, S_obj, n_batches), 1)),
+    "wpipe": Semantics(lambda tl, S_obj, n_batches, **_: (semantics_async.wpipe_plan(tl, S_obj, n_batches), 1)),
+})

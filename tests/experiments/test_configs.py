@@ -109,7 +109,7 @@ BAD = [
     (["costs.p2p=one"], "costs.p2p"),
     (["+method.gama_hi=3"], "unknown config key method.gama_hi: valid keys in method are batch_order,"),
     (["+schedule.SS=4"], "unknown config key schedule.SS: valid keys in schedule are H, M, N, R, S, T,"),
-    (["+foo=1"], "unknown config key foo: valid keys at the top level are costs, experiment_name,"),
+    (["+foo=1"], "unknown config key foo: valid keys at the top level are T_rule, compare, costs, experiment_name,"),
     (["+costs.F2=1"], "unknown config key costs.F2"),
     (["method.gamma_hi=2000"], "method.gamma_hi must be <= 1023 (2^method.gamma_hi must be a finite float64)"),
     (["method.gamma_lo=-2000"], "method.gamma_lo must be >= -1074"),
@@ -294,3 +294,83 @@ def test_delay_law_range_is_checked_before_work():
         delay_law.run(delay_law.Config(S_min=10, S_max=3))
     with pytest.raises(ValueError, match=r"^S_min must be >= 1, got 0$"):
         delay_law.run(delay_law.Config(S_min=0))
+
+
+def _read_only_copy(src, dst):
+    """``dst``: a read-only bind mount of ``src`` (skips where mounts are not allowed)."""
+    dst.mkdir()
+    for cmd in (["mount", "--bind", str(src), str(dst)], ["mount", "-o", "remount,ro,bind", str(dst)]):
+        if subprocess.run(cmd, capture_output=True).returncode != 0:
+            subprocess.run(["umount", str(dst)], capture_output=True)
+            pytest.skip("no bind mounts here")
+
+
+def test_a_read_only_store_is_reused_and_a_missing_run_refused(tmp_path):
+    """Issue 34, item 3: a complete store on a read-only mount is reused (no lock); a config it
+    does not hold is refused in one line naming results_root."""
+    first = train.run(_compose([f"results_root={tmp_path / 'rw'}", *TINY_LINEAR]))
+    assert first.status == "ok"
+    ro = tmp_path / "ro"
+    _read_only_copy(tmp_path / "rw", ro)
+    try:
+        again = train.run(_compose([f"results_root={ro}", *TINY_LINEAR]))
+        assert again.skipped and again.summary == first.summary
+        with pytest.raises(ValueError, match=r"^results_root=.* is read-only and holds no complete run"):
+            train.run(_compose([f"results_root={ro}", *TINY_LINEAR, "schedule.N=9"]))
+    finally:
+        subprocess.run(["umount", str(ro)], capture_output=True)
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path):
+    """Issue 34, item 1/2: no traceback above the message; exit status 2."""
+    (tmp_path / "file").write_text("x")
+    proc = subprocess.run([sys.executable, "-m", "experiments.train", *TINY_LINEAR,
+                           f"results_root={tmp_path / 'file' / 'sub'}", f"hydra.run.dir={tmp_path / 'job'}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "RPD_DEBUG": ""})
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines() == [
+        f"error: results_root={tmp_path / 'file' / 'sub'} cannot be a results store: {tmp_path / 'file'} is not a directory"]
+
+
+def test_mlp_chain_and_a_users_objective_from_the_command_line(tmp_path, monkeypatch):
+    """Issue 26, item 7: every registered objective by name, and a user's factory by import
+    path, called with S, the objective.* keys it names and objective.options."""
+    mlp = train.run(_compose(["objective=mlp_chain", "objective.n=32", "objective.width=6",
+                              "objective.batch_size=8", "schedule.S=3", "schedule.N=8",
+                              "method.gammas=[0.0625]", f"results_root={tmp_path}"]))
+    assert mlp.status == "ok" and mlp.summary["objective"] == "mlp_chain"
+    assert train.run_config(_compose(["objective=mlp_chain"]))["objective"]["d"] is None
+
+    (tmp_path / "user_objective.py").write_text(
+        "from rpd import objectives\n"
+        "calls = []\n"
+        "def make(S, n, d, batch_size, seed, scale=1.0):\n"
+        "    calls.append(dict(S=S, n=n, d=d, batch_size=batch_size, seed=seed, scale=scale))\n"
+        "    return objectives.random_quadratic(n, d, S, batch_size, seed=seed)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import user_objective
+
+    cfg = _compose([*TINY_LINEAR, "objective._target_=user_objective.make", "+objective.options.scale=2.5",
+                    f"results_root={tmp_path}"])
+    out = train.run(cfg)
+    assert out.status == "ok"
+    assert user_objective.calls == [dict(S=3, n=32, d=12, batch_size=4, seed=0, scale=2.5)]
+    # the same numbers as rpd's own random quadratic: the factory returned exactly that
+    own = train.run(_compose([*TINY_LINEAR, f"results_root={tmp_path / 'own'}"]))
+    np.testing.assert_array_equal(out.curves["loss/f_minus_fstar"], own.curves["loss/f_minus_fstar"])
+    with pytest.raises(ValueError, match=r"^objective._target_=no_such_module.make cannot be imported"):
+        checks.validate(checks.typed(_compose([*TINY_LINEAR, "objective._target_=no_such_module.make"])))
+
+
+def test_schedule_chart_prints_what_it_draws(tmp_path):
+    """``python -m experiments.schedule``: the Gantt chart of any registered schedule, and its
+    makespan, bubbles and peaks, which are the timeline's."""
+    from experiments import schedule
+
+    cfg = _compose(["schedule=zb_h1", "schedule.S=4", "schedule.M=8", "schedule.N=8", "costs=b2f_latency",
+                    f"out={tmp_path / 'zb_h1.png'}"], "chart")
+    numbers = schedule.chart(cfg)
+    assert (tmp_path / "zb_h1.png").read_bytes()[:4] == b"\x89PNG" and (tmp_path / "zb_h1.pdf").exists()
+    assert numbers["schedule"] == "zb_h1" and numbers["makespan"] > 0
+    assert 0 < numbers["bubble_total"] < 1 and len(numbers["peak_activations"]) == 4
+    assert numbers["peak_activations"][0] == 4  # ZB-H1 keeps 1F1B's S - r in flight (until I)

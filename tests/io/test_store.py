@@ -111,3 +111,13 @@ def test_sweep_skips_complete_runs_on_rerun(tmp_path):
     assert not store.should_skip(other, configs[1])  # a marker for another config never counts
     marker = json.loads((other / store.MARKER).read_text())
     assert marker["config_hash"] == other.name
+
+
+def test_check_root_names_the_field_and_creates_a_missing_root(tmp_path):
+    """Issue 34, item 2: the results root is checked before any work, naming the field."""
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match=r"^results_root=.*/file/sub cannot be a results store: .*/file is not a directory$"):
+        store.check_root(tmp_path / "file" / "sub")
+    with pytest.raises(ValueError, match=r"^out=/proc/rpd_missing does not exist and cannot be created"):
+        store.check_root("/proc/rpd_missing", field="out")
+    assert store.check_root(tmp_path / "new" / "root") is True and (tmp_path / "new" / "root").is_dir()

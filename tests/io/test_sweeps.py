@@ -14,7 +14,7 @@ import pytest
 from hydra_helpers import ROOT, TINY_LINEAR
 from hydra_helpers import compose as _compose
 
-from experiments import train
+from experiments import sweep, train
 from rpd.io import store, sweeps
 
 TINY_E3 = [o for o in TINY_LINEAR if not o.startswith("method.")] + [
@@ -42,7 +42,13 @@ def test_load_sweep_is_the_sweeps_table(e3_sweep):
     assert list(df["method"]) == ["pd", "pd", "localsgd", "localsgd"]
     assert list(df["skipped"]) == [False, True, False, False]
     assert df["H"].isna().tolist() == [True, True, False, False]  # PD's key has no H
-    assert list(df["H"][2:]) == [2, 5] and set(df["S"]) == {3} and set(df["N"]) == {8}
+    assert list(df["H"][2:]) == [2, 5] and set(df["S"]) == {3}
+    # one simulated time for every row: the shortest row's time for N = 8 microbatches, PD's
+    # 2N + 2S - 2 = 20 ticks (LocalSGD H = 2: 2N + ceil(N / (R H)) (2S - 2) = 24, H = 5: 20)
+    assert "comparing the 4 rows at one simulated time T = 20 ticks" in proc.stdout
+    assert set(df["T"]) == {20} and set(df["T_rule"]) == {sweep.T_RULE}
+    # microbatches run to reach T: PD 8; LocalSGD H = 2: N = 7 (14 + 2 * 4 = 22 >= 20), H = 5: 8
+    assert list(df["N"]) == [8, 8, 7, 8]
     assert df["result"][0] == df["result"][1] != df["result"][2]
     assert ["method=pd", "schedule.H=2"] == df["overrides"][0].split()[:2]
     assert list(df["status"]) == ["ok"] * 4 and df["wandb_id"].isna().all()
@@ -50,6 +56,7 @@ def test_load_sweep_is_the_sweeps_table(e3_sweep):
         run = store.load_run(row.result)
         s = run.summary
         assert row.gamma == s["tuning/gamma"] and row.final_selected == s["final/selected"]
+        assert row.rule == s["tuning/rule"] == "reference" and run.curves["axis/sim_time"][-1] <= 20  # e3_nesterov's rule
         final = run.curves[s["metric"]].mean(axis=0)[:, -1]
         ok = ~np.asarray(s["diverged"], bool)
         assert row.final_best == pytest.approx(final[ok].min(), rel=1e-12)

@@ -130,7 +130,7 @@ from rpd import schedules, objectives as O
 from rpd.runtime import compile_cache
 from rpd.train import methods
 from rpd.runtime import programs
-path = compile_cache.enable(sys.argv[1])
+path = compile_cache.enable()
 with compile_cache.count_programs() as n:
     res = methods.pipedream(O.random_quadratic(64, 16, 4, 4, seed=int(sys.argv[2])), schedules.pipedream(4, 10), [0.01])
 print(path, n["from_cache"], n["compiled"], repr(float(res.curve[0, -1])), programs.COUNTS["loaded"])
@@ -138,9 +138,9 @@ print(path, n["from_cache"], n["compiled"], repr(float(res.curve[0, -1])), progr
 
 
 @pytest.mark.slow
-def test_persistent_cache_under_the_results_root(tmp_path):
+def test_persistent_cache_in_the_user_cache(tmp_path):
     """A second process (another seed: the same program) loads the compiled run from
-    ``<results_root>/jax_cache`` (the core's program from rpd's store in its ``rpd``
+    ``$RPD_CACHE/jax`` (the core's program from rpd's store in its ``rpd``
     subdirectory); ``RPD_JAX_CACHE=0`` turns the cache off."""
     import os
     import subprocess
@@ -148,14 +148,14 @@ def test_persistent_cache_under_the_results_root(tmp_path):
 
     from rpd.runtime import compile_cache
 
-    root = tmp_path / "results"
-    env = {k: v for k, v in os.environ.items() if k != compile_cache.ENV}
+    root = tmp_path / "cache"
+    env = {k: v for k, v in os.environ.items() if k != compile_cache.ENV} | {"RPD_CACHE": str(root)}
     run = lambda seed, **extra: subprocess.run(
         [sys.executable, "-c", _CACHED_RUN, str(root), str(seed)], env={**env, **extra},
         capture_output=True, text=True, timeout=300, check=True).stdout.split()
     path, hits, compiled, _, stored = run(0)
-    assert Path(path) == root / "jax_cache" and int(hits) == 0 and any((root / "jax_cache").iterdir())
-    assert int(compiled) >= 1 and int(stored) == 0 and any((root / "jax_cache" / "rpd").glob("*.exe"))
+    assert Path(path) == root / "jax" and int(hits) == 0 and any((root / "jax").iterdir())
+    assert int(compiled) >= 1 and int(stored) == 0 and any((root / "jax" / "rpd").glob("*.exe"))
     path, hits, compiled, _, stored = run(1)
     assert int(hits) >= 1 and int(compiled) == 0  # every program came from disk,
     assert int(stored) == 1  # the core's from rpd's store (rpd.runtime.programs), not traced

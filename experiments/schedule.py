@@ -1,0 +1,63 @@
+"""One schedule, drawn: its Gantt chart (ranks top to bottom, F / B / I / W coloured, in units
+of one stage's forward) and its numbers printed: makespan, period, both bubble conventions,
+peak activations and weights per rank.
+
+    python -m experiments.schedule schedule=zb_h2 schedule.S=4 schedule.M=8 costs=b2f_latency out=zb_h2.png
+    python -m experiments.schedule schedule=dualpipe_v schedule.S=4 schedule.M=8 schedule.N=8
+
+The schedule is built exactly as ``experiments.train`` builds it (``rpd.registry``), for
+``schedule.N`` microbatches (or the smallest N reaching ``schedule.T``).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import hydra
+import numpy as np
+from omegaconf import DictConfig
+
+from experiments import checks
+from experiments import config as C
+from rpd.io import store
+from rpd.plotting.schedules import schedule_gantt
+from rpd.runtime.interrupt import run_main
+from rpd.schedules import memory
+
+
+def chart(cfg) -> dict:
+    """Build the schedule of ``cfg``, draw it to ``cfg.out`` and return its numbers."""
+    cfg = checks.typed(cfg, C.ChartConfig)
+    checks.validate(cfg)
+    store.check_root(Path(cfg.out).resolve().parent, field="out")
+    pipeline = checks.run_spec(cfg).pipeline
+    tl = pipeline.timeline()
+    t = tl.table
+    ops = np.stack([t.kind, t.stage, t.mb, t.rank, t.start, t.end, t.fused]).astype(np.int64)
+    scale = max(1, int(cfg.costs.F))
+    title = f"{pipeline.name}: S = {tl.S}, N = {tl.N}" + (f", M = {tl.M}" if tl.M else "")
+    path = schedule_gantt([dict(title=title, ops=ops, scale=scale)], cfg.out)
+    acts = memory.peak_activations(tl)
+    return {"schedule": pipeline.name, "S": tl.S, "N": tl.N, "M": tl.M, "makespan": int(tl.T),
+            "period": int(tl.period()), "bubble_total": tl.bubble_ratio(), "bubble_ideal": tl.bubble_overhead(),
+            "peak_activations": acts.tolist(), "weights": memory.weight_memory(tl).tolist(), "path": str(path)}
+
+
+@hydra.main(version_base="1.3", config_path="../configs", config_name="chart")
+def main(cfg: DictConfig) -> None:
+    logging.getLogger("fontTools").setLevel(logging.WARNING)  # the PDF's font subsetting, at INFO
+    try:
+        numbers = chart(cfg)
+    except (ValueError, TypeError) as exc:
+        checks.refuse(exc)
+    print(f"{numbers['schedule']}: S = {numbers['S']}, N = {numbers['N']}, M = {numbers['M']}; "
+          f"makespan {numbers['makespan']} ticks, period {numbers['period']}, "
+          f"bubble {numbers['bubble_total']:.3f} of the time ({numbers['bubble_ideal']:.3f} of the ideal)")
+    for r, (a, w) in enumerate(zip(numbers["peak_activations"], numbers["weights"])):
+        print(f"  rank {r}: peak activations {a:g} A, weights {w:g} W")
+    print(f"chart: {numbers['path']}")
+
+
+if __name__ == "__main__":
+    run_main(main)  # Ctrl-C: a clean message and exit 130

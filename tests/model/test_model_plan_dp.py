@@ -1,0 +1,71 @@
+"""D data-parallel pipelines and partition=pipedream in the plan (issue 29), values by hand."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hydra_helpers import compose
+
+from experiments import plan as entry
+from rpd.model import hardware
+from rpd.model.layers import Layer, Model
+from rpd.model.plan import plan
+
+# 1 TFLOP/s at full efficiency: a 1 GFLOP op takes 1 ms; p2p free; all-reduce 1 GB/s + 10 µs
+HW = hardware.Hardware("toy", peak_flops=1e12, memory_bytes=2**34, p2p_bandwidth=1e15, allreduce_bandwidth=1e9,
+                       efficiency=1.0, p2p_latency=0.0, allreduce_latency=1e-5)
+# two one-layer stages: F = I = W = 1 ms each; stage 0 holds 1,000 values, stage 1 1,000,000
+TOY = Model("toy", (Layer("a", params=1000, flops_fwd=1e9, flops_i=1e9, flops_w=1e9, out_bytes=8),
+                    Layer("b", params=1_000_000, flops_fwd=1e9, flops_i=1e9, flops_w=1e9)), 100)
+
+
+def _row(D, overlap=False, name="1f1b"):
+    return plan(TOY, HW, [name], entry.make_timeline, 2, 2, D=D, overlap_allreduce=overlap, how="layers")[0]
+
+
+def test_two_pipelines_double_the_tokens_and_add_the_ring_all_reduce_after_the_flush():
+    one, two = _row(1), _row(2)
+    # 1F1B, S = 2, M = 2, B = I + W = 2 ms: rank 0 F F . . B B ends at 9 ms (rank 1: F B F B ends at 7 ms)
+    assert one.step_time_s == pytest.approx(9e-3) and one.dp_allreduce_s == 0.0
+    # rank 1's fp32 gradients: 4e6 bytes; ring over D = 2 sends 2·(2−1)/2 · 4e6 = 4e6 bytes at 1 GB/s
+    # = 4 ms, + 10 µs latency; everyone waits for the flush, so the step grows by the slower rank's
+    ar = 1e-5 + 4e6 / 1e9
+    assert two.dp_allreduce_s == pytest.approx(ar)
+    assert two.step_time_s == pytest.approx(9e-3 + ar)
+    assert two.tokens_per_s * two.step_time_s == pytest.approx(2 * 2 * 100)  # D·M·tokens per step
+    assert one.tokens_per_s * one.step_time_s == pytest.approx(2 * 100)
+    assert two.allreduce_bytes_per_step == pytest.approx([4000.0, 4e6])
+    assert two.D == 2 and two.peak_bytes == one.peak_bytes  # DP does not shard
+    # the all-reduce is idle time of the step: busy is 2·2·(1 + 2) ms on 2 ranks
+    assert two.bubble_total == pytest.approx(1 - 12e-3 / (2 * two.step_time_s))
+    assert two.mfu == pytest.approx(2 * TOY.model_flops / (two.step_time_s * 2 * HW.peak_flops))
+
+
+def test_overlapping_the_drain_hides_the_part_before_the_flush():
+    # rank 1 is done with its backwards at 7 ms and all-reduces until 11.01 ms; rank 0 (4,000 B) at
+    # 9 ms + 14 µs: the step is 11.01 ms
+    ov = _row(2, overlap=True)
+    assert ov.dp_allreduce_s == pytest.approx(7e-3 + 1e-5 + 4e-3 - 9e-3)
+    assert ov.step_time_s == pytest.approx(11.01e-3)
+    assert ov.tokens_per_s > _row(2).tokens_per_s
+
+
+def test_schedules_without_a_flush_are_refused_for_d_above_one():
+    assert _row(2, name="pipedream").error == "ValueError: D > 1 needs a flush (a synchronous schedule)"
+    assert _row(1, name="pipedream").error is None
+
+
+def test_the_command_reports_d_the_all_reduce_and_the_partitioner(tmp_path, capsys):
+    out = tmp_path / "plan.json"
+    entry.run(compose(["model=gpt2_small", "pipeline.S=2", "pipeline.M=4", "pipeline.D=2", "schedules=[1f1b]",
+                       "pipeline.partition=pipedream", f"out={out}"], "plan"))
+    text = capsys.readouterr().out
+    assert "D=2" in text and "DP ms" in text and "PipeDream's partitioner on 4 workers" in text
+    data = json.loads(out.read_text())
+    row = data["rows"][0]
+    assert data["settings"]["D"] == 2 and data["settings"]["partition"] == "pipedream" and row["D"] == 2
+    assert row["dp_allreduce_s"] > 0 and row["tokens_per_s"] * row["step_time_s"] == pytest.approx(2 * 4 * 1024)
+    assert data["partitioner"]["workers"] <= 4
+    with pytest.raises(ValueError, match=r"pipeline\.D"):
+        entry.run(compose(["pipeline.D=0", "out=null"], "plan"))
