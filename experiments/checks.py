@@ -28,7 +28,7 @@ from experiments.config import (
     _value,
 )
 from rpd import objectives, registry
-from rpd.analysis import tuning
+from rpd.analysis import simtime, tuning
 from rpd.io.tracking import MODES
 from rpd.objectives.nanochat import nanochat, stage_sizes
 from rpd.runtime import budget
@@ -104,6 +104,9 @@ def memory_terms(cfg) -> list[budget.Term]:
             flushes = -(-N // p.M) if registry.SCHEDULES[spec.pipeline.name].flush else 1
             T = (2 * N + flushes * 2 * S) * (p.v or 1)
         by = ("schedule.N", "schedule.S") + (("schedule.noam",) if noam < S else ())
+    if tick > 1:  # the ops' costs stretch every tick of the timeline: name the fields that did
+        by += tuple(f"costs.{f}" for f in ("F", "B", "I", "W", "FB", "p2p", "straggler_ticks")
+                    if getattr(c, f) is not None and max(_flat(getattr(c, f))) > (0 if f in ("p2p", "straggler_ticks") else 1))
     terms = [budget.Term("timeline [T, S] grids", by, T * tick * S * TIMELINE_BYTES_PER_CELL)]
     if lm:
         # Per gradient, per token and stage: ~32 width-sized values and the attention scores
@@ -119,6 +122,8 @@ def memory_terms(cfg) -> list[budget.Term]:
         terms.append(budget.Term("data", ("objective.n", "objective.width"), int(o.n) * int(o.width) * 2 * 8))
     else:
         terms.append(budget.Term("data", ("objective.n", "objective.d"), int(o.n) * D * 8))
+        if user_factory(o) is None:  # the linear objectives form A = XᵀX / n (d x d) for f and L
+            terms.append(budget.Term("A = XᵀX / n", ("objective.d",), D * D * 8))
     if spec.method == "rpd":
         terms.append(budget.Term("RPD history ring", ("method.delta",) + width,
                                  G * (spec.options.delta + 1) * D * item))
@@ -247,7 +252,8 @@ def run_spec(cfg) -> registry.RunSpec:
     errors name the field (``schedule.M``, ``method.t1``, ``costs.B``)."""
     m, s = cfg.method, cfg.schedule
     params = registry.ScheduleParams(S=s.S, N=s.N, T=s.T, M=s.M, v=s.v, group=s.group,
-                                     overlapped=s.overlapped, noam=s.noam, R=s.R, H=s.H)
+                                     overlapped=s.overlapped, noam=s.noam, R=s.R, H=s.H,
+                                     cut=check_choice("schedule.cut", s.cut, simtime.CUTS) if s.cut else None)
     options = registry.MethodOptions(
         stride=m.stride, delta=m.delta, delays=_value(m.delays), block_order=_value(m.block_order),
         batch_order=_value(m.batch_order), predict=m.predict, ema=m.ema, t1=m.t1, t1_window=m.t1_window,

@@ -177,6 +177,7 @@ class ScheduleConfig:
     R: Optional[int] = None  # local_sgd replicas; null: S (the paper)
     H: int = 1  # local_sgd local steps per round
     T: Optional[int] = None  # protocol (ii): take the smallest N whose timeline reaches T (N ignored)
+    cut: Optional[str] = None  # with T: end (the point after T ticks; default) | authors (after T - 1)
     M: Optional[int] = None  # flush schedules, 2BW: microbatches per flush; null: S (dualpipe_v: 2S)
     v: Optional[int] = None  # interleaved: model chunks per rank; null: 2
     group: Optional[int] = None  # interleaved: Megatron's microbatch group size; null: S
@@ -298,7 +299,10 @@ class TrainConfig(Config):
     # Results are keyed by config and code (rpd.io.provenance.code_identity): after a change to
     # rpd a rerun recomputes. true: a run stored by any code is reused (its row says so).
     reuse_other_code: bool = False
-    T_rule: Optional[str] = None  # how schedule.T was chosen, when a sweep chose it (not part of the key)
+    # The simulated time every curve is cut at (protocol (i): the run keeps its schedule.N and is
+    # read at T, by schedule.cut); set by a sweep (equal_time) or by hand. Part of the key.
+    compare_T: Optional[int] = None
+    T_rule: Optional[str] = None  # how compare_T was chosen, when a sweep chose it (not part of the key)
 
 
 @dataclasses.dataclass

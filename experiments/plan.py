@@ -24,18 +24,21 @@ import enum
 import json
 import logging
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 import hydra
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
+from experiments import checks
+from experiments import config as C
 from rpd import registry
 from rpd.model import hardware as hw_lib
 from rpd.model import layers
 from rpd.model.partition import partition_model
 from rpd.model.plan import format_table, plan, to_json
 from rpd.model.profile import load_profile
+from rpd.runtime.interrupt import run_main
 from rpd.validation import check_int
 
 log = logging.getLogger(__name__)
@@ -44,12 +47,6 @@ log = logging.getLogger(__name__)
 class ModelKind(enum.Enum):
     gpt = "gpt"
     profile = "profile"
-
-
-class Optimizer(enum.Enum):
-    sgd = "sgd"
-    momentum = "momentum"
-    adam = "adam"
 
 
 class Precision(enum.Enum):
@@ -121,7 +118,9 @@ class PlanConfig:
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
     hardware: HardwareConfig = dataclasses.field(default_factory=HardwareConfig)
     pipeline: PipelineConfig = dataclasses.field(default_factory=PipelineConfig)
-    optimizer: Optimizer = Optimizer.adam
+    # the optimizer group shared with experiments.train (configs/optimizer/): its state bytes count
+    optimizer: C.OptimizerConfig = dataclasses.field(default_factory=lambda: C.OptimizerConfig(name=C.OptimizerName.adam))
+    method: Dict[str, Any] = dataclasses.field(default_factory=dict)  # the group's γ grid, for train only
     precision: Precision = Precision.bf16_mixed
     recompute: Recompute = Recompute.none
     grad_bytes: Optional[int] = None  # 4 (fp32 main gradients, Megatron) or 2; null: 4
@@ -171,7 +170,7 @@ def run(cfg) -> dict:
     M = OmegaConf.to_container(cfg.pipeline, resolve=True)["M"]
     M = [check_int("pipeline.M", M)] if not isinstance(M, list) else M
     D = check_int("pipeline.D", cfg.pipeline.D)
-    settings = {"S": cfg.pipeline.S, "M": M, "D": D, "overlap_allreduce": bool(cfg.pipeline.overlap_allreduce), "optimizer": _v(cfg.optimizer), "precision": _v(cfg.precision),
+    settings = {"S": cfg.pipeline.S, "M": M, "D": D, "overlap_allreduce": bool(cfg.pipeline.overlap_allreduce), "optimizer": _v(cfg.optimizer.name), "precision": _v(cfg.precision),
                 "recompute": _v(cfg.recompute), "partition": _v(cfg.pipeline.partition),
                 "memory_cap": cfg.memory_cap if cfg.memory_cap is not None else hw.memory_bytes}
     rows = plan(model, hw, names, make_timeline, cfg.pipeline.S, M, optimizer=settings["optimizer"],
@@ -228,8 +227,11 @@ def frontier_figure(rows, path: str, title: str = "") -> None:
 
 @hydra.main(version_base="1.3", config_path="../configs", config_name="plan")
 def main(cfg) -> None:
-    run(cfg)
+    try:
+        run(cfg)
+    except (ValueError, TypeError) as exc:  # bad input: one line, exit 2
+        checks.refuse(exc)
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)  # Ctrl-C: a clean message and exit 130

@@ -88,12 +88,13 @@ def job_overrides(config: DictConfig) -> list[list[str]]:
 
 
 def sweep_time(cfgs) -> int | None:
-    """The simulated time T at which a sweep's rows are compared: the user's ``schedule.T`` if
-    any row sets one (None: each row keeps its own), else :data:`T_RULE`: the smallest makespan
-    of the rows' timelines for ``schedule.N`` microbatches, so no row needs more than N
-    microbatches to reach it (the paper's protocol (i): every curve cut to the shortest)."""
+    """The simulated time T at which a sweep's rows are compared (``compare_T``): None when
+    any row sets ``schedule.T`` or ``compare_T`` itself (the user's), else :data:`T_RULE`: the
+    smallest makespan of the rows' timelines for ``schedule.N`` microbatches. Every row runs
+    its N microbatches and is read at T (the paper's protocol (i): every curve cut to the
+    shortest), so every row has a point at T."""
     typed = [checks.typed(c, C.TrainConfig) for c in cfgs]
-    if any(c.schedule.T is not None for c in typed):
+    if any(c.schedule.T is not None or c.compare_T is not None for c in typed):
         return None
     shortest = None
     for c in typed:
@@ -131,4 +132,4 @@ class EqualTime(Callback):
         sweep_dir.mkdir(parents=True, exist_ok=True)
         store.atomic_write(sweep_dir / EQUAL_TIME, json.dumps({"T": T, "rule": T_RULE}).encode())
         print(f"comparing the {len(cfgs)} rows at one simulated time T = {T} ticks ({T_RULE}); "
-              f"schedule.T=<ticks> sets another, compare=equal_n compares after N microbatches", flush=True)
+              f"compare_T=<ticks> sets another, compare=equal_n compares after N microbatches", flush=True)

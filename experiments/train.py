@@ -36,7 +36,7 @@ from omegaconf import DictConfig
 from experiments import checks, sweep, wandb_log
 from experiments import config as C
 from rpd import registry
-from rpd.analysis import tuning
+from rpd.analysis import simtime, tuning
 from rpd.io import provenance, store, tracking
 from rpd.objectives import corpus
 from rpd.runtime import compile_cache
@@ -95,6 +95,8 @@ def run_config(cfg) -> dict:
     spec = checks.run_spec(cfg)
     m.update(dataclasses.asdict(spec.options))
     key["schedule"] = dict(name=spec.pipeline.name, **dataclasses.asdict(spec.pipeline.params))
+    if cfg.compare_T is not None:  # the curves are cut there: another result
+        key["compare_T"] = {"T": int(cfg.compare_T), "cut": cfg.schedule.cut or "end"}
     key["code"] = "any" if cfg.reuse_other_code else provenance.code_identity()
     return key
 
@@ -132,6 +134,10 @@ def train(cfg) -> tuple[dict, dict, str]:
         out = registry.run(spec, obj, grid, int(seed))
         results.append(out.result)
         sim_time, block_update, extra = out.sim_time, out.block_update, out.extra
+    if cfg.compare_T is not None and sim_time is not None:  # protocol (i): every row cut at one T
+        keep = np.asarray(sim_time) <= simtime.last_time(cfg.compare_T, cfg.schedule.cut or "end")
+        results = [dataclasses.replace(r, axis=r.axis[keep], curve=r.curve[:, keep]) for r in results]
+        sim_time, block_update = np.asarray(sim_time)[keep], np.asarray(block_update)[keep]
     metric = "loss/heldout" if lm else "loss/f_minus_fstar"
     curve = np.stack([r.curve for r in results])  # [n_seeds, G, P]
     curves: dict[str, Any] = {metric: curve, "gammas": np.asarray(grid),
@@ -158,7 +164,7 @@ def train(cfg) -> tuple[dict, dict, str]:
     summary = {
         "method": _v(cfg.method.name), "objective": obj.name,
         "costs": costs_label(cfg.costs), "S": int(cfg.schedule.S),
-        "T_rule": cfg.T_rule if cfg.schedule.T is not None else None,
+        "T_rule": cfg.T_rule if cfg.compare_T is not None else None,
         "updates": int(block_update[-1]), "compare": _v(cfg.compare),
         "git_commit": head, "git_dirty": dirty,
         "metric": metric, "gammas": grid,
@@ -174,7 +180,8 @@ def train(cfg) -> tuple[dict, dict, str]:
         "runtime_s": time.perf_counter() - t0, **extra,
         # the simulated time the row is compared at (its timeline's own length is "makespan")
         "makespan": extra.get("T"), "schedule": schedule_label(spec.pipeline),
-        "T": cfg.schedule.T if cfg.schedule.T is not None else (int(sim_time[-1]) if sim_time is not None else None),
+        "T": next((int(x) for x in (cfg.compare_T, cfg.schedule.T) if x is not None),
+                  int(sim_time[-1]) if sim_time is not None else None),
     }
     return curves, summary, status
 
@@ -253,10 +260,10 @@ def main(cfg: DictConfig) -> float:
     when none) for hydra's optimising sweepers (Optuna, Ax)."""
 
     compile_cache.enable()  # ~/.cache/rpd/jax ($RPD_CACHE, $RPD_JAX_CACHE); RPD_JAX_CACHE=0: off
-    if _is_multirun() and cfg.schedule.T is None and _v(cfg.compare) == "equal_time":
+    if _is_multirun() and cfg.schedule.T is None and cfg.compare_T is None and _v(cfg.compare) == "equal_time":
         shared = sweep.equal_time(Path(HydraConfig.get().sweep.dir))
         if shared is not None:  # the sweep's one T (experiments.sweep.EqualTime)
-            cfg.schedule.T, cfg.T_rule = shared["T"], shared["rule"]
+            cfg.compare_T, cfg.T_rule = shared["T"], shared["rule"]
     try:
         out = run(cfg)
     except (ValueError, TypeError, OSError) as exc:  # bad input, refused before any work

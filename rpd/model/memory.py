@@ -36,7 +36,9 @@ from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD
 from rpd.schedules.timeline import Timeline
 from rpd.validation import check_choice
 
-OPTIMIZER_BYTES = {"sgd": 0, "momentum": 4, "adam": 8}
+# fp32 state bytes per parameter of each optimizer of rpd.train.optimizers (Muon: one momentum
+# buffer for its matrices; its Adam on the other leaves is not counted)
+OPTIMIZER_BYTES = {"sgd": 0, "momentum": 4, "nesterov": 4, "muon": 4, "adam": 8, "adamw": 8, "nadam": 8}
 PRECISIONS = ("fp32", "bf16_mixed")
 
 

@@ -113,8 +113,9 @@ def p2p_bytes(tl: Timeline, out: np.ndarray) -> np.ndarray:
 
 
 def replicas(tl: Timeline) -> int:
-    """Copies of each stage whose gradients / weights are averaged: Chimera 2, LocalSGD R."""
-    return 2 if tl.kind == "chimera" else (tl.R if tl.kind == "local_sgd" else 1)
+    """Copies of each stage whose gradients / weights are averaged: Chimera and GEMS 2 (two
+    replicas in opposite directions), LocalSGD R."""
+    return 2 if tl.kind in ("chimera", "gems") else (tl.R if tl.kind == "local_sgd" else 1)
 
 
 def _allreduce_bytes(tl: Timeline, st, p: np.ndarray, hw: Hardware, grad_bytes: int, M: int) -> np.ndarray:

@@ -97,14 +97,15 @@ def register_method(entry: MethodEntry) -> MethodEntry:
     return entry
 
 
-def _cut(res: Result, T: int | None) -> Result:
-    return res if T is None else simtime.cut_to(res, T)
+def _cut(res: Result, params) -> Result:
+    """The curve cut at the schedule's T (protocol (ii)) by its cut rule; unchanged without T."""
+    return res if params.T is None else simtime.cut_to(res, params.T, params.cut or "end")
 
 
 def _pd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> MethodRun:
 
     tl = pipe.timeline(obj)
-    res = _cut(methods.pipedream(obj, tl, gammas, seed=seed, stride=o.stride, optimizer=o.optimizer), pipe.params.T)
+    res = _cut(methods.pipedream(obj, tl, gammas, seed=seed, stride=o.stride, optimizer=o.optimizer), pipe.params)
     extra = dict(N=tl.N, K=tl.K, T=tl.T, noam=tl.noam, **delays.table_summary(delays.delay_table(tl)))
     return MethodRun(res, res.axis, simtime.block_updates_at(tl.update_time, res.axis), extra)
 
@@ -115,7 +116,7 @@ def _local_sgd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> Meth
     lm = obj.name == "nanochat"  # the LM is evaluated at round ends only
     res = methods.local_sgd(obj, tl, gammas, seed=seed, track_time=not lm)
     if not lm:
-        res = _cut(res, pipe.params.T)
+        res = _cut(res, pipe.params)
         if o.stride > 1:
             keep = (res.axis % o.stride == 0) | (res.axis == res.axis[-1])
             res = dataclasses.replace(res, axis=res.axis[keep], curve=res.curve[:, keep])
@@ -172,7 +173,7 @@ def _pipeline(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> Metho
     res = methods.train(obj, tl, gammas, seed=seed, stride=o.stride, axis="sim_time", predict=o.predict,
                         ema=o.ema, t1=o.t1, t1_window=o.t1_window, t2=o.t2, optimizer=o.optimizer)
     times = res.traces.pop("update_time")  # the tick each update lands, per the schedule's semantics
-    res = _cut(res, pipe.params.T)
+    res = _cut(res, pipe.params)
     extra = dict(schedule=pipe.name, N=tl.N, K=len(times), T=tl.T, M=tl.M, v=tl.v, **timeline_summary(tl))
     return MethodRun(res, res.axis, simtime.block_updates_at(times, res.axis), extra)
 

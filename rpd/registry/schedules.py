@@ -33,6 +33,8 @@ class ScheduleParams:
     noam: int | None = None  # PipeDream: max microbatches in flight (default S)
     R: int | None = None  # LocalSGD: replicas (default S)
     H: int | None = None  # LocalSGD: local steps per round (default 1)
+    cut: str | None = None  # with T: "end" (the point after T ticks, the default) or "authors"
+    # (after T - 1: the authors' curve[:T]; rpd.analysis.simtime.cut_to)
 
 
 DEFAULTS: Mapping[str, Callable[[int], Any]] = {  # field -> its default as a function of S
@@ -83,6 +85,8 @@ for _entry in (
                   doc="interleaved 1F1B, v chunks per rank"),
     ScheduleEntry("zb_h1", family.zb_h1, ("M",), flush=True, doc="zero bubble H1"),
     ScheduleEntry("zb_h2", family.zb_h2, ("M", "overlapped"), flush=True, doc="zero bubble H2 (greedy)"),
+    ScheduleEntry("searched", family.searched, ("M", "overlapped"), flush=True,
+                  doc="found by search under a 2S cap (rpd.schedules.search, heuristic)"),
     ScheduleEntry("zb_v", family.zb_v, ("M", "overlapped"), flush=True, doc="zero bubble V"),
     ScheduleEntry("dualpipe_v", family.dualpipe_v, ("M",), flush=True, defaults={"M": lambda S: 2 * S},
                   doc="DualPipeV"),
@@ -103,7 +107,8 @@ def resolve(name: str, params: ScheduleParams) -> ScheduleParams:
     """``params`` as schedule ``name`` runs them: its fields' defaults filled in, every field it
     does not read None (N too when T is set)."""
     entry = SCHEDULES[name]
-    kept = {"S": params.S, "N": params.N if params.T is None else None, "T": params.T}
+    kept = {"S": params.S, "N": params.N if params.T is None else None, "T": params.T,
+            "cut": None if params.T is None else (params.cut or "end")}
     for f in entry.fields:
         value = getattr(params, f)
         kept[f] = entry.defaults.get(f, DEFAULTS[f])(params.S) if value is None else value

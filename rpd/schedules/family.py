@@ -17,6 +17,7 @@ from rpd.schedules.build import order_of, timed
 from rpd.schedules.costs import CostModel
 from rpd.schedules.frontier import ampnet_order, gems_order, replicated, wpipe_order
 from rpd.schedules.ir import concat, shift_mb
+from rpd.schedules.search import searched
 from rpd.schedules.timeline import Timeline
 from rpd.schedules.v_shape import dualpipe_v_order, zbv_order
 from rpd.validation import check_int
@@ -217,4 +218,5 @@ SCHEDULES = {
     "gems": gems,
     "ampnet": ampnet,
     "wpipe": wpipe,
+    "searched": searched,
 }

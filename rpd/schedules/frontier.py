@@ -49,6 +49,9 @@ from rpd.validation import check_int
 # ---------------------------------------------------------------- GEMS
 
 
+KINDS = ("gems", "ampnet", "wpipe")  # the timeline kinds of this module
+
+
 def gems_replica(D: int, M: int) -> np.ndarray:
     """int [M]: the replica (0: stage g on rank g, 1: stage g on rank D-1-g) of each microbatch."""
     return np.arange(M) % 2
@@ -140,8 +143,8 @@ def wpipe_group(S: int) -> np.ndarray:
 
 
 def weight_versions(tl: Timeline) -> np.ndarray:
-    """int [n_stages]: versions kept per stage by these schedules (what
-    :func:`rpd.schedules.memory.weight_versions` does for the others). WPipe stashes: 1 + the
+    """int [n_stages]: versions kept per stage by these schedules (read through
+    :func:`rpd.schedules.memory.weight_versions`). WPipe stashes: 1 + the
     most updates between a microbatch's forward and its backward on the stage (group 1: 1 when
     M >= 2S - 2, group 2: 0). AMPNet stashes nothing; GEMS's two replicas are two stages held
     once each: 1."""

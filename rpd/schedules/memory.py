@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rpd.schedules import frontier
 from rpd.schedules.delays import stashed_versions
 from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD
 from rpd.schedules.timeline import Timeline
@@ -50,6 +51,8 @@ def weight_versions(tl: Timeline) -> np.ndarray:
     (:func:`rpd.schedules.delays.stashed_versions`); 2BW double-buffers (2); PipeMare keeps one;
     LocalSGD keeps the R replica copies of the block on its stage."""
     G = tl.n_stages
+    if tl.kind in frontier.KINDS:  # GEMS, AMPNet, WPipe (WPipe's input side keeps two)
+        return frontier.weight_versions(tl)
     if tl.kind == "pipedream":
         return stashed_versions(tl)
     if tl.kind == "pipedream_2bw":
@@ -62,6 +65,8 @@ def weight_versions(tl: Timeline) -> np.ndarray:
 def weight_memory(tl: Timeline) -> np.ndarray:
     """float [S]: weights held per rank, in units of one full stage's weights (a chunk is
     1/v): every version of every block the rank holds (Chimera: both stage replicas)."""
+    if tl.kind in frontier.KINDS:
+        return frontier.weight_memory(tl)
     t = tl.table
     held = np.zeros((tl.S, tl.n_stages), bool)
     held[t.rank, t.stage] = True

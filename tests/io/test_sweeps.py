@@ -47,8 +47,8 @@ def test_load_sweep_is_the_sweeps_table(e3_sweep):
     # 2N + 2S - 2 = 20 ticks (LocalSGD H = 2: 2N + ceil(N / (R H)) (2S - 2) = 24, H = 5: 20)
     assert "comparing the 4 rows at one simulated time T = 20 ticks" in proc.stdout
     assert set(df["T"]) == {20} and set(df["T_rule"]) == {sweep.T_RULE}
-    # microbatches run to reach T: PD 8; LocalSGD H = 2: N = 7 (14 + 2 * 4 = 22 >= 20), H = 5: 8
-    assert list(df["N"]) == [8, 8, 7, 8]
+    # each row runs its N = 8 microbatches and is read at T = 20 (protocol (i))
+    assert list(df["N"]) == [8, 8, 8, 8]
     assert df["result"][0] == df["result"][1] != df["result"][2]
     assert ["method=pd", "schedule.H=2"] == df["overrides"][0].split()[:2]
     assert list(df["status"]) == ["ok"] * 4 and df["wandb_id"].isna().all()
