@@ -51,8 +51,11 @@ def child(cache: str | None, numpy_side: bool) -> dict:
             use(cache)
     compiles, hits = [0], [0]  # programs compiled or loaded (XLA), and of those loaded from the cache
     # rpd.runtime.compile_cache.count_programs measures the same, but a --before tree may predate it
-    seconds = {"/jax/core/compile/backend_compile_duration": 0.0, "/jax/core/compile/jaxpr_to_mlir_module_duration": 0.0,
-               "/jax/core/compile/jaxpr_trace_duration": 0.0}  # time spent compiling, by stage
+    seconds = {
+        "/jax/core/compile/backend_compile_duration": 0.0,
+        "/jax/core/compile/jaxpr_to_mlir_module_duration": 0.0,
+        "/jax/core/compile/jaxpr_trace_duration": 0.0,
+    }  # time spent compiling, by stage
 
     def on_duration(ev, d, **kw):
         compiles[0] += ev == "/jax/core/compile/backend_compile_duration"
@@ -61,7 +64,8 @@ def child(cache: str | None, numpy_side: bool) -> dict:
 
     jax.monitoring.register_event_duration_secs_listener(on_duration)
     jax.monitoring.register_event_listener(
-        lambda ev, **kw: hits.__setitem__(0, hits[0] + (ev == "/jax/compilation_cache/cache_hits")))
+        lambda ev, **kw: hits.__setitem__(0, hits[0] + (ev == "/jax/compilation_cache/cache_hits"))
+    )
 
     from rpd.studies import pd_vs_localsgd
 
@@ -73,10 +77,15 @@ def child(cache: str | None, numpy_side: bool) -> dict:
         from rpd.runtime.programs import COUNTS as stored  # executables loaded from rpd's store, untraced
     except ImportError:  # an older tree
         stored = {"loaded": 0}
-    res = {"cold": cold, "start_to_cold": time.perf_counter() - T_START, "compiles_cold": compiles[0] - hits[0],
-           "hits_cold": hits[0] + stored["loaded"], "xla_s": seconds["/jax/core/compile/backend_compile_duration"],
-           "trace_lower_s": seconds["/jax/core/compile/jaxpr_to_mlir_module_duration"]
-           + seconds["/jax/core/compile/jaxpr_trace_duration"]}
+    res = {
+        "cold": cold,
+        "start_to_cold": time.perf_counter() - T_START,
+        "compiles_cold": compiles[0] - hits[0],
+        "hits_cold": hits[0] + stored["loaded"],
+        "xla_s": seconds["/jax/core/compile/backend_compile_duration"],
+        "trace_lower_s": seconds["/jax/core/compile/jaxpr_to_mlir_module_duration"]
+        + seconds["/jax/core/compile/jaxpr_trace_duration"],
+    }
     t0 = time.perf_counter()
     pd_vs_localsgd.run(cfg)
     res["again"] = time.perf_counter() - t0
@@ -107,8 +116,13 @@ def one_round(tree: Path, tmp: Path) -> dict:
     cache = tempfile.mkdtemp(dir=tmp)
     spawn(tree, cache, False)  # fills the persistent cache
     b = spawn(tree, cache, False)  # a fresh process that reads it
-    return {**a, "cached": b["cold"], "compiles_cached_process": b["compiles_cold"], "hits": b["hits_cold"],
-            "start_to_cached": b["start_to_cold"]}
+    return {
+        **a,
+        "cached": b["cold"],
+        "compiles_cached_process": b["compiles_cold"],
+        "hits": b["hits_cold"],
+        "start_to_cached": b["start_to_cold"],
+    }
 
 
 def load_average() -> str:
@@ -136,21 +150,30 @@ def main() -> None:
             for name, tree in trees.items():
                 row = one_round(tree, Path(tmp))
                 rows[name].append(row)
-                print(f"round {r + 1} {name:>6}: cold {row['cold']:.2f} s ({row['compiles_cold']} compiles: "
-                      f"{row['xla_s']:.2f} s in XLA, {row['trace_lower_s']:.2f} s tracing and lowering), "
-                      f"again {row['again']:.2f} s ({row['compiles_again']} compiles), cached process "
-                      f"{row['cached']:.2f} s ({row['compiles_cached_process']} compiles, {row['hits']} from the caches); NumPy {row['numpy']:.2f} s "
-                      f"(curves agree to {row['numpy_rel_diff']:.1e}); load {load_average()}", flush=True)
+                print(
+                    f"round {r + 1} {name:>6}: cold {row['cold']:.2f} s ({row['compiles_cold']} compiles: "
+                    f"{row['xla_s']:.2f} s in XLA, {row['trace_lower_s']:.2f} s tracing and lowering), "
+                    f"again {row['again']:.2f} s ({row['compiles_again']} compiles), cached process "
+                    f"{row['cached']:.2f} s ({row['compiles_cached_process']} compiles, {row['hits']} from the caches); NumPy {row['numpy']:.2f} s "
+                    f"(curves agree to {row['numpy_rel_diff']:.1e}); load {load_average()}",
+                    flush=True,
+                )
     med = lambda name, k: statistics.median(row[k] for row in rows[name])  # noqa: E731
-    print(f"\nE3 whole figure, medians of {args.repeats} interleaved rounds (seconds; ratio = NumPy / rpd, "
-          "NumPy timed in the cold process)")
-    print(f"{'tree':>6} {'cold':>7} {'again':>7} {'cached':>7} {'NumPy':>7}   {'cold x':>6} {'again x':>7} "
-          f"{'cached x':>8}   {'start→cold':>10} {'start→cached':>12}   {'cold: XLA':>9} {'trace+lower':>11}")
+    print(
+        f"\nE3 whole figure, medians of {args.repeats} interleaved rounds (seconds; ratio = NumPy / rpd, "
+        "NumPy timed in the cold process)"
+    )
+    print(
+        f"{'tree':>6} {'cold':>7} {'again':>7} {'cached':>7} {'NumPy':>7}   {'cold x':>6} {'again x':>7} "
+        f"{'cached x':>8}   {'start→cold':>10} {'start→cached':>12}   {'cold: XLA':>9} {'trace+lower':>11}"
+    )
     for name in trees:
         c, a, k, n = (med(name, key) for key in ("cold", "again", "cached", "numpy"))
-        print(f"{name:>6} {c:7.2f} {a:7.2f} {k:7.2f} {n:7.2f}   {n / c:5.1f}x {n / a:6.1f}x {n / k:7.1f}x   "
-              f"{med(name, 'start_to_cold'):10.2f} {med(name, 'start_to_cached'):12.2f}   "
-              f"{med(name, 'xla_s'):9.2f} {med(name, 'trace_lower_s'):11.2f}")
+        print(
+            f"{name:>6} {c:7.2f} {a:7.2f} {k:7.2f} {n:7.2f}   {n / c:5.1f}x {n / a:6.1f}x {n / k:7.1f}x   "
+            f"{med(name, 'start_to_cold'):10.2f} {med(name, 'start_to_cached'):12.2f}   "
+            f"{med(name, 'xla_s'):9.2f} {med(name, 'trace_lower_s'):11.2f}"
+        )
     print(f"load average {load_average()} at the end")
 
 

@@ -53,9 +53,11 @@ def bench_e1() -> None:
     out = pd_vs_rpd.run(pd_vs_rpd.Config(seeds=(0,)))
     t = time.perf_counter() - t0
     G = len(out.arrays["gammas"])
-    print(f"(a) E1 grid: PD + RPD δ∈{tuple(int(d) for d in out.arrays['deltas'])}, {G} γ each, K={out.summary['K']}: "
-          f"{t:.2f} s end to end (incl. compilation; {time.perf_counter() - T_START:.2f} s since process start "
-          f"with imports)  target <= 10 s  ->  {t / 10:.2f}x of target")
+    print(
+        f"(a) E1 grid: PD + RPD δ∈{tuple(int(d) for d in out.arrays['deltas'])}, {G} γ each, K={out.summary['K']}: "
+        f"{t:.2f} s end to end (incl. compilation; {time.perf_counter() - T_START:.2f} s since process start "
+        f"with imports)  target <= 10 s  ->  {t / 10:.2f}x of target"
+    )
 
 
 def _best(fn, repeats):
@@ -95,9 +97,11 @@ def bench_step(repeats: int) -> None:
 
     sgd_run = jax.jit(jax.vmap(sgd, in_axes=(0, None)))
     batches = jnp.asarray(stale.batch)
-    fns = {"core, RPD δ=60 (ring %d)" % plans.ring_size(stale, obj.S): core_fn(stale),
-           "core, zero delay (ring 1)": core_fn(zero),
-           "plain SGD scan (no ring)": lambda: sgd_run(gammas, batches)}
+    fns = {
+        "core, RPD δ=60 (ring %d)" % plans.ring_size(stale, obj.S): core_fn(stale),
+        "core, zero delay (ring 1)": core_fn(zero),
+        "plain SGD scan (no ring)": lambda: sgd_run(gammas, batches),
+    }
     for fn in fns.values():
         jax.block_until_ready(fn())  # compile
     best = {name: np.inf for name in fns}
@@ -107,8 +111,10 @@ def bench_step(repeats: int) -> None:
     base = best["plain SGD scan (no ring)"]
     print(f"(b) per update, K={K} updates x {G} γ (vmapped), best of {repeats}:")
     for name, t in best.items():
-        print(f"    {name:<28} {t:.3f} s  {1e6 * t / (K * G):7.2f} µs/update/γ  ratio {t / base:.2f}x"
-              + ("  target <= 1.5x" if "δ=60" in name else ""))
+        print(
+            f"    {name:<28} {t:.3f} s  {1e6 * t / (K * G):7.2f} µs/update/γ  ratio {t / base:.2f}x"
+            + ("  target <= 1.5x" if "δ=60" in name else "")
+        )
 
 
 def bench_memory() -> None:
@@ -119,23 +125,26 @@ def bench_memory() -> None:
     item = np.dtype(np.float64).itemsize
     ring, cap, ref = C * obj.D * item, (tl.noam + 1) * obj.D * item, tl.K * obj.D * item
     print(f"(c) PD history, E1 setup (S=8, NOAM={tl.noam}, D={obj.D}, K={tl.K}, float64):")
-    print(f"    ring C={C} versions x D: {ring / 1024:.1f} KiB; (NOAM+1) x D = {cap / 1024:.1f} KiB "
-          f"(ratio {ring / cap:.2f}); every iterate K x D (reference code) = {ref / 2**20:.2f} MiB "
-          f"(ring is {ref / ring:.0f}x smaller)")
+    print(
+        f"    ring C={C} versions x D: {ring / 1024:.1f} KiB; (NOAM+1) x D = {cap / 1024:.1f} KiB "
+        f"(ratio {ring / cap:.2f}); every iterate K x D (reference code) = {ref / 2**20:.2f} MiB "
+        f"(ring is {ref / ring:.0f}x smaller)"
+    )
     # XLA's accounting of one compiled PD run (one γ, only x^K recorded): all live buffers
     opts = core.CoreOptions(ring_size=C, n_slots=n_slots, n_records=1)
     arrays = tuple(jnp.asarray(a) for a in (plan.block, plan.batch, plan.read, plan.fresh, plan.slot))
     rec = np.full(tl.K, 1, np.int32)
     rec[-1] = 0
-    compiled = core.make_run(obj, opts).lower(obj.data, arrays, jnp.asarray(rec), jnp.ones(1),
-                                              np.int32(0)).compile()
+    compiled = core.make_run(obj, opts).lower(obj.data, arrays, jnp.asarray(rec), jnp.ones(1), np.int32(0)).compile()
     ma = compiled.memory_analysis()
     if ma is not None:
         data_bytes = sum(int(np.asarray(v).nbytes) for v in jax.tree_util.tree_leaves(obj.data))
-        print(f"    compiled PD run: temp {ma.temp_size_in_bytes / 2**20:.2f} MiB, arguments "
-              f"{ma.argument_size_in_bytes / 2**20:.2f} MiB (objective data {data_bytes / 2**20:.2f} MiB, plan "
-              f"{sum(a.nbytes for a in arrays) / 2**20:.2f} MiB), output {ma.output_size_in_bytes / 2**20:.3f} MiB; "
-              f"temp / (K x D) = {ma.temp_size_in_bytes / ref:.3f}")
+        print(
+            f"    compiled PD run: temp {ma.temp_size_in_bytes / 2**20:.2f} MiB, arguments "
+            f"{ma.argument_size_in_bytes / 2**20:.2f} MiB (objective data {data_bytes / 2**20:.2f} MiB, plan "
+            f"{sum(a.nbytes for a in arrays) / 2**20:.2f} MiB), output {ma.output_size_in_bytes / 2**20:.3f} MiB; "
+            f"temp / (K x D) = {ma.temp_size_in_bytes / ref:.3f}"
+        )
     for S, N in ((4, 100), (16, 600), (32, 200)):
         p, _ = plans.pipedream_plan(schedules.pipedream(S, N), 1)
         print(f"    S={S:>2}, N={N}: ring {plans.ring_size(p, S)} versions vs NOAM + 1 = {S + 1}")
@@ -155,9 +164,11 @@ def bench_replay() -> None:
     ref = replay.replay(obj, tl, gamma)
     naive = time.perf_counter() - t
     err = float(np.max(np.abs(res.curve[0] - ref) / np.maximum(np.abs(ref), 1e-300)))
-    print(f"(d) PD, E3 setup (S=16, d=512, n=600, B=5, N=600, T={tl.T}, one γ): core {cold:.2f} s cold "
-          f"(incl. compilation), {warm:.3f} s warm; rpd.train.replay.replay {naive:.2f} s  ->  replay / core = "
-          f"{naive / cold:.1f}x cold, {naive / warm:.0f}x warm; max rel. curve difference {err:.1e}")
+    print(
+        f"(d) PD, E3 setup (S=16, d=512, n=600, B=5, N=600, T={tl.T}, one γ): core {cold:.2f} s cold "
+        f"(incl. compilation), {warm:.3f} s warm; rpd.train.replay.replay {naive:.2f} s  ->  replay / core = "
+        f"{naive / cold:.1f}x cold, {naive / warm:.0f}x warm; max rel. curve difference {err:.1e}"
+    )
 
 
 def bench_threads(repeats: int) -> None:
@@ -181,8 +192,10 @@ def bench_threads(repeats: int) -> None:
             else:
                 assert np.array_equal(curves, serial, equal_nan=True), "thread count changed the curves"
     t1, t2 = min(times[1]), min(times[2])
-    print(f"(e) E1 RPD sweep, {len(cfg.deltas)} δ x {len(gammas)} γ, K={K}, compiled: one after another "
-          f"{t1:.2f} s, on 2 host threads {t2:.2f} s  ->  {t1 / t2:.2f}x; curves identical")
+    print(
+        f"(e) E1 RPD sweep, {len(cfg.deltas)} δ x {len(gammas)} γ, K={K}, compiled: one after another "
+        f"{t1:.2f} s, on 2 host threads {t2:.2f} s  ->  {t1 / t2:.2f}x; curves identical"
+    )
 
 
 def bench_large_S(repeats: int, S_values=(8, 32, 128), K: int = 40_000) -> None:
@@ -193,12 +206,15 @@ def bench_large_S(repeats: int, S_values=(8, 32, 128), K: int = 40_000) -> None:
     gammas = tuning.pow2_grid(*cfg.pd_gamma_exps)
 
     def objective(S):
-        return objectives.logistic_regression(n=cfg.n, d=cfg.d, S=S, batch_size=cfg.batch_size, lam=cfg.lam,
-                                              grad_noise=cfg.grad_noise, seed=cfg.seed)
+        return objectives.logistic_regression(
+            n=cfg.n, d=cfg.d, S=S, batch_size=cfg.batch_size, lam=cfg.lam, grad_noise=cfg.grad_noise, seed=cfg.seed
+        )
 
     # each read gets its own program cache: the core's _gather is read when a program is traced
-    reads = {"gather": (core._gather_windows, functools.lru_cache(core._program.__wrapped__)),
-             "slices": (core._gather_slices, functools.lru_cache(core._program.__wrapped__))}
+    reads = {
+        "gather": (core._gather_windows, functools.lru_cache(core._program.__wrapped__)),
+        "slices": (core._gather_slices, functools.lru_cache(core._program.__wrapped__)),
+    }
     kept = core._gather, core._program
     try:
         for S in S_values:
@@ -222,9 +238,11 @@ def bench_large_S(repeats: int, S_values=(8, 32, 128), K: int = 40_000) -> None:
                 assert np.array_equal(a, b, equal_nan=True), "the two reads gave different runs"
             tg, ts = min(times["gather"]), min(times["slices"])
             cg, cs = first["gather"] - tg, first["slices"] - ts
-            print(f"(f) RPD S={S:3d}, K={K}, ring C={C}, {len(gammas)} γ: per update {tg / K * 1e6:.1f} µs (one "
-                  f"gather) vs {ts / K * 1e6:.1f} µs (a slice per block)  ->  {ts / tg:.2f}x; compile "
-                  f"{cg:.2f} s vs {cs:.2f} s  ->  {cs / cg:.2f}x; outputs identical")
+            print(
+                f"(f) RPD S={S:3d}, K={K}, ring C={C}, {len(gammas)} γ: per update {tg / K * 1e6:.1f} µs (one "
+                f"gather) vs {ts / K * 1e6:.1f} µs (a slice per block)  ->  {ts / tg:.2f}x; compile "
+                f"{cg:.2f} s vs {cs:.2f} s  ->  {cs / cg:.2f}x; outputs identical"
+            )
     finally:
         core._gather, core._program = kept
     # E6's S = 128 RPD run whole: the ring the plan needs against δ + 1 rows
@@ -241,9 +259,10 @@ def bench_large_S(repeats: int, S_values=(8, 32, 128), K: int = 40_000) -> None:
         per[C] = core.execute(obj, plan, record, 10, gammas, 0, ring_size=C), (time.perf_counter() - t) / b["K"]
     (c1, (o1, t1)), (c2, (o2, t2)) = per.items()
     assert np.array_equal(o1[0], o2[0]), "the ring size changed the run"
-    print(f"(f) RPD S=128, E6's K={b['K']}: per update {t1 * 1e6:.1f} µs (ring C={c1}, the plan's) vs "
-          f"{t2 * 1e6:.1f} µs (C=δ+1={c2}, {len(gammas) * c2 * (obj.D + 4) * 8 / 2**20:.0f} MiB)  ->  {t2 / t1:.2f}x")
-
+    print(
+        f"(f) RPD S=128, E6's K={b['K']}: per update {t1 * 1e6:.1f} µs (ring C={c1}, the plan's) vs "
+        f"{t2 * 1e6:.1f} µs (C=δ+1={c2}, {len(gammas) * c2 * (obj.D + 4) * 8 / 2**20:.0f} MiB)  ->  {t2 / t1:.2f}x"
+    )
 
 
 def main() -> None:

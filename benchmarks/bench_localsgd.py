@@ -135,15 +135,19 @@ def bench_e3(out_dir: str | None) -> None:
     t0 = time.perf_counter()
     pd_vs_localsgd.run(cfg)
     warm = time.perf_counter() - t0
-    print(f"E3 JAX, whole figure (10 PD γ + {len(cfg.H)} H × 11 γ): cold {cold:.2f} s incl. objective "
-          f"and compilation (process start to here {time.perf_counter() - T_START - warm:.2f} s); "
-          f"again in the same process {warm:.2f} s (a new objective recompiles)")
+    print(
+        f"E3 JAX, whole figure (10 PD γ + {len(cfg.H)} H × 11 γ): cold {cold:.2f} s incl. objective "
+        f"and compilation (process start to here {time.perf_counter() - T_START - warm:.2f} s); "
+        f"again in the same process {warm:.2f} s (a new objective recompiles)"
+    )
     for row in out.table:
         print("  ", row)
 
     def report(key, e, T, dt, runs, err):
-        print(f"  NumPy {key:>14}: one run (γ = 2^{e['gamma_exp']}, T = {T}) {dt:.2f} s "
-              f"× {runs} runs; max rel. diff to JAX curve {err:.1e}")
+        print(
+            f"  NumPy {key:>14}: one run (γ = 2^{e['gamma_exp']}, T = {T}) {dt:.2f} s "
+            f"× {runs} runs; max rel. diff to JAX curve {err:.1e}"
+        )
 
     total, worst = numpy_e3(out, cfg, report)
     print(f"E3 NumPy, whole figure (extrapolated from one γ per method): {total:.1f} s")

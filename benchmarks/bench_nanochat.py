@@ -59,7 +59,8 @@ def run(S: int = 16, repeats: int = 20, unrolled: bool = False) -> dict:
     res["vg_compile_s"], res["vg_s"] = _time(vg, obj.data, x, jnp.int32(1), repeats=repeats)
     vg_R = jax.jit(jax.vmap(obj.value_and_grad, in_axes=(None, 0, 0)))
     res["vg_vmap16_compile_s"], res["vg_vmap16_s"] = _time(
-        vg_R, obj.data, jnp.tile(x, (R, 1)), jnp.arange(R, dtype=jnp.int32), repeats=max(1, repeats // 4))
+        vg_R, obj.data, jnp.tile(x, (R, 1)), jnp.arange(R, dtype=jnp.int32), repeats=max(1, repeats // 4)
+    )
     res["heldout_loss_compile_s"], res["heldout_loss_s"] = _time(jax.jit(obj.loss), obj.data, x, repeats=repeats)
     params = nc.stage_params(obj, x)
     w = obj.data["train"][1]
@@ -68,7 +69,8 @@ def run(S: int = 16, repeats: int = 20, unrolled: bool = False) -> dict:
     res["grad_gflop"] = flops / 1e9
     if unrolled:  # the same chain without lax.scan, for comparison
         res["vg_unrolled_compile_s"], res["vg_unrolled_s"] = _time(
-            f, params, w[:, :-1], w[:, 1:], obj.meta["heads"], repeats=repeats)
+            f, params, w[:, :-1], w[:, 1:], obj.meta["heads"], repeats=repeats
+        )
     res["vg_gflops"] = flops / res["vg_s"] / 1e9
     res["vg_vmap16_gflops"] = R * flops / res["vg_vmap16_s"] / 1e9
     res["threads_1_s"], res["threads_2_s"] = _side_by_side(obj, G=5, calls=max(2, repeats // 2))
@@ -133,15 +135,21 @@ def main(argv: list[str] | None = None) -> None:
     res = run(**vars(parser.parse_args(argv)))
     for k, v in res.items():
         print(f"{k:24s} {v:.4f}" if isinstance(v, float) else f"{k:24s} {v}")
-    print(f"gradient: {res['grad_gflop']:.2f} GFLOP, {res['vg_gflops']:.1f} GFLOP/s alone, "
-          f"{res['vg_vmap16_gflops']:.1f} GFLOP/s 16 vmapped; these cores' float32 matmul: "
-          f"{res['matmul_1024_gflops']:.0f} GFLOP/s at 1024², {res['matmul_model_gflops']:.0f} GFLOP/s at the model's "
-          f"{res['matmul_model_shape']}  ->  {res['vg_gflops'] / res['matmul_1024_gflops']:.0%} of the large-matmul peak")
-    print(f"two runs side by side (E5's runs, rpd.runtime.concurrency): 5-γ gradients one after another "
-          f"{res['threads_1_s']:.2f} s vs the same on two host threads {res['threads_2_s']:.2f} s  ->  "
-          f"{res['threads_1_s'] / res['threads_2_s']:.2f}x")
-    print(f"E5 estimate: {1024 * res['vg_s']:.0f} s per 1024 gradients "
-          f"({16 * 1024 * res['vg_s']:.0f} s if every one of the K = 16·1024 block updates took one)")
+    print(
+        f"gradient: {res['grad_gflop']:.2f} GFLOP, {res['vg_gflops']:.1f} GFLOP/s alone, "
+        f"{res['vg_vmap16_gflops']:.1f} GFLOP/s 16 vmapped; these cores' float32 matmul: "
+        f"{res['matmul_1024_gflops']:.0f} GFLOP/s at 1024², {res['matmul_model_gflops']:.0f} GFLOP/s at the model's "
+        f"{res['matmul_model_shape']}  ->  {res['vg_gflops'] / res['matmul_1024_gflops']:.0%} of the large-matmul peak"
+    )
+    print(
+        f"two runs side by side (E5's runs, rpd.runtime.concurrency): 5-γ gradients one after another "
+        f"{res['threads_1_s']:.2f} s vs the same on two host threads {res['threads_2_s']:.2f} s  ->  "
+        f"{res['threads_1_s'] / res['threads_2_s']:.2f}x"
+    )
+    print(
+        f"E5 estimate: {1024 * res['vg_s']:.0f} s per 1024 gradients "
+        f"({16 * 1024 * res['vg_s']:.0f} s if every one of the K = 16·1024 block updates took one)"
+    )
 
 
 if __name__ == "__main__":

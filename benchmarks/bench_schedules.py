@@ -115,8 +115,10 @@ def timed(fn, repeat):
 
 def report(label, fast, slow):
     (_, fw, fc), (_, sw, sc) = fast, slow
-    print(f"{label}\n  rpd : wall {fw:8.3f} s  cpu {fc:8.3f} s\n  loop: wall {sw:8.3f} s  "
-          f"cpu {sc:8.3f} s\n  speed-up: wall x{sw / fw:.0f}, cpu x{sc / fc:.0f}")
+    print(
+        f"{label}\n  rpd : wall {fw:8.3f} s  cpu {fc:8.3f} s\n  loop: wall {sw:8.3f} s  "
+        f"cpu {sc:8.3f} s\n  speed-up: wall x{sw / fw:.0f}, cpu x{sc / fc:.0f}"
+    )
 
 
 def main(argv=None) -> None:

@@ -78,7 +78,7 @@ def measure(fns: dict, repeats: int):
     times = {name: [] for name in fns}
     names = list(fns)
     for r in range(repeats):
-        for name in (names if r % 2 == 0 else names[::-1]):
+        for name in names if r % 2 == 0 else names[::-1]:
             t = time.perf_counter()
             jax.block_until_ready(fns[name]())
             times[name].append(time.perf_counter() - t)
@@ -128,9 +128,11 @@ def bench_sync(obj_name: str, N: int, M: int, repeats: int, full: bool) -> list:
     if not full:  # --quick: the training-only comparison, two compiles fewer
         del modes["f per flush"]
     rows = []
-    print(f"(a) {obj.name} (D = {obj.D}, B = {obj.batch_size}), 1F1B S = {S}, M = {M}, N = {N} "
-          f"({Q} flushes, K = {K} block updates, T = {tl.T} ticks), {G} γ vmapped; "
-          f"per microbatch gradient = time / (N x G); median of {repeats}")
+    print(
+        f"(a) {obj.name} (D = {obj.D}, B = {obj.batch_size}), 1F1B S = {S}, M = {M}, N = {N} "
+        f"({Q} flushes, K = {K} block updates, T = {tl.T} ticks), {G} γ vmapped; "
+        f"per microbatch gradient = time / (N x G); median of {repeats}"
+    )
     for mode, (stride, per_step) in modes.items():
         sgd = plain_sgd(obj, M, Q, per_step)
         fns = {
@@ -147,22 +149,35 @@ def bench_sync(obj_name: str, N: int, M: int, repeats: int, full: bool) -> list:
         base = med["plain"]
         for name in fns:
             per = med[name] / (N * G)
-            compile_s = ("train's program" if name == "core.execute"
-                         else f"≈ {cold[name] - med[name]:5.2f} s compile")
-            print(f"    {mode:<11} ({R:>3} pts) {name:<12} warm {med[name]:7.3f} s [{spread(times[name])}]  "
-                  f"{1e6 * per:6.2f} µs/mb-grad/γ  ratio {med[name] / base:5.2f}x   cold {cold[name]:6.2f} s "
-                  f"({compile_s})")
+            compile_s = "train's program" if name == "core.execute" else f"≈ {cold[name] - med[name]:5.2f} s compile"
+            print(
+                f"    {mode:<11} ({R:>3} pts) {name:<12} warm {med[name]:7.3f} s [{spread(times[name])}]  "
+                f"{1e6 * per:6.2f} µs/mb-grad/γ  ratio {med[name] / base:5.2f}x   cold {cold[name]:6.2f} s "
+                f"({compile_s})"
+            )
             rows.append((obj_name, mode, name, med[name], per, med[name] / base, cold[name]))
         print(f"    {mode:<11} iterates agree: max |x_train - x_plain| / max |x| = {err:.1e}")
     if full and obj_name == "quad":  # train's default: f after every tick (T points, most of them repeats)
         sgd = plain_sgd(obj, M, Q, True)
-        cold, med, times, _ = measure({"train": lambda: methods.train(obj, tl, GAMMAS).x_final,
-                                       "plain": lambda: sgd(obj.data, gammas)}, repeats)
-        print(f"    default recording: train (f after each of T = {tl.T} ticks) warm {med['train']:.3f} s "
-              f"[{spread(times['train'])}] = {med['train'] / med['plain']:.2f}x plain ({Q} pts) "
-              f"{med['plain']:.3f} s; cold {cold['train']:.2f} s")
-        rows.append((obj_name, "default (T pts)", "train", med["train"], med["train"] / (N * G),
-                     med["train"] / med["plain"], cold["train"]))
+        cold, med, times, _ = measure(
+            {"train": lambda: methods.train(obj, tl, GAMMAS).x_final, "plain": lambda: sgd(obj.data, gammas)}, repeats
+        )
+        print(
+            f"    default recording: train (f after each of T = {tl.T} ticks) warm {med['train']:.3f} s "
+            f"[{spread(times['train'])}] = {med['train'] / med['plain']:.2f}x plain ({Q} pts) "
+            f"{med['plain']:.3f} s; cold {cold['train']:.2f} s"
+        )
+        rows.append(
+            (
+                obj_name,
+                "default (T pts)",
+                "train",
+                med["train"],
+                med["train"] / (N * G),
+                med["train"] / med["plain"],
+                cold["train"],
+            )
+        )
     return rows
 
 
@@ -197,15 +212,19 @@ def bench_async(obj_name: str, N: int, repeats: int, full: bool) -> list:
     if "PipeMare whole" in outs:
         err = np.max(np.abs(outs["PipeMare"] - outs["PipeMare whole"])) / np.max(np.abs(outs["PipeMare whole"]))
         assert err < 1e-12, f"stage-wise PipeMare differs from the whole two-point gradient ({err:.1e})"
-    print(f"(b) {obj.name} (D = {obj.D}, B = {obj.batch_size}), S = {S}, N = {N}, {G} γ vmapped, "
-          f"f at the end only; median of {repeats}; ratio = time / PD's")
+    print(
+        f"(b) {obj.name} (D = {obj.D}, B = {obj.batch_size}), S = {S}, N = {N}, {G} γ vmapped, "
+        f"f at the end only; median of {repeats}; ratio = time / PD's"
+    )
     base = med["PD"]
     rows = []
     for name, (_, tl) in runs.items():
         K = tl.K
-        print(f"    {name:<17} K = {K:>5}  warm {med[name]:7.3f} s [{spread(times[name])}]  "
-              f"{1e6 * med[name] / (K * G):7.2f} µs/update/γ  {1e6 * med[name] / (N * G):7.2f} µs/mb/γ  "
-              f"ratio {med[name] / base:5.2f}x   cold {cold[name]:6.2f} s")
+        print(
+            f"    {name:<17} K = {K:>5}  warm {med[name]:7.3f} s [{spread(times[name])}]  "
+            f"{1e6 * med[name] / (K * G):7.2f} µs/update/γ  {1e6 * med[name] / (N * G):7.2f} µs/mb/γ  "
+            f"ratio {med[name] / base:5.2f}x   cold {cold[name]:6.2f} s"
+        )
         rows.append((obj_name, name, K, med[name], med[name] / base, cold[name]))
     return rows
 
@@ -215,8 +234,11 @@ def main() -> None:
     p.add_argument("sections", nargs="*", help="a and/or b (default: both)")
     p.add_argument("--repeats", type=int, default=5, help="warm calls per implementation (median printed)")
     p.add_argument("--quick", action="store_true", help="smaller N, fewer repeats: about one minute")
-    p.add_argument("--objectives", default=None,
-                   help="comma-separated among quad, mlp (default: both; --quick: quad in a, mlp in b)")
+    p.add_argument(
+        "--objectives",
+        default=None,
+        help="comma-separated among quad, mlp (default: both; --quick: quad in a, mlp in b)",
+    )
     args = p.parse_args()
     args.sections = args.sections or ["a", "b"]
     if not set(args.sections) <= {"a", "b"}:
@@ -227,10 +249,13 @@ def main() -> None:
     objs_a, objs_b = (["quad"], ["mlp"]) if args.quick and args.objectives is None else (objs, objs)
     repeats = args.repeats
     # (N for (a), N for (b)) per objective; M = 32 flushes in (a)
-    sizes = {"quad": (32 * 16, 128), "mlp": (32 * 8, 64)} if args.quick else {"quad": (32 * 64, 512),
-                                                                               "mlp": (32 * 16, 128)}
-    print(f"jax {jax.__version__}, devices {jax.devices()}, x64 {jax.config.jax_enable_x64}; load average "
-          f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; imports {time.perf_counter() - T_START:.1f} s")
+    sizes = (
+        {"quad": (32 * 16, 128), "mlp": (32 * 8, 64)} if args.quick else {"quad": (32 * 64, 512), "mlp": (32 * 16, 128)}
+    )
+    print(
+        f"jax {jax.__version__}, devices {jax.devices()}, x64 {jax.config.jax_enable_x64}; load average "
+        f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; imports {time.perf_counter() - T_START:.1f} s"
+    )
     if "a" in args.sections:
         for o in objs_a:
             bench_sync(o, sizes[o][0], 32, repeats, full=not args.quick)

@@ -70,7 +70,8 @@ def _cases(S, N, M):
         "zb_h2": lambda: schedules.zb_h2(S, N, M, z),
         "zb_v": lambda: schedules.zb_v(S, N, M, z),
         f"dualpipe_v M={max(M, 2 * S)}": lambda: schedules.dualpipe_v(  # needs M >= 2S
-            S, N, max(M, 2 * S), CostModel(F=1, I=1, W=1, FB=2, p2p=1)),
+            S, N, max(M, 2 * S), CostModel(F=1, I=1, W=1, FB=2, p2p=1)
+        ),
         "chimera": lambda: schedules.chimera(S, N, M, c),
         "pipedream": lambda: schedules.pipedream(S, N, costs=c),
         "pipedream_2bw": lambda: schedules.pipedream_2bw(S, N, M, c),
@@ -93,10 +94,14 @@ def main() -> None:
     S, N, M = args.S, args.N, args.M
     schedules.gpipe(2, 2, 2, CostModel(F=2))  # load the compiled kernel once
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; numpy {np.__version__}")
-    print(f"S = {S}, N = {N}, M = {M}; seconds, best / median of {args.repeat} "
-          f"(reference: best of {args.ref_repeat}); ratio = reference / time_order best")
-    print(f"{'schedule':<18} {'ops':>7} {'constructor':>13} {'time_order':>15} {'reference':>9} "
-          f"{'ratio':>6} {'vs ctor':>7}")
+    print(
+        f"S = {S}, N = {N}, M = {M}; seconds, best / median of {args.repeat} "
+        f"(reference: best of {args.ref_repeat}); ratio = reference / time_order best"
+    )
+    print(
+        f"{'schedule':<18} {'ops':>7} {'constructor':>13} {'time_order':>15} {'reference':>9} "
+        f"{'ratio':>6} {'vs ctor':>7}"
+    )
     cases = _cases(S, N, M)
     if args.only:
         keep = args.only.split(",")
@@ -106,8 +111,12 @@ def main() -> None:
         b_build, m_build, tl = _times(make, args.repeat)
         costs, G = tl.costs, tl.n_stages
         t = tl.table
-        order = [np.stack([t.kind[t.rank == r], t.stage[t.rank == r], t.mb[t.rank == r],
-                           t.fused[t.rank == r]], 1).astype(np.int32) for r in range(S)]
+        order = [
+            np.stack([t.kind[t.rank == r], t.stage[t.rank == r], t.mb[t.rank == r], t.fused[t.rank == r]], 1).astype(
+                np.int32
+            )
+            for r in range(S)
+        ]
         flat = flatten(order, G, tl.N)
         dur = op_durations(flat, costs, G, tl.N, tl.split)
         # flush schedules: the reference loop has no barriers, so both time the barrier-free
@@ -122,22 +131,31 @@ def main() -> None:
             t0 = time.perf_counter()
             ref = time_order_reference(order, lambda k, g, m, f, t=by_op: t[(k, g, m)], costs.p2p, G)
             t_ref = min(t_ref, time.perf_counter() - t0)
-        got = {(int(k), int(g), int(m)): (int(s), int(e)) for k, g, m, s, e in
-               zip(flat.kind, flat.stage, flat.mb, start, end)}
+        got = {
+            (int(k), int(g), int(m)): (int(s), int(e))
+            for k, g, m, s, e in zip(flat.kind, flat.stage, flat.mb, start, end)
+        }
         assert ref == got, f"{name}: compiled timer and reference loop disagree"
         worst_ctor, worst_ratio = max(worst_ctor, b_build), min(worst_ratio, t_ref / b_fast)
-        print(f"{name:<18} {len(flat.kind):>7} {b_build:>6.3f} /{m_build:>6.3f} {b_fast:>7.4f} /{m_fast:>7.4f} "
-              f"{t_ref:>9.2f} {t_ref / b_fast:>5.0f}x {t_ref / b_build:>6.0f}x")
+        print(
+            f"{name:<18} {len(flat.kind):>7} {b_build:>6.3f} /{m_build:>6.3f} {b_fast:>7.4f} /{m_fast:>7.4f} "
+            f"{t_ref:>9.2f} {t_ref / b_fast:>5.0f}x {t_ref / b_build:>6.0f}x"
+        )
         if args.profile:
             prof = cProfile.Profile()
             prof.runcall(make)
             pstats.Stats(prof).sort_stats("cumulative").print_stats(15)
-    print(f"slowest constructor {worst_ctor:.3f} s (target <= 0.3 s); smallest time_order ratio "
-          f"{worst_ratio:.0f}x (target >= 30x)")
+    print(
+        f"slowest constructor {worst_ctor:.3f} s (target <= 0.3 s); smallest time_order ratio "
+        f"{worst_ratio:.0f}x (target >= 30x)"
+    )
     if args.e2_repeat:
         cpu, wall = _e2(args.e2_repeat)
-        print(f"E2 (rpd.studies.delay_law.run(Config()), S = 2..150, N = 10 S, unit costs): "
-              f"{cpu:.2f} s CPU, {wall:.2f} s wall, best of {args.e2_repeat} (target <= 2 s CPU)")
+        print(
+            f"E2 (rpd.studies.delay_law.run(Config()), S = 2..150, N = 10 S, unit costs): "
+            f"{cpu:.2f} s CPU, {wall:.2f} s wall, best of {args.e2_repeat} (target <= 2 s CPU)"
+        )
+
 
 if __name__ == "__main__":
     main()

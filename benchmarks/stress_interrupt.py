@@ -57,8 +57,9 @@ def _start(args: list[str], cwd: Path) -> subprocess.Popen:
     # reset to the default by exec
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    return subprocess.Popen([sys.executable, *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def one_try(delay: float, tmp: Path) -> str:
@@ -112,9 +113,13 @@ def main() -> int:
     finally:
         for h in hogs:
             h.terminate()
-    summary = {"tries": args.tries, "hog": args.hog, "latest_s": args.latest,
-               "wall_s": round(time.monotonic() - t0, 1),
-               **{k: counts.get(k, 0) for k in ("clean", "finished", "pre-python", "stored-as-ok", "crash")}}
+    summary = {
+        "tries": args.tries,
+        "hog": args.hog,
+        "latest_s": args.latest,
+        "wall_s": round(time.monotonic() - t0, 1),
+        **{k: counts.get(k, 0) for k in ("clean", "finished", "pre-python", "stored-as-ok", "crash")},
+    }
     print(json.dumps(summary))
     return 0 if summary["stored-as-ok"] == 0 and summary["crash"] == 0 else 1
 

@@ -41,8 +41,10 @@ def _grid_exponents(m) -> None:
     lo = tuning.check_exponent("method.gamma_lo", m.gamma_lo)
     hi = tuning.check_exponent("method.gamma_hi", m.gamma_hi)
     if hi < lo:
-        raise ValueError(f"method.gamma_hi must be >= method.gamma_lo (the gamma grid "
-                         f"2^gamma_lo..2^gamma_hi is empty), got gamma_lo={lo}, gamma_hi={hi}")
+        raise ValueError(
+            f"method.gamma_hi must be >= method.gamma_lo (the gamma grid "
+            f"2^gamma_lo..2^gamma_hi is empty), got gamma_lo={lo}, gamma_hi={hi}"
+        )
 
 
 def gammas(m) -> list[float]:
@@ -81,7 +83,6 @@ def memory_terms(cfg) -> list[budget.Term]:
     G, S = len(gammas(cfg.method)), int(s.S)
     lm = _value(o.name) == "nanochat"
     if lm:
-
         D, width = sum(stage_sizes(S, LM_VOCAB_ESTIMATE, o.seq_len, o.width)), ("objective.width",)
         item = 4
     elif _value(o.name) == "mlp_chain" and user_factory(o) is None:
@@ -105,19 +106,25 @@ def memory_terms(cfg) -> list[budget.Term]:
             T = (2 * N + flushes * 2 * S) * (p.v or 1)
         by = ("schedule.N", "schedule.S") + (("schedule.noam",) if noam < S else ())
     if tick > 1:  # the ops' costs stretch every tick of the timeline: name the fields that did
-        by += tuple(f"costs.{f}" for f in ("F", "B", "I", "W", "FB", "p2p", "straggler_ticks")
-                    if getattr(c, f) is not None and max(_flat(getattr(c, f))) > (0 if f in ("p2p", "straggler_ticks") else 1))
+        by += tuple(
+            f"costs.{f}"
+            for f in ("F", "B", "I", "W", "FB", "p2p", "straggler_ticks")
+            if getattr(c, f) is not None and max(_flat(getattr(c, f))) > (0 if f in ("p2p", "straggler_ticks") else 1)
+        )
     terms = [budget.Term("timeline [T, S] grids", by, T * tick * S * TIMELINE_BYTES_PER_CELL)]
     if lm:
         # Per gradient, per token and stage: ~32 width-sized values and the attention scores
         # (XLA's temporaries for E5's paper-size LocalSGD, 80 gradients at once: 5668 MiB, i.e.
         # 71 MiB per gradient against 68 MiB here). LocalSGD computes R of them per γ at once.
         local = spec.pipeline.name == "local_sgd"
-        acts = ((p.R if local else 1) * G * o.batch_size * o.seq_len
-                * (32 * o.width + o.heads * o.seq_len) * S * item)
-        terms.append(budget.Term("LM activations", ("objective.batch_size", "objective.seq_len",
-                                                   "objective.width") + (("schedule.R",) if local else ()),
-                                 acts))
+        acts = (p.R if local else 1) * G * o.batch_size * o.seq_len * (32 * o.width + o.heads * o.seq_len) * S * item
+        terms.append(
+            budget.Term(
+                "LM activations",
+                ("objective.batch_size", "objective.seq_len", "objective.width") + (("schedule.R",) if local else ()),
+                acts,
+            )
+        )
     elif _value(o.name) == "mlp_chain" and user_factory(o) is None:
         terms.append(budget.Term("data", ("objective.n", "objective.width"), int(o.n) * int(o.width) * 2 * 8))
     else:
@@ -125,15 +132,17 @@ def memory_terms(cfg) -> list[budget.Term]:
         if user_factory(o) is None:  # the linear objectives form A = XᵀX / n (d x d) for f and L
             terms.append(budget.Term("A = XᵀX / n", ("objective.d",), D * D * 8))
     if spec.method == "rpd":
-        terms.append(budget.Term("RPD history ring", ("method.delta",) + width,
-                                 G * (spec.options.delta + 1) * D * item))
+        terms.append(
+            budget.Term("RPD history ring", ("method.delta",) + width, G * (spec.options.delta + 1) * D * item)
+        )
     elif spec.pipeline.name == "local_sgd":
         terms.append(budget.Term("LocalSGD replicas", ("schedule.R",) + width, G * p.R * D * item))
         rounds = -(-int(p.N or T) // (p.R * p.H)) * p.R * p.H
         terms.append(budget.Term("LocalSGD rounds", ("schedule.R", "schedule.H"), rounds * 8 * 4))
     elif spec.method != "sgd":
-        terms.append(budget.Term("history ring and gradient slots", ("schedule.noam",) + width,
-                                 G * (2 * noam + 2) * D * item))
+        terms.append(
+            budget.Term("history ring and gradient slots", ("schedule.noam",) + width, G * (2 * noam + 2) * D * item)
+        )
     return terms
 
 
@@ -169,11 +178,16 @@ def _check_values(cfg) -> None:
         raise ValueError(f"method.tail_frac must be <= 1, got {m.tail_frac}")
     check_int("method.stride", m.stride)
     opt = optimizer_of(cfg)
-    if opt is not None and opt["name"] in optimizers.MATRICES and _value(cfg.objective.name) not in optimizers.STRUCTURED:
-        raise ValueError(f"optimizer={opt['name']} needs weight matrices in their shapes; objective "
-                         f"{_value(cfg.objective.name)} is one flat vector (use {' or '.join(optimizers.STRUCTURED)})")
+    if (
+        opt is not None
+        and opt["name"] in optimizers.MATRICES
+        and _value(cfg.objective.name) not in optimizers.STRUCTURED
+    ):
+        raise ValueError(
+            f"optimizer={opt['name']} needs weight matrices in their shapes; objective "
+            f"{_value(cfg.objective.name)} is one flat vector (use {' or '.join(optimizers.STRUCTURED)})"
+        )
     if cfg.logger.mode is not None:  # fail before the job, not when logging after it
-
         check_choice("logger.mode", cfg.logger.mode, MODES)
     check_real("logger.init_timeout", cfg.logger.init_timeout)
     run_spec(cfg)  # the schedule, its costs and the method's options, through rpd.registry
@@ -191,8 +205,10 @@ def _check_values(cfg) -> None:
     check_real("objective.grad_noise", o.grad_noise, allow_zero=True)
     if name == "nanochat":
         if S < 3:
-            raise ValueError(f"schedule.S must be >= 3 for the nanochat LM (embedding, at least one "
-                             f"transformer block, head), got {S}")
+            raise ValueError(
+                f"schedule.S must be >= 3 for the nanochat LM (embedding, at least one "
+                f"transformer block, head), got {S}"
+            )
         check_int("objective.seq_len", o.seq_len)
         W = check_int("objective.width", o.width)
         heads = check_int("objective.heads", o.heads)
@@ -206,12 +222,13 @@ def _check_values(cfg) -> None:
     if n % B:
         raise ValueError(f"objective.n must be a multiple of objective.batch_size, got n={n}, batch_size={B}")
     if S > d:
-        raise ValueError(f"schedule.S must be <= objective.d (one coordinate per block at least), "
-                         f"got S={S}, d={d}")
+        raise ValueError(f"schedule.S must be <= objective.d (one coordinate per block at least), got S={S}, d={d}")
     if name == "nesterov_quadratic":
         if n < d:
-            raise ValueError(f"objective.n must be >= objective.d for Nesterov's quadratic "
-                             f"(X^T X / n = A needs a reduced QR of an n x d matrix), got n={n}, d={d}")
+            raise ValueError(
+                f"objective.n must be >= objective.d for Nesterov's quadratic "
+                f"(X^T X / n = A needs a reduced QR of an n x d matrix), got n={n}, d={d}"
+            )
         if o.condition_number is not None:
             if check_real("objective.condition_number", o.condition_number) <= 1:
                 raise ValueError(f"objective.condition_number must be > 1, got {o.condition_number}")
@@ -233,8 +250,17 @@ def cost_model(c) -> CostModel:
     if p > 1:
         raise ValueError(f"costs.straggler_p must be <= 1, got {p}")
     ticks = check_int("costs.straggler_ticks", c.straggler_ticks, 0)
-    return CostModel(F=c.F, B=c.B, I=c.I, W=c.W, FB=c.FB, p2p=c.p2p, allreduce=(alpha, beta),
-                     straggler=(p, ticks) if p > 0 and ticks > 0 else None, seed=c.seed)
+    return CostModel(
+        F=c.F,
+        B=c.B,
+        I=c.I,
+        W=c.W,
+        FB=c.FB,
+        p2p=c.p2p,
+        allreduce=(alpha, beta),
+        straggler=(p, ticks) if p > 0 and ticks > 0 else None,
+        seed=c.seed,
+    )
 
 
 def optimizer_of(cfg) -> dict | None:
@@ -251,15 +277,42 @@ def run_spec(cfg) -> registry.RunSpec:
     """The checked, resolved (method, schedule, options, costs) of a config (``rpd.registry``):
     errors name the field (``schedule.M``, ``method.t1``, ``costs.B``)."""
     m, s = cfg.method, cfg.schedule
-    params = registry.ScheduleParams(S=s.S, N=s.N, T=s.T, M=s.M, v=s.v, group=s.group,
-                                     overlapped=s.overlapped, noam=s.noam, R=s.R, H=s.H,
-                                     cut=check_choice("schedule.cut", s.cut, simtime.CUTS) if s.cut else None)
+    params = registry.ScheduleParams(
+        S=s.S,
+        N=s.N,
+        T=s.T,
+        M=s.M,
+        v=s.v,
+        group=s.group,
+        overlapped=s.overlapped,
+        noam=s.noam,
+        R=s.R,
+        H=s.H,
+        cut=check_choice("schedule.cut", s.cut, simtime.CUTS) if s.cut else None,
+    )
     options = registry.MethodOptions(
-        stride=m.stride, delta=m.delta, delays=_value(m.delays), block_order=_value(m.block_order),
-        batch_order=_value(m.batch_order), predict=m.predict, ema=m.ema, t1=m.t1, t1_window=m.t1_window,
-        t2=m.t2, optimizer=optimizer_of(cfg))
-    return registry.prepare(_value(m.name), _value(s.name), params, options, cost_model(cfg.costs),
-                            cfg.costs.allreduce_values, method_prefix="method.", schedule_prefix="schedule.")
+        stride=m.stride,
+        delta=m.delta,
+        delays=_value(m.delays),
+        block_order=_value(m.block_order),
+        batch_order=_value(m.batch_order),
+        predict=m.predict,
+        ema=m.ema,
+        t1=m.t1,
+        t1_window=m.t1_window,
+        t2=m.t2,
+        optimizer=optimizer_of(cfg),
+    )
+    return registry.prepare(
+        _value(m.name),
+        _value(s.name),
+        params,
+        options,
+        cost_model(cfg.costs),
+        cfg.costs.allreduce_values,
+        method_prefix="method.",
+        schedule_prefix="schedule.",
+    )
 
 
 def to_container(cfg) -> dict:
@@ -287,8 +340,7 @@ def check_keys(cfg, schema=TrainConfig, prefix: str = "") -> None:
     for key in cfg:
         if key not in fields:
             where = f"in {prefix[:-1]}" if prefix else "at the top level"
-            raise ValueError(f"unknown config key {prefix}{key}: valid keys {where} are "
-                             f"{', '.join(sorted(fields))}")
+            raise ValueError(f"unknown config key {prefix}{key}: valid keys {where} are {', '.join(sorted(fields))}")
         if dataclasses.is_dataclass(hints[key]) and cfg[key] is not None:
             check_keys(cfg[key], hints[key], f"{prefix}{key}.")
 
@@ -308,13 +360,23 @@ def typed(cfg, schema=TrainConfig) -> DictConfig:
 OBJECTIVES = {
     "random_quadratic": lambda o, S: objectives.random_quadratic(o.n, o.d, S, o.batch_size, seed=o.seed),
     "nesterov_quadratic": lambda o, S: objectives.nesterov_quadratic(
-        o.n, o.d, S, o.batch_size, mu=o.mu, condition_number=o.condition_number, seed=o.seed),
+        o.n, o.d, S, o.batch_size, mu=o.mu, condition_number=o.condition_number, seed=o.seed
+    ),
     "logistic_regression": lambda o, S: objectives.logistic_regression(
-        o.n, o.d, S, o.batch_size, lam=o.lam, grad_noise=o.grad_noise, seed=o.seed),
+        o.n, o.d, S, o.batch_size, lam=o.lam, grad_noise=o.grad_noise, seed=o.seed
+    ),
     "mlp_chain": lambda o, S: objectives.mlp_chain(o.n, o.width, S, o.batch_size, seed=o.seed),
-    "nanochat": lambda o, S: nanochat(S, path=o.text_path, batch_size=o.batch_size, seq_len=o.seq_len,
-                                      width=o.width, heads=o.heads, seed=o.seed, heldout_frac=o.heldout_frac,
-                                      heldout_batches=o.heldout_batches),
+    "nanochat": lambda o, S: nanochat(
+        S,
+        path=o.text_path,
+        batch_size=o.batch_size,
+        seq_len=o.seq_len,
+        width=o.width,
+        heads=o.heads,
+        seed=o.seed,
+        heldout_frac=o.heldout_frac,
+        heldout_batches=o.heldout_batches,
+    ),
 }
 
 
@@ -339,8 +401,11 @@ def build_objective(o, S: int):
         obj = OBJECTIVES[_value(o.name)](o, S)
     else:
         params = inspect.signature(fn).parameters
-        kw = {k: v for k, v in OmegaConf.to_container(OmegaConf.structured(o), resolve=True).items()
-              if k in params and k not in ("options", "_target_")}
+        kw = {
+            k: v
+            for k, v in OmegaConf.to_container(OmegaConf.structured(o), resolve=True).items()
+            if k in params and k not in ("options", "_target_")
+        }
         obj = fn(S=S, **kw, **dict(o.options or {}))
         if not isinstance(obj, objectives.Objective):
             raise TypeError(f"objective._target_={o._target_} returned {type(obj).__name__}, not an rpd Objective")

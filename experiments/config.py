@@ -252,8 +252,11 @@ def study_schema(name: str, config_cls) -> type:
     ``config_cls``: every field of it, typed (:func:`_schema_type`), defaulting to null (the
     preset of the chosen size). Fields named like StudyConfig's own are left to ``overrides``."""
     hints = typing.get_type_hints(config_cls)
-    fields = [(f.name, Optional[_schema_type(hints[f.name])], dataclasses.field(default=None))
-              for f in dataclasses.fields(config_cls) if f.name not in ("name", "overrides")]
+    fields = [
+        (f.name, Optional[_schema_type(hints[f.name])], dataclasses.field(default=None))
+        for f in dataclasses.fields(config_cls)
+        if f.name not in ("name", "overrides")
+    ]
     fields.insert(0, ("name", str, dataclasses.field(default=name)))
     return dataclasses.make_dataclass(f"Study_{name}", fields, bases=(StudyConfig,))
 
@@ -266,8 +269,10 @@ def study_fields(study) -> dict:
     extra = OmegaConf.to_container(study.overrides, resolve=True) if "overrides" in study else {}
     both = sorted(set(typed_) & set(extra))
     if both:
-        raise ValueError(f"study.{both[0]} and study.overrides.{both[0]} are both set; give one "
-                         f"(study.{both[0]}=... is the typed form)")
+        raise ValueError(
+            f"study.{both[0]} and study.overrides.{both[0]} are both set; give one "
+            f"(study.{both[0]}=... is the typed form)"
+        )
     return {**extra, **typed_}
 
 

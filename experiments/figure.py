@@ -64,8 +64,7 @@ def resolve(name: str) -> SimpleNamespace:
 
     path = studies.REGISTRY.get(name)
     if path is None:
-        raise ValueError(f"study.name must be one of {sorted(studies.REGISTRY)}, "
-                         f"got {name!r}")
+        raise ValueError(f"study.name must be one of {sorted(studies.REGISTRY)}, got {name!r}")
     try:
         mod = importlib.import_module(path)
     except ModuleNotFoundError as err:
@@ -162,10 +161,16 @@ class _Counter:
             self.on_step(str(message), self.done, self.total)
 
 
-def compute(name: str, size: str = "quick", overrides: dict | None = None, *,
-            results_root: str | Path = "results", force: bool = False,
-            on_step: Callable[[str, int, int | None], None] | None = None,
-            on_start: Callable[[int | None], None] | None = None) -> tuple[Path, bool]:
+def compute(
+    name: str,
+    size: str = "quick",
+    overrides: dict | None = None,
+    *,
+    results_root: str | Path = "results",
+    force: bool = False,
+    on_step: Callable[[str, int, int | None], None] | None = None,
+    on_start: Callable[[int | None], None] | None = None,
+) -> tuple[Path, bool]:
     """Run study ``name`` unless a complete output is stored; returns (run dir, reused).
     A failing study is stored with status "failed" and re-raised."""
 
@@ -194,14 +199,18 @@ def compute(name: str, size: str = "quick", overrides: dict | None = None, *,
             store.save_failure(path, key, exc)
             raise
         runtime = time.perf_counter() - t0
-        store.save_run(path, key, curves=out.arrays,
-                       summary={"summary": out.summary, "table": out.table, "runtime_s": runtime,
-                                "programs": programs})
+        store.save_run(
+            path,
+            key,
+            curves=out.arrays,
+            summary={"summary": out.summary, "table": out.table, "runtime_s": runtime, "programs": programs},
+        )
         return path, False
 
 
-def draw(name: str, path: Path, out_dir: str | Path = "paper_figures", *, cached: bool = False,
-         git_commit: str | None = None) -> FigureOutcome:
+def draw(
+    name: str, path: Path, out_dir: str | Path = "paper_figures", *, cached: bool = False, git_commit: str | None = None
+) -> FigureOutcome:
     """Draw figure ``name`` and write its numbers from the stored output at ``path``."""
 
     run = store.load_run(path)
@@ -214,13 +223,33 @@ def draw(name: str, path: Path, out_dir: str | Path = "paper_figures", *, cached
     resolve(name).figure(out, png)
     runtime = float(run.summary.get("runtime_s", float("nan")))
     programs = run.summary.get("programs")  # XLA programs compiled / loaded while computing
-    record = {"figure": name, "size": run.config["size"], "config": run.config["config"],
-              "runtime_s": runtime, "programs": programs, "results": str(path), "git_commit": git_commit,
-              "summary": out.summary, "table": out.table}
-    store.atomic_write(numbers, json.dumps(store.to_jsonable(record), indent=1, sort_keys=True,
-                                           allow_nan=False).encode())
-    return FigureOutcome(name, png, numbers, run.config["size"], run.config["config"], runtime,
-                         cached, out.table, out.summary, path, programs)
+    record = {
+        "figure": name,
+        "size": run.config["size"],
+        "config": run.config["config"],
+        "runtime_s": runtime,
+        "programs": programs,
+        "results": str(path),
+        "git_commit": git_commit,
+        "summary": out.summary,
+        "table": out.table,
+    }
+    store.atomic_write(
+        numbers, json.dumps(store.to_jsonable(record), indent=1, sort_keys=True, allow_nan=False).encode()
+    )
+    return FigureOutcome(
+        name,
+        png,
+        numbers,
+        run.config["size"],
+        run.config["config"],
+        runtime,
+        cached,
+        out.table,
+        out.summary,
+        path,
+        programs,
+    )
 
 
 def make_figure(cfg, *, on_step=None, on_start=None, git_commit: str | None = None) -> FigureOutcome:
@@ -230,8 +259,9 @@ def make_figure(cfg, *, on_step=None, on_start=None, git_commit: str | None = No
     cfg = checks.typed(cfg, C.FigureConfig)
     name, size = cfg.study.name, C._value(cfg.size)
     overrides = C.study_fields(cfg.study)
-    path, cached = compute(name, size, overrides, results_root=cfg.results_root, force=cfg.force,
-                           on_step=on_step, on_start=on_start)
+    path, cached = compute(
+        name, size, overrides, results_root=cfg.results_root, force=cfg.force, on_step=on_step, on_start=on_start
+    )
     out_dir = cfg.out_dir or ("paper_figures" if size == "full" else "paper_figures/quick")
     return draw(name, path, out_dir, cached=cached, git_commit=git_commit)
 
@@ -260,14 +290,15 @@ def check_not_ignored(task_overrides, study_name: str) -> None:
         if head not in TRAIN_NODES or ov.package:
             continue
         leaf = rest.rsplit(".", 1)[-1] if rest else None
-        where = (f"{study_name} computes its study's own Config at the chosen size, not the "
-                 f"train cell's {head} node (that node is what experiments.train runs)")
+        where = (
+            f"{study_name} computes its study's own Config at the chosen size, not the "
+            f"train cell's {head} node (that node is what experiments.train runs)"
+        )
         if leaf in fields:
             value = ov.get_value_string() if "=" in (ov.input_line or "") else "..."
             hint = f"write study.{leaf}={value}"
         elif not rest:
-            hint = (f"the study fixes its {head}s itself; its fields are {', '.join(fields)} "
-                    f"(study.<field>=...)")
+            hint = f"the study fixes its {head}s itself; its fields are {', '.join(fields)} (study.<field>=...)"
         else:
             hint = f"{study_name}'s fields are {', '.join(fields)} (study.<field>=...)"
         raise ValueError(f"{ov.input_line} would be ignored by experiments.figure: {where}; {hint}")
@@ -282,23 +313,25 @@ def run_and_report(cfg: DictConfig) -> None:
 
     wandb = C._value(cfg.logger.kind) == "wandb"
     if wandb:  # a missing optional extra fails before the work
-
         require_wandb()
 
     commit = git_commit()
     t0 = time.perf_counter()
-    out = make_figure(cfg, on_step=lambda msg, done, total: print(f"  [{done}/{total or '?'}] {msg}"),
-                      git_commit=commit)
+    out = make_figure(
+        cfg, on_step=lambda msg, done, total: print(f"  [{done}/{total or '?'}] {msg}"), git_commit=commit
+    )
     try:  # the figure joins the others in <out_dir>/MANIFEST.json, with its config and provenance
-        write_manifest(out.png.parent, [Report(out.name, "reused" if out.cached else "ok", out, None,
-                                               time.perf_counter() - t0)], out.size, commit)
+        write_manifest(
+            out.png.parent,
+            [Report(out.name, "reused" if out.cached else "ok", out, None, time.perf_counter() - t0)],
+            out.size,
+            commit,
+        )
     except OSError as err:
         print(f"warning: MANIFEST.json not written to {out.png.parent}: {err}", file=sys.stderr)
-    print(f"{out.name} ({out.size}{', reused' if out.cached else ''}, {out.runtime_s:.1f} s): "
-          f"{out.png}, {out.numbers}")
+    print(f"{out.name} ({out.size}{', reused' if out.cached else ''}, {out.runtime_s:.1f} s): {out.png}, {out.numbers}")
     print(format_table(out.table))
     if wandb:  # the figure, its table and numbers (experiments.wandb_log), from the stored output
-
         try:
             rid = log_figure(cfg, out)
             print(f"wandb run {rid}" if rid else "wandb: nothing logged (see the warning above)")
@@ -312,15 +345,13 @@ def register_studies() -> None:
     whose module is not in the repository is left out (its figure fails naming it)."""
     from hydra.core.config_store import ConfigStore
 
-
     cs = ConfigStore.instance()
     for name in sorted(studies.REGISTRY):
         try:
             study = resolve(name)
         except StudyNotAvailable:
             continue
-        cs.store(group=f"study/{name}", name="fields", package="study",
-                 node=C.study_schema(name, study.Config))
+        cs.store(group=f"study/{name}", name="fields", package="study", node=C.study_schema(name, study.Config))
 
 
 register_studies()
@@ -334,5 +365,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-
     run_main(main)  # Ctrl-C: a clean message and exit 130

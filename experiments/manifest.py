@@ -35,8 +35,9 @@ class Report(NamedTuple):
     wall_s: float
 
 
-def write_manifest(out_dir: Path, reports: Sequence[Report], size: str, commit: str | None,
-                   run_provenance: dict | None = None) -> Path:
+def write_manifest(
+    out_dir: Path, reports: Sequence[Report], size: str, commit: str | None, run_provenance: dict | None = None
+) -> Path:
     """Merge this run's figures into ``<out_dir>/MANIFEST.json`` (atomically). The top-level
     ``provenance`` is this run's (default :func:`rpd.io.provenance.provenance`); each figure made
     now carries it too, so figures kept from earlier runs keep theirs."""
@@ -52,14 +53,24 @@ def write_manifest(out_dir: Path, reports: Sequence[Report], size: str, commit: 
     for r in reports:
         o = r.outcome
         figures[r.name] = {
-            "status": r.status, "error": r.error, "size": o.size if o else size,
-            "png": o.png.name if o else None, "numbers": o.numbers.name if o else None,
-            "config": o.config if o else None, "runtime_s": o.runtime_s if o else None,
+            "status": r.status,
+            "error": r.error,
+            "size": o.size if o else size,
+            "png": o.png.name if o else None,
+            "numbers": o.numbers.name if o else None,
+            "config": o.config if o else None,
+            "runtime_s": o.runtime_s if o else None,
             "programs": o.programs if o else None,
-            "wall_s": r.wall_s, "results": str(o.run_path) if o else None, "git_commit": commit,
+            "wall_s": r.wall_s,
+            "results": str(o.run_path) if o else None,
+            "git_commit": commit,
             "provenance": run_provenance,
         }
-    manifest = {"generated_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                "git_commit": commit, "provenance": run_provenance, "figures": figures}
+    manifest = {
+        "generated_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": commit,
+        "provenance": run_provenance,
+        "figures": figures,
+    }
     store.atomic_write(path, json.dumps(store.to_jsonable(manifest), indent=1, sort_keys=True).encode())
     return path

@@ -119,7 +119,9 @@ class PlanConfig:
     hardware: HardwareConfig = dataclasses.field(default_factory=HardwareConfig)
     pipeline: PipelineConfig = dataclasses.field(default_factory=PipelineConfig)
     # the optimizer group shared with experiments.train (configs/optimizer/): its state bytes count
-    optimizer: C.OptimizerConfig = dataclasses.field(default_factory=lambda: C.OptimizerConfig(name=C.OptimizerName.adam))
+    optimizer: C.OptimizerConfig = dataclasses.field(
+        default_factory=lambda: C.OptimizerConfig(name=C.OptimizerName.adam)
+    )
     method: Dict[str, Any] = dataclasses.field(default_factory=dict)  # the group's γ grid, for train only
     precision: Precision = Precision.bf16_mixed
     recompute: Recompute = Recompute.none
@@ -144,9 +146,20 @@ def build_model(m, recompute: str) -> layers.Model:
         if not m.profile:
             raise ValueError("model.profile must name a JSON or CSV file when model.kind=profile")
         return load_profile(m.profile, m.tokens_per_microbatch)
-    cfg = layers.GPTConfig(n_layer=m.n_layer, d_model=m.d_model, n_head=m.n_head, seq=m.seq, vocab=m.vocab,
-                           micro_batch=m.micro_batch, tied=m.tied, ffn=m.ffn, gated=m.gated, bias=m.bias,
-                           norm=m.norm, positions=m.positions)
+    cfg = layers.GPTConfig(
+        n_layer=m.n_layer,
+        d_model=m.d_model,
+        n_head=m.n_head,
+        seq=m.seq,
+        vocab=m.vocab,
+        micro_batch=m.micro_batch,
+        tied=m.tied,
+        ffn=m.ffn,
+        gated=m.gated,
+        bias=m.bias,
+        norm=m.norm,
+        positions=m.positions,
+    )
     return layers.gpt_model(cfg, recompute, name=m.name)
 
 
@@ -160,9 +173,16 @@ def run(cfg) -> dict:
     cfg = OmegaConf.merge(OmegaConf.structured(PlanConfig), cfg)
     model = build_model(cfg.model, _v(cfg.recompute))
     h = cfg.hardware
-    hw = hw_lib.Hardware(name=h.name, peak_flops=h.peak_flops, efficiency=h.efficiency, memory_bytes=h.memory_bytes,
-                         p2p_bandwidth=h.p2p_bandwidth, p2p_latency=h.p2p_latency,
-                         allreduce_bandwidth=h.allreduce_bandwidth, allreduce_latency=h.allreduce_latency)
+    hw = hw_lib.Hardware(
+        name=h.name,
+        peak_flops=h.peak_flops,
+        efficiency=h.efficiency,
+        memory_bytes=h.memory_bytes,
+        p2p_bandwidth=h.p2p_bandwidth,
+        p2p_latency=h.p2p_latency,
+        allreduce_bandwidth=h.allreduce_bandwidth,
+        allreduce_latency=h.allreduce_latency,
+    )
     names = list(registry.SCHEDULES) if cfg.schedules is None else list(cfg.schedules)
     for i, n in enumerate(names):
         if n not in registry.SCHEDULES:
@@ -170,23 +190,50 @@ def run(cfg) -> dict:
     M = OmegaConf.to_container(cfg.pipeline, resolve=True)["M"]
     M = [check_int("pipeline.M", M)] if not isinstance(M, list) else M
     D = check_int("pipeline.D", cfg.pipeline.D)
-    settings = {"S": cfg.pipeline.S, "M": M, "D": D, "overlap_allreduce": bool(cfg.pipeline.overlap_allreduce), "optimizer": _v(cfg.optimizer.name), "precision": _v(cfg.precision),
-                "recompute": _v(cfg.recompute), "partition": _v(cfg.pipeline.partition),
-                "memory_cap": cfg.memory_cap if cfg.memory_cap is not None else hw.memory_bytes}
-    rows = plan(model, hw, names, make_timeline, cfg.pipeline.S, M, optimizer=settings["optimizer"],
-                precision=settings["precision"], memory_cap=cfg.memory_cap, how=settings["partition"],
-                tick_s=cfg.tick_s, grad_bytes=cfg.grad_bytes, D=D,
-                overlap_allreduce=settings["overlap_allreduce"])
-    print(f"{model.name}: {model.params:,} parameters, {len(model.layers)} layers; {hw.name}; S={cfg.pipeline.S}, "
-          f"D={D}, {settings['optimizer']}, {settings['precision']}, recompute {settings['recompute']}")
+    settings = {
+        "S": cfg.pipeline.S,
+        "M": M,
+        "D": D,
+        "overlap_allreduce": bool(cfg.pipeline.overlap_allreduce),
+        "optimizer": _v(cfg.optimizer.name),
+        "precision": _v(cfg.precision),
+        "recompute": _v(cfg.recompute),
+        "partition": _v(cfg.pipeline.partition),
+        "memory_cap": cfg.memory_cap if cfg.memory_cap is not None else hw.memory_bytes,
+    }
+    rows = plan(
+        model,
+        hw,
+        names,
+        make_timeline,
+        cfg.pipeline.S,
+        M,
+        optimizer=settings["optimizer"],
+        precision=settings["precision"],
+        memory_cap=cfg.memory_cap,
+        how=settings["partition"],
+        tick_s=cfg.tick_s,
+        grad_bytes=cfg.grad_bytes,
+        D=D,
+        overlap_allreduce=settings["overlap_allreduce"],
+    )
+    print(
+        f"{model.name}: {model.params:,} parameters, {len(model.layers)} layers; {hw.name}; S={cfg.pipeline.S}, "
+        f"D={D}, {settings['optimizer']}, {settings['precision']}, recompute {settings['recompute']}"
+    )
     print(format_table(rows))
     out = to_json(model, hw, rows, settings)
     if settings["partition"] == "pipedream":
         part = partition_model(model, hw, cfg.pipeline.S * D, grad_bytes=cfg.grad_bytes or 4)
-        out["partitioner"] = {"workers": part.workers, "stages": [list(x) for x in part.stages],
-                              "bottleneck_s": part.bottleneck}
-        print(f"PipeDream's partitioner on {cfg.pipeline.S * D} workers: {part.workers} used, (first, last, "
-              f"replicas) {list(part.stages)}, {part.bottleneck * 1e3:.3f} ms per microbatch")
+        out["partitioner"] = {
+            "workers": part.workers,
+            "stages": [list(x) for x in part.stages],
+            "bottleneck_s": part.bottleneck,
+        }
+        print(
+            f"PipeDream's partitioner on {cfg.pipeline.S * D} workers: {part.workers} used, (first, last, "
+            f"replicas) {list(part.stages)}, {part.bottleneck * 1e3:.3f} ms per microbatch"
+        )
     if cfg.out:
         Path(cfg.out).write_text(json.dumps(out, indent=1))
         print(f"wrote {cfg.out}")
@@ -204,7 +251,9 @@ def frontier_figure(rows, path: str, title: str = "") -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    pts = [(max(r.peak_bytes) / 2**30, r.step_time_s * 1e3 / r.M, f"{r.schedule} M={r.M}") for r in rows if r.error is None]
+    pts = [
+        (max(r.peak_bytes) / 2**30, r.step_time_s * 1e3 / r.M, f"{r.schedule} M={r.M}") for r in rows if r.error is None
+    ]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for x, y, label in pts:
         ax.scatter(x, y, s=18)

@@ -63,8 +63,10 @@ FIGURES = {
     "staleness_scaling": "S^4: measured stale-read error exponents next to the bound's 4",
     "e9_frontier": "E9: every schedule's bubble and memory, measured; the seeds' four claims checked",
     "e10_frontier": "E10: every schedule trained: loss at a time budget and time to a target, against memory",
-    "e11_costs": ("E11: E3 and E6 under costs (tB = 2tF, p2p c, averaging alpha + beta*D): the averaging "
-                  "latency alpha at which the winner changes, per S and c (claims below, measured)"),
+    "e11_costs": (
+        "E11: E3 and E6 under costs (tB = 2tF, p2p c, averaging alpha + beta*D): the averaging "
+        "latency alpha at which the winner changes, per S and c (claims below, measured)"
+    ),
 }
 
 
@@ -78,40 +80,54 @@ def select(only: str | None, names: Sequence[str] = tuple(FIGURES)) -> list[str]
         return list(names)
     wanted = [w.strip() for w in only.split(",") if w.strip()]
     if not wanted:
-        raise SystemExit(f"--only {only!r} names no figure; choose from {list(names)} "
-                         f"or their tags ({', '.join(n.split('_')[0] for n in names)})")
+        raise SystemExit(
+            f"--only {only!r} names no figure; choose from {list(names)} "
+            f"or their tags ({', '.join(n.split('_')[0] for n in names)})"
+        )
     chosen, unknown = [], []
     for w in wanted:
         hits = [n for n in names if n == w or n.split("_")[0] == w]
         (chosen.extend(hits) if hits else unknown.append(w))
     if unknown:
-        raise SystemExit(f"--only: unknown figure(s) {unknown}; choose from {list(names)} "
-                         f"or their tags ({', '.join(n.split('_')[0] for n in names)})")
+        raise SystemExit(
+            f"--only: unknown figure(s) {unknown}; choose from {list(names)} "
+            f"or their tags ({', '.join(n.split('_')[0] for n in names)})"
+        )
     return [n for n in names if n in chosen]
 
 
-def figure_config(name: str, size: str, *, force: bool, results_root: str, out_dir: str,
-                  config_dir: Path = CONFIG_DIR):
+def figure_config(name: str, size: str, *, force: bool, results_root: str, out_dir: str, config_dir: Path = CONFIG_DIR):
     """The composed ``FigureConfig`` of ``configs/experiment/<name>.yaml`` (or, for a study
     without an experiment file, the schema with ``study.name = name``)."""
-    overrides = [f"size={size}", f"force={str(force).lower()}", f"results_root={results_root}",
-                 f"out_dir={out_dir}"]
+    overrides = [f"size={size}", f"force={str(force).lower()}", f"results_root={results_root}", f"out_dir={out_dir}"]
     if (config_dir / "experiment" / f"{name}.yaml").exists():
         from hydra import compose, initialize_config_dir
 
         with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
             return compose("figure", overrides=[f"experiment={name}", *overrides])
-    return checks.typed({"study": {"name": name}, "size": size, "force": force,
-                    "results_root": results_root, "out_dir": out_dir}, C.FigureConfig)
+    return checks.typed(
+        {"study": {"name": name}, "size": size, "force": force, "results_root": results_root, "out_dir": out_dir},
+        C.FigureConfig,
+    )
 
 
-def _make(name: str, size: str, *, force: bool, results_root: str, out_dir: str, config_dir: Path,
-          commit: str | None, on_step=None, on_start=None, file=None) -> Report:
+def _make(
+    name: str,
+    size: str,
+    *,
+    force: bool,
+    results_root: str,
+    out_dir: str,
+    config_dir: Path,
+    commit: str | None,
+    on_step=None,
+    on_start=None,
+    file=None,
+) -> Report:
     """One figure, its failure reported rather than raised."""
     t0 = time.perf_counter()
     try:
-        cfg = figure_config(name, size, force=force, results_root=results_root, out_dir=out_dir,
-                            config_dir=config_dir)
+        cfg = figure_config(name, size, force=force, results_root=results_root, out_dir=out_dir, config_dir=config_dir)
         out = F.make_figure(cfg, on_step=on_step, on_start=on_start, git_commit=commit)
         return Report(name, "reused" if out.cached else "ok", out, None, time.perf_counter() - t0)
     except F.StudyNotAvailable as err:
@@ -123,8 +139,7 @@ def _make(name: str, size: str, *, force: bool, results_root: str, out_dir: str,
 
 def _announce(rep: Report, file=None) -> None:
     """One line as a figure ends: ``e3_nesterov: ok (4.2 s)``, with the error if it failed."""
-    tqdm.write(f"{rep.name}: {rep.status} ({rep.wall_s:.1f} s)" + (f" - {rep.error}" if rep.error else ""),
-               file=file)
+    tqdm.write(f"{rep.name}: {rep.status} ({rep.wall_s:.1f} s)" + (f" - {rep.error}" if rep.error else ""), file=file)
 
 
 def default_jobs(size: str = "quick") -> int:
@@ -136,9 +151,20 @@ def default_jobs(size: str = "quick") -> int:
 
 # The quick figures' cost on 2 cores, most expensive first (BENCHMARKS.md, issue 14): with
 # ``jobs > 1`` they are started in this order, so the long ones do not end up last.
-COST_ORDER = ("e10_frontier", "e5_nanochat", "e11_costs", "staleness_scaling", "e6_scaling",
-              "e4_logistic", "e9_frontier", "e7_schedules", "e3_nesterov", "e1_pd_vs_rpd",
-              "e8_delta", "e2_delay_law")
+COST_ORDER = (
+    "e10_frontier",
+    "e5_nanochat",
+    "e11_costs",
+    "staleness_scaling",
+    "e6_scaling",
+    "e4_logistic",
+    "e9_frontier",
+    "e7_schedules",
+    "e3_nesterov",
+    "e1_pd_vs_rpd",
+    "e8_delta",
+    "e2_delay_law",
+)
 
 
 def _worker_init(jax_cache: str | None, threads: int) -> None:
@@ -168,11 +194,14 @@ def _reproduce_in_processes(names: Sequence[str], jobs: int, file=None, **kw) ->
     threads = max(1, default_workers() // jobs)
     rank = {n: i for i, n in enumerate(COST_ORDER)}
     order = sorted(names, key=lambda n: rank.get(n, -1))  # unknown (new) figures first
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_worker_init, initargs=(str(cache) if cache else None, threads))
+    pool = ProcessPoolExecutor(
+        max_workers=jobs,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_worker_init,
+        initargs=(str(cache) if cache else None, threads),
+    )
     done: dict[str, Report] = {}
-    outer = tqdm(total=len(names), desc=f"figures ({jobs} processes)", unit="fig", file=file,
-                 dynamic_ncols=True)
+    outer = tqdm(total=len(names), desc=f"figures ({jobs} processes)", unit="fig", file=file, dynamic_ncols=True)
     try:
         futures = {pool.submit(_make, n, file=None, **kw): n for n in order}
         pending = set(futures)
@@ -201,18 +230,25 @@ def _reproduce_in_processes(names: Sequence[str], jobs: int, file=None, **kw) ->
     return [done[n] for n in names]
 
 
-def reproduce(names: Sequence[str], size: str = "quick", *, force: bool = False,
-              results_root: str = "results", out_dir: str = "paper_figures",
-              config_dir: Path = CONFIG_DIR, messages: dict | None = None,
-              file=None, jobs: int = 1) -> list[Report]:
+def reproduce(
+    names: Sequence[str],
+    size: str = "quick",
+    *,
+    force: bool = False,
+    results_root: str = "results",
+    out_dir: str = "paper_figures",
+    config_dir: Path = CONFIG_DIR,
+    messages: dict | None = None,
+    file=None,
+    jobs: int = 1,
+) -> list[Report]:
     """Make every figure in ``names``; never stops at a failure. Returns one report each and
     writes ``<out_dir>/MANIFEST.json``. ``jobs > 1`` makes the figures in that many worker
     processes at once (each figure's numbers do not depend on it; the per-study progress bars
     are then replaced by one line per finished figure)."""
     messages = {**FIGURES, **(messages or {})}
     commit = git_commit()
-    kw = dict(size=size, force=force, results_root=results_root, out_dir=out_dir,
-              config_dir=config_dir, commit=commit)
+    kw = dict(size=size, force=force, results_root=results_root, out_dir=out_dir, config_dir=config_dir, commit=commit)
     jobs = min(check_int("jobs", jobs), len(names))
     if jobs > 1:
         reports = _reproduce_in_processes(names, jobs, file=file, **kw)
@@ -224,8 +260,9 @@ def reproduce(names: Sequence[str], size: str = "quick", *, force: bool = False,
             inner: list[tqdm] = []
 
             def on_start(total, _name=name):
-                inner.append(tqdm(total=total, desc=f"  {_name}", unit="step", leave=False, file=file,
-                                  dynamic_ncols=True))
+                inner.append(
+                    tqdm(total=total, desc=f"  {_name}", unit="step", leave=False, file=file, dynamic_ncols=True)
+                )
 
             def on_step(msg, done, total):
                 if inner:
@@ -249,7 +286,7 @@ def reproduce(names: Sequence[str], size: str = "quick", *, force: bool = False,
 
 
 def _programs_text(programs: dict | None) -> str:
-    """", 12 programs compiled, 3 from the cache (4.1 s)" (nothing for outputs stored before the
+    """ ", 12 programs compiled, 3 from the cache (4.1 s)" (nothing for outputs stored before the
     count; no seconds for those stored before they were measured)."""
     if not programs:
         return ""
@@ -268,51 +305,73 @@ def summary_text(reports: Sequence[Report], messages: dict) -> str:
         lines += ["", head, f"  paper: {messages.get(r.name, '')}"]
         if o is not None:
             for claim in (o.summary or {}).get("claims", []):  # E9: the seeds' claims, measured
-                lines.append(f"  claim: {claim['claim']} -> {'holds' if claim['holds'] else 'FAILS'}: "
-                             f"{claim['measured']}")
+                lines.append(
+                    f"  claim: {claim['claim']} -> {'holds' if claim['holds'] else 'FAILS'}: {claim['measured']}"
+                )
                 if claim.get("verdict"):
                     lines.append(f"         {claim['verdict']}")
             for c in (o.summary or {}).get("cells", []):  # E10: the winner of every panel
-                lines.append(f"  {c['objective']} S={c['S']} {c['costs']}: lowest loss at the budget "
-                             f"{' = '.join(c['best'])} ({c['best_loss']:.4g}); Pareto front "
-                             f"{', '.join(c['front'])}; first to the target {' = '.join(c['fastest'])}")
+                lines.append(
+                    f"  {c['objective']} S={c['S']} {c['costs']}: lowest loss at the budget "
+                    f"{' = '.join(c['best'])} ({c['best_loss']:.4g}); Pareto front "
+                    f"{', '.join(c['front'])}; first to the target {' = '.join(c['fastest'])}"
+                )
             lines.append(F.format_table(o.table[:MAX_ROWS]))
             if len(o.table) > MAX_ROWS:
                 lines.append(f"  ... {len(o.table) - MAX_ROWS} more rows in {o.numbers}")
         elif r.error:
             lines.append(f"  {r.error}")
     bad = [r.name for r in reports if r.status in ("failed", "missing")]
-    lines += ["", f"{len(reports) - len(bad)}/{len(reports)} figures made"
-              + (f"; not made: {', '.join(bad)}" if bad else "")]
+    lines += [
+        "",
+        f"{len(reports) - len(bad)}/{len(reports)} figures made" + (f"; not made: {', '.join(bad)}" if bad else ""),
+    ]
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m experiments.reproduce_paper_figures",
-                                 description=__doc__.split("\n\n")[0])
-    ap.add_argument("--size", choices=["quick", "full"], default="quick",
-                    help="quick: laptop-sized (the default); full: the paper's sizes")
+    ap = argparse.ArgumentParser(
+        prog="python -m experiments.reproduce_paper_figures", description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument(
+        "--size",
+        choices=["quick", "full"],
+        default="quick",
+        help="quick: laptop-sized (the default); full: the paper's sizes",
+    )
     ap.add_argument("--only", default=None, help="comma-separated figures, e.g. e1,e3 or e6_scaling")
     ap.add_argument("--force", action="store_true", help="recompute even if a stored output exists")
-    ap.add_argument("--jobs", type=int, default=None,
-                    help="figures made at once, each in its own process (default: quick, $RPD_WORKERS "
-                         "or the cores, at most 4; full, 1, since paper-size studies hold several GB each; 1: one after "
-                         "another in this process, with per-study progress bars)")
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="figures made at once, each in its own process (default: quick, $RPD_WORKERS "
+        "or the cores, at most 4; full, 1, since paper-size studies hold several GB each; 1: one after "
+        "another in this process, with per-study progress bars)",
+    )
     ap.add_argument("--results", default="results", help="results store root (default: results)")
-    ap.add_argument("--out", default=None,
-                    help="where PNGs, numbers and MANIFEST.json go (default: paper_figures/ for full, "
-                         "paper_figures/quick/ for quick, so a quick run never overwrites the paper-size "
-                         "figures)")
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="where PNGs, numbers and MANIFEST.json go (default: paper_figures/ for full, "
+        "paper_figures/quick/ for quick, so a quick run never overwrites the paper-size "
+        "figures)",
+    )
     args = ap.parse_args(argv)
     if args.jobs is not None and args.jobs < 1:
         ap.error(f"--jobs must be >= 1, got {args.jobs}")
     out = args.out or ("paper_figures" if args.size == "full" else "paper_figures/quick")
     compile_cache.enable()  # ~/.cache/rpd/jax ($RPD_CACHE, $RPD_JAX_CACHE); RPD_JAX_CACHE=0: off
-    reports = reproduce(select(args.only), args.size, force=args.force, results_root=args.results,
-                        out_dir=out, jobs=default_jobs(args.size) if args.jobs is None else args.jobs)
+    reports = reproduce(
+        select(args.only),
+        args.size,
+        force=args.force,
+        results_root=args.results,
+        out_dir=out,
+        jobs=default_jobs(args.size) if args.jobs is None else args.jobs,
+    )
     return 1 if any(r.status in ("failed", "missing") for r in reports) else 0
 
 
 if __name__ == "__main__":
-
     sys.exit(run_main(main))  # Ctrl-C: a clean message and exit 130

@@ -39,9 +39,19 @@ def chart(cfg) -> dict:
     title = f"{pipeline.name}: S = {tl.S}, N = {tl.N}" + (f", M = {tl.M}" if tl.M else "")
     path = schedule_gantt([dict(title=title, ops=ops, scale=scale)], cfg.out)
     acts = memory.peak_activations(tl)
-    return {"schedule": pipeline.name, "S": tl.S, "N": tl.N, "M": tl.M, "makespan": int(tl.T),
-            "period": int(tl.period()), "bubble_total": tl.bubble_ratio(), "bubble_ideal": tl.bubble_overhead(),
-            "peak_activations": acts.tolist(), "weights": memory.weight_memory(tl).tolist(), "path": str(path)}
+    return {
+        "schedule": pipeline.name,
+        "S": tl.S,
+        "N": tl.N,
+        "M": tl.M,
+        "makespan": int(tl.T),
+        "period": int(tl.period()),
+        "bubble_total": tl.bubble_ratio(),
+        "bubble_ideal": tl.bubble_overhead(),
+        "peak_activations": acts.tolist(),
+        "weights": memory.weight_memory(tl).tolist(),
+        "path": str(path),
+    }
 
 
 @hydra.main(version_base="1.3", config_path="../configs", config_name="chart")
@@ -51,9 +61,11 @@ def main(cfg: DictConfig) -> None:
         numbers = chart(cfg)
     except (ValueError, TypeError) as exc:
         checks.refuse(exc)
-    print(f"{numbers['schedule']}: S = {numbers['S']}, N = {numbers['N']}, M = {numbers['M']}; "
-          f"makespan {numbers['makespan']} ticks, period {numbers['period']}, "
-          f"bubble {numbers['bubble_total']:.3f} of the time ({numbers['bubble_ideal']:.3f} of the ideal)")
+    print(
+        f"{numbers['schedule']}: S = {numbers['S']}, N = {numbers['N']}, M = {numbers['M']}; "
+        f"makespan {numbers['makespan']} ticks, period {numbers['period']}, "
+        f"bubble {numbers['bubble_total']:.3f} of the time ({numbers['bubble_ideal']:.3f} of the ideal)"
+    )
     for r, (a, w) in enumerate(zip(numbers["peak_activations"], numbers["weights"])):
         print(f"  rank {r}: peak activations {a:g} A, weights {w:g} W")
     print(f"chart: {numbers['path']}")

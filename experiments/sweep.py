@@ -31,8 +31,19 @@ from rpd.io import store, sweeps
 EQUAL_TIME = "equal_time.json"  # in a sweep directory: the one simulated time T of its rows
 T_RULE = "the shortest time any row of the sweep needs for its schedule.N microbatches (protocol (i))"
 
-SHOWN = ["job", "overrides", "schedule", "costs", "T", "status", "skipped", "gamma", "rule", "final_selected",
-         "final_best"]
+SHOWN = [
+    "job",
+    "overrides",
+    "schedule",
+    "costs",
+    "T",
+    "status",
+    "skipped",
+    "gamma",
+    "rule",
+    "final_selected",
+    "final_best",
+]
 
 
 def job_dir() -> Path | None:
@@ -42,8 +53,9 @@ def job_dir() -> Path | None:
     return Path(HydraConfig.get().runtime.output_dir) if HydraConfig.initialized() else None
 
 
-def link(result, *, status: str, skipped: bool = False, error: str | None = None,
-         wandb_id: str | None = None) -> Path | None:
+def link(
+    result, *, status: str, skipped: bool = False, error: str | None = None, wandb_id: str | None = None
+) -> Path | None:
     """Link this hydra job's output directory to its stored run (no-op outside hydra)."""
     where = job_dir()
     if where is None:
@@ -57,8 +69,10 @@ def summary_text(sweep_dir: str | Path) -> tuple[str, dict]:
     c = sweeps.sweep_counts(df)
     shown = df.assign(overrides=sweeps.swept(df["overrides"]))[SHOWN]
     table = shown.to_string(index=False) if len(df) else "(no jobs)"
-    line = (f"sweep {sweep_dir}: {c['total']} jobs, {c['done']} done, {c['skipped']} skipped "
-            f"(already stored), {c['failed']} failed")
+    line = (
+        f"sweep {sweep_dir}: {c['total']} jobs, {c['done']} done, {c['skipped']} skipped "
+        f"(already stored), {c['failed']} failed"
+    )
     failed = df[~df["status"].isin(["ok", "diverged"])]
     errors = [f"  job {r.job}: {r.overrides}: {r.error}" for r in failed.itertuples()]
     return "\n".join([table, line, *errors]), c
@@ -74,8 +88,10 @@ class SweepSummary(Callback):
         text, counts = summary_text(sweep_dir)
         print(text, flush=True)
         if counts["failed"]:
-            raise SystemExit(f"{counts['failed']} of {counts['total']} jobs failed (recorded in the "
-                             f"results store; rerun the sweep to retry them, complete jobs are skipped)")
+            raise SystemExit(
+                f"{counts['failed']} of {counts['total']} jobs failed (recorded in the "
+                f"results store; rerun the sweep to retry them, complete jobs are skipped)"
+            )
 
 
 def job_overrides(config: DictConfig) -> list[list[str]]:
@@ -131,5 +147,8 @@ class EqualTime(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         store.atomic_write(sweep_dir / EQUAL_TIME, json.dumps({"T": T, "rule": T_RULE}).encode())
-        print(f"comparing the {len(cfgs)} rows at one simulated time T = {T} ticks ({T_RULE}); "
-              f"compare_T=<ticks> sets another, compare=equal_n compares after N microbatches", flush=True)
+        print(
+            f"comparing the {len(cfgs)} rows at one simulated time T = {T} ticks ({T_RULE}); "
+            f"compare_T=<ticks> sets another, compare=equal_n compares after N microbatches",
+            flush=True,
+        )

@@ -8,12 +8,52 @@ from rpd.results import gamma_label, pow2_label
 # format_table's column order: what identifies a row, then the step size, then the values (in
 # first-seen order), then the verdicts and notes. Stored tables come back with sorted keys, so
 # the order is set here, not by the study.
-ID_COLUMNS = ("objective", "panel", "quantity", "selector", "costs", "S", "S_range", "M", "c", "alpha", "p2p",
-              "method", "schedule", "H", "delta", "rpd_delta", "N")
-LEAD_VALUES = ("final", "best_final", "f_minus_fstar_at_cut", "train_loss_smoothed_at_T", "heldout_loss_final",
-               "loss_stable", "loss_best_final", "bubble_f_total", "slope", "ci95", "ratio_to_pd", "ratio")
-STATUS_COLUMNS = ("winner", "winner_best_final", "pareto", "n_diverged", "status", "reason", "holds", "measured",
-                  "paper", "note", "notes")
+ID_COLUMNS = (
+    "objective",
+    "panel",
+    "quantity",
+    "selector",
+    "costs",
+    "S",
+    "S_range",
+    "M",
+    "c",
+    "alpha",
+    "p2p",
+    "method",
+    "schedule",
+    "H",
+    "delta",
+    "rpd_delta",
+    "N",
+)
+LEAD_VALUES = (
+    "final",
+    "best_final",
+    "f_minus_fstar_at_cut",
+    "train_loss_smoothed_at_T",
+    "heldout_loss_final",
+    "loss_stable",
+    "loss_best_final",
+    "bubble_f_total",
+    "slope",
+    "ci95",
+    "ratio_to_pd",
+    "ratio",
+)
+STATUS_COLUMNS = (
+    "winner",
+    "winner_best_final",
+    "pareto",
+    "n_diverged",
+    "status",
+    "reason",
+    "holds",
+    "measured",
+    "paper",
+    "note",
+    "notes",
+)
 
 
 def _is_gamma_column(name: str) -> bool:
@@ -52,7 +92,6 @@ def format_table(rows: list[dict]) -> str:
     in γ columns as the figures print them (``"2^-4"`` or 0.0625 -> "2⁻⁴",
     :func:`rpd.results.gamma_label`)."""
     import re
-
 
     if not rows:
         return "  (no rows)"

@@ -56,6 +56,7 @@ class TrainOutcome(NamedTuple):
 
 # ------------------------------------------------------------------ config -> library calls
 
+
 def _v(x):
     return C._value(x)
 
@@ -72,7 +73,6 @@ def run_config(cfg) -> dict:
     if o.get("_target_"):  # a user's objective: every key may reach it, so all are kept
         pass
     elif o["name"] == "nanochat":
-
         o.update(n=None, d=None, mu=None, condition_number=None, lam=None)
         try:  # another text is another run
             o["text_sha256"] = corpus.identity(o["text_path"])
@@ -110,8 +110,11 @@ def schedule_label(pipeline) -> str:
 def costs_label(c) -> str:
     """The cost model in one cell: its non-default fields ("unit" when none), e.g. "B=2 p2p=1"."""
     default = C.CostsConfig()
-    shown = [f"{f.name}={getattr(c, f.name)}" for f in dataclasses.fields(default)
-             if getattr(c, f.name) != getattr(default, f.name)]
+    shown = [
+        f"{f.name}={getattr(c, f.name)}"
+        for f in dataclasses.fields(default)
+        if getattr(c, f.name) != getattr(default, f.name)
+    ]
     return " ".join(shown) or "unit"
 
 
@@ -140,10 +143,13 @@ def train(cfg) -> tuple[dict, dict, str]:
         sim_time, block_update = np.asarray(sim_time)[keep], np.asarray(block_update)[keep]
     metric = "loss/heldout" if lm else "loss/f_minus_fstar"
     curve = np.stack([r.curve for r in results])  # [n_seeds, G, P]
-    curves: dict[str, Any] = {metric: curve, "gammas": np.asarray(grid),
-                              "seeds": np.asarray(list(cfg.method.seeds), np.int64),
-                              "axis/block_update": np.asarray(block_update, np.int64),
-                              "diverged": np.stack([r.diverged for r in results])}
+    curves: dict[str, Any] = {
+        metric: curve,
+        "gammas": np.asarray(grid),
+        "seeds": np.asarray(list(cfg.method.seeds), np.int64),
+        "axis/block_update": np.asarray(block_update, np.int64),
+        "diverged": np.stack([r.diverged for r in results]),
+    }
     if sim_time is not None:
         curves["axis/sim_time"] = np.asarray(sim_time, np.int64)
     for k in results[0].traces:
@@ -155,33 +161,53 @@ def train(cfg) -> tuple[dict, dict, str]:
     mean = curve.mean(axis=0)  # [G, P]
     # The selector sees a diverged γ as NaN, so it cannot pick it even where the seed mean of a
     # blown-up run falls back under the divergence bound.
-    sel = tuning.select_gamma(np.where(diverged[:, None], np.nan, mean), grid,
-                              rule=_v(cfg.method.selector), tail_frac=cfg.method.tail_frac,
-                              thresholds=tuning.LM if lm else tuning.DEFAULT)
+    sel = tuning.select_gamma(
+        np.where(diverged[:, None], np.nan, mean),
+        grid,
+        rule=_v(cfg.method.selector),
+        tail_frac=cfg.method.tail_frac,
+        thresholds=tuning.LM if lm else tuning.DEFAULT,
+    )
     status = "diverged" if diverged.all() else "ok"
     final = mean[:, -1]
     head, dirty = provenance.git_state()
     summary = {
-        "method": _v(cfg.method.name), "objective": obj.name,
-        "costs": costs_label(cfg.costs), "S": int(cfg.schedule.S),
+        "method": _v(cfg.method.name),
+        "objective": obj.name,
+        "costs": costs_label(cfg.costs),
+        "S": int(cfg.schedule.S),
         "T_rule": cfg.T_rule if cfg.compare_T is not None else None,
-        "updates": int(block_update[-1]), "compare": _v(cfg.compare),
-        "git_commit": head, "git_dirty": dirty,
-        "metric": metric, "gammas": grid,
+        "updates": int(block_update[-1]),
+        "compare": _v(cfg.compare),
+        "git_commit": head,
+        "git_dirty": dirty,
+        "metric": metric,
+        "gammas": grid,
         "gamma_log2_grid": [tuning.log2_exponent(g) if _is_pow2(g) else None for g in grid],
-        "tuning/gamma": sel.gamma, "tuning/rule": sel.rule, "tuning/index": sel.index,
-        "tuning/gamma_log2": (tuning.log2_exponent(sel.gamma)
-                              if sel.index is not None and _is_pow2(sel.gamma) else None),
-        "final": final, "final/selected": float(final[sel.index]) if sel.index is not None else math.nan,
-        "diverged": diverged, "n_diverged": int(diverged.sum()),
+        "tuning/gamma": sel.gamma,
+        "tuning/rule": sel.rule,
+        "tuning/index": sel.index,
+        "tuning/gamma_log2": (
+            tuning.log2_exponent(sel.gamma) if sel.index is not None and _is_pow2(sel.gamma) else None
+        ),
+        "final": final,
+        "final/selected": float(final[sel.index]) if sel.index is not None else math.nan,
+        "diverged": diverged,
+        "n_diverged": int(diverged.sum()),
         "tail_mean": [r.tail_mean for r in sel.reports],
         "stable": [r.stable for r in sel.reports],
-        "f0": float(curve[0, 0, 0]), "L": obj.L, "D": int(obj.D),
-        "runtime_s": time.perf_counter() - t0, **extra,
+        "f0": float(curve[0, 0, 0]),
+        "L": obj.L,
+        "D": int(obj.D),
+        "runtime_s": time.perf_counter() - t0,
+        **extra,
         # the simulated time the row is compared at (its timeline's own length is "makespan")
-        "makespan": extra.get("T"), "schedule": schedule_label(spec.pipeline),
-        "T": next((int(x) for x in (cfg.compare_T, cfg.schedule.T) if x is not None),
-                  int(sim_time[-1]) if sim_time is not None else None),
+        "makespan": extra.get("T"),
+        "schedule": schedule_label(spec.pipeline),
+        "T": next(
+            (int(x) for x in (cfg.compare_T, cfg.schedule.T) if x is not None),
+            int(sim_time[-1]) if sim_time is not None else None,
+        ),
     }
     return curves, summary, status
 
@@ -213,15 +239,16 @@ def run(cfg) -> TrainOutcome:
     cfg = checks.typed(cfg, C.TrainConfig)
     checks.validate(cfg)
     if _v(cfg.logger.kind) == "wandb":  # a missing optional extra fails before the work
-
         tracking.require_wandb()
     writable = store.check_root(cfg.results_root)
     key = run_config(cfg)
     path = store.run_dir(Path(cfg.results_root) / "train", key)
     if not writable:  # a read-only store: its complete runs are reused (reads only, no lock)
         if cfg.force or not store.should_skip(path, key):
-            raise ValueError(f"results_root={cfg.results_root} is read-only and holds no complete run of "
-                             f"this config{' (force=true)' if cfg.force else ''}: give a writable results_root")
+            raise ValueError(
+                f"results_root={cfg.results_root} is read-only and holds no complete run of "
+                f"this config{' (force=true)' if cfg.force else ''}: give a writable results_root"
+            )
         done = store.load_run(path)
         log.info("skip: %s is complete (%s; read-only store, not locked)", path, done.status)
         return _track(cfg, TrainOutcome(path, done.status, True, done.summary, done.curves, done.error))
@@ -232,8 +259,7 @@ def run(cfg) -> TrainOutcome:
         if not cfg.force and store.should_skip(path, key):
             done = store.load_run(path)
             log.info("skip: %s is complete (%s)", path, done.status)
-            return _track(cfg, TrainOutcome(path, done.status, True, done.summary, done.curves,
-                                            done.error))
+            return _track(cfg, TrainOutcome(path, done.status, True, done.summary, done.curves, done.error))
         try:
             curves, summary, status = train(cfg)
             store.save_run(path, key, curves, summary, status=status)
@@ -242,8 +268,15 @@ def run(cfg) -> TrainOutcome:
             store.save_failure(path, key, exc)
             return TrainOutcome(path, "failed", False, {}, {}, f"{type(exc).__name__}: {exc}")
         saved = store.load_run(path)  # what a rerun (or a figure) reads: JSON types, as a skip
-    log.info("%s: %s, gamma=%s (%s), final=%.4g -> %s", summary["method"], status,
-             summary["tuning/gamma"], summary["tuning/rule"], summary["final/selected"], path)
+    log.info(
+        "%s: %s, gamma=%s (%s), final=%.4g -> %s",
+        summary["method"],
+        status,
+        summary["tuning/gamma"],
+        summary["tuning/rule"],
+        summary["final/selected"],
+        path,
+    )
     return _track(cfg, TrainOutcome(path, saved.status, False, saved.summary, saved.curves))
 
 
@@ -272,13 +305,11 @@ def main(cfg: DictConfig) -> float:
             checks.refuse(exc)
         log.error("job refused, nothing stored: %s: %s", type(exc).__name__, exc)
         return math.nan
-    sweep.link(out.path, status=out.status, skipped=out.skipped, error=out.error,
-               wandb_id=out.summary.get("wandb_id"))
+    sweep.link(out.path, status=out.status, skipped=out.skipped, error=out.error, wandb_id=out.summary.get("wandb_id"))
     if out.status == "failed" and not _is_multirun():
         raise SystemExit(f"run failed ({out.error}); recorded in {out.path}")
     return float(out.summary.get("final/selected", math.nan))
 
 
 if __name__ == "__main__":
-
     run_main(main)  # Ctrl-C: a clean message and exit 130

@@ -36,8 +36,7 @@ log = logging.getLogger(__name__)
 
 # The schedule each method runs when none is chosen: left out of run names.
 DEFAULT_SCHEDULE = {"pd": "pipedream", "rpd": "pipedream", "sgd": "pipedream", "localsgd": "local_sgd"}
-META_KEYS = ("experiment", "objective", "method", "schedule", "costs", "S", "H", "R", "delta", "M",
-             "N", "T")
+META_KEYS = ("experiment", "objective", "method", "schedule", "costs", "S", "H", "R", "delta", "M", "N", "T")
 
 
 def _hydra_choice(group: str) -> str | None:
@@ -63,10 +62,20 @@ def sweep_meta(experiment: str, key: Mapping) -> dict:
     experiment, objective, method, schedule, costs (hydra's choice, when known), S, H, R, δ, M,
     N, T (None where the run does not read one)."""
     m, s, o = key["method"], key["schedule"], key["objective"]
-    return {"experiment": experiment, "objective": o.get("name"), "method": m.get("name"),
-            "schedule": s.get("name"), "costs": _hydra_choice("costs"), "S": s.get("S"),
-            "H": s.get("H"), "R": s.get("R"), "delta": m.get("delta"), "M": s.get("M"),
-            "N": s.get("N"), "T": s.get("T")}
+    return {
+        "experiment": experiment,
+        "objective": o.get("name"),
+        "method": m.get("name"),
+        "schedule": s.get("name"),
+        "costs": _hydra_choice("costs"),
+        "S": s.get("S"),
+        "H": s.get("H"),
+        "R": s.get("R"),
+        "delta": m.get("delta"),
+        "M": s.get("M"),
+        "N": s.get("N"),
+        "T": s.get("T"),
+    }
 
 
 def _fmt(v) -> str:
@@ -98,8 +107,7 @@ def sweep_tags(meta: Mapping) -> list[str]:
     """One tag per set swept variable: method, schedule, objective, costs, "S16", "H5",
     "delta60", "N600" ... (no '=': wandb's tag filters mis-parse it)."""
     tags = [meta[k] for k in ("method", "schedule", "objective", "costs") if meta.get(k)]
-    tags += [f"{k}{_fmt(meta[k])}" for k in ("S", "H", "R", "delta", "M", "N", "T")
-             if meta.get(k) is not None]
+    tags += [f"{k}{_fmt(meta[k])}" for k in ("S", "H", "R", "delta", "M", "N", "T") if meta.get(k) is not None]
     return [str(t) for t in dict.fromkeys(tags)]
 
 
@@ -111,14 +119,35 @@ def _provenance() -> dict:
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def _logger(cfg, *, experiment: str, name: str, meta: Mapping, tags, config: Mapping,
-            method: str | None, S: int | None, job_type: str):
+def _logger(
+    cfg,
+    *,
+    experiment: str,
+    name: str,
+    meta: Mapping,
+    tags,
+    config: Mapping,
+    method: str | None,
+    S: int | None,
+    job_type: str,
+):
 
     lg = cfg.logger
-    return tracking.WandbLogger(project=lg.project, experiment=experiment, method=method, S=S,
-                                config=config, mode=lg.mode, entity=lg.entity,
-                                dir=output_dir(lg.dir), name=name, tags=(*tags, *lg.tags),
-                                meta=meta, init_timeout=lg.init_timeout, job_type=job_type)
+    return tracking.WandbLogger(
+        project=lg.project,
+        experiment=experiment,
+        method=method,
+        S=S,
+        config=config,
+        mode=lg.mode,
+        entity=lg.entity,
+        dir=output_dir(lg.dir),
+        name=name,
+        tags=(*tags, *lg.tags),
+        meta=meta,
+        init_timeout=lg.init_timeout,
+        job_type=job_type,
+    )
 
 
 def record_wandb_id(path: Path, wandb_id: str, project: str, mode: str | None) -> None:
@@ -128,8 +157,7 @@ def record_wandb_id(path: Path, wandb_id: str, project: str, mode: str | None) -
     lock = getattr(store, "run_lock", None)
     with lock(path) if lock is not None else contextlib.nullcontext():
         run = store.load_run(path)
-        summary = {**run.summary, "wandb_id": wandb_id, "wandb_project": project,
-                   "wandb_mode": mode}
+        summary = {**run.summary, "wandb_id": wandb_id, "wandb_project": project, "wandb_mode": mode}
         store.save_run(path, run.config, run.curves, summary, status=run.status, error=run.error)
 
 
@@ -159,12 +187,20 @@ def gamma_rows(summary: Mapping) -> list[dict]:
         v = summary.get(name)
         return list(v) if isinstance(v, (list, tuple)) and len(v) == n else [None] * n
 
-    final, tail, stable, div, k = (col(c) for c in ("final", "tail_mean", "stable", "diverged",
-                                                     "gamma_log2_grid"))
+    final, tail, stable, div, k = (col(c) for c in ("final", "tail_mean", "stable", "diverged", "gamma_log2_grid"))
     chosen = summary.get("tuning/index")
-    return [{"gamma": float(g), "gamma_log2": k[i], "final": _num(final[i]),
-             "tail_mean": _num(tail[i]), "stable": stable[i], "diverged": div[i],
-             "selected": i == chosen} for i, g in enumerate(summary.get("gammas", []))]
+    return [
+        {
+            "gamma": float(g),
+            "gamma_log2": k[i],
+            "final": _num(final[i]),
+            "tail_mean": _num(tail[i]),
+            "stable": stable[i],
+            "diverged": div[i],
+            "selected": i == chosen,
+        }
+        for i, g in enumerate(summary.get("gammas", []))
+    ]
 
 
 def _num(x):
@@ -214,21 +250,33 @@ def log_train_run(cfg, path: str | Path) -> str | None:
     run = store.load_run(path)
     key, summary, curves = run.config, run.summary, run.curves
     meta = sweep_meta(cfg.experiment_name, key)
-    config = {**checks.to_container(cfg), **key,
-              "results": {"hash": path.name, "path": str(path.resolve()), "status": run.status},
-              "provenance": _provenance()}
-    logger = _logger(cfg, experiment=cfg.experiment_name, name=run_name(meta), meta=meta,
-                     tags=sweep_tags(meta), config=config, method=meta["method"], S=meta["S"],
-                     job_type="train")
+    config = {
+        **checks.to_container(cfg),
+        **key,
+        "results": {"hash": path.name, "path": str(path.resolve()), "status": run.status},
+        "provenance": _provenance(),
+    }
+    logger = _logger(
+        cfg,
+        experiment=cfg.experiment_name,
+        name=run_name(meta),
+        meta=meta,
+        tags=sweep_tags(meta),
+        config=config,
+        method=meta["method"],
+        S=meta["S"],
+        job_type="train",
+    )
     try:
         metric = summary["metric"]
         mean = np.asarray(curves[metric], float).mean(axis=0)
-        metrics = {f"{metric}/gamma_2^{k}" if k is not None else f"{metric}/gamma_{g:g}": mean[i]
-                   for i, (g, k) in enumerate(zip(summary["gammas"], summary["gamma_log2_grid"]))}
+        metrics = {
+            f"{metric}/gamma_2^{k}" if k is not None else f"{metric}/gamma_{g:g}": mean[i]
+            for i, (g, k) in enumerate(zip(summary["gammas"], summary["gamma_log2_grid"]))
+        }
         if summary.get("tuning/index") is not None:  # the dashboard's curve: the chosen gamma
             metrics[metric] = mean[summary["tuning/index"]]
-        logger.log_metrics(metrics, sim_time=curves.get("axis/sim_time"),
-                           block_update=curves["axis/block_update"])
+        logger.log_metrics(metrics, sim_time=curves.get("axis/sim_time"), block_update=curves["axis/block_update"])
         logger.log_table("tuning/gammas", gamma_rows(summary))
         import matplotlib.pyplot as plt
 
@@ -237,11 +285,19 @@ def log_train_run(cfg, path: str | Path) -> str | None:
             logger.log_image("curves", fig)
         finally:
             plt.close(fig)
-        logger.log_artifact(f"curves-{path.name}", "curves",
-                            [path / f for f in store.FILES],
-                            metadata={"results": str(path.resolve()), **meta})
-        logger.log_summary({**_scalars({k: v for k, v in summary.items() if np.ndim(v) == 0}),
-                            "results/hash": path.name, "status": run.status})
+        logger.log_artifact(
+            f"curves-{path.name}",
+            "curves",
+            [path / f for f in store.FILES],
+            metadata={"results": str(path.resolve()), **meta},
+        )
+        logger.log_summary(
+            {
+                **_scalars({k: v for k, v in summary.items() if np.ndim(v) == 0}),
+                "results/hash": path.name,
+                "status": run.status,
+            }
+        )
         rid, mode = logger.id, logger.mode
     finally:
         logger.finish()
@@ -259,23 +315,41 @@ def log_figure(cfg, out) -> str | None:
     path = Path(out.run_path)
     overrides = C.study_fields(cfg.study)
     name = "/".join([out.name, out.size, *(f"{k}{_fmt(v)}" for k, v in sorted(overrides.items()))])
-    meta = {"experiment": out.name, "kind": "figure", "size": out.size,
-            **{f"study/{k}": v for k, v in overrides.items()}}
-    config = {"study": out.config, "size": out.size, "overrides": overrides,
-              "results": {"hash": path.name, "path": str(path.resolve())},
-              "provenance": _provenance()}
-    logger = _logger(cfg, experiment=out.name, name=name, meta=meta,
-                     tags=("figure", out.name, out.size), config=config, method=None, S=None,
-                     job_type="figure")
+    meta = {
+        "experiment": out.name,
+        "kind": "figure",
+        "size": out.size,
+        **{f"study/{k}": v for k, v in overrides.items()},
+    }
+    config = {
+        "study": out.config,
+        "size": out.size,
+        "overrides": overrides,
+        "results": {"hash": path.name, "path": str(path.resolve())},
+        "provenance": _provenance(),
+    }
+    logger = _logger(
+        cfg,
+        experiment=out.name,
+        name=name,
+        meta=meta,
+        tags=("figure", out.name, out.size),
+        config=config,
+        method=None,
+        S=None,
+        job_type="figure",
+    )
     try:
         logger.log_image("figure", out.png)
         logger.log_table("table", out.table)
-        logger.log_summary({**_scalars(out.summary), "runtime_s": out.runtime_s,
-                            "results/hash": path.name})
+        logger.log_summary({**_scalars(out.summary), "runtime_s": out.runtime_s, "results/hash": path.name})
         files = [out.png, out.numbers, out.png.with_suffix(".pdf"), path / "curves.npz"]
-        logger.log_artifact(f"figure-{out.name}-{path.name}", "figure",
-                            [f for f in files if Path(f).exists()],
-                            metadata={"results": str(path.resolve()), "size": out.size})
+        logger.log_artifact(
+            f"figure-{out.name}-{path.name}",
+            "figure",
+            [f for f in files if Path(f).exists()],
+            metadata={"results": str(path.resolve()), "size": out.size},
+        )
         rid, mode = logger.id, logger.mode
     finally:
         logger.finish()

@@ -82,6 +82,13 @@ class StudyOutput:
     table: list[dict[str, Any]]
 
 
+def best_final(curves_GxP: np.ndarray) -> float | None:
+    """Diagnostic only (never the selection): the lowest final value over non-diverged γ
+    (``rpd.results.diverged``)."""
+    ok = ~diverged(curves_GxP)
+    return float(curves_GxP[ok, -1].min()) if ok.any() else None
+
+
 def record_rows(event_time: np.ndarray, points: np.ndarray) -> np.ndarray:
     """Snapshot row each event writes: the first recorded point at or after its time.
 
@@ -107,14 +114,21 @@ def assemble_curve(raw_GxP, rows_written, f0, points):
     G = body.shape[0]
     return np.concatenate([np.full((G, 1), f0), body], axis=1), np.concatenate([[0], points + 1])
 
+
 def summary_line(r: Result) -> str:
     """``Result(pd: 9 γ in 2⁻⁶..2², 87 points on sim_time 0..86, D=32, 3/9 diverged, best final
     1.2e-03 at γ = 2⁻²)``: what a notebook cell should show instead of every array."""
     G, P = r.curve.shape
     div = r.diverged
-    gammas = f"{G} γ" if G == 0 else (
-        f"{G} γ in {gamma_label(r.gammas.min())}..{gamma_label(r.gammas.max())}" if G > 1
-        else f"γ = {gamma_label(r.gammas[0])}")
+    gammas = (
+        f"{G} γ"
+        if G == 0
+        else (
+            f"{G} γ in {gamma_label(r.gammas.min())}..{gamma_label(r.gammas.max())}"
+            if G > 1
+            else f"γ = {gamma_label(r.gammas[0])}"
+        )
+    )
     axis = f"{P} points on {r.axis_name}" + (f" {r.axis[0]}..{r.axis[-1]}" if P else "")
     parts = [gammas, axis, f"D={r.x_final.shape[-1]}", f"{int(div.sum())}/{G} diverged"]
     if G and not div.all():

@@ -9,11 +9,30 @@ from hydra import initialize_config_dir
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
 
-TINY_LINEAR = ["objective.n=32", "objective.d=12", "objective.batch_size=4", "schedule.S=3",
-               "schedule.N=8", "method.gamma_lo=-5", "method.gamma_hi=-4", "method.seeds=[0]"]
-TINY_LM = ["schedule.S=3", "schedule.T=24", "schedule.R=3", "schedule.H=2", "objective.batch_size=2",
-           "objective.seq_len=8", "objective.width=8", "objective.heads=2", "objective.heldout_batches=1",
-           "method.gamma_lo=-3", "method.gamma_hi=-3", "method.stride=4"]
+TINY_LINEAR = [
+    "objective.n=32",
+    "objective.d=12",
+    "objective.batch_size=4",
+    "schedule.S=3",
+    "schedule.N=8",
+    "method.gamma_lo=-5",
+    "method.gamma_hi=-4",
+    "method.seeds=[0]",
+]
+TINY_LM = [
+    "schedule.S=3",
+    "schedule.T=24",
+    "schedule.R=3",
+    "schedule.H=2",
+    "objective.batch_size=2",
+    "objective.seq_len=8",
+    "objective.width=8",
+    "objective.heads=2",
+    "objective.heldout_batches=1",
+    "method.gamma_lo=-3",
+    "method.gamma_hi=-3",
+    "method.stride=4",
+]
 
 
 def compose(overrides, name: str = "train"):

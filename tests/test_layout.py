@@ -14,8 +14,20 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Each layer may import those before it (docs/architecture.md); runtime and the two top-level
 # modules sit under everything.
-LAYERS = ("validation", "runtime", "results", "schedules", "objectives", "model", "train", "analysis",
-          "registry", "io", "plotting", "studies")
+LAYERS = (
+    "validation",
+    "runtime",
+    "results",
+    "schedules",
+    "objectives",
+    "model",
+    "train",
+    "analysis",
+    "registry",
+    "io",
+    "plotting",
+    "studies",
+)
 
 
 def _module_name(path: Path) -> str:
@@ -112,8 +124,11 @@ def test_every_subpackage_has_a_layer_and_the_top_level_holds_two_modules():
 
 
 def test_no_module_forwards_names_with_getattr():
-    forwards = [m for m, p in _sources().items()
-                if any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in ast.parse(p.read_text()).body)]
+    forwards = [
+        m
+        for m, p in _sources().items()
+        if any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in ast.parse(p.read_text()).body)
+    ]
     assert forwards == []
 
 

@@ -78,8 +78,16 @@ def cut_to(result: Result, T: int, cut: str = "end") -> Result:
     if result.axis_name != "sim_time":
         raise ValueError(f"cut_to needs a sim_time curve, got {result.axis_name!r}")
     keep = result.axis <= last_time(T, cut)
-    return Result(result.method, result.gammas, result.axis[keep], result.axis_name,
-                  result.curve[:, keep], result.traces, result.x_final, dict(result.meta, cut_T=T, cut=cut))
+    return Result(
+        result.method,
+        result.gammas,
+        result.axis[keep],
+        result.axis_name,
+        result.curve[:, keep],
+        result.traces,
+        result.x_final,
+        dict(result.meta, cut_T=T, cut=cut),
+    )
 
 
 def cut_to_shortest(results: list[Result], cut: str = "end") -> list[Result]:

@@ -62,8 +62,7 @@ def _gap(f0: float, f_star: float) -> float:
     return gap
 
 
-def bound(gamma: float, S: int, K: int, L: float, G: float, delta: int, f0: float,
-          f_star: float = 0.0) -> BoundTerms:
+def bound(gamma: float, S: int, K: int, L: float, G: float, delta: int, f0: float, f_star: float = 0.0) -> BoundTerms:
     """2S(f(x⁰) − f*)/(γK) + γSLG² + γ²L²δ²G², term by term."""
     gamma, L = check_real("gamma", gamma), check_real("L", L)
     G = check_real("G", G, allow_zero=True)
@@ -89,8 +88,9 @@ def stale_term_tuned(L: float, delta: int, K: int, f0: float, f_star: float = 0.
     return 2.0 * L * _gap(f0, f_star) * delta**2 / K
 
 
-def bound_from_run(block_grad_norms, gamma: float, S: int, K: int, L: float, delta: int,
-                   f0: float, f_star: float = 0.0) -> RunBound:
+def bound_from_run(
+    block_grad_norms, gamma: float, S: int, K: int, L: float, delta: int, f0: float, f_star: float = 0.0
+) -> RunBound:
     """The bound for a finished run, with G = max of the block-gradient norms it saw
     (any array shape; must be finite: a diverged run has no meaningful G)."""
     norms = np.asarray(block_grad_norms, dtype=np.float64)
@@ -98,8 +98,7 @@ def bound_from_run(block_grad_norms, gamma: float, S: int, K: int, L: float, del
         raise ValueError("block_grad_norms must be a non-empty array of finite norms >= 0")
     G = float(norms.max())
     g_t = tuned_gamma(L, G, K, f0, f_star)
-    return RunBound(G, g_t, bound(gamma, S, K, L, G, delta, f0, f_star),
-                    bound(g_t, S, K, L, G, delta, f0, f_star))
+    return RunBound(G, g_t, bound(gamma, S, K, L, G, delta, f0, f_star), bound(g_t, S, K, L, G, delta, f0, f_star))
 
 
 def loglog_fit(x, y, confidence: float = 0.95) -> SlopeFit:

@@ -56,8 +56,7 @@ class StableThresholds:
 
 
 DEFAULT = StableThresholds()
-LM = StableThresholds(max_cv=0.25, max_up_frac=0.55, max_up_step=0.10, max_tv_ratio=10.0,
-                      max_log_slope=1e-3)
+LM = StableThresholds(max_cv=0.25, max_up_frac=0.55, max_up_step=0.10, max_tv_ratio=10.0, max_log_slope=1e-3)
 
 
 class GammaReport(NamedTuple):
@@ -127,8 +126,9 @@ def _ratio(num: float, den: float) -> float:
     return 0.0 if num == 0 else math.inf
 
 
-def gamma_report(curve, gamma: float, tail_frac: float = 0.2,
-                 thresholds: StableThresholds = DEFAULT, start: float | None = None) -> GammaReport:
+def gamma_report(
+    curve, gamma: float, tail_frac: float = 0.2, thresholds: StableThresholds = DEFAULT, start: float | None = None
+) -> GammaReport:
     """Apply the stable test to one curve [n_points]. ``start``: the run's starting value, the
     scale of the divergence test (default: the curve's first point; pass it when the curve is
     a slice that does not begin at x⁰)."""
@@ -138,11 +138,14 @@ def gamma_report(curve, gamma: float, tail_frac: float = 0.2,
     if diverged(y_all, start):
         nan = math.nan
         s = y_all[0] if start is None else float(start)
-        why = ("diverged (NaN/inf)" if not np.all(np.isfinite(y_all)) or not math.isfinite(s) else
-               f"diverged (max {y_all.max():.3g} > {DIVERGENCE_FACTOR:g} x start {s:.3g})")
+        why = (
+            "diverged (NaN/inf)"
+            if not np.all(np.isfinite(y_all)) or not math.isfinite(s)
+            else f"diverged (max {y_all.max():.3g} > {DIVERGENCE_FACTOR:g} x start {s:.3g})"
+        )
         return GammaReport(float(gamma), True, False, nan, nan, nan, nan, nan, nan, nan, (why,))
     th = thresholds
-    y = y_all[-tail_length(y_all.size, tail_frac, th.min_tail):]
+    y = y_all[-tail_length(y_all.size, tail_frac, th.min_tail) :]
     # A curve below the divergence bound can still be large enough to overflow the moments;
     # the statistics then come out inf and the curve fails the test, which is the right call.
     with np.errstate(over="ignore", invalid="ignore"):
@@ -154,28 +157,35 @@ def gamma_report(curve, gamma: float, tail_frac: float = 0.2,
         tv_ratio = _ratio(float(np.abs(d).sum()), abs(float(y[-1] - y[0])))
         log_y = np.log(np.maximum(y, np.finfo(np.float64).tiny))
         log_slope = float(np.polyfit(np.arange(y.size, dtype=np.float64), log_y, 1)[0])
-    checks = (("cv", cv, th.max_cv), ("up_frac", up_frac, th.max_up_frac),
-              ("max_up", max_up, th.max_up_step), ("tv_ratio", tv_ratio, th.max_tv_ratio),
-              ("log_slope", log_slope, th.max_log_slope))
+    checks = (
+        ("cv", cv, th.max_cv),
+        ("up_frac", up_frac, th.max_up_frac),
+        ("max_up", max_up, th.max_up_step),
+        ("tv_ratio", tv_ratio, th.max_tv_ratio),
+        ("log_slope", log_slope, th.max_log_slope),
+    )
     reasons = tuple(f"{name} {val:.3g} > {lim:.3g}" for name, val, lim in checks if not val <= lim)
-    return GammaReport(float(gamma), False, not reasons, mean, float(y_all[-1]), cv, up_frac,
-                       max_up, tv_ratio, log_slope, reasons)
+    return GammaReport(
+        float(gamma), False, not reasons, mean, float(y_all[-1]), cv, up_frac, max_up, tv_ratio, log_slope, reasons
+    )
 
 
 def _check_inputs(curves, gammas) -> tuple[np.ndarray, np.ndarray]:
     c = np.asarray(curves, dtype=np.float64)
     g = np.asarray(gammas, dtype=np.float64)
     if c.ndim != 2 or g.ndim != 1 or c.shape[0] != g.shape[0] or c.shape[0] == 0:
-        raise ValueError(f"curves must be [G, n_points] and gammas [G] with G >= 1, got "
-                         f"curves {c.shape}, gammas {g.shape}")
+        raise ValueError(
+            f"curves must be [G, n_points] and gammas [G] with G >= 1, got curves {c.shape}, gammas {g.shape}"
+        )
     return c, g
 
 
 RULES = ("stable", "reference", "best_final")
 
 
-def select_gamma(curves, gammas, rule: str = "stable", tail_frac: float = 0.2,
-                 thresholds: StableThresholds = DEFAULT, start=None) -> Selection:
+def select_gamma(
+    curves, gammas, rule: str = "stable", tail_frac: float = 0.2, thresholds: StableThresholds = DEFAULT, start=None
+) -> Selection:
     """Choose a γ from curves [G, n_points]. ``rule``: "stable" (SPEC §7, the rule as
     written), "reference" (the rule the paper's γ were chosen by: the smallest γ whose tail mean
     is within ``near_best`` of the smallest over non-diverged γ, stability not required) or
@@ -225,10 +235,12 @@ def format_reports(selection: Selection) -> str:
 
 # Which rule chose a figure's γ (SPEC §7), said in the figure and its JSON (no section numbers:
 # these strings are printed in figure titles).
-AUTHORS_OVERRIDE = ("the authors' code computes the stability statistics but never applies them: "
-                    "rows.append({\"lr\": lr, \"stable\": stable, **metrics}) lets metrics[\"stable\"] = True "
-                    "overwrite the verdict (minibatch_sgd.ipynb, different_delta_quadratic_multiple_deltas.ipynb, "
-                    "llm_experiments.py, llm_pd_vs_sgd.py), so every published γ was chosen by the reference rule")
+AUTHORS_OVERRIDE = (
+    "the authors' code computes the stability statistics but never applies them: "
+    'rows.append({"lr": lr, "stable": stable, **metrics}) lets metrics["stable"] = True '
+    "overwrite the verdict (minibatch_sgd.ipynb, different_delta_quadratic_multiple_deltas.ipynb, "
+    "llm_experiments.py, llm_pd_vs_sgd.py), so every published γ was chosen by the reference rule"
+)
 RULE_TEXT = {
     "reference": "reference rule (the paper's: smallest γ within 5 % of the best tail mean)",
     "stable": "strict stable rule (as the spec writes it)",

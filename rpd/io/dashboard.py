@@ -49,41 +49,65 @@ def _import():
 def _sections(metrics: Metrics):
     ws, wr = _import()
 
-    objective = ws.Section(name="Objective", is_open=True, panels=[
-        wr.LinePlot(title="f - f* vs simulated time", x="sim_time", y=[metrics.f_gap],
-                    log_y=True, title_x="time step (simulated wall-clock time)",
-                    title_y="f(x) - f*"),
-        wr.LinePlot(title="f - f* vs block updates", x="block_update", y=[metrics.f_gap],
-                    log_y=True, title_x="block update k", title_y="f(x) - f*"),
-    ])
-    delays = ws.Section(name="Delays", is_open=True, panels=[
-        wr.BarPlot(title=f"{key} by run", metrics=[key]) for key in metrics.delays])
-    step = ws.Section(name="Step size", is_open=True, panels=[
-        wr.BarPlot(title="chosen step size (log2 gamma)", metrics=[metrics.gamma_log2]),
-        wr.ScalarChart(title="chosen log2 gamma (mean over runs)", metric=metrics.gamma_log2,
-                       groupby_aggfunc="mean"),
-    ])
+    objective = ws.Section(
+        name="Objective",
+        is_open=True,
+        panels=[
+            wr.LinePlot(
+                title="f - f* vs simulated time",
+                x="sim_time",
+                y=[metrics.f_gap],
+                log_y=True,
+                title_x="time step (simulated wall-clock time)",
+                title_y="f(x) - f*",
+            ),
+            wr.LinePlot(
+                title="f - f* vs block updates",
+                x="block_update",
+                y=[metrics.f_gap],
+                log_y=True,
+                title_x="block update k",
+                title_y="f(x) - f*",
+            ),
+        ],
+    )
+    delays = ws.Section(
+        name="Delays", is_open=True, panels=[wr.BarPlot(title=f"{key} by run", metrics=[key]) for key in metrics.delays]
+    )
+    step = ws.Section(
+        name="Step size",
+        is_open=True,
+        panels=[
+            wr.BarPlot(title="chosen step size (log2 gamma)", metrics=[metrics.gamma_log2]),
+            wr.ScalarChart(
+                title="chosen log2 gamma (mean over runs)", metric=metrics.gamma_log2, groupby_aggfunc="mean"
+            ),
+        ],
+    )
     return [objective, delays, step]
 
 
-def build_views(entity: str, project: str, S_values: Sequence[int] = (),
-                metrics: Metrics = Metrics()) -> list:
+def build_views(entity: str, project: str, S_values: Sequence[int] = (), metrics: Metrics = Metrics()) -> list:
     """An overview ``ws.Workspace`` plus one per S (runs tagged "S<S>"). Needs no network."""
     ws, _ = _import()
     by = [ws.Config(f"meta.{k}") for k in GROUP_BY]  # meta is set by WandbLogger
     others = [ws.Config(f"meta.{k}") for k in GROUP_BY if k != "S"]
 
     def view(name, runset):
-        return ws.Workspace(entity=entity, project=project, name=name,
-                            sections=_sections(metrics), runset_settings=runset,
-                            settings=ws.WorkspaceSettings(x_axis="sim_time", max_runs=100))
+        return ws.Workspace(
+            entity=entity,
+            project=project,
+            name=name,
+            sections=_sections(metrics),
+            runset_settings=runset,
+            settings=ws.WorkspaceSettings(x_axis="sim_time", max_runs=100),
+        )
 
     # names avoid '=' (wandb rejects math symbols in view names; tags with '=' mis-parse)
     views = [view("rpd overview", ws.RunsetSettings(groupby=by))]
     for s in S_values:
         tag_filter = ws.And(ws.Tags().isin([f"S{int(s)}"]))
-        views.append(view(f"rpd {int(s)} stages",
-                          ws.RunsetSettings(groupby=others, filters=tag_filter)))
+        views.append(view(f"rpd {int(s)} stages", ws.RunsetSettings(groupby=others, filters=tag_filter)))
     return views
 
 
@@ -92,18 +116,19 @@ def describe(views) -> str:
     for v in views:
         lines.append(f"view {v.name!r} ({v.entity}/{v.project})")
         for sec in v.sections:
-            lines.append(f"  {sec.name}: " + ", ".join(p.title or type(p).__name__
-                                                       for p in sec.panels))
+            lines.append(f"  {sec.name}: " + ", ".join(p.title or type(p).__name__ for p in sec.panels))
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> list:
     p = argparse.ArgumentParser(prog="python -m rpd.io.dashboard", description=__doc__.split("\n")[0])
     p.add_argument("--project", required=True)
-    p.add_argument("--entity", default=os.environ.get("WANDB_ENTITY"),
-                   help="wandb entity (default $WANDB_ENTITY; needed with --save)")
-    p.add_argument("--S", type=int, nargs="*", default=[2, 4, 8, 16, 32, 64, 128],
-                   help="one view per S")
+    p.add_argument(
+        "--entity",
+        default=os.environ.get("WANDB_ENTITY"),
+        help="wandb entity (default $WANDB_ENTITY; needed with --save)",
+    )
+    p.add_argument("--S", type=int, nargs="*", default=[2, 4, 8, 16, 32, 64, 128], help="one view per S")
     p.add_argument("--f-gap", default=Metrics().f_gap)
     p.add_argument("--gamma-log2", default=Metrics().gamma_log2)
     p.add_argument("--save", action="store_true", help="upload the views (online only)")

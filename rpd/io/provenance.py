@@ -47,9 +47,11 @@ def _version(dist: str) -> str | None:
 def git_state(cwd: str | os.PathLike = REPO) -> tuple[str | None, bool | None]:
     """(HEAD's hash, whether tracked files differ from it); (None, None) outside a git checkout
     or without git. Untracked files do not make a checkout dirty."""
+
     def git(*args):
-        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True,
-                              timeout=10).stdout.strip()
+        return subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
 
     try:
         return git("rev-parse", "HEAD"), bool(git("status", "--porcelain", "--untracked-files=no"))

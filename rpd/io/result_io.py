@@ -31,8 +31,6 @@ if TYPE_CHECKING:
 FORMAT = "rpd.Result/1"
 
 
-
-
 def _trace_dims(name: str, shape: tuple[int, ...], G: int) -> tuple[str, ...]:
     # Traces are [G, ...] by convention, but some (LocalSGD's loss_time) are per microbatch only.
     lead = ("gamma",) if shape and shape[0] == G else ()
@@ -79,13 +77,15 @@ def to_pandas(r: Result) -> pd.DataFrame:
     import pandas as pd
 
     G, P = r.curve.shape
-    return pd.DataFrame({
-        "method": r.method,
-        "gamma": np.repeat(r.gammas, P),
-        r.axis_name: np.tile(r.axis, G),
-        "value": r.curve.reshape(-1),
-        "diverged": np.repeat(r.diverged, P),
-    })
+    return pd.DataFrame(
+        {
+            "method": r.method,
+            "gamma": np.repeat(r.gammas, P),
+            r.axis_name: np.tile(r.axis, G),
+            "value": r.curve.reshape(-1),
+            "diverged": np.repeat(r.diverged, P),
+        }
+    )
 
 
 def _cross_at(y: np.ndarray, top: float | None) -> tuple[int, float] | None:
@@ -99,8 +99,9 @@ def _cross_at(y: np.ndarray, top: float | None) -> tuple[int, float] | None:
     return (int(finite[-1]), float(y[finite[-1]])) if finite.size else None
 
 
-def plot(r: Result, ax: matplotlib.axes.Axes | None = None, *, cmap: str = "viridis",
-         **line_kw) -> matplotlib.axes.Axes:
+def plot(
+    r: Result, ax: matplotlib.axes.Axes | None = None, *, cmap: str = "viridis", **line_kw
+) -> matplotlib.axes.Axes:
     """One line per γ against the axis, log y, labelled "γ = 2⁻ᵏ". A diverged γ is dashed,
     "(diverged)" in its label, and marked × where it leaves the plot (or at its last finite
     point); the y range is that of the γ that did not diverge, so a blow-up does not flatten them.
@@ -135,6 +136,7 @@ def plot(r: Result, ax: matplotlib.axes.Axes | None = None, *, cmap: str = "viri
 
 # --- the file format -------------------------------------------------------------------------
 
+
 def _encode(value: Any, where: str) -> Any:
     """JSON for the builtin parts of ``meta``; tuples tagged so they come back as tuples."""
     if value is None or isinstance(value, (bool, int, float, str)):
@@ -147,8 +149,7 @@ def _encode(value: Any, where: str) -> Any:
         if not all(isinstance(k, str) for k in value) or "__tuple__" in value:
             raise TypeError(f"{where}: only dicts with str keys (other than '__tuple__') can be saved")
         return {k: _encode(v, f"{where}.{k}") for k, v in value.items()}
-    raise TypeError(f"{where}: cannot save a {type(value).__name__} (no pickle); "
-                    "use builtins or NumPy arrays")
+    raise TypeError(f"{where}: cannot save a {type(value).__name__} (no pickle); use builtins or NumPy arrays")
 
 
 def _decode(value: Any) -> Any:
@@ -176,9 +177,15 @@ def save(r: Result, path: str | os.PathLike) -> Path:
             numpy_meta[key] = "scalar" if isinstance(value, np.generic) else "array"
         else:
             meta[key] = _encode(value, f"meta.{key}")
-    header = {"format": FORMAT, "method": r.method, "axis_name": r.axis_name,
-              "traces": list(r.traces), "meta_keys": list(r.meta), "meta": meta,
-              "numpy_meta": numpy_meta}
+    header = {
+        "format": FORMAT,
+        "method": r.method,
+        "axis_name": r.axis_name,
+        "traces": list(r.traces),
+        "meta_keys": list(r.meta),
+        "meta": meta,
+        "numpy_meta": numpy_meta,
+    }
     arrays["header"] = np.array(json.dumps(header, allow_nan=True))
     buf = io.BytesIO()
     np.savez(buf, **arrays)
@@ -200,7 +207,13 @@ def load(path: str | os.PathLike) -> Result:
         for key, kind in numpy_meta.items():
             meta[key] = npz[f"meta/{key}"][()] if kind == "scalar" else npz[f"meta/{key}"]
         meta = {k: meta[k] for k in header["meta_keys"]}
-        return Result(method=header["method"], gammas=npz["gammas"], axis=npz["axis"],
-                      axis_name=header["axis_name"], curve=npz["curve"],
-                      traces={k: npz[f"traces/{k}"] for k in header["traces"]},
-                      x_final=npz["x_final"], meta=meta)
+        return Result(
+            method=header["method"],
+            gammas=npz["gammas"],
+            axis=npz["axis"],
+            axis_name=header["axis_name"],
+            curve=npz["curve"],
+            traces={k: npz[f"traces/{k}"] for k in header["traces"]},
+            x_final=npz["x_final"],
+            meta=meta,
+        )

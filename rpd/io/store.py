@@ -32,6 +32,7 @@ import math
 import numbers
 import os
 import secrets
+import shutil
 import threading
 import time
 from contextlib import contextmanager
@@ -112,8 +113,7 @@ def check_root(root: str | os.PathLike, field: str = "results_root") -> bool:
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise ValueError(f"{field}={root} does not exist and cannot be created "
-                         f"({err.strerror or err})") from None
+        raise ValueError(f"{field}={root} does not exist and cannot be created ({err.strerror or err})") from None
     return True
 
 
@@ -139,8 +139,7 @@ def _create_temp(path: Path) -> tuple[int, Path]:
     while True:
         tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
         try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
-                           0o666), tmp
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), tmp
         except FileExistsError:  # pragma: no cover - 48 random bits
             continue
 
@@ -222,8 +221,8 @@ def _flock(lock_path: Path, wait_message: str) -> int | None:
         os.close(fd)
         if isinstance(exc, OSError) and not isinstance(exc, BlockingIOError):  # ENOLCK, ...
             logging.getLogger(__name__).warning(
-                "no file lock on %s (%s): two processes writing this run at once are not "
-                "serialised", lock_path, exc)
+                "no file lock on %s (%s): two processes writing this run at once are not serialised", lock_path, exc
+            )
             return None
         raise
     return fd
@@ -235,17 +234,31 @@ def _npz_bytes(curves: Mapping[str, Any]) -> bytes:
     return buf.getvalue()
 
 
-def save_run(path: str | os.PathLike, config: Mapping, curves: Mapping[str, Any] | None = None,
-             summary: Mapping | None = None, status: str = "ok", error: str | None = None) -> Path:
+def save_run(
+    path: str | os.PathLike,
+    config: Mapping,
+    curves: Mapping[str, Any] | None = None,
+    summary: Mapping | None = None,
+    status: str = "ok",
+    error: str | None = None,
+) -> Path:
     """Write a run directory; the completion marker goes last. Returns the directory."""
     check_choice("status", status, STATUSES)
     path = Path(path)
-    blobs = {"config.json": _dumps(config), "summary.json": _dumps(summary or {}),
-             "curves.npz": _npz_bytes(curves or {})}
-    marker = {"status": status, "error": error, "config_hash": config_hash(config),
-              "sha256": {n: hashlib.sha256(b).hexdigest() for n, b in blobs.items()}}
+    blobs = {
+        "config.json": _dumps(config),
+        "summary.json": _dumps(summary or {}),
+        "curves.npz": _npz_bytes(curves or {}),
+    }
+    marker = {
+        "status": status,
+        "error": error,
+        "config_hash": config_hash(config),
+        "sha256": {n: hashlib.sha256(b).hexdigest() for n, b in blobs.items()},
+    }
     interrupt.check()  # a Ctrl-C swallowed during the run (a GC callback) stores nothing
     with run_lock(path):  # one writer at a time (re-entrant for a caller that holds it)
+        _clear_broken(path)
         (path / MARKER).unlink(missing_ok=True)  # a rewrite is incomplete until its marker lands
         _fsync_dir(path)
         for name, data in blobs.items():
@@ -253,6 +266,40 @@ def save_run(path: str | os.PathLike, config: Mapping, curves: Mapping[str, Any]
         interrupt.check()
         atomic_write(path / MARKER, _dumps(marker))
     return path
+
+
+def _clear_broken(path: Path) -> None:
+    """Under the run's lock, before a write: remove the temporary files of writers that died
+    (no other writer of this directory can be alive while we hold its lock) and any entry that
+    is a directory where a file belongs (a corrupt store; a write would fail on it forever)."""
+    for tmp in path.glob(".*.tmp"):
+        tmp.unlink(missing_ok=True)
+    for name in (*FILES, MARKER):
+        if (path / name).is_dir() and not (path / name).is_symlink():
+            shutil.rmtree(path / name)
+
+
+def entry_status(path: str | os.PathLike) -> str:
+    """What a run directory holds: its status when complete ("ok", "diverged", "failed"),
+    "incomplete" when it has no marker (being written, or interrupted), "corrupt" when its
+    marker or files cannot be read or do not match (garbage, truncated, a directory in place
+    of a file). A rerun recomputes incomplete and corrupt entries."""
+    path = Path(path)
+    complete = _read_complete(path)
+    if complete is not None:
+        return complete[0]["status"]
+    return "corrupt" if (path / MARKER).exists() or (path / MARKER).is_symlink() else "incomplete"
+
+
+def iter_entries(root: str | os.PathLike) -> Iterator[Path]:
+    """Every run directory below ``root``, complete or not: a directory holding any of a run's
+    files, its marker or its lock."""
+    names = {*FILES, MARKER, LOCK}
+    seen = set()
+    for p in sorted(Path(root).rglob("*")):
+        if p.name in names and p.parent not in seen:
+            seen.add(p.parent)
+            yield p.parent
 
 
 def save_failure(path: str | os.PathLike, config: Mapping, exc: BaseException) -> Path:
@@ -325,20 +372,27 @@ def load_run(path: str | os.PathLike) -> Run:
         time.sleep(0.02)  # another process is rewriting a stored run (force, a wandb id): wait
         complete = _read_complete(path)
     if complete is None:
-        raise IncompleteRunError(f"{path} holds no complete run (interrupted, still running, or "
-                                 f"corrupted: {MARKER} missing or checksums do not match)")
+        raise IncompleteRunError(
+            f"{path} holds no complete run (interrupted, still running, or "
+            f"corrupted: {MARKER} missing or checksums do not match)"
+        )
     marker, blobs = complete  # parse the bytes that were checked: never a mix of two writes
     with np.load(io.BytesIO(blobs["curves.npz"]), allow_pickle=False) as npz:
         curves = {k: npz[k] for k in npz.files}
-    return Run(path, json.loads(blobs["config.json"]), curves, json.loads(blobs["summary.json"]),
-               marker["status"], marker["error"])
+    return Run(
+        path,
+        json.loads(blobs["config.json"]),
+        curves,
+        json.loads(blobs["summary.json"]),
+        marker["status"],
+        marker["error"],
+    )
 
 
 def should_skip(path: str | os.PathLike, config: Mapping) -> bool:
     """For sweeps: the run at ``path`` is complete, ok or diverged, and has this exact config."""
     marker = _read_marker(Path(path))
-    return (marker is not None and marker["status"] != "failed"
-            and marker["config_hash"] == config_hash(config))
+    return marker is not None and marker["status"] != "failed" and marker["config_hash"] == config_hash(config)
 
 
 def pending(root: str | os.PathLike, configs) -> list[dict]:
@@ -351,4 +405,3 @@ def iter_runs(root: str | os.PathLike) -> Iterator[Run]:
     for marker in sorted(Path(root).rglob(MARKER)):
         if is_complete(marker.parent):
             yield load_run(marker.parent)
-

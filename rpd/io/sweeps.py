@@ -15,22 +15,62 @@ from typing import Any, Sequence
 from rpd.io import store
 
 JOB_LINK = "result.json"  # in a hydra job's output directory: which stored run the job produced
-SWEEP_COLUMNS = ("job", "overrides", "method", "schedule", "costs", "objective", "S", "H", "delta", "N", "T",
-                 "T_rule", "gamma", "rule", "final_selected", "final_best", "updates", "microbatches",
-                 "bubble_total", "bubble_ideal", "peak_activations", "weights_peak", "metric", "status",
-                 "skipped", "code", "git_commit", "error", "result", "wandb_id")
+SWEEP_COLUMNS = (
+    "job",
+    "overrides",
+    "method",
+    "schedule",
+    "costs",
+    "objective",
+    "S",
+    "H",
+    "delta",
+    "N",
+    "T",
+    "T_rule",
+    "gamma",
+    "rule",
+    "final_selected",
+    "final_best",
+    "updates",
+    "microbatches",
+    "bubble_total",
+    "bubble_ideal",
+    "peak_activations",
+    "weights_peak",
+    "metric",
+    "status",
+    "skipped",
+    "code",
+    "git_commit",
+    "error",
+    "result",
+    "wandb_id",
+)
 
 
-def link_job(job_dir: str | os.PathLike, result: str | os.PathLike | None, *, status: str,
-             skipped: bool = False, error: str | None = None, wandb_id: str | None = None) -> Path:
+def link_job(
+    job_dir: str | os.PathLike,
+    result: str | os.PathLike | None,
+    *,
+    status: str,
+    skipped: bool = False,
+    error: str | None = None,
+    wandb_id: str | None = None,
+) -> Path:
     """Write ``<job_dir>/result.json`` naming the run directory a hydra job produced (or its
     error when it stored none), and a symlink ``<job_dir>/result`` to that directory where the
     filesystem allows one. :func:`load_sweep` reads these links."""
     job_dir = Path(job_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
     target = None if result is None else Path(result).resolve()
-    link = {"result": None if target is None else str(target), "status": status,
-            "skipped": bool(skipped), "error": error, "wandb_id": wandb_id}
+    link = {
+        "result": None if target is None else str(target),
+        "status": status,
+        "skipped": bool(skipped),
+        "error": error,
+        "wandb_id": wandb_id,
+    }
     store.atomic_write(job_dir / JOB_LINK, store._dumps(link))
     if target is not None:
         sym = job_dir / "result"
@@ -67,7 +107,7 @@ def _row_of_run(path: Path | None) -> dict:
         return row
     complete = store._read_complete(path)
     if complete is None:
-        row.update(status="incomplete", result=str(path))
+        row.update(status=store.entry_status(path), result=str(path))
         return row
     marker, blobs = complete
     config = json.loads(blobs["config.json"])
@@ -78,19 +118,35 @@ def _row_of_run(path: Path | None) -> dict:
     final = [_float(v) for v in summary.get("final", [])]
     diverged = list(summary.get("diverged", [False] * len(final)))
     kept = [f for f, d in zip(final, diverged) if not d and math.isfinite(f)]
-    row.update(method=method.get("name", config.get("study")), schedule=summary.get("schedule", sched.get("name")),
-               costs=summary.get("costs"), objective=objective.get("name"), S=sched.get("S"), H=sched.get("H"),
-               delta=method.get("delta"), N=summary.get("N", sched.get("N")),
-               T=summary.get("T", sched.get("T")), T_rule=summary.get("T_rule"),
-               gamma=summary.get("tuning/gamma"), rule=summary.get("tuning/rule"),
-               updates=summary.get("updates"), microbatches=summary.get("N"),
-               bubble_total=summary.get("bubble/f_total"), bubble_ideal=summary.get("bubble/r_ideal"),
-               peak_activations=summary.get("activations/peak"), weights_peak=summary.get("weights/peak"),
-               code=config.get("code"), git_commit=summary.get("git_commit"),
-               final_selected=_float(summary.get("final/selected")),
-               final_best=min(kept) if kept else math.nan, metric=summary.get("metric"),
-               status=marker["status"], error=marker.get("error"), result=str(path),
-               wandb_id=summary.get("wandb_id"))
+    row.update(
+        method=method.get("name", config.get("study")),
+        schedule=summary.get("schedule", sched.get("name")),
+        costs=summary.get("costs"),
+        objective=objective.get("name"),
+        S=sched.get("S"),
+        H=sched.get("H"),
+        delta=method.get("delta"),
+        N=summary.get("N", sched.get("N")),
+        T=summary.get("T", sched.get("T")),
+        T_rule=summary.get("T_rule"),
+        gamma=summary.get("tuning/gamma"),
+        rule=summary.get("tuning/rule"),
+        updates=summary.get("updates"),
+        microbatches=summary.get("N"),
+        bubble_total=summary.get("bubble/f_total"),
+        bubble_ideal=summary.get("bubble/r_ideal"),
+        peak_activations=summary.get("activations/peak"),
+        weights_peak=summary.get("weights/peak"),
+        code=config.get("code"),
+        git_commit=summary.get("git_commit"),
+        final_selected=_float(summary.get("final/selected")),
+        final_best=min(kept) if kept else math.nan,
+        metric=summary.get("metric"),
+        status=marker["status"],
+        error=marker.get("error"),
+        result=str(path),
+        wandb_id=summary.get("wandb_id"),
+    )
     return row
 
 
@@ -98,11 +154,12 @@ def _job_rows(root: Path) -> list[dict]:
     """One row per hydra job directory below ``root`` (a directory with ``.hydra/``): the run
     its ``result.json`` links, or status "no result" when the job stored none."""
     rows = []
-    jobs = sorted({p.parent.parent for p in root.rglob(".hydra/overrides.yaml")}
-                  | {p.parent for p in root.rglob(JOB_LINK) if (p.parent / ".hydra").is_dir()})
+    jobs = sorted(
+        {p.parent.parent for p in root.rglob(".hydra/overrides.yaml")}
+        | {p.parent for p in root.rglob(JOB_LINK) if (p.parent / ".hydra").is_dir()}
+    )
     for job in jobs:
-        row: dict[str, Any] = {"job": int(job.name) if job.name.isdigit() else None,
-                               "overrides": _job_overrides(job)}
+        row: dict[str, Any] = {"job": int(job.name) if job.name.isdigit() else None, "overrides": _job_overrides(job)}
         link_path = job / JOB_LINK
         if link_path.exists():
             link = json.loads(link_path.read_bytes())
@@ -110,13 +167,18 @@ def _job_rows(root: Path) -> list[dict]:
             row.update(_row_of_run(result))
             row["skipped"] = bool(link.get("skipped"))
             if row.get("status") is None or (result is not None and not result.exists()):
-                row.update(status=link.get("status") if result is None else "missing",
-                           error=link.get("error"), result=None if result is None else str(result))
+                row.update(
+                    status=link.get("status") if result is None else "missing",
+                    error=link.get("error"),
+                    result=None if result is None else str(result),
+                )
             if link.get("wandb_id") and not row.get("wandb_id"):
                 row["wandb_id"] = link["wandb_id"]
         else:
-            row.update(status="no result", error="the job linked no stored run (still running, "
-                       "or it stopped before storing one: see its log)")
+            row.update(
+                status="no result",
+                error="the job linked no stored run (still running, or it stopped before storing one: see its log)",
+            )
         rows.append(row)
     return rows
 
@@ -142,8 +204,9 @@ def load_sweep(path: str | os.PathLike, **filters):
         raise FileNotFoundError(f"no sweep at {root}")
     rows = _job_rows(root)
     if not rows:  # a results store: every run below it
-        rows = [{"job": None, "overrides": "", "skipped": False, **_row_of_run(m.parent)}
-                for m in sorted(root.rglob(store.MARKER))]
+        rows = [
+            {"job": None, "overrides": "", "skipped": False, **_row_of_run(entry)} for entry in store.iter_entries(root)
+        ]
     df = pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))
     for col in ("job", "S", "H", "delta", "N", "T"):  # integers, with <NA> where a run has none
         df[col] = df[col].astype("Int64")
@@ -171,8 +234,12 @@ def sweep_counts(df) -> dict[str, int]:
     ``skipped`` (already stored), ``failed`` (failed or no stored result), and ``total``."""
     failed = ~df["status"].isin(["ok", "diverged"])
     skipped = df["skipped"].fillna(False).astype(bool) & ~failed
-    return {"total": int(len(df)), "done": int((~failed & ~skipped).sum()),
-            "skipped": int(skipped.sum()), "failed": int(failed.sum())}
+    return {
+        "total": int(len(df)),
+        "done": int((~failed & ~skipped).sum()),
+        "skipped": int(skipped.sum()),
+        "failed": int(failed.sum()),
+    }
 
 
 def swept(overrides) -> list[str]:
@@ -195,21 +262,28 @@ def _parse_value(text: str):
             pass
     return text
 
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m rpd.io.sweeps ls <path> [column=value ...]``: print a sweep as a table."""
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m rpd.io.store",
-                                 description="List a sweep (hydra multirun directory) or a results "
-                                             "store as a table (rpd.io.sweeps.load_sweep).")
+    ap = argparse.ArgumentParser(
+        prog="python -m rpd.io.sweeps",
+        description="List a sweep (hydra multirun directory) or a results store as a table (rpd.io.sweeps.load_sweep).",
+    )
     sub = ap.add_subparsers(dest="command", required=True)
-    ls = sub.add_parser("ls", help="one row per job: overrides, method, S, H, delta, N, gamma, "
-                                   "final values, status, result directory, wandb id")
+    ls = sub.add_parser(
+        "ls",
+        help="one row per job: overrides, method, S, H, delta, N, gamma, "
+        "final values, status, result directory, wandb id",
+    )
     ls.add_argument("path", help="a hydra sweep directory (multirun/...) or a results directory")
-    ls.add_argument("filters", nargs="*", metavar="column=value",
-                    help="keep rows whose column equals the value (a,b: one of them)")
-    ls.add_argument("--columns", default=None,
-                    help="comma-separated columns to print (default: all that are not empty)")
+    ls.add_argument(
+        "filters", nargs="*", metavar="column=value", help="keep rows whose column equals the value (a,b: one of them)"
+    )
+    ls.add_argument(
+        "--columns", default=None, help="comma-separated columns to print (default: all that are not empty)"
+    )
     ls.add_argument("--csv", action="store_true", help="print CSV instead of an aligned table")
     args = ap.parse_args(argv)
     filters = {}
@@ -239,7 +313,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.csv:
         print(df.to_csv(index=False), end="")
     else:
-        print(df.to_string(index=False) if len(df) else "(no jobs)")
+        if not len(df):
+            print("no rows match the filters" if filters else "no runs yet")
+            return 0
+        print(df.to_string(index=False))
         c = counts
         print(f"{c['total']} jobs: {c['done']} done, {c['skipped']} skipped, {c['failed']} failed")
     return 0

@@ -41,8 +41,7 @@ INSTALL_WANDB = "pip install -e '.[wandb]'"
 class Logger(Protocol):
     def log_config(self, config: Mapping) -> None: ...
 
-    def log_metrics(self, metrics: Mapping[str, Any], *, sim_time=None,
-                    block_update=None) -> None: ...
+    def log_metrics(self, metrics: Mapping[str, Any], *, sim_time=None, block_update=None) -> None: ...
 
     def log_summary(self, summary: Mapping) -> None: ...
 
@@ -84,8 +83,9 @@ def require_wandb():
     try:
         import wandb
     except ImportError as exc:
-        raise ModuleNotFoundError(f"logger=wandb needs wandb, an optional extra: {INSTALL_WANDB}",
-                                  name="wandb") from exc
+        raise ModuleNotFoundError(
+            f"logger=wandb needs wandb, an optional extra: {INSTALL_WANDB}", name="wandb"
+        ) from exc
     return wandb
 
 
@@ -109,16 +109,26 @@ class WandbLogger:
     ``mode="online"`` waits at most ``init_timeout`` seconds for the server, then logs offline
     (a ``RuntimeWarning`` says so and how to sync)."""
 
-    def __init__(self, *, project: str, experiment: str, method: str | None = None,
-                 S: int | None = None,
-                 config: Mapping | None = None, mode: str | None = None, entity: str | None = None,
-                 dir: str | os.PathLike | None = None, name: str | None = None,
-                 tags: tuple[str, ...] = (), meta: Mapping | None = None,
-                 init_timeout: float = INIT_TIMEOUT, job_type: str | None = None):
+    def __init__(
+        self,
+        *,
+        project: str,
+        experiment: str,
+        method: str | None = None,
+        S: int | None = None,
+        config: Mapping | None = None,
+        mode: str | None = None,
+        entity: str | None = None,
+        dir: str | os.PathLike | None = None,
+        name: str | None = None,
+        tags: tuple[str, ...] = (),
+        meta: Mapping | None = None,
+        init_timeout: float = INIT_TIMEOUT,
+        job_type: str | None = None,
+    ):
         require_wandb()  # outside the guard: a missing package is an error, not a warning
         if not (isinstance(init_timeout, (int, float)) and init_timeout > 0):
-            raise ValueError(f"logger.init_timeout must be a positive number of seconds, "
-                             f"got {init_timeout!r}")
+            raise ValueError(f"logger.init_timeout must be a positive number of seconds, got {init_timeout!r}")
         self._run = None
         self._defined: set[str] = set()
         self.init_timeout = float(init_timeout)
@@ -132,10 +142,19 @@ class WandbLogger:
         meta = {**base, **to_jsonable(meta or {})}
         own = [t for t in (method, None if S is None else f"S{int(S)}") if t is not None]
         tags = list(dict.fromkeys([*own, *tags]))  # unique, in order
-        self._guard("init", self._init, project=project, entity=entity, group=experiment,
-                    name=name, tags=tags, mode=resolve_mode(mode), job_type=job_type,
-                    dir=None if dir is None else str(dir),
-                    config={**to_jsonable(config or {}), "meta": meta})
+        self._guard(
+            "init",
+            self._init,
+            project=project,
+            entity=entity,
+            group=experiment,
+            name=name,
+            tags=tags,
+            mode=resolve_mode(mode),
+            job_type=job_type,
+            dir=None if dir is None else str(dir),
+            config={**to_jsonable(config or {}), "meta": meta},
+        )
 
     def _init(self, dir, mode, **kw):
         import wandb
@@ -144,8 +163,14 @@ class WandbLogger:
             Path(dir).mkdir(parents=True, exist_ok=True)
 
         def init(mode):
-            settings = wandb.Settings(console="off", x_disable_stats=True, disable_git=True,
-                                      save_code=False, silent=True, init_timeout=self.init_timeout)
+            settings = wandb.Settings(
+                console="off",
+                x_disable_stats=True,
+                disable_git=True,
+                save_code=False,
+                silent=True,
+                init_timeout=self.init_timeout,
+            )
             return wandb.init(dir=dir, settings=settings, mode=mode, **kw)
 
         try:
@@ -154,10 +179,13 @@ class WandbLogger:
             if mode != "online":
                 raise
             where = f"{dir or '.'}/wandb/offline-run-*"
-            warnings.warn(f"wandb online init failed ({type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0] if str(exc) else ''}); logging this run "
-                          f"offline instead: upload it later with `wandb sync {where}`",
-                          RuntimeWarning, stacklevel=4)
+            warnings.warn(
+                f"wandb online init failed ({type(exc).__name__}: "
+                f"{str(exc).splitlines()[0] if str(exc) else ''}); logging this run "
+                f"offline instead: upload it later with `wandb sync {where}`",
+                RuntimeWarning,
+                stacklevel=4,
+            )
             self.fell_back_offline = True
             self._run = init("offline")
         for axis in AXES:
@@ -169,8 +197,7 @@ class WandbLogger:
         try:
             fn(*args, **kw)
         except Exception as exc:  # tracking must never kill a run
-            warnings.warn(f"wandb {what} failed, tracking disabled for this run: {exc!r}",
-                          RuntimeWarning, stacklevel=3)
+            warnings.warn(f"wandb {what} failed, tracking disabled for this run: {exc!r}", RuntimeWarning, stacklevel=3)
             self._run = None
 
     @property
@@ -185,7 +212,7 @@ class WandbLogger:
 
     @property
     def mode(self) -> str | None:
-        """"offline" / "online" / "disabled" as the run actually runs (None without a run)."""
+        """ "offline" / "online" / "disabled" as the run actually runs (None without a run)."""
         return None if self._run is None else self._run.settings.mode
 
     def log_image(self, key: str, image) -> None:
@@ -227,8 +254,7 @@ class WandbLogger:
         self._guard("artifact", log)
 
     def log_config(self, config: Mapping) -> None:
-        self._guard("config", lambda: self._run.config.update(to_jsonable(config),
-                                                              allow_val_change=True))
+        self._guard("config", lambda: self._run.config.update(to_jsonable(config), allow_val_change=True))
 
     def log_metrics(self, metrics: Mapping[str, Any], *, sim_time=None, block_update=None) -> None:
         """Log curves {name: [n]} row by row; the x axis defaults to sim_time when given."""
@@ -260,8 +286,9 @@ class WandbLogger:
         self._guard("finish", self._run.finish if self._run else None)
         self._run = None
         if has_log and not _wait_until_complete(run_dir, timeout):
-            warnings.warn(f"wandb run log in {run_dir} still incomplete after {timeout} s",
-                          RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"wandb run log in {run_dir} still incomplete after {timeout} s", RuntimeWarning, stacklevel=2
+            )
 
 
 def make_logger(kind: str = "none", **kwargs) -> Logger:
@@ -283,6 +310,7 @@ def shutdown() -> None:
 
 
 # --- reading an offline run back (the .wandb file is a LevelDB-style log of protobuf records)
+
 
 class OfflineRun(NamedTuple):
     config: dict
@@ -308,8 +336,8 @@ def _records(data: bytes):
         if left < _HEADER:  # block trailer padding
             pos += left
             continue
-        length, kind = struct.unpack("<HB", data[pos + 4: pos + 7])
-        chunk += data[pos + _HEADER: pos + _HEADER + length]
+        length, kind = struct.unpack("<HB", data[pos + 4 : pos + 7])
+        chunk += data[pos + _HEADER : pos + _HEADER + length]
         pos += _HEADER + length
         if kind in (1, 4):  # FULL or LAST
             yield chunk

@@ -15,6 +15,27 @@ from rpd.model.plan import Row, format_table, plan, to_json
 from rpd.model.profile import load_profile
 from rpd.model.stages import Stages, stage_costs, stages
 
-__all__ = ["GPTConfig", "Hardware", "Layer", "Model", "Partition", "RankMemory", "Row", "Stages", "format_table",
-           "gpt_model", "load_profile", "mlp_model", "nanochat_model", "partition_model", "pipedream",
-           "pipedream_hierarchical", "plan", "preset", "rank_memory", "stage_costs", "stages", "to_json"]
+__all__ = [
+    "GPTConfig",
+    "Hardware",
+    "Layer",
+    "Model",
+    "Partition",
+    "RankMemory",
+    "Row",
+    "Stages",
+    "format_table",
+    "gpt_model",
+    "load_profile",
+    "mlp_model",
+    "nanochat_model",
+    "partition_model",
+    "pipedream",
+    "pipedream_hierarchical",
+    "plan",
+    "preset",
+    "rank_memory",
+    "stage_costs",
+    "stages",
+    "to_json",
+]

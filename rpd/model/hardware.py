@@ -65,10 +65,12 @@ class Hardware:
 
 
 PRESETS: dict[str, Hardware] = {
-    "a100_80g": Hardware("a100_80g", peak_flops=312e12, memory_bytes=80 * GiB, p2p_bandwidth=25e9,
-                         allreduce_bandwidth=25e9),
-    "h100_80g": Hardware("h100_80g", peak_flops=989e12, memory_bytes=80 * GiB, p2p_bandwidth=50e9,
-                         allreduce_bandwidth=50e9),
+    "a100_80g": Hardware(
+        "a100_80g", peak_flops=312e12, memory_bytes=80 * GiB, p2p_bandwidth=25e9, allreduce_bandwidth=25e9
+    ),
+    "h100_80g": Hardware(
+        "h100_80g", peak_flops=989e12, memory_bytes=80 * GiB, p2p_bandwidth=50e9, allreduce_bandwidth=50e9
+    ),
 }
 
 

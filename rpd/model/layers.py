@@ -107,9 +107,20 @@ class Model:
         return sum(x.model_flops for x in self.layers)
 
     def to_json(self) -> dict:
-        return {"name": self.name, "params": self.params,
-                "layers": [{"name": x.name, "params": x.params + x.tied_params, "flops_fwd": x.flops_fwd,
-                            "act_bytes": x.act_bytes, "out_bytes": x.out_bytes} for x in self.layers]}
+        return {
+            "name": self.name,
+            "params": self.params,
+            "layers": [
+                {
+                    "name": x.name,
+                    "params": x.params + x.tied_params,
+                    "flops_fwd": x.flops_fwd,
+                    "act_bytes": x.act_bytes,
+                    "out_bytes": x.out_bytes,
+                }
+                for x in self.layers
+            ],
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,8 +161,19 @@ PRESETS: dict[str, GPTConfig] = {
     # 128" do not multiply to 2048: 16 heads of 128 here, as Megatron's 1.3B; heads change only 5as²b)
     "gpt3_1.3b": GPTConfig(n_layer=24, d_model=2048, n_head=16, seq=2048, vocab=50257),
     # LLaMA-7B (Touvron et al. 2023): SwiGLU 11008, RMSNorm, no biases, RoPE, untied head
-    "llama_7b": GPTConfig(n_layer=32, d_model=4096, n_head=32, seq=2048, vocab=32000, tied=False, ffn=11008,
-                          gated=True, bias=False, norm="rmsnorm", positions="rope"),
+    "llama_7b": GPTConfig(
+        n_layer=32,
+        d_model=4096,
+        n_head=32,
+        seq=2048,
+        vocab=32000,
+        tied=False,
+        ffn=11008,
+        gated=True,
+        bias=False,
+        norm="rmsnorm",
+        positions="rope",
+    ),
 }
 
 
@@ -179,9 +201,18 @@ def block_layer(cfg: GPTConfig, i: int, recompute: str = "none") -> Layer:
     elif recompute == "full":  # only the input is kept; W recomputes from it, so all of it waits for W
         act, extra = 2 * sbh, float(fwd)
         act_w = act
-    return Layer(name=f"layer{i}", params=params, flops_fwd=float(fwd), flops_i=float(fwd + 4 * b * s * s * h),
-                 flops_w=float(2 * b * s * matmul), act_bytes=act, act_w_bytes=min(act_w, act), out_bytes=2 * sbh,
-                 kind="block", flops_recompute=extra)
+    return Layer(
+        name=f"layer{i}",
+        params=params,
+        flops_fwd=float(fwd),
+        flops_i=float(fwd + 4 * b * s * s * h),
+        flops_w=float(2 * b * s * matmul),
+        act_bytes=act,
+        act_w_bytes=min(act_w, act),
+        out_bytes=2 * sbh,
+        kind="block",
+        flops_recompute=extra,
+    )
 
 
 def gpt_model(cfg: GPTConfig, recompute: str = "none", name: str = "gpt") -> Model:
@@ -189,13 +220,26 @@ def gpt_model(cfg: GPTConfig, recompute: str = "none", name: str = "gpt") -> Mod
     check_choice("recompute", recompute, RECOMPUTE)
     h, s, b, V = cfg.d_model, cfg.seq, cfg.micro_batch, cfg.vocab
     sbh = s * b * h
-    emb = Layer(name="embedding", params=V * h + (s * h if cfg.positions == "learned" else 0),
-                act_bytes=sbh, out_bytes=2 * sbh, kind="embedding")
+    emb = Layer(
+        name="embedding",
+        params=V * h + (s * h if cfg.positions == "learned" else 0),
+        act_bytes=sbh,
+        out_bytes=2 * sbh,
+        kind="embedding",
+    )
     head_flops = 2.0 * b * s * h * V
-    head = Layer(name="lm_head", params=_norm_params(cfg) + (0 if cfg.tied else h * V),
-                 flops_fwd=head_flops, flops_i=head_flops, flops_w=head_flops,
-                 act_bytes=4 * sbh + 4 * s * b * V, act_w_bytes=2 * sbh + 2 * s * b * V, kind="head",
-                 tied_params=h * V if cfg.tied else 0, tied_to="embedding" if cfg.tied else None)
+    head = Layer(
+        name="lm_head",
+        params=_norm_params(cfg) + (0 if cfg.tied else h * V),
+        flops_fwd=head_flops,
+        flops_i=head_flops,
+        flops_w=head_flops,
+        act_bytes=4 * sbh + 4 * s * b * V,
+        act_w_bytes=2 * sbh + 2 * s * b * V,
+        kind="head",
+        tied_params=h * V if cfg.tied else 0,
+        tied_to="embedding" if cfg.tied else None,
+    )
     blocks = tuple(block_layer(cfg, i, recompute) for i in range(cfg.n_layer))
     return Model(name=name, layers=(emb, *blocks, head), tokens_per_microbatch=s * b)
 
@@ -207,13 +251,21 @@ def preset(name: str, micro_batch: int = 1, recompute: str = "none") -> Model:
     return gpt_model(cfg, recompute, name=name)
 
 
-def nanochat_model(S: int, vocab_size: int, seq_len: int = 32, width: int = 64, heads: int = 4,
-                   batch_size: int = 16, recompute: str = "none") -> Model:
+def nanochat_model(
+    S: int,
+    vocab_size: int,
+    seq_len: int = 32,
+    width: int = 64,
+    heads: int = 4,
+    batch_size: int = 16,
+    recompute: str = "none",
+) -> Model:
     """rpd's NanoChat (:mod:`rpd.objectives.nanochat`): embedding stage, S - 2 pre-LN blocks
     (12W² + 13W), untied bias-free head with its LayerNorm (W·V + 2W); one layer per stage."""
     S = check_int("S", S, minimum=3)
-    cfg = GPTConfig(n_layer=S - 2, d_model=width, n_head=heads, seq=seq_len, vocab=vocab_size,
-                    micro_batch=batch_size, tied=False)
+    cfg = GPTConfig(
+        n_layer=S - 2, d_model=width, n_head=heads, seq=seq_len, vocab=vocab_size, micro_batch=batch_size, tied=False
+    )
     return gpt_model(cfg, recompute, name="nanochat")
 
 
@@ -223,8 +275,19 @@ def mlp_model(S: int, width: int, batch_size: int, bytes_per_value: int = 8) -> 
     S, w, B = check_int("S", S), check_int("width", width), check_int("batch_size", batch_size)
     v = check_int("bytes_per_value", bytes_per_value)
     mm = 2.0 * B * w * w
-    layers = tuple(Layer(name=f"layer{i}", params=w * w + w, flops_fwd=mm, flops_i=mm, flops_w=mm,
-                         act_bytes=2 * B * w * v, act_w_bytes=B * w * v, out_bytes=B * w * v) for i in range(S))
+    layers = tuple(
+        Layer(
+            name=f"layer{i}",
+            params=w * w + w,
+            flops_fwd=mm,
+            flops_i=mm,
+            flops_w=mm,
+            act_bytes=2 * B * w * v,
+            act_w_bytes=B * w * v,
+            out_bytes=B * w * v,
+        )
+        for i in range(S)
+    )
     return Model(name="mlp_chain", layers=layers, tokens_per_microbatch=B)
 
 

@@ -91,8 +91,11 @@ def activation_peak(tl: Timeline, act, act_w) -> np.ndarray:
     t = tl.table
     act, act_w = np.asarray(act, float), np.asarray(act_w, float)
     g = t.stage
-    delta = np.select([t.kind == FWD, t.kind == BWD, t.kind == BWD_I, t.kind == BWD_W],
-                      [act[g], -act[g], -(act[g] - act_w[g]), -act_w[g]], 0.0)
+    delta = np.select(
+        [t.kind == FWD, t.kind == BWD, t.kind == BWD_I, t.kind == BWD_W],
+        [act[g], -act[g], -(act[g] - act_w[g]), -act_w[g]],
+        0.0,
+    )
     when = np.where(t.kind == FWD, t.start, t.end)
     keep = delta != 0
     delta, when, who = delta[keep], when[keep], t.rank[keep]
@@ -106,8 +109,9 @@ def activation_peak(tl: Timeline, act, act_w) -> np.ndarray:
     return peak
 
 
-def rank_memory(tl: Timeline, st: Stages, optimizer: str = "adam", precision: str = "bf16_mixed",
-                grad_bytes: int | None = None) -> RankMemory:
+def rank_memory(
+    tl: Timeline, st: Stages, optimizer: str = "adam", precision: str = "bf16_mixed", grad_bytes: int | None = None
+) -> RankMemory:
     """:class:`RankMemory` of timeline ``tl`` whose global stages are ``st``."""
     check_choice("optimizer", optimizer, OPTIMIZER_BYTES)
     check_choice("precision", precision, PRECISIONS)
@@ -120,7 +124,12 @@ def rank_memory(tl: Timeline, st: Stages, optimizer: str = "adam", precision: st
     stash = (p * (versions - copies)[None, :]).sum(axis=1) * w_bytes  # LocalSGD: versions = copies = R
     h = held(tl)
     buffers = (h * (st.out + np.concatenate([[0], st.out[:-1]]))[None, :]).sum(axis=1).astype(float)
-    return RankMemory(weights=copies * values * w_bytes, stash=np.asarray(stash, float),
-                      master=copies * values * master_bytes, grads=copies * values * grad_bytes,
-                      optimizer=copies * values * OPTIMIZER_BYTES[optimizer],
-                      activations=activation_peak(tl, st.act, st.act_w), buffers=buffers)
+    return RankMemory(
+        weights=copies * values * w_bytes,
+        stash=np.asarray(stash, float),
+        master=copies * values * master_bytes,
+        grads=copies * values * grad_bytes,
+        optimizer=copies * values * OPTIMIZER_BYTES[optimizer],
+        activations=activation_peak(tl, st.act, st.act_w),
+        buffers=buffers,
+    )

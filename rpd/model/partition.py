@@ -77,8 +77,9 @@ def stage_time(compute: float, weights: float, r: int, bandwidth: float, combine
     return (max(compute, sync) if combine == "max" else compute + sync) / r
 
 
-def _solve(C: np.ndarray, pw: np.ndarray, cut: np.ndarray, n: int, B: float, s: int, combine: str,
-           max_r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _solve(
+    C: np.ndarray, pw: np.ndarray, cut: np.ndarray, n: int, B: float, s: int, combine: str, max_r: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The DP from layer ``s``: best[j, m] over layers s..j−1 with at most m workers (inf for
     m = 0 or j <= s); C[i, j] compute of layers i..j−1 on one worker; pw prefix of weight bytes;
     cut[k] the cost of cutting before layer k. Choices: ck[j, m] the first layer of the last
@@ -100,7 +101,7 @@ def _solve(C: np.ndarray, pw: np.ndarray, cut: np.ndarray, n: int, B: float, s: 
                 v, k, rr = single[m - 1], s, m
             top = min(m - 1, max_r)
             if top and ks.size:
-                prev = best[ks][:, m - 1:m - 1 - top:-1]  # best[k, m − r] for r = 1..top
+                prev = best[ks][:, m - 1 : m - 1 - top : -1]  # best[k, m − r] for r = 1..top
                 val = np.maximum(np.maximum(prev, cut[ks][:, None]), last[:, :top])
                 a = int(np.argmin(val))
                 if val.flat[a] < v:
@@ -126,8 +127,10 @@ def _inputs(layer_times, activation_bytes, param_bytes):
     a = np.asarray(activation_bytes, float)
     w = np.asarray(param_bytes, float)
     if t.ndim != 1 or not t.size or a.shape != t.shape or w.shape != t.shape:
-        raise ValueError(f"layer_times, activation_bytes and param_bytes must be equal-length non-empty lists, "
-                         f"got lengths {t.size}, {a.size}, {w.size}")
+        raise ValueError(
+            f"layer_times, activation_bytes and param_bytes must be equal-length non-empty lists, "
+            f"got lengths {t.size}, {a.size}, {w.size}"
+        )
     for name, x in (("layer_times", t), ("activation_bytes", a), ("param_bytes", w)):
         if not np.all(np.isfinite(x)) or np.any(x < 0):
             raise ValueError(f"{name} must be finite and >= 0")
@@ -142,11 +145,20 @@ def _cut(a: np.ndarray, B: float, activations: bool) -> np.ndarray:
 
 def _fewest(best: np.ndarray, j: int, n: int) -> int:
     """The fewest workers reaching the optimum best[j, n]."""
-    return int(np.flatnonzero(best[j, 1:n + 1] == best[j, n])[0]) + 1
+    return int(np.flatnonzero(best[j, 1 : n + 1] == best[j, n])[0]) + 1
 
 
-def pipedream(layer_times, activation_bytes, param_bytes, n_workers: int, bandwidth: float, *,
-              combine: str = "max", activations: bool = True, max_replicas: int | None = None) -> Partition:
+def pipedream(
+    layer_times,
+    activation_bytes,
+    param_bytes,
+    n_workers: int,
+    bandwidth: float,
+    *,
+    combine: str = "max",
+    activations: bool = True,
+    max_replicas: int | None = None,
+) -> Partition:
     """The optimal :class:`Partition` of the layers over at most ``n_workers`` workers (module
     docstring). Bytes and seconds per microbatch; ``bandwidth`` bytes/s; ``max_replicas`` caps
     each stage's replication (1: a straight pipeline)."""
@@ -161,13 +173,16 @@ def pipedream(layer_times, activation_bytes, param_bytes, n_workers: int, bandwi
     return Partition(stages=_walk(ck, cr, 0, L, m), bottleneck=float(best[L, n]))
 
 
-def pipedream_hierarchical(layer_times, activation_bytes, param_bytes, levels, *, combine: str = "max",
-                           activations: bool = True) -> Partition:
+def pipedream_hierarchical(
+    layer_times, activation_bytes, param_bytes, levels, *, combine: str = "max", activations: bool = True
+) -> Partition:
     """The hierarchical partition (module docstring): ``levels`` a list of (components,
     bandwidth) pairs, innermost first. The result's stages are the top level's, each with its
     ``inner`` partition (recursively); with one level it is :func:`pipedream`."""
-    levels = [(check_int(f"levels[{i}].components", c), check_real(f"levels[{i}].bandwidth", b))
-              for i, (c, b) in enumerate(levels)]
+    levels = [
+        (check_int(f"levels[{i}].components", c), check_real(f"levels[{i}].bandwidth", b))
+        for i, (c, b) in enumerate(levels)
+    ]
     if not levels:
         raise ValueError("levels must not be empty")
     check_choice("combine", combine, COMBINE)
@@ -180,7 +195,7 @@ def pipedream_hierarchical(layer_times, activation_bytes, param_bytes, levels, *
         tables.append(sol)
         C = np.full((L + 1, L + 1), np.inf)  # the next level's "compute": this level's optimum
         for s, (best, _, _) in sol.items():
-            C[s, s + 1:] = best[s + 1:, n]
+            C[s, s + 1 :] = best[s + 1 :, n]
 
     def build(depth: int, s: int, j: int) -> Partition:
         n = levels[depth][0]
@@ -202,8 +217,9 @@ def model_inputs(model: Model, hardware: Hardware, grad_bytes: int = 4) -> tuple
     return times, acts, params
 
 
-def partition_model(model: Model, hardware: Hardware, n_workers: int, *, bandwidth: float | None = None,
-                    grad_bytes: int = 4, **kw) -> Partition:
+def partition_model(
+    model: Model, hardware: Hardware, n_workers: int, *, bandwidth: float | None = None, grad_bytes: int = 4, **kw
+) -> Partition:
     """:func:`pipedream` on ``model``'s layers (:func:`model_inputs`); ``bandwidth`` defaults to
     the hardware's p2p bandwidth. Keywords go to :func:`pipedream`."""
     B = hardware.p2p_bandwidth if bandwidth is None else bandwidth

@@ -133,8 +133,9 @@ def _allreduce_bytes(tl: Timeline, st, p: np.ndarray, hw: Hardware, grad_bytes: 
     return sent
 
 
-def dp_allreduce_seconds(tl: Timeline, grads: np.ndarray, hw: Hardware, D: int, tick_s: float,
-                         overlap: bool = False) -> float:
+def dp_allreduce_seconds(
+    tl: Timeline, grads: np.ndarray, hw: Hardware, D: int, tick_s: float, overlap: bool = False
+) -> float:
     """Seconds the D-pipeline all-reduce adds to one flush of ``tl`` (module docstring);
     ``grads`` [S] gradient bytes per rank."""
     ar = np.array([hw.allreduce_seconds(b, D) for b in grads])
@@ -147,10 +148,23 @@ def dp_allreduce_seconds(tl: Timeline, grads: np.ndarray, hw: Hardware, D: int, 
     return float(max(0.0, (last * tick_s + ar).max() - tl.T * tick_s))
 
 
-def plan_one(model: Model, hw: Hardware, name: str, make: Maker, S: int, M: int, *, optimizer: str = "adam",
-             precision: str = "bf16_mixed", memory_cap: float | None = None, how: str = "even",
-             tick_s: float | None = None, grad_bytes: int | None = None, D: int = 1,
-             overlap_allreduce: bool = False) -> Row:
+def plan_one(
+    model: Model,
+    hw: Hardware,
+    name: str,
+    make: Maker,
+    S: int,
+    M: int,
+    *,
+    optimizer: str = "adam",
+    precision: str = "bf16_mixed",
+    memory_cap: float | None = None,
+    how: str = "even",
+    tick_s: float | None = None,
+    grad_bytes: int | None = None,
+    D: int = 1,
+    overlap_allreduce: bool = False,
+) -> Row:
     """The :class:`Row` of schedule ``name`` at S ranks, M microbatches per step and pipeline,
     D pipelines."""
     try:
@@ -172,14 +186,28 @@ def plan_one(model: Model, hw: Hardware, name: str, make: Maker, S: int, M: int,
     cap = float(hw.memory_bytes if memory_cap is None else memory_cap)
     p = _rank_values(two, st)
     ar = _allreduce_bytes(two, st, p, hw, gb, M) + np.array([hw.ring_bytes(b, D) for b in mem.grads])
-    return Row(schedule=name, S=S, M=M, D=D, step_time_s=step_s, bubble_total=1 - busy / (step * S),
-               bubble_ideal=(step * S - busy) / busy, tokens_per_s=D * M * model.tokens_per_microbatch / step_s,
-               mfu=M * model.model_flops / (step_s * S * hw.peak_flops), peak_bytes=mem.peak.tolist(),
-               peak_activation_bytes=mem.activations.tolist(), static_bytes=mem.static.tolist(),
-               fits=bool(mem.peak.max() <= cap), p2p_bytes_per_step=p2p_bytes(one, st.out.astype(float)).tolist(),
-               allreduce_bytes_per_step=ar.tolist(), max_delay=max_delay(two),
-               weight_versions=int(sched_memory.weight_versions(two).max()), tick_s=tick, dp_allreduce_s=dp_s,
-               memory=mem.breakdown())
+    return Row(
+        schedule=name,
+        S=S,
+        M=M,
+        D=D,
+        step_time_s=step_s,
+        bubble_total=1 - busy / (step * S),
+        bubble_ideal=(step * S - busy) / busy,
+        tokens_per_s=D * M * model.tokens_per_microbatch / step_s,
+        mfu=M * model.model_flops / (step_s * S * hw.peak_flops),
+        peak_bytes=mem.peak.tolist(),
+        peak_activation_bytes=mem.activations.tolist(),
+        static_bytes=mem.static.tolist(),
+        fits=bool(mem.peak.max() <= cap),
+        p2p_bytes_per_step=p2p_bytes(one, st.out.astype(float)).tolist(),
+        allreduce_bytes_per_step=ar.tolist(),
+        max_delay=max_delay(two),
+        weight_versions=int(sched_memory.weight_versions(two).max()),
+        tick_s=tick,
+        dp_allreduce_s=dp_s,
+        memory=mem.breakdown(),
+    )
 
 
 def _rank_values(tl: Timeline, st) -> np.ndarray:
@@ -202,8 +230,12 @@ def plan(model: Model, hw: Hardware, names: Iterable[str], make: Maker, S: int, 
 
 def to_json(model: Model, hw: Hardware, rows: list[Row], settings: dict | None = None) -> dict:
     """The plan as JSON: ``{"model": {"params", "layers": [...]}, "hardware", "settings", "rows"}``."""
-    return {"model": model.to_json(), "hardware": dataclasses.asdict(hw), "settings": dict(settings or {}),
-            "rows": [dataclasses.asdict(r) for r in rows]}
+    return {
+        "model": model.to_json(),
+        "hardware": dataclasses.asdict(hw),
+        "settings": dict(settings or {}),
+        "rows": [dataclasses.asdict(r) for r in rows],
+    }
 
 
 def _gb(x) -> str:
@@ -212,24 +244,58 @@ def _gb(x) -> str:
 
 def format_table(rows: list[Row]) -> str:
     """A fixed-width text table of the rows (bytes in GiB, the worst rank)."""
-    head = ("schedule", "D", "M", "step ms", "DP ms", "f_total", "r_ideal", "tokens/s", "MFU", "peak GiB", "act GiB",
-            "fits", "p2p MiB", "AR MiB", "delay", "versions")
+    head = (
+        "schedule",
+        "D",
+        "M",
+        "step ms",
+        "DP ms",
+        "f_total",
+        "r_ideal",
+        "tokens/s",
+        "MFU",
+        "peak GiB",
+        "act GiB",
+        "fits",
+        "p2p MiB",
+        "AR MiB",
+        "delay",
+        "versions",
+    )
     lines = []
     for r in rows:
         if r.error is not None:
             lines.append((r.schedule, str(r.D), str(r.M), "refused: " + r.error.split(": ", 1)[-1][:70]))
             continue
-        lines.append((r.schedule, str(r.D), str(r.M), f"{r.step_time_s * 1e3:.1f}", f"{r.dp_allreduce_s * 1e3:.1f}",
-                      f"{r.bubble_total:.3f}", f"{r.bubble_ideal:.3f}", f"{r.tokens_per_s:,.0f}", f"{r.mfu:.3f}",
-                      _gb(max(r.peak_bytes)),
-                      _gb(max(r.peak_activation_bytes)), "yes" if r.fits else "no",
-                      f"{max(r.p2p_bytes_per_step) / 2**20:.0f}", f"{max(r.allreduce_bytes_per_step) / 2**20:.0f}",
-                      str(r.max_delay), str(r.weight_versions)))
-    widths = [max([len(head[i]), *(len(x[i]) for x in lines if len(x) == len(head) or i < 3)])
-              for i in range(len(head))]
+        lines.append(
+            (
+                r.schedule,
+                str(r.D),
+                str(r.M),
+                f"{r.step_time_s * 1e3:.1f}",
+                f"{r.dp_allreduce_s * 1e3:.1f}",
+                f"{r.bubble_total:.3f}",
+                f"{r.bubble_ideal:.3f}",
+                f"{r.tokens_per_s:,.0f}",
+                f"{r.mfu:.3f}",
+                _gb(max(r.peak_bytes)),
+                _gb(max(r.peak_activation_bytes)),
+                "yes" if r.fits else "no",
+                f"{max(r.p2p_bytes_per_step) / 2**20:.0f}",
+                f"{max(r.allreduce_bytes_per_step) / 2**20:.0f}",
+                str(r.max_delay),
+                str(r.weight_versions),
+            )
+        )
+    widths = [
+        max([len(head[i]), *(len(x[i]) for x in lines if len(x) == len(head) or i < 3)]) for i in range(len(head))
+    ]
     fmt = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
     out = [fmt(head), fmt(tuple("-" * w for w in widths))]
     for x in lines:
-        out.append(fmt(x) if len(x) == len(head) else
-                   f"{x[0].ljust(widths[0])}  {x[1].rjust(widths[1])}  {x[2].rjust(widths[2])}  {x[3]}")
+        out.append(
+            fmt(x)
+            if len(x) == len(head)
+            else f"{x[0].ljust(widths[0])}  {x[1].rjust(widths[1])}  {x[2].rjust(widths[2])}  {x[3]}"
+        )
     return "\n".join(out)

@@ -23,8 +23,19 @@ from pathlib import Path
 from rpd.model.layers import Layer, Model
 from rpd.validation import check_int, check_real
 
-_FIELDS = ("name", "params", "fwd_s", "bwd_s", "i_s", "w_s", "act_bytes", "act_w_bytes", "out_bytes",
-           "flops_fwd", "kind")
+_FIELDS = (
+    "name",
+    "params",
+    "fwd_s",
+    "bwd_s",
+    "i_s",
+    "w_s",
+    "act_bytes",
+    "act_w_bytes",
+    "out_bytes",
+    "flops_fwd",
+    "kind",
+)
 
 
 def _number(where: str, value, integer: bool):
@@ -50,7 +61,8 @@ def layer_from_row(row: dict, i: int) -> Layer:
         if row.get(f) in (None, ""):
             raise ValueError(f"{where}.{f} is required")
     get = lambda f, integer=False, default=None: (  # noqa: E731
-        default if row.get(f) in (None, "") else _number(f"{where}.{f}", row[f], integer))
+        default if row.get(f) in (None, "") else _number(f"{where}.{f}", row[f], integer)
+    )
     fwd = get("fwd_s")
     if row.get("i_s") not in (None, "") or row.get("w_s") not in (None, ""):
         if row.get("i_s") in (None, "") or row.get("w_s") in (None, ""):
@@ -61,10 +73,20 @@ def layer_from_row(row: dict, i: int) -> Layer:
     else:
         t_i = t_w = fwd
     flops = get("flops_fwd", default=0.0)
-    return Layer(name=str(row["name"]), params=get("params", True), flops_fwd=flops, flops_i=flops, flops_w=flops,
-                 act_bytes=get("act_bytes", True, 0), act_w_bytes=get("act_w_bytes", True, 0),
-                 out_bytes=get("out_bytes", True, 0), kind=str(row.get("kind") or "block"),
-                 time_fwd=fwd, time_i=t_i, time_w=t_w)
+    return Layer(
+        name=str(row["name"]),
+        params=get("params", True),
+        flops_fwd=flops,
+        flops_i=flops,
+        flops_w=flops,
+        act_bytes=get("act_bytes", True, 0),
+        act_w_bytes=get("act_w_bytes", True, 0),
+        out_bytes=get("out_bytes", True, 0),
+        kind=str(row.get("kind") or "block"),
+        time_fwd=fwd,
+        time_i=t_i,
+        time_w=t_w,
+    )
 
 
 def load_profile(path, tokens_per_microbatch: int | None = None) -> Model:
@@ -89,5 +111,6 @@ def load_profile(path, tokens_per_microbatch: int | None = None) -> Model:
     else:
         raise ValueError(f"profile file must end in .json or .csv, got {path.name}")
     tokens = check_int("tokens_per_microbatch", 1 if tokens is None else tokens)
-    return Model(name=str(name), layers=tuple(layer_from_row(r, i) for i, r in enumerate(rows)),
-                 tokens_per_microbatch=tokens)
+    return Model(
+        name=str(name), layers=tuple(layer_from_row(r, i) for i, r in enumerate(rows)), tokens_per_microbatch=tokens
+    )

@@ -63,9 +63,11 @@ def layer_seconds(model: Model, hw: Hardware) -> np.ndarray:
     """float [L, 3]: F, I, W seconds of each layer (measured when the profile has them)."""
     out = np.empty((len(model.layers), 3))
     for j, x in enumerate(model.layers):
-        out[j] = (x.time_fwd if x.time_fwd is not None else hw.compute_seconds(x.flops_fwd),
-                  x.time_i if x.time_i is not None else hw.compute_seconds(x.flops_i + x.flops_recompute),
-                  x.time_w if x.time_w is not None else hw.compute_seconds(x.flops_w))
+        out[j] = (
+            x.time_fwd if x.time_fwd is not None else hw.compute_seconds(x.flops_fwd),
+            x.time_i if x.time_i is not None else hw.compute_seconds(x.flops_i + x.flops_recompute),
+            x.time_w if x.time_w is not None else hw.compute_seconds(x.flops_w),
+        )
     return out
 
 
@@ -89,8 +91,9 @@ def _balanced(cost, L: int, G: int) -> tuple[tuple[int, int], ...]:
     return tuple(reversed(bounds))
 
 
-def partition(model: Model, G: int, how: str = "even", hardware: Hardware | None = None,
-              static_bytes_per_param: float = 18.0) -> tuple[tuple[int, int], ...]:
+def partition(
+    model: Model, G: int, how: str = "even", hardware: Hardware | None = None, static_bytes_per_param: float = 18.0
+) -> tuple[tuple[int, int], ...]:
     """(first, stop) layer ranges of G contiguous stages (module docstring for ``how``)."""
     G = check_int("stages", G)
     check_choice("partition", how, PARTITIONS)
@@ -105,8 +108,10 @@ def partition(model: Model, G: int, how: str = "even", hardware: Hardware | None
         kinds = [x.kind for x in model.layers]
         blocks = [j for j, k in enumerate(kinds) if k == "block"]
         if len(blocks) < G or blocks != list(range(blocks[0], blocks[-1] + 1)):
-            raise ValueError(f"partition=even needs at least stages={G} contiguous blocks, the model has "
-                             f"{len(blocks)}; use partition=layers")
+            raise ValueError(
+                f"partition=even needs at least stages={G} contiguous blocks, the model has "
+                f"{len(blocks)}; use partition=layers"
+            )
         groups = np.array_split(np.array(blocks), G)
         bounds = [(int(gr[0]), int(gr[-1]) + 1) for gr in groups]
         bounds[0], bounds[-1] = (0, bounds[0][1]), (bounds[-1][0], L)
@@ -125,16 +130,19 @@ def partition(model: Model, G: int, how: str = "even", hardware: Hardware | None
     check_real("static_bytes_per_param", static_bytes_per_param, allow_zero=True)
     pp = np.concatenate([[0.0], np.cumsum([x.params + x.tied_params for x in model.layers])])
     pa = np.concatenate([[0.0], np.cumsum([x.act_bytes for x in model.layers])])
-    return _balanced(lambda g, lo, hi: static_bytes_per_param * (pp[hi] - pp[lo]) + (G - g) * (pa[hi] - pa[lo]),
-                     L, G)
+    return _balanced(lambda g, lo, hi: static_bytes_per_param * (pp[hi] - pp[lo]) + (G - g) * (pa[hi] - pa[lo]), L, G)
 
 
 def stages(model: Model, bounds, hardware: Hardware) -> Stages:
     """The per-stage sums of the partition ``bounds`` of ``model`` on ``hardware``."""
     bounds = tuple((int(a), int(b)) for a, b in bounds)
     L = len(model.layers)
-    if not bounds or bounds[0][0] != 0 or bounds[-1][1] != L or any(
-            b[0] >= b[1] or (i and b[0] != bounds[i - 1][1]) for i, b in enumerate(bounds)):
+    if (
+        not bounds
+        or bounds[0][0] != 0
+        or bounds[-1][1] != L
+        or any(b[0] >= b[1] or (i and b[0] != bounds[i - 1][1]) for i, b in enumerate(bounds))
+    ):
         raise ValueError(f"partition must cover layers 0..{L} in contiguous non-empty ranges, got {bounds}")
     secs = layer_seconds(model, hardware)
     stage_of = np.repeat(np.arange(len(bounds)), [b - a for a, b in bounds])
@@ -153,14 +161,28 @@ def stages(model: Model, bounds, hardware: Hardware) -> Stages:
     ints = lambda values: np.array([sum(values[a:b]) for a, b in bounds], np.int64)  # noqa: E731
     out = np.array([model.layers[b - 1].out_bytes for _, b in bounds], np.int64)
     out[-1] = 0
-    return Stages(bounds=bounds, params=params, model_flops=total([x.model_flops for x in model.layers]),
-                  t_f=total(secs[:, 0]), t_i=total(secs[:, 1]), t_w=total(secs[:, 2]),
-                  act=ints([x.act_bytes for x in model.layers]), act_w=ints([x.act_w_bytes for x in model.layers]),
-                  out=out, tied=tuple(tied))
+    return Stages(
+        bounds=bounds,
+        params=params,
+        model_flops=total([x.model_flops for x in model.layers]),
+        t_f=total(secs[:, 0]),
+        t_i=total(secs[:, 1]),
+        t_w=total(secs[:, 2]),
+        act=ints([x.act_bytes for x in model.layers]),
+        act_w=ints([x.act_w_bytes for x in model.layers]),
+        out=out,
+        tied=tuple(tied),
+    )
 
 
-def stage_costs(st: Stages, hardware: Hardware, tick_s: float | None = None, resolution: int = 100,
-                replicas: int = 1, grad_bytes: int = 4) -> tuple[CostModel, float]:
+def stage_costs(
+    st: Stages,
+    hardware: Hardware,
+    tick_s: float | None = None,
+    resolution: int = 100,
+    replicas: int = 1,
+    grad_bytes: int = 4,
+) -> tuple[CostModel, float]:
     """(CostModel, tick_s) of the stages (module docstring). ``replicas`` > 1: the all-reduce of a
     stage's gradients (``grad_bytes`` per value) over that many copies, for the schedules that
     average replicas (Chimera, LocalSGD): ``CostModel.allreduce`` per value."""
@@ -174,8 +196,11 @@ def stage_costs(st: Stages, hardware: Hardware, tick_s: float | None = None, res
     replicas = check_int("replicas", replicas)
     allreduce = (0.0, 0.0)
     if replicas > 1:
-        allreduce = (hardware.allreduce_latency / tick_s,
-                     hardware.ring_bytes(grad_bytes, replicas) / hardware.allreduce_bandwidth / tick_s)
-    costs = CostModel(F=ticks(st.t_f), I=ticks(st.t_i), W=ticks(st.t_w), p2p=int(math.ceil(p2p / tick_s - 1e-9)),
-                      allreduce=allreduce)
+        allreduce = (
+            hardware.allreduce_latency / tick_s,
+            hardware.ring_bytes(grad_bytes, replicas) / hardware.allreduce_bandwidth / tick_s,
+        )
+    costs = CostModel(
+        F=ticks(st.t_f), I=ticks(st.t_i), W=ticks(st.t_w), p2p=int(math.ceil(p2p / tick_s - 1e-9)), allreduce=allreduce
+    )
     return costs, tick_s

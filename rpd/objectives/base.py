@@ -109,9 +109,19 @@ class Objective:
         parameters), the shapes and dtypes of ``data`` and ``x0``, and whether gradient noise
         is on. Numbers (``data``, ``x0``, ``f_star``, ``grad_noise``) are not part of it."""
         leaves, treedef = jax.tree.flatten(self.data)
-        return (self.name, tuple(self.layout.sizes), int(self.n_batches), self.value_and_grad, self.loss,
-                self.chain, treedef, tuple((tuple(np.shape(v)), str(v.dtype)) for v in leaves),
-                tuple(np.shape(self.x0)), str(self.x0.dtype), bool(self.grad_noise > 0))
+        return (
+            self.name,
+            tuple(self.layout.sizes),
+            int(self.n_batches),
+            self.value_and_grad,
+            self.loss,
+            self.chain,
+            treedef,
+            tuple((tuple(np.shape(v)), str(v.dtype)) for v in leaves),
+            tuple(np.shape(self.x0)),
+            str(self.x0.dtype),
+            bool(self.grad_noise > 0),
+        )
 
     @property
     def program_id(self) -> str | None:
@@ -123,21 +133,40 @@ class Objective:
         if None in names:
             return None
         leaves, treedef = jax.tree.flatten(self.data)
-        return repr((self.name, tuple(self.layout.sizes), int(self.n_batches), *names, str(treedef),
-                     tuple(str(jax.typeof(v)) for v in leaves), str(jax.typeof(self.x0)),
-                     bool(self.grad_noise > 0)))
+        return repr(
+            (
+                self.name,
+                tuple(self.layout.sizes),
+                int(self.n_batches),
+                *names,
+                str(treedef),
+                tuple(str(jax.typeof(v)) for v in leaves),
+                str(jax.typeof(self.x0)),
+                bool(self.grad_noise > 0),
+            )
+        )
 
     def program(self) -> Objective:
         """The objective as a compiled program sees it: every number removed (``x0`` a
         ShapeDtypeStruct, ``data`` / ``f_star`` / ``grad_noise`` / ``L`` / ``meta`` empty), so a
         program built from it can only read them from its arguments."""
-        return dataclasses.replace(self, x0=jax.ShapeDtypeStruct(np.shape(self.x0), self.x0.dtype), data=None,
-                                   f_star=None, grad_noise=None, L=None, meta={})
+        return dataclasses.replace(
+            self,
+            x0=jax.ShapeDtypeStruct(np.shape(self.x0), self.x0.dtype),
+            data=None,
+            f_star=None,
+            grad_noise=None,
+            L=None,
+            meta={},
+        )
 
     def constants(self) -> dict:
         """The numbers a compiled run takes besides ``data``: x0, f* and σ_g as arrays of ``dtype``."""
-        return {"x0": on_device(self.x0, self.dtype), "f_star": on_device(self.f_star, self.dtype),
-                "grad_noise": on_device(self.grad_noise, self.dtype)}
+        return {
+            "x0": on_device(self.x0, self.dtype),
+            "f_star": on_device(self.f_star, self.dtype),
+            "grad_noise": on_device(self.grad_noise, self.dtype),
+        }
 
     def block(self, x: jax.Array, s: int) -> jax.Array:
         off = self.layout.offsets[s]

@@ -92,8 +92,7 @@ def forward(obj, data, x_fwd: jax.Array, b) -> tuple[jax.Array, list, list[jax.A
     for s in range(obj.S):
         acts.append(a)
         a = chain.stage(data, s, obj.block(x_fwd, s), a)
-    loss, delta = jax.value_and_grad(lambda leaves: chain.head(data, merge(a, leaves, integer(a)), target))(
-        floating(a))
+    loss, delta = jax.value_and_grad(lambda leaves: chain.head(data, merge(a, leaves, integer(a)), target))(floating(a))
     if chain.penalty is not None:
         loss = loss + sum(chain.penalty(obj.block(x_fwd, s)) for s in range(obj.S))
     return loss, acts, delta
@@ -103,8 +102,9 @@ def stage_vjp(obj, data, s: int, x_s: jax.Array, a_s, delta: list[jax.Array]) ->
     """The backward of stage s at weights ``x_s`` on its kept input ``a_s``, applied to
     δ_{s+1}: (g_s, δ_s) of the module doc, the penalty's gradient at ``x_s`` included."""
     chain = _chain(obj)
-    _, vjp = jax.vjp(lambda x, leaves: floating(chain.stage(data, s, x, merge(a_s, leaves, integer(a_s)))),
-                     x_s, floating(a_s))
+    _, vjp = jax.vjp(
+        lambda x, leaves: floating(chain.stage(data, s, x, merge(a_s, leaves, integer(a_s)))), x_s, floating(a_s)
+    )
     g, delta = vjp(delta)
     if chain.penalty is not None:
         g = g + jax.grad(chain.penalty)(x_s)

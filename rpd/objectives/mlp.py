@@ -27,8 +27,10 @@ from rpd.validation import check_int, check_real
 
 
 def _layers(rng, S: int, w: int, gain: float) -> list[np.ndarray]:
-    return [np.concatenate([(gain / np.sqrt(w) * rng.standard_normal((w, w))).ravel(),
-                            0.1 * rng.standard_normal(w)]) for _ in range(S)]
+    return [
+        np.concatenate([(gain / np.sqrt(w) * rng.standard_normal((w, w))).ravel(), 0.1 * rng.standard_normal(w)])
+        for _ in range(S)
+    ]
 
 
 class _Shell:
@@ -39,7 +41,7 @@ class _Shell:
 
     def block(self, x, s):
         off = self.layout.offsets[s]
-        return x[..., off: off + self.layout.sizes[s]]
+        return x[..., off : off + self.layout.sizes[s]]
 
 
 @named_builder
@@ -49,7 +51,7 @@ def _functions(w: int, S: int, B: int):
     so rebuilt objectives (and other seeds) reuse compiled programs."""
 
     def stage(data, s, x_s, a):
-        z = a @ x_s[: w * w].reshape(w, w).T + x_s[None, w * w:]
+        z = a @ x_s[: w * w].reshape(w, w).T + x_s[None, w * w :]
         return jnp.tanh(z) if s < S - 1 else z
 
     def head(data, out, target):
@@ -58,12 +60,14 @@ def _functions(w: int, S: int, B: int):
     def forward(x, inputs):
         a = inputs
         for s in range(S):
-            a = stage(None, s, x[s * (w * w + w): (s + 1) * (w * w + w)], a)
+            a = stage(None, s, x[s * (w * w + w) : (s + 1) * (w * w + w)], a)
         return a
 
     def inputs(data, b):
-        return (jax.lax.dynamic_slice_in_dim(data["X"], b * B, B, axis=0),
-                jax.lax.dynamic_slice_in_dim(data["Y"], b * B, B, axis=0))
+        return (
+            jax.lax.dynamic_slice_in_dim(data["X"], b * B, B, axis=0),
+            jax.lax.dynamic_slice_in_dim(data["Y"], b * B, B, axis=0),
+        )
 
     chain = Chain(inputs=inputs, stage=stage, head=head)
     shell = _Shell(chain, BlockLayout((w * w + w,) * S))
@@ -106,8 +110,7 @@ def mlp_chain(n: int, width: int, S: int, batch_size: int, seed: int = 0, gain: 
         f_star=0.0,
         batch_size=B,
         chain=chain,
-        meta=dict(kind="mlp_chain", n=n, width=w, S=S, batch_size=B, gain=gain, seed=seed,
-                  teacher=teacher),
+        meta=dict(kind="mlp_chain", n=n, width=w, S=S, batch_size=B, gain=gain, seed=seed, teacher=teacher),
     )
     return dataclasses.replace(obj, L=_top_hessian_eigenvalue(obj))
 

@@ -45,6 +45,7 @@ LN_EPS = 1e-5
 
 # ---------------------------------------------------------------- initialisation
 
+
 def _linear_init(rng, fan_in: int, fan_out: int, bias: bool = True) -> dict:
     bound = 1.0 / math.sqrt(fan_in)
     p = {"w": rng.uniform(-bound, bound, (fan_in, fan_out)).astype(np.float32)}
@@ -60,23 +61,29 @@ def _ln_init(width: int) -> dict:
 def init_stage(rng: np.random.Generator, s: int, S: int, vocab_size: int, seq_len: int, width: int) -> dict:
     """Parameters of stage s (float32 numpy arrays; distributions in the module docstring)."""
     if s == 0:
-        return {"tok": rng.standard_normal((vocab_size, width), np.float32),
-                "pos": rng.standard_normal((seq_len, width), np.float32)}
+        return {
+            "tok": rng.standard_normal((vocab_size, width), np.float32),
+            "pos": rng.standard_normal((seq_len, width), np.float32),
+        }
     if s == S - 1:
         return {"ln": _ln_init(width), "head": _linear_init(rng, width, vocab_size, bias=False)}
-    return {"ln1": _ln_init(width), "qkv": _linear_init(rng, width, 3 * width),
-            "proj": _linear_init(rng, width, width),
-            "ln2": _ln_init(width), "fc": _linear_init(rng, width, 4 * width),
-            "out": _linear_init(rng, 4 * width, width)}
+    return {
+        "ln1": _ln_init(width),
+        "qkv": _linear_init(rng, width, 3 * width),
+        "proj": _linear_init(rng, width, width),
+        "ln2": _ln_init(width),
+        "fc": _linear_init(rng, width, 4 * width),
+        "out": _linear_init(rng, 4 * width, width),
+    }
 
 
 def init_params(seed: int, S: int, vocab_size: int, seq_len: int, width: int) -> list[dict]:
     """[p_0, …, p_{S-1}]; stage s draws from ``numpy.random.default_rng((seed, s))``."""
-    return [init_stage(np.random.default_rng((seed, s)), s, S, vocab_size, seq_len, width)
-            for s in range(S)]
+    return [init_stage(np.random.default_rng((seed, s)), s, S, vocab_size, seq_len, width) for s in range(S)]
 
 
 # ---------------------------------------------------------------- stages
+
 
 def _linear(p: dict, a: jax.Array) -> jax.Array:
     y = a @ p["w"]
@@ -139,8 +146,9 @@ def chain_loss(params: list[dict], inputs: jax.Array, targets: jax.Array, heads:
     return cross_entropy(a, targets)
 
 
-def scanned_chain_loss(p_first: dict, p_blocks: dict, p_last: dict, inputs: jax.Array,
-                       targets: jax.Array, heads: int) -> jax.Array:
+def scanned_chain_loss(
+    p_first: dict, p_blocks: dict, p_last: dict, inputs: jax.Array, targets: jax.Array, heads: int
+) -> jax.Array:
     """:func:`chain_loss` with the S−2 block stages as one ``lax.scan`` over their stacked
     parameters (every leaf has a leading [S−2] axis). Same function; on CPU XLA runs the
     scanned backward ~3x faster than the unrolled chain, and compiles in time independent of S."""
@@ -158,21 +166,20 @@ def _scan_body(heads: int):
 
 # ---------------------------------------------------------------- flat vector <-> stage pytrees
 
+
 def _unravelers(S: int, vocab_size: int, seq_len: int, width: int):
     return [ravel_pytree(p)[1] for p in init_params(0, S, vocab_size, seq_len, width)]
 
 
 def _unflatten(x: jax.Array, layout: BlockLayout, unravelers) -> list[dict]:
-    return [unravel(x[off : off + size])
-            for unravel, off, size in zip(unravelers, layout.offsets, layout.sizes)]
+    return [unravel(x[off : off + size]) for unravel, off, size in zip(unravelers, layout.offsets, layout.sizes)]
 
 
 def _unflatten_stacked(x: jax.Array, layout: BlockLayout, unravelers) -> tuple[dict, dict, dict]:
     """(p_0, blocks stacked on a leading [S−2] axis, p_{S−1}); blocks 1..S−2 are contiguous in x."""
     S, off, size = layout.S, layout.offsets, layout.sizes
     blocks_RxP = x[off[1] : off[S - 1]].reshape(S - 2, size[1])
-    return (unravelers[0](x[: size[0]]), jax.vmap(unravelers[1])(blocks_RxP),
-            unravelers[S - 1](x[off[S - 1] :]))
+    return (unravelers[0](x[: size[0]]), jax.vmap(unravelers[1])(blocks_RxP), unravelers[S - 1](x[off[S - 1] :]))
 
 
 def stage_params(objective: Objective, x: jax.Array) -> list[dict]:
@@ -189,9 +196,20 @@ def stage_sizes(S: int, vocab_size: int, seq_len: int, width: int) -> tuple[int,
 
 # ---------------------------------------------------------------- the objective
 
-def nanochat(S: int, text: str | None = None, path=None, *, batch_size: int = 16, seq_len: int = 32,
-             width: int = 64, heads: int = 4, seed: int = 0, heldout_frac: float = 0.1,
-             heldout_batches: int = 8) -> Objective:
+
+def nanochat(
+    S: int,
+    text: str | None = None,
+    path=None,
+    *,
+    batch_size: int = 16,
+    seq_len: int = 32,
+    width: int = 64,
+    heads: int = 4,
+    seed: int = 0,
+    heldout_frac: float = 0.1,
+    heldout_batches: int = 8,
+) -> Objective:
     """The small LM as an S-block :class:`Objective` on a character corpus.
 
     ``text`` (a string) or ``path`` (any UTF-8 text file); neither means the fetched default
@@ -239,16 +257,42 @@ def nanochat(S: int, text: str | None = None, path=None, *, batch_size: int = 16
     x0 = jnp.concatenate(flats).astype(DTYPE)
     value_and_grad, heldout_loss, chain = _functions(S, vocab.size, T, W, heads)
 
-    data = {"train": on_device(train_NxBxT1),  # int32 [n_batches, B, T + 1]
-            "heldout": on_device(heldout_MxT1)}  # int32 [n_heldout_batches · B, T + 1]
+    data = {
+        "train": on_device(train_NxBxT1),  # int32 [n_batches, B, T + 1]
+        "heldout": on_device(heldout_MxT1),
+    }  # int32 [n_heldout_batches · B, T + 1]
     n_batches = int(train_NxBxT1.shape[0])
 
-    meta = dict(S=S, vocab_size=vocab.size, vocab=vocab.chars, batch_size=B, seq_len=T, width=W, heads=heads, seed=seed,
-                heldout_frac=float(heldout_frac), n_chars=len(text), n_train_tokens=len(train_tokens),
-                n_heldout_tokens=len(heldout_tokens), n_heldout_batches=len(pick),
-                stage_sizes=layout.sizes, D=layout.D, source=source)
-    return Objective(name="nanochat", layout=layout, n_batches=n_batches, x0=x0, data=data,
-                     value_and_grad=value_and_grad, loss=heldout_loss, batch_size=B, meta=meta, chain=chain)
+    meta = dict(
+        S=S,
+        vocab_size=vocab.size,
+        vocab=vocab.chars,
+        batch_size=B,
+        seq_len=T,
+        width=W,
+        heads=heads,
+        seed=seed,
+        heldout_frac=float(heldout_frac),
+        n_chars=len(text),
+        n_train_tokens=len(train_tokens),
+        n_heldout_tokens=len(heldout_tokens),
+        n_heldout_batches=len(pick),
+        stage_sizes=layout.sizes,
+        D=layout.D,
+        source=source,
+    )
+    return Objective(
+        name="nanochat",
+        layout=layout,
+        n_batches=n_batches,
+        x0=x0,
+        data=data,
+        value_and_grad=value_and_grad,
+        loss=heldout_loss,
+        batch_size=B,
+        meta=meta,
+        chain=chain,
+    )
 
 
 @named_builder

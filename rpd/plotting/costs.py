@@ -53,25 +53,59 @@ def _draw(s: dict, path) -> None:
     quad = [x for x in series if x["panel"] == "quadratic"]
     for sr in quad:
         ls_ = styles[sr["c"]]
-        ax_q.plot(ticks, [val(r["stable"]["f_pd"]) for r in sr["rungs"]], color="k", lw=2.0, ls=ls_, marker="o",
-                  ms=3, label=f"PipeDream, c = {sr['c']}")
+        ax_q.plot(
+            ticks,
+            [val(r["stable"]["f_pd"]) for r in sr["rungs"]],
+            color="k",
+            lw=2.0,
+            ls=ls_,
+            marker="o",
+            ms=3,
+            label=f"PipeDream, c = {sr['c']}",
+        )
         for j, H in enumerate(cfg["quad_H"]):
-            ax_q.plot(ticks, [val(r["stable"]["f_ls"][str(H)]) for r in sr["rungs"]], color=f"C{j}", lw=1.3,
-                      ls=ls_, marker="^", ms=3, label=f"LocalSGD H = {H}, c = {sr['c']}")
+            ax_q.plot(
+                ticks,
+                [val(r["stable"]["f_ls"][str(H)]) for r in sr["rungs"]],
+                color=f"C{j}",
+                lw=1.3,
+                ls=ls_,
+                marker="^",
+                ms=3,
+                label=f"LocalSGD H = {H}, c = {sr['c']}",
+            )
         pos = _position(sr, sr["crossover"])
         if pos is not None:
             ax_q.axvline(pos, color="C3", ls=ls_, lw=1.2, label=f"winner changes, c = {sr['c']}")
-            ax_q.annotate(f"winner changes (c = {sr['c']})\nα ≈ {crossover_point_any(sr['crossover']):.3g}",
-                          (pos, 0.97), xycoords=("data", "axes fraction"), fontsize=7, color="C3", va="top")
+            ax_q.annotate(
+                f"winner changes (c = {sr['c']})\nα ≈ {crossover_point_any(sr['crossover']):.3g}",
+                (pos, 0.97),
+                xycoords=("data", "axes fraction"),
+                fontsize=7,
+                color="C3",
+                va="top",
+            )
     if all(x["crossover"]["to"] is None for x in quad):
-        ratios = "\n".join(f"c = {x['c']}: best LocalSGD / PD {fmt(x['rungs'][1]['stable']['ratio'])} at α = "
-                           f"{alphas[0]:g} → {fmt(x['rungs'][-1]['stable']['ratio'])} at α = {alphas[-1]:g}"
-                           for x in quad)
-        ax_q.text(0.02, 0.5, f"no crossover: {quad[0]['crossover']['from']} wins on every rung\n{ratios}",
-                  transform=ax_q.transAxes, fontsize=7, color="C3", va="center")
+        ratios = "\n".join(
+            f"c = {x['c']}: best LocalSGD / PD {fmt(x['rungs'][1]['stable']['ratio'])} at α = "
+            f"{alphas[0]:g} → {fmt(x['rungs'][-1]['stable']['ratio'])} at α = {alphas[-1]:g}"
+            for x in quad
+        )
+        ax_q.text(
+            0.02,
+            0.5,
+            f"no crossover: {quad[0]['crossover']['from']} wins on every rung\n{ratios}",
+            transform=ax_q.transAxes,
+            fontsize=7,
+            color="C3",
+            va="center",
+        )
     ax_q.set_ylabel("f(x) − f* at the budget (stable γ)")
-    ax_q.set_title(f"E3 under costs: {s['setting']['quadratic']}\nprotocol (i): every method N microbatches, "
-                   f"curves cut to PD's makespan", fontsize=8)
+    ax_q.set_title(
+        f"E3 under costs: {s['setting']['quadratic']}\nprotocol (i): every method N microbatches, "
+        f"curves cut to PD's makespan",
+        fontsize=8,
+    )
     ax_q.legend(fontsize=6, ncol=2, loc="upper left")
 
     # (b) logistic regression: f_LocalSGD / f_PD per rung, every S and c.
@@ -80,8 +114,15 @@ def _draw(s: dict, path) -> None:
     cmap = _cmap(len(S_vals))
     for sr in log:
         col = cmap[S_vals.index(sr["S"])]
-        ax_l.plot(ticks, [val(r["stable"]["ratio"]) for r in sr["rungs"]], color=col, ls=styles[sr["c"]],
-                  marker="o", ms=3, label=f"S = {sr['S']}" if sr["c"] == cfg["p2p"][0] else None)
+        ax_l.plot(
+            ticks,
+            [val(r["stable"]["ratio"]) for r in sr["rungs"]],
+            color=col,
+            ls=styles[sr["c"]],
+            marker="o",
+            ms=3,
+            label=f"S = {sr['S']}" if sr["c"] == cfg["p2p"][0] else None,
+        )
         pos = _position(sr, sr["crossover"])
         if pos is not None:
             ax_l.plot([pos], [1.0], marker="X", ms=8, color=col, mec="k", mew=0.6, zorder=5)
@@ -93,8 +134,11 @@ def _draw(s: dict, path) -> None:
     ax_l.plot([], [], ls="", marker="X", color="0.5", mec="k", label="winner changes")
     ax_l.set_ylabel("f_LocalSGD / f_PD at the budget (stable γ)")
     seeds = cfg.get("log_seeds", [cfg["seed"]])
-    ax_l.set_title(f"E6 under costs: {s['setting']['logistic']}\nprotocol (ii): each method the smallest N "
-                   f"reaching the budget; f averaged over {len(seeds)} noise seed(s)", fontsize=8)
+    ax_l.set_title(
+        f"E6 under costs: {s['setting']['logistic']}\nprotocol (ii): each method the smallest N "
+        f"reaching the budget; f averaged over {len(seeds)} noise seed(s)",
+        fontsize=8,
+    )
     ax_l.legend(fontsize=6, ncol=2, loc="upper left")
 
     # (c) the crossover α against S, both selectors.
@@ -106,12 +150,28 @@ def _draw(s: dict, path) -> None:
             xs = [S for S, p in pts if p is not None and math.isfinite(p)]
             ys = [p for S, p in pts if p is not None and math.isfinite(p)]
             color = "k" if fill else "C7"
-            ax_x.plot(xs, ys, color=color, ls=st, lw=1.0 if fill else 0.8, marker="o", ms=6,
-                      mfc=color if fill else "none", label=f"{rule}, c = {c}")
+            ax_x.plot(
+                xs,
+                ys,
+                color=color,
+                ls=st,
+                lw=1.0 if fill else 0.8,
+                marker="o",
+                ms=6,
+                mfc=color if fill else "none",
+                label=f"{rule}, c = {c}",
+            )
             for S, p in pts:
                 if p is None or math.isinf(p):
-                    ax_x.plot([S], [0.0 if p is None else top], marker="v" if p is None else "^", ms=7, ls="",
-                              color="C3", mfc="C3" if fill else "none")
+                    ax_x.plot(
+                        [S],
+                        [0.0 if p is None else top],
+                        marker="v" if p is None else "^",
+                        ms=7,
+                        ls="",
+                        color="C3",
+                        mfc="C3" if fill else "none",
+                    )
     ax_x.axhline(top, color="0.6", lw=0.6, ls=":", label="beyond the ladder (▲ drawn on this line)")
     ax_x.set_xscale("log", base=2)
     ax_x.set_yscale("symlog", linthresh=1.0)
@@ -120,14 +180,19 @@ def _draw(s: dict, path) -> None:
     ax_x.set_ylabel("α where PD overtakes LocalSGD (ticks, interpolated)")
     ax_x.plot([], [], ls="", marker="^", color="C3", label=f"LocalSGD still wins at α = {max(alphas):g}")
     ax_x.plot([], [], ls="", marker="v", color="C3", label=f"PD already wins at α = {alphas[0]:g}")
-    ax_x.set_title("E6's crossover: the averaging latency at which PD\novertakes LocalSGD "
-                   "(filled: stable γ; hollow: best final)", fontsize=8)
+    ax_x.set_title(
+        "E6's crossover: the averaging latency at which PD\novertakes LocalSGD (filled: stable γ; hollow: best final)",
+        fontsize=8,
+    )
     ax_x.legend(fontsize=6, loc="center left")
     ax_x.grid(True, which="major", alpha=0.3)
 
-    fig.suptitle(f"{s['title']}. {s['setting']['ladder']}.\nMeasured: f − f* at a fixed budget = the paper's "
-                 f"budget × PD's makespan under the rung's costs / at unit cost (PD does the paper's work on every "
-                 f"rung and never averages: it is flat in α)", fontsize=9)
+    fig.suptitle(
+        f"{s['title']}. {s['setting']['ladder']}.\nMeasured: f − f* at a fixed budget = the paper's "
+        f"budget × PD's makespan under the rung's costs / at unit cost (PD does the paper's work on every "
+        f"rung and never averages: it is flat in α)",
+        fontsize=9,
+    )
     save(fig, path)
 
 

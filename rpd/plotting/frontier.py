@@ -14,13 +14,27 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 from rpd.plotting.style import paper_style, save
 
 STYLE = {  # label -> (marker, colour): synchronous filled circles-ish, asynchronous distinct
-    "GPipe": ("o", "C0"), "1F1B": ("s", "C1"), "interleaved": ("D", "C2"), "ZB-H1": ("^", "C3"),
-    "ZB-H2": ("v", "C4"), "ZB-V": ("<", "C5"), "DualPipeV": (">", "C6"), "Chimera": ("P", "C7"),
-    "PipeDream": ("X", "C8"), "PipeDream+pred": ("x", "C8"), "2BW": ("*", "C9"),
-    "PipeMare": ("h", "#333333"), "PipeMare T1+T2": ("H", "#999999"), "LocalSGD": ("d", "#8B4513"),
+    "GPipe": ("o", "C0"),
+    "1F1B": ("s", "C1"),
+    "interleaved": ("D", "C2"),
+    "ZB-H1": ("^", "C3"),
+    "ZB-H2": ("v", "C4"),
+    "ZB-V": ("<", "C5"),
+    "DualPipeV": (">", "C6"),
+    "Chimera": ("P", "C7"),
+    "PipeDream": ("X", "C8"),
+    "PipeDream+pred": ("x", "C8"),
+    "2BW": ("*", "C9"),
+    "PipeMare": ("h", "#333333"),
+    "PipeMare T1+T2": ("H", "#999999"),
+    "LocalSGD": ("d", "#8B4513"),
 }
-NAMES = {"nesterov_quadratic": "Nesterov quadratic", "logistic_regression": "logistic regression",
-         "mlp_chain": "MLP chain", "nanochat": "NanoChat LM"}
+NAMES = {
+    "nesterov_quadratic": "Nesterov quadratic",
+    "logistic_regression": "logistic regression",
+    "mlp_chain": "MLP chain",
+    "nanochat": "NanoChat LM",
+}
 
 
 def _compact(v: float) -> str:
@@ -42,8 +56,16 @@ def _panel(ax, rows: list[dict], y: str, title: str) -> None:
     for r in ok:
         marker, color = STYLE[r["schedule"]]
         on_front = r.get("pareto") and y == "loss_stable"
-        ax.scatter(r["memory"], r[y], marker=marker, color=color, s=80 if on_front else 45, zorder=3,
-                   edgecolors="black" if on_front and marker not in "x+" else None, linewidths=1.2)
+        ax.scatter(
+            r["memory"],
+            r[y],
+            marker=marker,
+            color=color,
+            s=80 if on_front else 45,
+            zorder=3,
+            edgecolors="black" if on_front and marker not in "x+" else None,
+            linewidths=1.2,
+        )
     pts = sorted((r["memory"], r[y]) for r in ok)
     front, best = [], np.inf
     for m, v in pts:
@@ -91,13 +113,26 @@ def _grid(rows: list[dict], y: str, ylabel: str, suptitle: str, path) -> Path:
                     ax.set_ylabel(ylabel, fontsize=8)
                 if i == len(objectives) - 1:
                     ax.set_xlabel("peak memory per rank (values)", fontsize=8)
-        handles = [mpl_lines.Line2D([], [], marker=m, color=c, linestyle="none", markersize=7, label=k)
-                   for k, (m, c) in STYLE.items() if any(r["schedule"] == k for r in rows)]
+        handles = [
+            mpl_lines.Line2D([], [], marker=m, color=c, linestyle="none", markersize=7, label=k)
+            for k, (m, c) in STYLE.items()
+            if any(r["schedule"] == k for r in rows)
+        ]
         handles.append(mpl_lines.Line2D([], [], color="black", alpha=0.6, label="Pareto front"))
         if y == "loss_stable" and any(r.get("pareto") for r in rows):
-            handles.append(mpl_lines.Line2D([], [], marker="o", color="0.6", markeredgecolor="black",
-                                            markeredgewidth=1.2, markersize=8.5, linestyle="none",
-                                            label="on the Pareto front (outlined)"))
+            handles.append(
+                mpl_lines.Line2D(
+                    [],
+                    [],
+                    marker="o",
+                    color="0.6",
+                    markeredgecolor="black",
+                    markeredgewidth=1.2,
+                    markersize=8.5,
+                    linestyle="none",
+                    label="on the Pareto front (outlined)",
+                )
+            )
         fig.legend(handles=handles, loc="center right", fontsize=8, frameon=True)
         fig.suptitle(suptitle, fontsize=10)
         fig.tight_layout(rect=(0, 0, 1 - 1.6 / (2.9 * len(cols) + 1.8), 0.97))
@@ -109,8 +144,17 @@ def frontier_figure(out, path) -> Path:
     (each with its PDF next to it, :func:`rpd.plotting.style.save`)."""
     rows = out.table
     p = Path(path)
-    _grid(rows, "loss_stable", "loss at the budget (stable γ)",
-          "E10: loss at a fixed simulated-time budget against peak memory (outlined: on the Pareto front)", p)
-    return _grid(rows, "time_to_target", "time to target (units of F)",
-                 "E10: simulated time to the target loss (the best loss at half the budget) against memory",
-                 p.with_name(p.stem + "_time.png"))
+    _grid(
+        rows,
+        "loss_stable",
+        "loss at the budget (stable γ)",
+        "E10: loss at a fixed simulated-time budget against peak memory (outlined: on the Pareto front)",
+        p,
+    )
+    return _grid(
+        rows,
+        "time_to_target",
+        "time to target (units of F)",
+        "E10: simulated time to the target loss (the best loss at half the budget) against memory",
+        p.with_name(p.stem + "_time.png"),
+    )

@@ -18,8 +18,19 @@ from rpd.plotting.style import BWD_COLOR, FWD_COLOR, paper_style, save
 
 KIND_COLOR = {1: FWD_COLOR, 2: BWD_COLOR, 3: "#F58518", 4: "#B279A2"}
 KIND_LABEL = {1: "F", 2: "B", 3: "I", 4: "W"}
-MARKERS = dict(gpipe="o", **{"1f1b": "s"}, interleaved="D", zb_h1="^", zb_h2="v", zb_v="<",
-               dualpipe_v=">", chimera="P", pipedream="X", pipedream_2bw="*", pipemare="h")
+MARKERS = dict(
+    gpipe="o",
+    **{"1f1b": "s"},
+    interleaved="D",
+    zb_h1="^",
+    zb_h2="v",
+    zb_v="<",
+    dualpipe_v=">",
+    chimera="P",
+    pipedream="X",
+    pipedream_2bw="*",
+    pipemare="h",
+)
 
 
 def schedule_gantt(panels: list[dict], path) -> Path:
@@ -34,8 +45,14 @@ def schedule_gantt(panels: list[dict], path) -> Path:
             _gantt(ax, p["ops"], p["scale"], p["title"])
             ax.set_xlim(0, T)
         handles = [Rectangle((0, 0), 1, 1, facecolor=c, edgecolor="black") for c in KIND_COLOR.values()]
-        axes[0].legend(handles, ["Forward", "Backward", "Backward (input, I)", "Backward (weights, W)"],
-                       loc="lower left", bbox_to_anchor=(0.0, 1.25), ncol=4, frameon=True)
+        axes[0].legend(
+            handles,
+            ["Forward", "Backward", "Backward (input, I)", "Backward (weights, W)"],
+            loc="lower left",
+            bbox_to_anchor=(0.0, 1.25),
+            ncol=4,
+            frameon=True,
+        )
         axes[-1].set_xlabel("Time (units of one stage's forward)")
         fig.tight_layout()
         return save(fig, path)
@@ -60,22 +77,49 @@ def _gantt(ax, ops: np.ndarray, scale: int, title: str) -> None:
         colors.append(KIND_COLOR[int(kind[i])])
         label = str(mb[i] + 1) + ("'" if chunked and stage[i] >= S else "")
         if w >= 0.45:
-            ax.text(x + w / 2, y + (0.75 if pair_first[i] else 0.25 if fused[i] else 0.5), label,
-                    ha="center", va="center", fontsize=6.5, color="white", fontweight="bold")
+            ax.text(
+                x + w / 2,
+                y + (0.75 if pair_first[i] else 0.25 if fused[i] else 0.5),
+                label,
+                ha="center",
+                va="center",
+                fontsize=6.5,
+                color="white",
+                fontweight="bold",
+            )
     ax.add_collection(PatchCollection(cells, facecolor=colors, edgecolor="black", linewidth=0.5))
     if up.any():  # hatched on top, in a light colour so the labels stay readable
-        ax.add_collection(PatchCollection([c for c, u in zip(cells, up) if u], facecolor="none",
-                                          edgecolor="#FFFFFF99", linewidth=0, hatch="///"))
+        ax.add_collection(
+            PatchCollection(
+                [c for c, u in zip(cells, up) if u], facecolor="none", edgecolor="#FFFFFF99", linewidth=0, hatch="///"
+            )
+        )
     ax.set_ylim(0, S)
     ax.set_yticks(np.arange(S) + 0.5, [f"rank {S - 1 - i}" for i in range(S)], fontsize=7)
-    note = "   (' = second chunk)" if chunked else "   (hatched: the up pipeline, stage s on rank S-1-s)" if up.any() else ""
+    note = (
+        "   (' = second chunk)"
+        if chunked
+        else "   (hatched: the up pipeline, stage s on rank S-1-s)"
+        if up.any()
+        else ""
+    )
     ax.set_title(title + note, fontsize=9, loc="left")
     ax.grid(False)
 
 
-NAMES = dict(gpipe="GPipe", **{"1f1b": "1F1B"}, interleaved="interleaved (v=2)", zb_h1="ZB-H1", zb_h2="ZB-H2",
-             zb_v="ZB-V", dualpipe_v="DualPipeV", chimera="Chimera", pipedream="PipeDream",
-             pipedream_2bw="PipeDream-2BW", pipemare="PipeMare")
+NAMES = dict(
+    gpipe="GPipe",
+    **{"1f1b": "1F1B"},
+    interleaved="interleaved (v=2)",
+    zb_h1="ZB-H1",
+    zb_h2="ZB-H2",
+    zb_v="ZB-V",
+    dualpipe_v="DualPipeV",
+    chimera="Chimera",
+    pipedream="PipeDream",
+    pipedream_2bw="PipeDream-2BW",
+    pipemare="PipeMare",
+)
 
 
 SHORT = dict(interleaved="interleaved", pipedream_2bw="2BW")
@@ -93,8 +137,9 @@ def _pct(x) -> str:
     return f"{100 * x:.1f}"
 
 
-def frontier_table_figure(rows: list[dict], path, costs: str = "B=2F", claims: list[dict] | None = None,
-                          table_S: int = 8) -> Path:
+def frontier_table_figure(
+    rows: list[dict], path, costs: str = "B=2F", claims: list[dict] | None = None, table_S: int = 8
+) -> Path:
     """E9 on one page. Top: bubble (f_total, left axis; r_ideal = f/(1-f), right axis) against
     peak activations per rank at M = 4S, one panel per S, one marker per schedule, filled
     without latency, hollow with a p2p latency of one F (coincident schedules drawn as nested
@@ -118,22 +163,50 @@ def frontier_table_figure(rows: list[dict], path, costs: str = "B=2F", claims: l
                         continue
                     xy = (pts[0]["act_max"], round(100 * pts[0]["bubble_f_total"], 6))
                     k = seen[xy] = seen.get(xy, -1) + 1  # nested: later ones smaller
-                    ax.scatter([xy[0]], [xy[1]], marker=MARKERS[name], s=110 * 0.5 ** k, zorder=3 + k,
-                               facecolors=palette[name] if face is None else "none", edgecolors=palette[name],
-                               linewidths=1.3)
+                    ax.scatter(
+                        [xy[0]],
+                        [xy[1]],
+                        marker=MARKERS[name],
+                        s=110 * 0.5**k,
+                        zorder=3 + k,
+                        facecolors=palette[name] if face is None else "none",
+                        edgecolors=palette[name],
+                        linewidths=1.3,
+                    )
             ax.set_xscale("log", base=2)
             ax.set_xlabel("peak activations on a rank (units of A)")
             ax.set_title(f"S = {S}, M = {4 * S}, {costs}")
             ax.grid(True, alpha=0.3)
-            sec = ax.secondary_yaxis("right", functions=(lambda f: 100 * (f / 100) / (1 - f / 100 + 1e-12),
-                                                         lambda r: 100 * (r / 100) / (1 + r / 100)))
+            sec = ax.secondary_yaxis(
+                "right",
+                functions=(
+                    lambda f: 100 * (f / 100) / (1 - f / 100 + 1e-12),
+                    lambda r: 100 * (r / 100) / (1 + r / 100),
+                ),
+            )
             sec.set_ylabel("r_ideal, % of compute", fontsize=8)
             sec.tick_params(labelsize=7)
         axes[0].set_ylabel("bubble f_total, % of wall time")
-        handles = [mpl_lines.Line2D([], [], marker=MARKERS[n], linestyle="none", markersize=8, color=palette[n],
-                                    label=f"{NAMES[n]}  [w {_weights_label(rows, n)}]") for n in names]
-        top.legend(handles=handles, loc="center right", frameon=True, fontsize=8,
-                   title="filled: no latency, hollow: p2p = 1 F\n[w: weights held, stages]", title_fontsize=8)
+        handles = [
+            mpl_lines.Line2D(
+                [],
+                [],
+                marker=MARKERS[n],
+                linestyle="none",
+                markersize=8,
+                color=palette[n],
+                label=f"{NAMES[n]}  [w {_weights_label(rows, n)}]",
+            )
+            for n in names
+        ]
+        top.legend(
+            handles=handles,
+            loc="center right",
+            frameon=True,
+            fontsize=8,
+            title="filled: no latency, hollow: p2p = 1 F\n[w: weights held, stages]",
+            title_fontsize=8,
+        )
         top.subplots_adjust(left=0.05, right=1 - 3.0 / width, wspace=0.32)
 
         axes = mid.subplots(1, len(S_values), squeeze=False)[0]
@@ -142,8 +215,9 @@ def frontier_table_figure(rows: list[dict], path, costs: str = "B=2F", claims: l
             seen = {}
             curves: dict = {}
             for name in names:
-                pts = sorted((r for r in ok if r["schedule"] == name and r["S"] == S and r["p2p"] == 0),
-                             key=lambda r: r["M"])
+                pts = sorted(
+                    (r for r in ok if r["schedule"] == name and r["S"] == S and r["p2p"] == 0), key=lambda r: r["M"]
+                )
                 if not pts:
                     continue
                 x = [r["M"] / S for r in pts]
@@ -151,12 +225,21 @@ def frontier_table_figure(rows: list[dict], path, costs: str = "B=2F", claims: l
                 key = (tuple(x), tuple(np.round(y, 6)))
                 k = seen[key] = seen.get(key, -1) + 1
                 curves.setdefault(key, []).append(SHORT.get(name, NAMES[name]))
-                ax.plot(x, y, color=palette[name], linewidth=1.2, marker=MARKERS[name],
-                        markersize=9 * 0.7 ** k, zorder=3 + k)
+                ax.plot(
+                    x, y, color=palette[name], linewidth=1.2, marker=MARKERS[name], markersize=9 * 0.7**k, zorder=3 + k
+                )
             same = [" = ".join(v) for v in curves.values() if len(v) > 1]
             if same:
-                ax.text(0.98, 0.97, "equal curves:\n" + "\n".join(same), transform=ax.transAxes, ha="right",
-                        va="top", fontsize=7.5, bbox=dict(facecolor="white", edgecolor="#999999", alpha=0.9))
+                ax.text(
+                    0.98,
+                    0.97,
+                    "equal curves:\n" + "\n".join(same),
+                    transform=ax.transAxes,
+                    ha="right",
+                    va="top",
+                    fontsize=7.5,
+                    bbox=dict(facecolor="white", edgecolor="#999999", alpha=0.9),
+                )
             ax.set_xscale("log", base=2)
             ax.set_xticks([1, 4, 16], ["M = S", "4S", "16S"])
             ax.set_title(f"S = {S}: bubble against M ({costs}, no latency)", fontsize=10)
@@ -169,15 +252,31 @@ def frontier_table_figure(rows: list[dict], path, costs: str = "B=2F", claims: l
         ax.axis("off")
         _table(ax, ok, table_S, costs)
         if claims:
-            lines = [f"{'HOLDS' if c['holds'] else 'FAILS'}  \"{c['claim']}\"  measured: {c['measured']}" for c in claims]
-            ax.text(0.0, 0.2, "The seeds' claims (ZOO.md), verdicts computed from these timelines:\n"
-                    + "\n".join(lines), transform=ax.transAxes, fontsize=9, va="top", ha="left", family="monospace")
+            lines = [f'{"HOLDS" if c["holds"] else "FAILS"}  "{c["claim"]}"  measured: {c["measured"]}' for c in claims]
+            ax.text(
+                0.0,
+                0.2,
+                "The seeds' claims (ZOO.md), verdicts computed from these timelines:\n" + "\n".join(lines),
+                transform=ax.transAxes,
+                fontsize=9,
+                va="top",
+                ha="left",
+                family="monospace",
+            )
         return save(fig, path)
 
 
 def _table(ax, ok: list[dict], S: int, costs: str) -> None:
-    cols = ["schedule", "f_total % (M = S / 4S / 16S)", "r_ideal % (4S)", "T (4S)",
-            "peak act. A (4S)", "F-not-W A (4S)", "weights held", "f_total %, p2p = 1 F (4S)"]
+    cols = [
+        "schedule",
+        "f_total % (M = S / 4S / 16S)",
+        "r_ideal % (4S)",
+        "T (4S)",
+        "peak act. A (4S)",
+        "F-not-W A (4S)",
+        "weights held",
+        "f_total %, p2p = 1 F (4S)",
+    ]
     cells = []
     for name in MARKERS:
         by_M = {r["M"]: r for r in ok if r["schedule"] == name and r["S"] == S and r["p2p"] == 0}
@@ -185,7 +284,10 @@ def _table(ax, ok: list[dict], S: int, costs: str) -> None:
         if not by_M:
             continue
         q = by_M.get(4 * S)
-        row = [NAMES[name], " / ".join(_pct(by_M[m]["bubble_f_total"]) if m in by_M else "n/a" for m in (S, 4 * S, 16 * S))]
+        row = [
+            NAMES[name],
+            " / ".join(_pct(by_M[m]["bubble_f_total"]) if m in by_M else "n/a" for m in (S, 4 * S, 16 * S)),
+        ]
         if q is None:
             row += ["n/a"] * 5
         else:
@@ -193,8 +295,14 @@ def _table(ax, ok: list[dict], S: int, costs: str) -> None:
             row += [_pct(q["bubble_r_ideal"]), t, f"{q['act_max']:g}", f"{q['act_W_max']:g}", f"{q['weight_memory']:g}"]
         row.append(_pct(lat[0]["bubble_f_total"]) if lat else "n/a")
         cells.append(row)
-    tab = ax.table(cellText=cells, colLabels=cols, loc="upper center", cellLoc="center",
-                   bbox=(0.0, 0.27, 1.0, 0.7), colWidths=[1.3, 2.0, 1.0, 1.4, 1.1, 1.1, 1.0, 1.5])
+    tab = ax.table(
+        cellText=cells,
+        colLabels=cols,
+        loc="upper center",
+        cellLoc="center",
+        bbox=(0.0, 0.27, 1.0, 0.7),
+        colWidths=[1.3, 2.0, 1.0, 1.4, 1.1, 1.1, 1.0, 1.5],
+    )
     tab.auto_set_font_size(False)
     tab.set_fontsize(9)
     for (i, j), cell in tab.get_celld().items():
@@ -203,5 +311,4 @@ def _table(ax, ok: list[dict], S: int, costs: str) -> None:
             cell.set_facecolor("#EEEEEE")
     g = [r for r in ok if r["schedule"] == "gpipe" and r["S"] == S and r["M"] == 4 * S and r["p2p"] == 0]
     ideal = f" (busy time per rank, the ideal T: {g[0]['T'] * (1 - g[0]['bubble_f_total']):g} at M = 4S)" if g else ""
-    ax.set_title(f"S = {S}, {costs}, two flushes (N = 2M); T in units of one stage's F{ideal}",
-                 fontsize=10, loc="left")
+    ax.set_title(f"S = {S}, {costs}, two flushes (N = 2M); T in units of one stage's F{ideal}", fontsize=10, loc="left")

@@ -27,8 +27,7 @@ SYNC_STYLE = dict(color="#D62728", linestyle="--", linewidth=2.2)  # LocalSGD's 
 def paper_style():
     """Whitegrid look of the paper's figures, scoped to the figure being drawn. PDFs embed
     TrueType (type 42) fonts, as journals ask."""
-    with mpl.style.context("seaborn-v0_8-whitegrid"), \
-            mpl.rc_context({"savefig.dpi": 200, "pdf.fonttype": 42}):
+    with mpl.style.context("seaborn-v0_8-whitegrid"), mpl.rc_context({"savefig.dpi": 200, "pdf.fonttype": 42}):
         yield
 
 
@@ -57,12 +56,19 @@ def _draw_schedule(ax, op, mb, title: str, sync_time=(), numbers: bool = True) -
     for kind, color, hatch in ((_FWD, FWD_COLOR, None), (_BWD, BWD_COLOR, None), (_IDLE, "white", "////")):
         t, s = np.nonzero(op == kind)
         cells = [Rectangle((ti, S - 1 - si), 1, 1) for ti, si in zip(t, s)]
-        ax.add_collection(PatchCollection(cells, facecolor=color, edgecolor="black", linewidth=0.8,
-                                          hatch=hatch))
+        ax.add_collection(PatchCollection(cells, facecolor=color, edgecolor="black", linewidth=0.8, hatch=hatch))
     if numbers:
         for t, s in zip(*np.nonzero(op != _IDLE)):
-            ax.text(t + 0.5, S - 0.5 - s, str(mb[t, s] + 1), ha="center", va="center",
-                    fontsize=10 if T <= 40 else 7, color="white", fontweight="bold")
+            ax.text(
+                t + 0.5,
+                S - 0.5 - s,
+                str(mb[t, s] + 1),
+                ha="center",
+                va="center",
+                fontsize=10 if T <= 40 else 7,
+                color="white",
+                fontweight="bold",
+            )
     for t in np.asarray(sync_time)[:-1]:  # the last averaging ends the run
         ax.axvline(t + 1, **SYNC_STYLE)
     ax.set_xlim(0, T)
@@ -79,14 +85,15 @@ def _schedule_legend(ax, averaging: bool = False) -> None:
     """Forward / Backward / Idle cells, and the dashed averaging line when one is drawn."""
     from matplotlib.lines import Line2D
 
-    handles = [Rectangle((0, 0), 1, 1, facecolor=c, edgecolor="black", hatch=h)
-               for c, h in ((FWD_COLOR, None), (BWD_COLOR, None), ("white", "////"))]
+    handles = [
+        Rectangle((0, 0), 1, 1, facecolor=c, edgecolor="black", hatch=h)
+        for c, h in ((FWD_COLOR, None), (BWD_COLOR, None), ("white", "////"))
+    ]
     labels = ["Forward", "Backward", "Idle"]
     if averaging:
         handles.append(Line2D([], [], **SYNC_STYLE))
         labels.append("LocalSGD averaging")
-    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-              frameon=True, edgecolor="black")
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=True, edgecolor="black")
 
 
 def schedule_chart(op, mb, path, title: str, sync_time=(), numbers: bool = True) -> Path:
@@ -127,10 +134,20 @@ def delay_law_figure(S, mean, p10, max_, max_fit, mean_fit, path) -> Path:
         fig, ax = _axes((8.5, 5.2))
         ax.fill_between(S, np.maximum(p10, 0.5), max_, alpha=0.18, label="10th percentile – max range")
         ax.plot(S, mean, linewidth=2.2, label="Mean staleness")
-        ax.plot(S, np.polyval(mean_fit, S), linestyle="--", linewidth=2.2,
-                label=rf"Quadratic fit (${mean_fit[0]:.1f} \cdot S^2$)")
-        ax.plot(S, np.polyval(max_fit, S), linestyle="--", linewidth=2.2,
-                label=rf"Quadratic fit (${max_fit[0]:.1f} \cdot S^2 {max_fit[1]:+.1f} \cdot S$)")
+        ax.plot(
+            S,
+            np.polyval(mean_fit, S),
+            linestyle="--",
+            linewidth=2.2,
+            label=rf"Quadratic fit (${mean_fit[0]:.1f} \cdot S^2$)",
+        )
+        ax.plot(
+            S,
+            np.polyval(max_fit, S),
+            linestyle="--",
+            linewidth=2.2,
+            label=rf"Quadratic fit (${max_fit[0]:.1f} \cdot S^2 {max_fit[1]:+.1f} \cdot S$)",
+        )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_ylim(bottom=0.5)

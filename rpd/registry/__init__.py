@@ -44,7 +44,18 @@ from rpd.registry.schedules import (
 )
 
 __all__ = [
-    "METHODS", "SCHEDULES", "MethodEntry", "MethodOptions", "MethodRun", "Pipeline", "RunSpec",
-    "ScheduleEntry", "ScheduleParams", "build", "prepare", "register_method", "register_schedule",
+    "METHODS",
+    "SCHEDULES",
+    "MethodEntry",
+    "MethodOptions",
+    "MethodRun",
+    "Pipeline",
+    "RunSpec",
+    "ScheduleEntry",
+    "ScheduleParams",
+    "build",
+    "prepare",
+    "register_method",
+    "register_schedule",
     "run",
 ]

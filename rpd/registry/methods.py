@@ -91,8 +91,9 @@ def register_method(entry: MethodEntry) -> MethodEntry:
     fields = {f.name for f in dataclasses.fields(MethodOptions)}
     unknown = set(entry.options) - fields
     if unknown:
-        raise ValueError(f"method {entry.name!r}: unknown options {sorted(unknown)} "
-                         f"(MethodOptions has {sorted(fields)})")
+        raise ValueError(
+            f"method {entry.name!r}: unknown options {sorted(unknown)} (MethodOptions has {sorted(fields)})"
+        )
     METHODS[entry.name] = entry
     return entry
 
@@ -137,8 +138,11 @@ def _rpd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> MethodRun:
 
     tl = pipe.timeline(obj)
     K = simtime.block_updates_in(tl)
-    pd_values = {"delays": lambda: delays.delay_table(tl), "block_order": lambda: tl.update_stage,
-                 "batch_order": lambda: tl.update_mb % obj.n_batches}
+    pd_values = {
+        "delays": lambda: delays.delay_table(tl),
+        "block_order": lambda: tl.update_stage,
+        "batch_order": lambda: tl.update_mb % obj.n_batches,
+    }
     opts = {f: pd_values[f]() if _is(getattr(o, f), "pd") else getattr(o, f) for f in pd_values}
     res = methods.rpd(obj, K, gammas, o.delta, seed=seed, stride=o.stride, optimizer=o.optimizer, **opts)
     extra = {"N": tl.N, "K": K, "T": tl.T, "delta": int(o.delta)}
@@ -158,9 +162,13 @@ def _rpd_defaults(o: MethodOptions, S: int) -> MethodOptions:
 
 def timeline_summary(tl: Timeline) -> dict:
     """A timeline's SPEC §10.3 scalars for a run's summary (maxima over ranks)."""
-    return {"bubble/f_total": tl.bubble_ratio(), "bubble/r_ideal": tl.bubble_overhead(),
-            "period": tl.period(), "activations/peak": float(np.max(memory.peak_activations(tl))),
-            "weights/peak": float(np.max(memory.weight_memory(tl)))}
+    return {
+        "bubble/f_total": tl.bubble_ratio(),
+        "bubble/r_ideal": tl.bubble_overhead(),
+        "period": tl.period(),
+        "activations/peak": float(np.max(memory.peak_activations(tl))),
+        "weights/peak": float(np.max(memory.weight_memory(tl))),
+    }
 
 
 def _pipeline(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> MethodRun:
@@ -170,8 +178,20 @@ def _pipeline(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> Metho
     if tl.kind == "local_sgd":  # train() hands LocalSGD to methods.local_sgd; keep its stride rule
         out = _local_sgd(obj, pipe, gammas, seed, o)
         return dataclasses.replace(out, extra=dict(out.extra, schedule=pipe.name, **timeline_summary(tl)))
-    res = methods.train(obj, tl, gammas, seed=seed, stride=o.stride, axis="sim_time", predict=o.predict,
-                        ema=o.ema, t1=o.t1, t1_window=o.t1_window, t2=o.t2, optimizer=o.optimizer)
+    res = methods.train(
+        obj,
+        tl,
+        gammas,
+        seed=seed,
+        stride=o.stride,
+        axis="sim_time",
+        predict=o.predict,
+        ema=o.ema,
+        t1=o.t1,
+        t1_window=o.t1_window,
+        t2=o.t2,
+        optimizer=o.optimizer,
+    )
     times = res.traces.pop("update_time")  # the tick each update lands, per the schedule's semantics
     res = _cut(res, pipe.params)
     extra = dict(schedule=pipe.name, N=tl.N, K=len(times), T=tl.T, M=tl.M, v=tl.v, **timeline_summary(tl))
@@ -180,12 +200,23 @@ def _pipeline(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> Metho
 
 for _method in (
     MethodEntry("pd", _pd, ("pipedream",), doc="PipeDream from its timeline"),
-    MethodEntry("rpd", _rpd, ("pipedream",), ("delta", "delays", "block_order", "batch_order"),
-                resolve=_rpd_defaults, doc="Randomized PipeDream with PD's K"),
+    MethodEntry(
+        "rpd",
+        _rpd,
+        ("pipedream",),
+        ("delta", "delays", "block_order", "batch_order"),
+        resolve=_rpd_defaults,
+        doc="Randomized PipeDream with PD's K",
+    ),
     MethodEntry("sgd", _sgd, ("pipedream",), doc="minibatch SGD (N, or PD's N at T)"),
     MethodEntry("localsgd", _local_sgd, ("local_sgd",), doc="LocalSGD from its timeline"),
-    MethodEntry("pipeline", _pipeline, None, ("predict", "ema", "t1", "t1_window", "t2"),
-                doc="any registered schedule, its own semantics"),
+    MethodEntry(
+        "pipeline",
+        _pipeline,
+        None,
+        ("predict", "ema", "t1", "t1_window", "t2"),
+        doc="any registered schedule, its own semantics",
+    ),
 ):
     register_method(_method)
 
@@ -213,14 +244,23 @@ def _check_options(entry: MethodEntry, o: MethodOptions, tl: Timeline, prefix: s
     if "delta" in entry.options:
         check_int(f"{prefix}delta", o.delta, 0)
     used = {f: getattr(o, f) for f in entry.options if f in semantics.OPTION_NAMES}
-    allowed = semantics.SEMANTICS.get(tl.kind, semantics.Semantics(None)).options if entry.name == "pipeline" \
-        else tuple(used)
+    allowed = (
+        semantics.SEMANTICS.get(tl.kind, semantics.Semantics(None)).options if entry.name == "pipeline" else tuple(used)
+    )
     semantics.check_options(tl.kind, allowed, used, prefix)
 
 
-def prepare(method: str, schedule: str | None, params: ScheduleParams, options: MethodOptions = MethodOptions(),
-            costs: CostModel | None = None, values: int | None = None, *, method_prefix: str = "",
-            schedule_prefix: str = "") -> RunSpec:
+def prepare(
+    method: str,
+    schedule: str | None,
+    params: ScheduleParams,
+    options: MethodOptions = MethodOptions(),
+    costs: CostModel | None = None,
+    values: int | None = None,
+    *,
+    method_prefix: str = "",
+    schedule_prefix: str = "",
+) -> RunSpec:
     """Check a run's choice before any work (errors name ``method_prefix + field`` and
     ``schedule_prefix + field``) and resolve it: ``schedule=None`` is the method's own schedule;
     defaults are filled in and what the run does not read is None."""
@@ -229,14 +269,17 @@ def prepare(method: str, schedule: str | None, params: ScheduleParams, options: 
     name = schedule if schedule is not None else (entry.schedules or (entry.default_schedule,))[0]
     _entry_of(name, schedule_prefix)
     if entry.schedules is not None and name not in entry.schedules:
-        raise ValueError(f"{schedule_prefix}name={name!r}: method {method} runs {list(entry.schedules)} only "
-                         f"(method=pipeline trains every registered schedule)")
+        raise ValueError(
+            f"{schedule_prefix}name={name!r}: method {method} runs {list(entry.schedules)} only "
+            f"(method=pipeline trains every registered schedule)"
+        )
     if values is not None:
         values = check_int("values", values, 0)
     smallest = check_schedule(name, params, costs, values or 0, prefix=schedule_prefix)
     keep = {"stride", "optimizer", *entry.options}
-    resolved = MethodOptions(**{f.name: getattr(options, f.name) if f.name in keep else None
-                                for f in dataclasses.fields(MethodOptions)})
+    resolved = MethodOptions(
+        **{f.name: getattr(options, f.name) if f.name in keep else None for f in dataclasses.fields(MethodOptions)}
+    )
     if entry.resolve is not None:
         resolved = entry.resolve(resolved, params.S)
     _check_options(entry, resolved, smallest, method_prefix)

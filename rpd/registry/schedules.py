@@ -38,8 +38,13 @@ class ScheduleParams:
 
 
 DEFAULTS: Mapping[str, Callable[[int], Any]] = {  # field -> its default as a function of S
-    "M": lambda S: S, "v": lambda S: 2, "group": lambda S: S, "overlapped": lambda S: False,
-    "noam": lambda S: S, "R": lambda S: S, "H": lambda S: 1,
+    "M": lambda S: S,
+    "v": lambda S: 2,
+    "group": lambda S: S,
+    "overlapped": lambda S: False,
+    "noam": lambda S: S,
+    "R": lambda S: S,
+    "H": lambda S: 1,
 }
 
 
@@ -68,8 +73,9 @@ SCHEDULES: dict[str, ScheduleEntry] = {}
 def register_schedule(entry: ScheduleEntry) -> ScheduleEntry:
     unknown = set(entry.fields) - set(DEFAULTS)
     if unknown:
-        raise ValueError(f"schedule {entry.name!r}: unknown fields {sorted(unknown)} (ScheduleParams has "
-                         f"{sorted(DEFAULTS)})")
+        raise ValueError(
+            f"schedule {entry.name!r}: unknown fields {sorted(unknown)} (ScheduleParams has {sorted(DEFAULTS)})"
+        )
     if entry.flush and "M" not in entry.fields:
         raise ValueError(f"schedule {entry.name!r}: a flush schedule needs the field M")
     SCHEDULES[entry.name] = entry
@@ -81,17 +87,25 @@ for _entry in (
     ScheduleEntry("local_sgd", family.local_sgd, ("R", "H"), allreduce=True, doc="LocalSGD rounds"),
     ScheduleEntry("gpipe", family.gpipe, ("M",), flush=True, doc="GPipe fill-drain"),
     ScheduleEntry("1f1b", family.one_f_one_b, ("M",), flush=True, doc="1F1B with flush"),
-    ScheduleEntry("interleaved", family.interleaved, ("M", "v", "group"), flush=True,
-                  doc="interleaved 1F1B, v chunks per rank"),
+    ScheduleEntry(
+        "interleaved", family.interleaved, ("M", "v", "group"), flush=True, doc="interleaved 1F1B, v chunks per rank"
+    ),
     ScheduleEntry("zb_h1", family.zb_h1, ("M",), flush=True, doc="zero bubble H1"),
     ScheduleEntry("zb_h2", family.zb_h2, ("M", "overlapped"), flush=True, doc="zero bubble H2 (greedy)"),
-    ScheduleEntry("searched", family.searched, ("M", "overlapped"), flush=True,
-                  doc="found by search under a 2S cap (rpd.schedules.search, heuristic)"),
+    ScheduleEntry(
+        "searched",
+        family.searched,
+        ("M", "overlapped"),
+        flush=True,
+        doc="found by search under a 2S cap (rpd.schedules.search, heuristic)",
+    ),
     ScheduleEntry("zb_v", family.zb_v, ("M", "overlapped"), flush=True, doc="zero bubble V"),
-    ScheduleEntry("dualpipe_v", family.dualpipe_v, ("M",), flush=True, defaults={"M": lambda S: 2 * S},
-                  doc="DualPipeV"),
-    ScheduleEntry("chimera", family.chimera, ("M",), flush=True, allreduce=True, aliases={"D": "S"},
-                  doc="Chimera, two pipelines"),
+    ScheduleEntry(
+        "dualpipe_v", family.dualpipe_v, ("M",), flush=True, defaults={"M": lambda S: 2 * S}, doc="DualPipeV"
+    ),
+    ScheduleEntry(
+        "chimera", family.chimera, ("M",), flush=True, allreduce=True, aliases={"D": "S"}, doc="Chimera, two pipelines"
+    ),
     ScheduleEntry("pipedream_2bw", family.pipedream_2bw, ("M",), flush=True, doc="PipeDream-2BW"),
     ScheduleEntry("pipemare", family.pipemare, (), doc="PipeMare: PD's order, no stashing"),
 ):
@@ -107,8 +121,12 @@ def resolve(name: str, params: ScheduleParams) -> ScheduleParams:
     """``params`` as schedule ``name`` runs them: its fields' defaults filled in, every field it
     does not read None (N too when T is set)."""
     entry = SCHEDULES[name]
-    kept = {"S": params.S, "N": params.N if params.T is None else None, "T": params.T,
-            "cut": None if params.T is None else (params.cut or "end")}
+    kept = {
+        "S": params.S,
+        "N": params.N if params.T is None else None,
+        "T": params.T,
+        "cut": None if params.T is None else (params.cut or "end"),
+    }
     for f in entry.fields:
         value = getattr(params, f)
         kept[f] = entry.defaults.get(f, DEFAULTS[f])(params.S) if value is None else value
@@ -138,8 +156,9 @@ def _qualify(message: str, entry: ScheduleEntry, prefix: str) -> str:
     return qualify(message, {f: f for f in ("S", "N", "T", *entry.fields)} | dict(entry.aliases), prefix)
 
 
-def check_schedule(name: str, params: ScheduleParams, costs: CostModel | None = None, values: int = 0,
-                   prefix: str = "") -> Timeline:
+def check_schedule(
+    name: str, params: ScheduleParams, costs: CostModel | None = None, values: int = 0, prefix: str = ""
+) -> Timeline:
     """Every check of schedule ``name`` with ``params`` under ``costs``, before any work: the
     integer fields, N in whole flushes, and the constructor's own constraints (M >= S - 1 for
     2BW, even S for Chimera, Megatron's rules for interleaved, costs that cannot be split, ...)
@@ -159,8 +178,7 @@ def check_schedule(name: str, params: ScheduleParams, costs: CostModel | None = 
         else:
             check_int(f"{prefix}{f}", value)
     if entry.flush and p.T is None and p.N % p.M:
-        raise ValueError(f"{prefix}N must be a whole number of flushes of {prefix}M microbatches, "
-                         f"got N={p.N}, M={p.M}")
+        raise ValueError(f"{prefix}N must be a whole number of flushes of {prefix}M microbatches, got N={p.N}, M={p.M}")
     try:
         return _make(entry, p, p.M if entry.flush else 1, costs, values)
     except (ValueError, TypeError) as exc:
@@ -169,11 +187,25 @@ def check_schedule(name: str, params: ScheduleParams, costs: CostModel | None = 
 
 
 for _entry in (  # the survey's remaining rows (issue 33; rpd.schedules.frontier)
-    ScheduleEntry("gems", family.gems, ("M",), flush=True, allreduce=True, aliases={"D": "S"},
-                  defaults={"M": lambda S: S + S % 2}, doc="GEMS, two replicas in opposite directions"),
-    ScheduleEntry("ampnet", family.ampnet, ("M",), flush=True,
-                  doc="AMPNet: async 1F1B, no stashing, a step every M backwards"),
-    ScheduleEntry("wpipe", family.wpipe, ("M",), flush=True,
-                  doc="WPipe (reconstruction): two interleaved groups, 2BW delay on the input side"),
+    ScheduleEntry(
+        "gems",
+        family.gems,
+        ("M",),
+        flush=True,
+        allreduce=True,
+        aliases={"D": "S"},
+        defaults={"M": lambda S: S + S % 2},
+        doc="GEMS, two replicas in opposite directions",
+    ),
+    ScheduleEntry(
+        "ampnet", family.ampnet, ("M",), flush=True, doc="AMPNet: async 1F1B, no stashing, a step every M backwards"
+    ),
+    ScheduleEntry(
+        "wpipe",
+        family.wpipe,
+        ("M",),
+        flush=True,
+        doc="WPipe (reconstruction): two interleaved groups, 2BW delay on the input side",
+    ),
 ):
     register_schedule(_entry)

@@ -74,4 +74,5 @@ def check(terms: Sequence[Term], cap: int | None = None) -> int:
     raise TooLargeError(
         f"{', '.join(big.fields)} too large: the run needs about {_fmt(total)} ({big.what}: "
         f"{_fmt(big.nbytes)}), more than {what} ({_fmt(cap)}). Lower {' or '.join(big.fields)}"
-        f"{'' if what == f'${CAP_ENV}' else f', or set ${CAP_ENV} if the estimate is wrong'}.")
+        f"{'' if what == f'${CAP_ENV}' else f', or set ${CAP_ENV} if the estimate is wrong'}."
+    )

@@ -62,8 +62,12 @@ def enable() -> Path | None:
     try:
         return use(path)
     except OSError as err:
-        warnings.warn(f"JAX's compilation cache is off: cannot use {path} ({err.strerror or err}); "
-                      f"set {ENV}=<dir> or {USER_CACHE_ENV}=<dir>", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"JAX's compilation cache is off: cannot use {path} ({err.strerror or err}); "
+            f"set {ENV}=<dir> or {USER_CACHE_ENV}=<dir>",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         return None
 
 
@@ -98,8 +102,11 @@ _HIT_EVENT = "/jax/compilation_cache/cache_hits"
 # Every stage of building a program, timed: tracing to a jaxpr and lowering it to StableHLO (paid
 # even when the program then comes from the persistent cache, whose key is the lowered module),
 # then XLA's compile or the cache's load.
-_STAGE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
-                 _COMPILE_EVENT)
+_STAGE_EVENTS = (
+    "/jax/core/compile/jaxpr_trace_duration",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration",
+    _COMPILE_EVENT,
+)
 
 
 @functools.cache
@@ -138,5 +145,8 @@ def count_programs():
     finally:
         loaded = _COUNTS["hits"] - hits
         from_store = programs.COUNTS["loaded"] - stored
-        out.update(compiled=_COUNTS["events"] - events - loaded, from_cache=loaded + from_store,
-                   seconds=round(_COUNTS["seconds"] - seconds + programs.COUNTS["seconds"] - stored_s, 3))
+        out.update(
+            compiled=_COUNTS["events"] - events - loaded,
+            from_cache=loaded + from_store,
+            seconds=round(_COUNTS["seconds"] - seconds + programs.COUNTS["seconds"] - stored_s, 3),
+        )

@@ -41,8 +41,9 @@ def _result(fut: Future):
     return fut.result()
 
 
-def run_concurrently(tasks: Sequence[Callable[[], T]], *, workers: int | None = None,
-                     first_alone: bool = True) -> Iterator[tuple[int, T]]:
+def run_concurrently(
+    tasks: Sequence[Callable[[], T]], *, workers: int | None = None, first_alone: bool = True
+) -> Iterator[tuple[int, T]]:
     """Run ``tasks`` (no-argument callables), yielding ``(index, result)`` in order of index.
 
     The first task runs alone (it compiles what the others reuse), then up to ``workers``

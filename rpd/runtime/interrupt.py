@@ -42,8 +42,10 @@ from typing import Callable, TypeVar
 T = TypeVar("T")
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a process ended by Ctrl-C
-MESSAGE = ("interrupted (Ctrl-C): runs that had not finished were not stored; "
-           "rerunning the same command computes them and reuses the stored ones")
+MESSAGE = (
+    "interrupted (Ctrl-C): runs that had not finished were not stored; "
+    "rerunning the same command computes them and reuses the stored ones"
+)
 
 
 _requested = threading.Event()  # set by the handler; never cleared within a process
@@ -66,8 +68,7 @@ def _unraisable(report, _default=sys.unraisablehook) -> None:
 def install() -> None:
     """Route Ctrl-C through the recording handler (main thread only; a process that ignores
     SIGINT, as a background job or a figure worker does, keeps ignoring it)."""
-    if threading.current_thread() is threading.main_thread() and \
-            signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
         signal.signal(signal.SIGINT, _on_sigint)
         sys.unraisablehook = _unraisable
 

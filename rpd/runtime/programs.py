@@ -120,9 +120,18 @@ def environment() -> str:
     devices = jax.devices()
     # JAX's tracing configuration; a few entries are objects, whose repr carries an address
     trace_config = re.sub(r" at 0x[0-9a-f]+", "", repr(config.trace_context()))
-    return repr((source_hash(), jax.__version__, jaxlib.__version__, devices[0].platform,
-                 getattr(devices[0].client, "platform_version", ""),
-                 tuple(d.device_kind for d in devices), os.environ.get("XLA_FLAGS", ""), trace_config))
+    return repr(
+        (
+            source_hash(),
+            jax.__version__,
+            jaxlib.__version__,
+            devices[0].platform,
+            getattr(devices[0].client, "platform_version", ""),
+            tuple(d.device_kind for d in devices),
+            os.environ.get("XLA_FLAGS", ""),
+            trace_config,
+        )
+    )
 
 
 def signature(args: tuple, kwargs: dict) -> tuple:
@@ -131,7 +140,8 @@ def signature(args: tuple, kwargs: dict) -> tuple:
     sharding."""
     leaves, treedef = jax.tree.flatten((args, kwargs))
     return (str(treedef),) + tuple(
-        (str(jax.typeof(x)), repr(x.sharding) if getattr(x, "committed", False) else None) for x in leaves)
+        (str(jax.typeof(x)), repr(x.sharding) if getattr(x, "committed", False) else None) for x in leaves
+    )
 
 
 _HITS: dict[int, int] = {}  # thread id -> JAX persistent-cache hits seen on that thread
@@ -171,8 +181,9 @@ class Program:
             return exe(*args, **kwargs)
         with self._lock:
             if sig not in self._exes:
-                path = _STORE["dir"] / (hashlib.sha256(repr((self.name, sig, environment())).encode()).hexdigest()
-                                        + ".exe")
+                path = _STORE["dir"] / (
+                    hashlib.sha256(repr((self.name, sig, environment())).encode()).hexdigest() + ".exe"
+                )
                 exe = _load(path)
                 if exe is not None:
                     # Its first run is waited for: a stored executable can lack a kernel (below)
@@ -239,8 +250,9 @@ def _load(path: Path):
     try:
         (payload, in_tree, out_tree), device_ids = pickle.loads(path.read_bytes())
         by_id = {d.id: d for d in jax.devices()}
-        exe = serialize_executable.deserialize_and_load(payload, in_tree, out_tree,
-                                                        execution_devices=[by_id[i] for i in device_ids])
+        exe = serialize_executable.deserialize_and_load(
+            payload, in_tree, out_tree, execution_devices=[by_id[i] for i in device_ids]
+        )
     except Exception:
         return None
     COUNTS["loaded"] += 1

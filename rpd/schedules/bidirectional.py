@@ -49,8 +49,9 @@ from rpd.validation import check_int
 def _check(D: int, M: int) -> tuple[int, int]:
     D, M = check_int("D", D, minimum=2), check_int("M", M)
     if D % 2:
-        raise ValueError(f"chimera needs an even number of workers D (units of D/2 microbatches per "
-                         f"direction), got D={D}")
+        raise ValueError(
+            f"chimera needs an even number of workers D (units of D/2 microbatches per direction), got D={D}"
+        )
     return D, M
 
 
@@ -92,9 +93,12 @@ def chimera_order(D: int, M: int) -> Order:
     for w in range(D):
         mine = rank == w
         slot = np.concatenate([f_slot[mine], b_slot[mine]])
-        rows = np.concatenate([
-            np.stack([np.full(mine.sum(), FWD), g[mine], j[mine]], axis=1),
-            np.stack([np.full(mine.sum(), BWD), g[mine], j[mine]], axis=1)])
+        rows = np.concatenate(
+            [
+                np.stack([np.full(mine.sum(), FWD), g[mine], j[mine]], axis=1),
+                np.stack([np.full(mine.sum(), BWD), g[mine], j[mine]], axis=1),
+            ]
+        )
         if len(np.unique(slot)) != len(slot):
             raise AssertionError(f"chimera_order: two ops of worker {w} share a slot")
         out.append(ops(rows[np.argsort(slot, kind="stable")].tolist()))

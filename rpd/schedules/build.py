@@ -10,9 +10,21 @@ from rpd.schedules.timeline import OpTable, Timeline
 from rpd.schedules.timer import flatten, op_durations, time_order
 
 
-def timed(kind: str, order: Order, *, S: int, N: int, costs: CostModel | None, n_stages: int | None = None,
-          split: bool = False, M: int | None = None, v: int = 1, barrier_every: int | None = None,
-          gap: int = 0, **fields) -> Timeline:
+def timed(
+    kind: str,
+    order: Order,
+    *,
+    S: int,
+    N: int,
+    costs: CostModel | None,
+    n_stages: int | None = None,
+    split: bool = False,
+    M: int | None = None,
+    v: int = 1,
+    barrier_every: int | None = None,
+    gap: int = 0,
+    **fields,
+) -> Timeline:
     """Time ``order`` (one op list per rank) under ``costs`` and package the result.
 
     ``barrier_every``: a global barrier after every that many microbatches (a flush, or a
@@ -39,15 +51,29 @@ def timed(kind: str, order: Order, *, S: int, N: int, costs: CostModel | None, n
         i_time = np.full((N, G), -1, np.int64)
         is_i = flat.kind == BWD_I
         i_time[flat.mb[is_i], flat.stage[is_i]] = end[is_i] - 1
-    table = OpTable(kind=flat.kind, stage=flat.stage, mb=flat.mb, rank=flat.rank, start=start, end=end,
-                    fused=flat.fused)
+    table = OpTable(
+        kind=flat.kind, stage=flat.stage, mb=flat.mb, rank=flat.rank, start=start, end=end, fused=flat.fused
+    )
     group_end = None
     if flush is not None:
         group_end = np.full(len(gaps), -1, np.int64)
         np.maximum.at(group_end, flush, end)
         group_end = group_end + gaps - 1  # the tick at whose end the barrier (and its gap) is over
-    return Timeline(kind=kind, S=S, N=N, f_time=f_time, b_time=b_time, M=M, v=v, n_stages_=n_stages,
-                    table_=table, costs=costs, i_time=i_time, **_barrier_fields(kind, group_end), **fields)
+    return Timeline(
+        kind=kind,
+        S=S,
+        N=N,
+        f_time=f_time,
+        b_time=b_time,
+        M=M,
+        v=v,
+        n_stages_=n_stages,
+        table_=table,
+        costs=costs,
+        i_time=i_time,
+        **_barrier_fields(kind, group_end),
+        **fields,
+    )
 
 
 def _barrier_fields(kind: str, group_end) -> dict:
@@ -62,7 +88,15 @@ def order_of(tl: Timeline) -> Order:
     """The per-rank op order of a one-stage-per-rank timeline (PD, LocalSGD): each stage's F
     and B sorted by the tick they run at."""
     t = tl.table
-    return [np.stack([t.kind[t.rank == r], t.stage[t.rank == r], t.mb[t.rank == r],
-                      np.zeros(int(np.sum(t.rank == r)), np.int32)], axis=1).astype(np.int32)
-            for r in range(tl.S)]
-
+    return [
+        np.stack(
+            [
+                t.kind[t.rank == r],
+                t.stage[t.rank == r],
+                t.mb[t.rank == r],
+                np.zeros(int(np.sum(t.rank == r)), np.int32),
+            ],
+            axis=1,
+        ).astype(np.int32)
+        for r in range(tl.S)
+    ]

@@ -88,8 +88,14 @@ class CostModel:
         check_int("costs.p2p", self.p2p, minimum=0)
         if not (isinstance(self.allreduce, (tuple, list)) and len(self.allreduce) == 2):
             raise ValueError(f"costs.allreduce must be a pair (alpha, beta), got {self.allreduce!r}")
-        object.__setattr__(self, "allreduce", (check_real("costs.allreduce[0]", self.allreduce[0], allow_zero=True),
-                                               check_real("costs.allreduce[1]", self.allreduce[1], allow_zero=True)))
+        object.__setattr__(
+            self,
+            "allreduce",
+            (
+                check_real("costs.allreduce[0]", self.allreduce[0], allow_zero=True),
+                check_real("costs.allreduce[1]", self.allreduce[1], allow_zero=True),
+            ),
+        )
         if self.straggler is not None and not isinstance(self.straggler, Straggler):
             if not (isinstance(self.straggler, (tuple, list)) and len(self.straggler) == 2):
                 raise ValueError(f"costs.straggler must be Straggler(p, ticks) or (p, ticks), got {self.straggler!r}")
@@ -100,8 +106,14 @@ class CostModel:
     def is_unit(self) -> bool:
         """Every op one tick, no latency, free averaging, no noise: the paper's time model."""
         ones = all(v is None or np.all(np.asarray(v) == 1) for v in (self.F, self.B))
-        return (ones and self.I is None and self.FB is None and self.p2p == 0
-                and self.allreduce == (0.0, 0.0) and self.straggler is None)
+        return (
+            ones
+            and self.I is None
+            and self.FB is None
+            and self.p2p == 0
+            and self.allreduce == (0.0, 0.0)
+            and self.straggler is None
+        )
 
     def resolve(self, n_stages: int, split: bool) -> Resolved:
         """Integer costs per global stage for a schedule with ``n_stages`` stages; ``split``:
@@ -120,8 +132,10 @@ class CostModel:
         else:
             B = per("B", self.B)
             if np.any(B % 2):
-                raise ValueError(f"costs.B={self.B} cannot be split into integer I = W = B/2 ticks; "
-                                 "give costs.I and costs.W for a split-backward schedule")
+                raise ValueError(
+                    f"costs.B={self.B} cannot be split into integer I = W = B/2 ticks; "
+                    "give costs.I and costs.W for a split-backward schedule"
+                )
             I = W = B // 2
         FB = F + B if self.FB is None else per("FB", self.FB)
         return Resolved(F=F, B=B, I=I, W=W, FB=FB)
@@ -131,16 +145,12 @@ class CostModel:
         alpha, beta = self.allreduce
         return int(math.ceil(alpha + beta * float(values) - 1e-12))
 
-    def extra_ticks(self, kind: np.ndarray, stage: np.ndarray, mb: np.ndarray, n_stages: int,
-                    N: int) -> np.ndarray:
+    def extra_ticks(self, kind: np.ndarray, stage: np.ndarray, mb: np.ndarray, n_stages: int, N: int) -> np.ndarray:
         """int64 straggler ticks of each op (kind, stage, microbatch); zeros without noise."""
         if self.straggler is None or self.straggler.p == 0 or self.straggler.ticks == 0:
             return np.zeros(len(kind), np.int64)
         slowed = np.random.default_rng(self.seed).random((5, n_stages, N)) < self.straggler.p
         return slowed[kind, stage, mb].astype(np.int64) * self.straggler.ticks
-
-
-
 
 
 def _ticks(name: str, value):
@@ -149,8 +159,9 @@ def _ticks(name: str, value):
     try:
         seq = tuple(value)
     except TypeError:
-        raise TypeError(f"costs.{name} must be an integer number of ticks or a sequence of them, "
-                        f"got {value!r}") from None
+        raise TypeError(
+            f"costs.{name} must be an integer number of ticks or a sequence of them, got {value!r}"
+        ) from None
     if not seq:
         raise ValueError(f"costs.{name} must not be empty")
     return tuple(check_int(f"costs.{name}[{i}]", v) for i, v in enumerate(seq))

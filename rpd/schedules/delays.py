@@ -150,8 +150,8 @@ def bubble_ratio(tl: Timeline) -> float:
 def steady_state_delay(S: int, a, r) -> np.ndarray:
     """Steady-state PD delay (NOAM = S) of read block r in an update of block a (0-indexed):
 
-        S even: d(a, r) = (S/2)(2S - 2 - a - r) + ⌊(S - r)/2⌋ + ⌊a/2⌋
-        S odd:  d(a, r) = S² - (S+1)/2 - a(S-1)/2 - r(S+1)/2
+    S even: d(a, r) = (S/2)(2S - 2 - a - r) + ⌊(S - r)/2⌋ + ⌊a/2⌋
+    S odd:  d(a, r) = S² - (S+1)/2 - a(S-1)/2 - r(S+1)/2
     """
     S = check_int("S", S)
     a, r = np.asarray(a), np.asarray(r)
@@ -198,8 +198,7 @@ def table_summary(d_KxS: np.ndarray) -> dict[str, float]:
     """Mean, 10th percentile and max of every entry of a delay table (all iterations, all
     blocks), under the names a run's summary uses: ``delay/mean``, ``delay/p10``, ``delay/max``."""
     d = np.asarray(d_KxS, np.float64).ravel()
-    return {"delay/mean": float(d.mean()), "delay/p10": float(np.percentile(d, 10)),
-            "delay/max": float(d.max())}
+    return {"delay/mean": float(d.mean()), "delay/p10": float(np.percentile(d, 10)), "delay/max": float(d.max())}
 
 
 # ---------------------------------------------------------------- the delay law (E2)

@@ -42,8 +42,18 @@ def _costs(costs) -> CostModel | None:
 
 def _flushes(kind, one_flush, S, N, M, costs, *, overlapped=False, gap=0, **kw) -> Timeline:
     order = concat([shift_mb(one_flush, q * M) for q in range(N // M)])
-    return timed(kind, order, S=S, N=N, M=M, costs=_costs(costs), overlapped=overlapped,
-                 barrier_every=None if overlapped else M, gap=gap, **kw)
+    return timed(
+        kind,
+        order,
+        S=S,
+        N=N,
+        M=M,
+        costs=_costs(costs),
+        overlapped=overlapped,
+        barrier_every=None if overlapped else M,
+        gap=gap,
+        **kw,
+    )
 
 
 # ---------------------------------------------------------------- asynchronous streams
@@ -72,8 +82,17 @@ def local_sgd(S: int, N: int, R: int, H: int, costs: CostModel | None = None, va
     values = check_int("values", values, minimum=0)
     if _costs(costs) is None or costs.is_unit:
         return tl
-    return timed("local_sgd", order_of(tl), S=tl.S, N=tl.N, costs=costs, R=tl.R, H=tl.H,
-                 barrier_every=tl.R * tl.H, gap=costs.allreduce_ticks(values))
+    return timed(
+        "local_sgd",
+        order_of(tl),
+        S=tl.S,
+        N=tl.N,
+        costs=costs,
+        R=tl.R,
+        H=tl.H,
+        barrier_every=tl.R * tl.H,
+        gap=costs.allreduce_ticks(values),
+    )
 
 
 def pipedream_2bw(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeline:
@@ -112,8 +131,7 @@ def one_f_one_b(S: int, N: int, M: int, costs: CostModel | None = None) -> Timel
     return _flushes("1f1b", orders.one_f_one_b_order(S, M), S, N, M, costs)
 
 
-def interleaved(S: int, N: int, M: int, v: int, costs: CostModel | None = None,
-                group: int | None = None) -> Timeline:
+def interleaved(S: int, N: int, M: int, v: int, costs: CostModel | None = None, group: int | None = None) -> Timeline:
     """Interleaved 1F1B with v chunks per rank and Megatron's microbatch group size ``group``
     (default S; S <= group <= M and M mod group in {0} ∪ [S, group)), ZOO.md §3.4.
     Costs are per chunk. v = 1 is 1F1B."""
@@ -123,8 +141,7 @@ def interleaved(S: int, N: int, M: int, v: int, costs: CostModel | None = None,
         return one_f_one_b(S, N, M, costs)
     group = S if group is None else check_int("group", group)
     orders.check_interleaved(S, M, v, group)
-    return _flushes("interleaved", orders.interleaved_order(S, M, v, group), S, N, M, costs,
-                    n_stages=S * v, v=v)
+    return _flushes("interleaved", orders.interleaved_order(S, M, v, group), S, N, M, costs, n_stages=S * v, v=v)
 
 
 def zb_h1(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeline:
@@ -134,14 +151,16 @@ def zb_h1(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeline:
     return _flushes("zb_h1", orders.zb_h1_order(S, M), S, N, M, costs, split=True)
 
 
-def zb_h2(S: int, N: int, M: int, costs: CostModel | None = None, overlapped: bool = False,
-          max_pending=None) -> Timeline:
+def zb_h2(
+    S: int, N: int, M: int, costs: CostModel | None = None, overlapped: bool = False, max_pending=None
+) -> Timeline:
     """ZB-H2 by the greedy rule with the 2p memory cap (ZOO.md §3.7). Per-rank span 3M iff
     M >= 2S - 1 at unit costs, but T_flush = 3M + S - 1 as ZB-H1: the gain needs
     ``overlapped=True`` (no barrier between flushes, optimizer post-validation)."""
     S, N, M = _check(S, N, M, per_mb=3)
-    return _flushes("zb_h2", orders.zb_h2_order(S, M, max_pending), S, N, M, costs, split=True,
-                    overlapped=bool(overlapped))
+    return _flushes(
+        "zb_h2", orders.zb_h2_order(S, M, max_pending), S, N, M, costs, split=True, overlapped=bool(overlapped)
+    )
 
 
 def zb_v(S: int, N: int, M: int, costs: CostModel | None = None, overlapped: bool = False) -> Timeline:
@@ -150,8 +169,9 @@ def zb_v(S: int, N: int, M: int, costs: CostModel | None = None, overlapped: boo
     span of 6M chunk ticks; T_flush = 6M + S - 1."""
 
     S, N, M = _check(S, N, M, per_mb=3, stages_per_rank=2)
-    return _flushes("zb_v", zbv_order(S, M), S, N, M, costs, split=True, n_stages=2 * S, v=2,
-                    overlapped=bool(overlapped))
+    return _flushes(
+        "zb_v", zbv_order(S, M), S, N, M, costs, split=True, n_stages=2 * S, v=2, overlapped=bool(overlapped)
+    )
 
 
 def dualpipe_v(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeline:

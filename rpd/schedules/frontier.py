@@ -110,7 +110,7 @@ def step_landings(tl: Timeline, k: int) -> list[np.ndarray]:
     """Per stage g: the ticks at whose end its updates land, one per k backwards (the last tick of
     its (j+1)k-th backward); a trailing partial group is never applied (fairscale's AMPNet)."""
     b = np.sort(tl.b_time, axis=0)
-    return [b[k - 1:: k, g] for g in range(tl.n_stages)]
+    return [b[k - 1 :: k, g] for g in range(tl.n_stages)]
 
 
 def step_versions(tl: Timeline, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -132,8 +132,10 @@ def wpipe_order(S: int, N: int, M: int) -> Order:
     over the whole stream of N microbatches; stages 0..S-1 are group 1, S..2S-1 group 2."""
     S, N, M = check_int("S", S), check_int("N", N), check_int("M", M)
     if M < S or N % M:
-        raise ValueError(f"wpipe needs M >= S (Megatron's group constraint) and N a whole number of "
-                         f"periods of M microbatches, got S={S}, N={N}, M={M}")
+        raise ValueError(
+            f"wpipe needs M >= S (Megatron's group constraint) and N a whole number of "
+            f"periods of M microbatches, got S={S}, N={N}, M={M}"
+        )
     return interleaved_order(S, N, 2, M)
 
 

@@ -47,12 +47,15 @@ def megatron_table(M: int, v: int, group: int) -> list[tuple[int, int]]:
 def check_interleaved(S: int, M: int, v: int, group: int) -> None:
     """Megatron's constraints on the interleaved schedule (ZOO.md §3.4, §5)."""
     if not S <= group <= M:
-        raise ValueError(f"interleaved: the group size must satisfy S <= group <= M (Megatron), "
-                         f"got group={group}, S={S}, M={M}")
+        raise ValueError(
+            f"interleaved: the group size must satisfy S <= group <= M (Megatron), got group={group}, S={S}, M={M}"
+        )
     rest = M % group
     if rest != 0 and rest < S:
-        raise ValueError(f"interleaved: M mod group must be 0 or >= S (Megatron's dependency-bubble "
-                         f"check), got M={M}, group={group}, S={S}")
+        raise ValueError(
+            f"interleaved: M mod group must be 0 or >= S (Megatron's dependency-bubble "
+            f"check), got M={M}, group={group}, S={S}"
+        )
 
 
 def interleaved_order(S: int, M: int, v: int, group: int | None = None) -> Order:
@@ -73,7 +76,7 @@ def interleaved_order(S: int, M: int, v: int, group: int | None = None) -> Order
         rows = fwd[:warm]
         for k in range(n - warm):
             rows += [fwd[k + warm], bwd[k]]
-        rows += bwd[n - warm:]
+        rows += bwd[n - warm :]
         out.append(ops(rows))
     return out
 

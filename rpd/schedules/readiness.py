@@ -273,8 +273,9 @@ def _check_size(S: int, N: int, noam: int | None = None) -> None:
     (stage, step) cells: T <= 2SN / min(NOAM, S) + 2S steps of S lanes."""
     cells = (2 * S * N // min(noam or S, S) + 2 * S) * S
     if cells > MAX_STAGE_STEPS:
-        raise ValueError(f"S={S}, N={N} is too large to simulate: about {cells:.3g} stage-steps "
-                         f"> {MAX_STAGE_STEPS:.0e}")
+        raise ValueError(
+            f"S={S}, N={N} is too large to simulate: about {cells:.3g} stage-steps > {MAX_STAGE_STEPS:.0e}"
+        )
 
 
 def _pd_spec(S, N, noam) -> ScheduleSpec:
@@ -297,8 +298,10 @@ def validate(tl: Timeline) -> None:
     f, b = tl.f_time.astype(np.int64), tl.b_time.astype(np.int64)
     _require(f.shape == (N, S) and b.shape == (N, S), "f_time/b_time must be [N, S]")
     _require(f.min() >= 0, "op times must be >= 0")
-    _require(np.all(np.diff(f, axis=0) > 0) and np.all(np.diff(b, axis=0) > 0),
-             "each stage must run its F's and its B's in microbatch order")
+    _require(
+        np.all(np.diff(f, axis=0) > 0) and np.all(np.diff(b, axis=0) > 0),
+        "each stage must run its F's and its B's in microbatch order",
+    )
     _require(np.all(f[:, 1:] > f[:, :-1]), "F(m, s) before F(m, s-1) finished")
     _require(np.all(b[:, :-1] > b[:, 1:]), "B(m, s) before B(m, s+1) finished")
     _require(np.all(b > f), "B(m, s) before F(m, s) finished")

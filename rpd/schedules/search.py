@@ -77,9 +77,17 @@ class SearchedTimeline(Timeline):
         return True
 
 
-def search(S: int, M: int, costs: CostModel | None, memory_cap, method: str = "heuristic",
-           time_limit: float = 60.0, objective: str = "makespan", split: bool | None = None,
-           workers: int | None = None) -> SearchedTimeline:
+def search(
+    S: int,
+    M: int,
+    costs: CostModel | None,
+    memory_cap,
+    method: str = "heuristic",
+    time_limit: float = 60.0,
+    objective: str = "makespan",
+    split: bool | None = None,
+    workers: int | None = None,
+) -> SearchedTimeline:
     """The best order found for one flush of M microbatches on S ranks under ``costs`` with at most
     ``memory_cap`` microbatches held per rank (a number, or one per rank; ``None``: no cap).
 
@@ -104,14 +112,30 @@ def search(S: int, M: int, costs: CostModel | None, memory_cap, method: str = "h
                 order, value, source = found.order, v, "cp-sat"
         optimal = found.optimal and value <= found.value
     optimal = optimal or value <= bound
-    info = SearchInfo(method=method, objective=p.objective, value=int(value), bound=int(min(bound, value)),
-                      optimal=bool(optimal), status=status, source=source,
-                      seconds=time.perf_counter() - t0, memory_cap=p.cap)
+    info = SearchInfo(
+        method=method,
+        objective=p.objective,
+        value=int(value),
+        bound=int(min(bound, value)),
+        optimal=bool(optimal),
+        status=status,
+        source=source,
+        seconds=time.perf_counter() - t0,
+        memory_cap=p.cap,
+    )
     return _timeline(p, order, info)
 
 
-def searched(S: int, N: int, M: int, costs: CostModel | None = None, overlapped: bool = False,
-             memory_cap=None, method: str = "heuristic", time_limit: float = 60.0) -> SearchedTimeline:
+def searched(
+    S: int,
+    N: int,
+    M: int,
+    costs: CostModel | None = None,
+    overlapped: bool = False,
+    memory_cap=None,
+    method: str = "heuristic",
+    time_limit: float = 60.0,
+) -> SearchedTimeline:
     """The schedule-family face of :func:`search` (``rpd.registry`` name "searched"): the order
     found for one flush, run for N / M flushes; split backward (F, I, W, like ZB-H1/H2) with the
     cap ``memory_cap`` (default 2S, ZB-H2's budget). ``overlapped=False``: a barrier after each
@@ -135,8 +159,16 @@ def searched(S: int, N: int, M: int, costs: CostModel | None = None, overlapped:
 def _one_flush(S, M, costs, cap, method, time_limit, overlapped) -> SearchedTimeline:
     """One search per (instance, method): ``rpd.registry`` builds a schedule for many N (protocol
     (ii)) and the order of a flush does not depend on N."""
-    return search(S, M, costs, cap, method=method, time_limit=time_limit,
-                  objective="period" if overlapped else "makespan", split=True)
+    return search(
+        S,
+        M,
+        costs,
+        cap,
+        method=method,
+        time_limit=time_limit,
+        objective="period" if overlapped else "makespan",
+        split=True,
+    )
 
 
 # ---------------------------------------------------------------- the heuristic
@@ -249,8 +281,17 @@ def _timeline(p: Problem, order: Order, info: SearchInfo, flushes: int = 1) -> S
     overlapped = p.objective == "period"
     if flushes > 1:
         order = concat([shift_mb(order, q * p.M) for q in range(flushes)])
-    tl = timed("searched", order, S=p.S, N=flushes * p.M, M=p.M, costs=p.costs, split=p.split,
-               barrier_every=None if overlapped else p.M, overlapped=overlapped)
+    tl = timed(
+        "searched",
+        order,
+        S=p.S,
+        N=flushes * p.M,
+        M=p.M,
+        costs=p.costs,
+        split=p.split,
+        barrier_every=None if overlapped else p.M,
+        overlapped=overlapped,
+    )
     fields = {f.name: getattr(tl, f.name) for f in dataclasses.fields(Timeline)}
     return SearchedTimeline(**fields, search_info=info)
 
@@ -258,10 +299,27 @@ def _timeline(p: Problem, order: Order, info: SearchInfo, flushes: int = 1) -> S
 def _order_of(tl: Timeline) -> Order:
     """The per-rank op order of a searched timeline (its table is rank-major in run order)."""
     t = tl.table
-    return [np.stack([t.kind[t.rank == r], t.stage[t.rank == r], t.mb[t.rank == r],
-                      np.zeros(int(np.sum(t.rank == r)), np.int32)], axis=1).astype(np.int32)
-            for r in range(tl.S)]
+    return [
+        np.stack(
+            [
+                t.kind[t.rank == r],
+                t.stage[t.rank == r],
+                t.mb[t.rank == r],
+                np.zeros(int(np.sum(t.rank == r)), np.int32),
+            ],
+            axis=1,
+        ).astype(np.int32)
+        for r in range(tl.S)
+    ]
 
 
-__all__ = ["METHODS", "OBJECTIVES", "SearchInfo", "SearchedTimeline", "hand_written", "heuristic_order",
-           "search", "searched"]
+__all__ = [
+    "METHODS",
+    "OBJECTIVES",
+    "SearchInfo",
+    "SearchedTimeline",
+    "hand_written",
+    "heuristic_order",
+    "search",
+    "searched",
+]

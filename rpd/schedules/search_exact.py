@@ -87,16 +87,20 @@ def solve(p: Problem, hint: Order, hint_value: int, time_limit: float, workers: 
     status = solver.solve(m)
     name = solver.status_name(status)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return Found(order=None, value=hint_value, bound=int(np.ceil(solver.best_objective_bound - 1e-9))
-                     if status == cp_model.UNKNOWN else hint_value, optimal=False, status=name)
+        return Found(
+            order=None,
+            value=hint_value,
+            bound=int(np.ceil(solver.best_objective_bound - 1e-9)) if status == cp_model.UNKNOWN else hint_value,
+            optimal=False,
+            status=name,
+        )
     order = []
     for r in range(S):
         rows = sorted((solver.value(start[kind, r, j]), kind, j) for kind in kinds for j in range(M))
         order.append(ops([(kind, r, j) for _, kind, j in rows]))
     value = int(round(solver.objective_value))
     bound = int(np.ceil(solver.best_objective_bound - 1e-9))
-    return Found(order=order, value=value, bound=min(bound, value), optimal=status == cp_model.OPTIMAL,
-                 status=name)
+    return Found(order=order, value=value, bound=min(bound, value), optimal=status == cp_model.OPTIMAL, status=name)
 
 
 def _add_hint(m, p: Problem, hint: Order, start: dict) -> None:

@@ -50,16 +50,30 @@ class Problem:
 
 def make_problem(S: int, M: int, costs: CostModel, split: bool, cap, objective: str) -> Problem:
     c = costs.resolve(S, split)
-    grid = lambda kind: costs.extra_ticks(np.full(S * M, kind, np.int8),  # noqa: E731
-                                          np.repeat(np.arange(S, dtype=np.int32), M),
-                                          np.tile(np.arange(M, dtype=np.int32), S), S, M).reshape(S, M)
+    grid = lambda kind: costs.extra_ticks(
+        np.full(S * M, kind, np.int8),  # noqa: E731
+        np.repeat(np.arange(S, dtype=np.int32), M),
+        np.tile(np.arange(M, dtype=np.int32), S),
+        S,
+        M,
+    ).reshape(S, M)
     F = c.F[:, None] + grid(FWD)
     if split:
         X, W = c.I[:, None] + grid(BWD_I), c.W[:, None] + grid(BWD_W)
     else:
         X, W = c.B[:, None] + grid(BWD), np.zeros((S, M), np.int64)
-    return Problem(S=S, M=M, split=split, costs=costs, F=F.astype(np.int64), X=X.astype(np.int64),
-                   W=W.astype(np.int64), p2p=int(costs.p2p), cap=tuple(int(v) for v in cap), objective=objective)
+    return Problem(
+        S=S,
+        M=M,
+        split=split,
+        costs=costs,
+        F=F.astype(np.int64),
+        X=X.astype(np.int64),
+        W=W.astype(np.int64),
+        p2p=int(costs.p2p),
+        cap=tuple(int(v) for v in cap),
+        objective=objective,
+    )
 
 
 # ---------------------------------------------------------------- evaluation by the one timer
@@ -210,20 +224,19 @@ def rules(p: Problem) -> list[Rule]:
     x = p.X[:, 0].astype(float)
     w = p.W[:, 0].astype(float)
     # ticks from F(r, 0)'s start until I(r, 0) can start: the forward and backward chains below r
-    trip = np.array([f[r:].sum() + x[r + 1:].sum() + 2 * (S - 1 - r) * p.p2p for r in range(S)])
+    trip = np.array([f[r:].sum() + x[r + 1 :].sum() + 2 * (S - 1 - r) * p.p2p for r in range(S)])
     cycle = f + x + w
     depths = set()
     for alpha in (0.0, 0.25, 0.5, 0.75, 1.0):
         for beta in (0, 1, 2):
-            depths.add(tuple(int(math.floor(s + alpha * (fl - s))) + beta
-                             for s, fl in zip(trip / cycle + 1, trip / f)))
+            depths.add(tuple(int(math.floor(s + alpha * (fl - s))) + beta for s, fl in zip(trip / cycle + 1, trip / f)))
     for a in (1, 2):
         depths.add(tuple(a * (S - 1 - r) + 1 for r in range(S)))
     out = []
     for d in sorted(depths):
         limit = tuple(max(1, min(v, p.M)) for v in d)
         for prefer_f in (False, True):
-            for lazy_w in ((False, True) if p.split else (False,)):
+            for lazy_w in (False, True) if p.split else (False,):
                 out.append(Rule(limit, prefer_f, lazy_w))
     return out
 
@@ -241,7 +254,7 @@ def tune(p: Problem, rule: Rule, order: Order, best: tuple, max_runs: int) -> tu
                 v = limit[r] + step
                 if not 1 <= v <= p.M or runs >= max_runs:
                     continue
-                trial = dataclasses.replace(rule, limit=tuple(limit[:r] + [v] + limit[r + 1:]))
+                trial = dataclasses.replace(rule, limit=tuple(limit[:r] + [v] + limit[r + 1 :]))
                 o, s = greedy(p, trial)
                 runs += 1
                 if s < best:

@@ -107,9 +107,15 @@ class Timeline:
         mb = np.broadcast_to(np.arange(N, dtype=np.int32)[:, None], (2, N, S))
         o = np.lexsort((times.ravel(), stage.ravel()))
         start = times.ravel()[o]
-        return OpTable(kind=kind.ravel()[o], stage=stage.ravel()[o], mb=mb.ravel()[o],
-                       rank=stage.ravel()[o], start=start, end=start + 1,
-                       fused=np.zeros(len(o), bool))
+        return OpTable(
+            kind=kind.ravel()[o],
+            stage=stage.ravel()[o],
+            mb=mb.ravel()[o],
+            rank=stage.ravel()[o],
+            start=start,
+            end=start + 1,
+            fused=np.zeros(len(o), bool),
+        )
 
     # ------------------------------------------------------------------ grids (pictures)
 

@@ -63,9 +63,15 @@ def flatten(order: Order, n_stages: int, N: int) -> FlatOrder:
     dep[inner, 1] = at_f[stage[inner], mb[inner]]
     w = kind == BWD_W
     dep[w, 0] = at_b[stage[w], mb[w]]
-    return FlatOrder(kind=kind, stage=stage.astype(np.int32), mb=mb.astype(np.int32), rank=rank,
-                     fused=rows[:, 3].astype(bool), rank_ptr=np.concatenate([[0], np.cumsum(sizes)]),
-                     dep=dep)
+    return FlatOrder(
+        kind=kind,
+        stage=stage.astype(np.int32),
+        mb=mb.astype(np.int32),
+        rank=rank,
+        fused=rows[:, 3].astype(bool),
+        rank_ptr=np.concatenate([[0], np.cumsum(sizes)]),
+        dep=dep,
+    )
 
 
 def op_durations(flat: FlatOrder, costs, n_stages: int, N: int, split: bool) -> np.ndarray:
@@ -79,8 +85,9 @@ def op_durations(flat: FlatOrder, costs, n_stages: int, N: int, split: bool) -> 
     return dur
 
 
-def time_order(flat: FlatOrder, dur: np.ndarray, p2p: int, flush: np.ndarray | None = None,
-               gap: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def time_order(
+    flat: FlatOrder, dur: np.ndarray, p2p: int, flush: np.ndarray | None = None, gap: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """int64 [n] start and end tick of every op of ``flat`` under durations ``dur``.
 
     ``flush`` (int [n], optional): flush index of each op; an op of flush q > 0 starts no
@@ -95,11 +102,23 @@ def time_order(flat: FlatOrder, dur: np.ndarray, p2p: int, flush: np.ndarray | N
     gap = np.zeros(n_flush, np.int64) if gap is None else np.asarray(gap, np.int64)
     start = np.empty(n, np.int64)
     end = np.empty(n, np.int64)
-    stuck = _compiled_kernel()(flat.rank_ptr, np.asarray(dur, np.int64), flat.dep, lat.astype(np.int64),
-                         flat.fused, flush, gap, n_flush, start, end)
+    stuck = _compiled_kernel()(
+        flat.rank_ptr,
+        np.asarray(dur, np.int64),
+        flat.dep,
+        lat.astype(np.int64),
+        flat.fused,
+        flush,
+        gap,
+        n_flush,
+        start,
+        end,
+    )
     if stuck >= 0:
-        raise ValueError(f"the order deadlocks: rank {stuck} waits for an op that can never run "
-                         "(an op ordered before its dependency)")
+        raise ValueError(
+            f"the order deadlocks: rank {stuck} waits for an op that can never run "
+            "(an op ordered before its dependency)"
+        )
     return start, end
 
 

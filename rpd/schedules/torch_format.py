@@ -106,8 +106,9 @@ def to_csv(order: Order, *, lineterminator: str = "\r\n") -> str:
 # -- import ----------------------------------------------------------------------------------
 
 
-def from_actions(actions: Mapping[int, Iterable] | Iterable[Iterable], *, legacy: bool = False,
-                 compute_only: bool = False) -> Order:
+def from_actions(
+    actions: Mapping[int, Iterable] | Iterable[Iterable], *, legacy: bool = False, compute_only: bool = False
+) -> Order:
     """An rpd order from torch's ``pipeline_order`` (a dict rank -> actions, or a list of
     per-rank lists). An action is a string or anything whose ``str()`` is one (torch's
     ``_Action``); ``None`` and blank strings are idles and are skipped. The dict's keys must be
@@ -142,16 +143,16 @@ def from_csv(text: str, *, legacy: bool = False, compute_only: bool = False) -> 
     return from_actions(rows, legacy=legacy, compute_only=compute_only)
 
 
-def _parse_entry(text: str, names: dict, legacy: bool, compute_only: bool, rank: int,
-                 step: int) -> list[tuple[int, int, int]]:
+def _parse_entry(
+    text: str, names: dict, legacy: bool, compute_only: bool, rank: int, step: int
+) -> list[tuple[int, int, int]]:
     """(kind, stage, mb) per compute op of one field: one for an action, one per sub-action
     for an overlap container, none for a dropped non-compute action."""
     where = f"rank {rank}, step {step}"
     if text.startswith("("):
         box = _CONTAINER.fullmatch(text)
         if box is None:
-            raise ValueError(f"{where}: cannot parse torch container action {text!r} "
-                             f"(expected '(sub;sub){OVERLAP}')")
+            raise ValueError(f"{where}: cannot parse torch container action {text!r} (expected '(sub;sub){OVERLAP}')")
         inner, ctype = box.groups()
         if ctype != OVERLAP:
             raise ValueError(f"{where}: container type {ctype!r} in {text!r} is not {OVERLAP}")
@@ -164,22 +165,24 @@ def _parse_entry(text: str, names: dict, legacy: bool, compute_only: bool, rank:
     return _parse_single(text, names, legacy, compute_only, where)
 
 
-def _parse_single(text: str, names: dict, legacy: bool, compute_only: bool,
-                  where: str) -> list[tuple[int, int, int]]:
+def _parse_single(text: str, names: dict, legacy: bool, compute_only: bool, where: str) -> list[tuple[int, int, int]]:
     hit = _SINGLE.fullmatch(text)
     if hit is None:
-        raise ValueError(f"{where}: cannot parse torch action {text!r} "
-                         f"(expected [stage][type][microbatch], e.g. 2F0)")
+        raise ValueError(f"{where}: cannot parse torch action {text!r} (expected [stage][type][microbatch], e.g. 2F0)")
     stage, ctype, mb = hit.groups()
     if ctype in NON_COMPUTE:
         if compute_only:
             return []
-        raise ValueError(f"{where}: {text!r} is not a compute action; pass compute_only=True to "
-                         f"drop communication / resharding / gradient-reduce actions")
+        raise ValueError(
+            f"{where}: {text!r} is not a compute action; pass compute_only=True to "
+            f"drop communication / resharding / gradient-reduce actions"
+        )
     if ctype not in names:
         hint = "legacy=False" if legacy else "legacy=True"
-        raise ValueError(f"{where}: action type {ctype!r} in {text!r} is not known in "
-                         f"{'legacy' if legacy else 'current'} naming (try {hint})")
+        raise ValueError(
+            f"{where}: action type {ctype!r} in {text!r} is not known in "
+            f"{'legacy' if legacy else 'current'} naming (try {hint})"
+        )
     if mb == "":
         raise ValueError(f"{where}: compute action {text!r} names no microbatch")
     return [(names[ctype], int(stage), int(mb))]
@@ -205,6 +208,8 @@ def stage_to_rank(order: Order, *, replicated: bool = False) -> dict[int, int] |
     for g, rs in sorted(where.items()):
         if len(rs) > 1:
             a, b = sorted(rs)[:2]
-            raise ValueError(f"stage {g} runs on ranks {a} and {b} (pass replicated=True for "
-                             f"schedules that replicate stages, e.g. Chimera)")
+            raise ValueError(
+                f"stage {g} runs on ranks {a} and {b} (pass replicated=True for "
+                f"schedules that replicate stages, e.g. Chimera)"
+            )
     return {g: next(iter(rs)) for g, rs in sorted(where.items())}

@@ -32,15 +32,20 @@ def levels(cfg: Config) -> list[Level]:
     out = [Level(UNIT, None, None, None)]
     for c in cfg.p2p:
         for a in cfg.alphas:
-            out.append(Level(f"c{c}_a{a:g}", int(c), a,
-                             CostModel(F=cfg.tF, B=cfg.tB, p2p=int(c), allreduce=(a, cfg.beta))))
+            out.append(
+                Level(f"c{c}_a{a:g}", int(c), a, CostModel(F=cfg.tF, B=cfg.tB, p2p=int(c), allreduce=(a, cfg.beta)))
+            )
     return out
 
 
 def series_keys(cfg: Config) -> list[tuple[str, int, int | None]]:
     """(panel, S, c) of every series: the quadratic's one S, then each S of the logistic panel."""
-    return [(p, S, c) for p, Ss in (("quadratic", (cfg.quad_S,)), ("logistic", cfg.log_S_values))
-            for S in Ss for c in cfg.p2p]
+    return [
+        (p, S, c)
+        for p, Ss in (("quadratic", (cfg.quad_S,)), ("logistic", cfg.log_S_values))
+        for S in Ss
+        for c in cfg.p2p
+    ]
 
 
 def block_values(d: int, S: int) -> int:

@@ -45,5 +45,15 @@ class Config:
 
 # E3's and E6's quick sizes (so the unit rung equals paper_figures/quick/e3_nesterov, e6_scaling)
 # and a shorter ladder.
-QUICK = dict(quad_S=4, quad_R=4, quad_d=64, quad_n=120, quad_N=120, log_S_values=(2, 4, 8), log_T=400,
-             p2p=(0,), alphas=(0, 16, 64, 256), log_seeds=(0, 1))
+QUICK = dict(
+    quad_S=4,
+    quad_R=4,
+    quad_d=64,
+    quad_n=120,
+    quad_N=120,
+    log_S_values=(2, 4, 8),
+    log_T=400,
+    p2p=(0,),
+    alphas=(0, 16, 64, 256),
+    log_seeds=(0, 1),
+)

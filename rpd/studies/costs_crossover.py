@@ -67,7 +67,7 @@ import numpy as np
 from rpd import objectives, schedules
 from rpd.analysis import simtime, tuning
 from rpd.plotting.costs import costs_figure
-from rpd.results import StudyOutput
+from rpd.results import StudyOutput, best_final
 from rpd.runtime import concurrency
 from rpd.studies.cost_ladder import (
     Level,
@@ -91,7 +91,7 @@ from rpd.studies.crossover import (  # noqa: F401
     make_series,
     table_rows,
 )
-from rpd.studies.pd_vs_localsgd import best_final, select
+from rpd.studies.pd_vs_localsgd import select
 from rpd.train import localsgd, methods
 
 TITLE = "PipeDream vs LocalSGD under costs: where the winner changes"
@@ -106,25 +106,39 @@ def n_steps(cfg: Config) -> int:
 
 
 def _quad_objective(cfg: Config):
-    return objectives.nesterov_quadratic(n=cfg.quad_n, d=cfg.quad_d, S=cfg.quad_S, batch_size=cfg.quad_batch_size,
-                                         mu=cfg.quad_mu, seed=cfg.seed)
+    return objectives.nesterov_quadratic(
+        n=cfg.quad_n, d=cfg.quad_d, S=cfg.quad_S, batch_size=cfg.quad_batch_size, mu=cfg.quad_mu, seed=cfg.seed
+    )
 
 
 def _log_objective(cfg: Config, S: int):
-    return objectives.logistic_regression(n=cfg.log_n, d=cfg.log_d, S=S, batch_size=cfg.log_batch_size,
-                                          lam=cfg.log_lam, grad_noise=cfg.log_grad_noise, seed=cfg.seed)
+    return objectives.logistic_regression(
+        n=cfg.log_n,
+        d=cfg.log_d,
+        S=S,
+        batch_size=cfg.log_batch_size,
+        lam=cfg.log_lam,
+        grad_noise=cfg.log_grad_noise,
+        seed=cfg.seed,
+    )
 
 
 def setting(cfg: Config) -> dict:
     """The two problems as run, for the figure."""
     return dict(
-        quadratic=(f"Nesterov quadratic, μ = {cfg.quad_mu:g}, d = {cfg.quad_d}, n = {cfg.quad_n}, "
-                   f"B = {cfg.quad_batch_size}, N = {cfg.quad_N}, S = {cfg.quad_S}, R = {cfg.quad_R}"),
-        logistic=(f"logistic regression, n = {cfg.log_n}, d = {cfg.log_d}, B = {cfg.log_batch_size}, "
-                  f"λ = {cfg.log_lam:g}, σ_g = {cfg.log_grad_noise:g}, T = {cfg.log_T}, R = S, H = {cfg.log_H}"),
-        ladder=(f"rungs: unit (F = B = 1, c = 0, free averaging); then tF = {cfg.tF}, tB = {cfg.tB}, "
-                f"p2p c ∈ {{{', '.join(str(c) for c in cfg.p2p)}}}, averaging ⌈α + β·D⌉ ticks, "
-                f"β = {cfg.beta:g}, D = ⌈d/S⌉, α ∈ {{{', '.join(f'{a:g}' for a in cfg.alphas)}}}"),
+        quadratic=(
+            f"Nesterov quadratic, μ = {cfg.quad_mu:g}, d = {cfg.quad_d}, n = {cfg.quad_n}, "
+            f"B = {cfg.quad_batch_size}, N = {cfg.quad_N}, S = {cfg.quad_S}, R = {cfg.quad_R}"
+        ),
+        logistic=(
+            f"logistic regression, n = {cfg.log_n}, d = {cfg.log_d}, B = {cfg.log_batch_size}, "
+            f"λ = {cfg.log_lam:g}, σ_g = {cfg.log_grad_noise:g}, T = {cfg.log_T}, R = S, H = {cfg.log_H}"
+        ),
+        ladder=(
+            f"rungs: unit (F = B = 1, c = 0, free averaging); then tF = {cfg.tF}, tB = {cfg.tB}, "
+            f"p2p c ∈ {{{', '.join(str(c) for c in cfg.p2p)}}}, averaging ⌈α + β·D⌉ ticks, "
+            f"β = {cfg.beta:g}, D = ⌈d/S⌉, α ∈ {{{', '.join(f'{a:g}' for a in cfg.alphas)}}}"
+        ),
     )
 
 
@@ -170,18 +184,45 @@ def _jobs(cfg: Config, lv: list[Level]) -> list[Job]:
     """Every run with its timeline; LocalSGD runs of one (panel, S, H) share padded shapes."""
     jobs: list[Job] = []
     pd_levels = [lv[0]] + [next(x for x in lv if x.c == c) for c in cfg.p2p]  # unit, then one per c
-    panels = [("quadratic", cfg.quad_S, _quad_objective(cfg), cfg.quad_R, cfg.quad_H, cfg.quad_d, cfg.quad_N,
-               schedules.pipedream(cfg.quad_S, cfg.quad_N).T, cfg.quad_tail_frac, (cfg.seed,))]
+    panels = [
+        (
+            "quadratic",
+            cfg.quad_S,
+            _quad_objective(cfg),
+            cfg.quad_R,
+            cfg.quad_H,
+            cfg.quad_d,
+            cfg.quad_N,
+            schedules.pipedream(cfg.quad_S, cfg.quad_N).T,
+            cfg.quad_tail_frac,
+            (cfg.seed,),
+        )
+    ]
     for S in cfg.log_S_values:
-        panels.append(("logistic", S, _log_objective(cfg, S), S, (cfg.log_H,), cfg.log_d,
-                       logistic_n_paper(S, cfg.log_T), cfg.log_T, cfg.log_tail_frac, tuple(cfg.log_seeds)))
+        panels.append(
+            (
+                "logistic",
+                S,
+                _log_objective(cfg, S),
+                S,
+                (cfg.log_H,),
+                cfg.log_d,
+                logistic_n_paper(S, cfg.log_T),
+                cfg.log_T,
+                cfg.log_tail_frac,
+                tuple(cfg.log_seeds),
+            )
+        )
     for panel, S, obj, R, Hs, d, N_paper, T_paper, tail, seeds in panels:
         proto_i = panel == "quadratic"
         budgets = {L.c: budget(T_paper, N_paper, S, L.costs) for L in pd_levels}
         for L in pd_levels:
             B, costs = budgets[L.c], pd_only(L.costs)
-            tl = (schedules.pipedream(S, N_paper, costs=costs) if proto_i
-                  else simtime.smallest_n_reaching(B, lambda n: schedules.pipedream(S, n, costs=costs), N_paper))
+            tl = (
+                schedules.pipedream(S, N_paper, costs=costs)
+                if proto_i
+                else simtime.smallest_n_reaching(B, lambda n: schedules.pipedream(S, n, costs=costs), N_paper)
+            )
             jobs.append(Job(panel, S, L, "pd", None, obj, tl, B, T_paper, tail, T_own=tl.T, seeds=seeds))
         D = block_values(d, S)
         for H in Hs:
@@ -199,8 +240,23 @@ def _jobs(cfg: Config, lv: list[Level]) -> list[Job]:
                 else:  # protocol (ii), or a LocalSGD shorter than PD's makespan (then it runs longer)
                     tl = simtime.smallest_n_reaching(B, make, max(1, N_paper * B // full.T))
                 avg = 0 if L.costs is None else L.costs.allreduce_ticks(D)
-                group.append(Job(panel, S, L, "localsgd", H, obj, tl, B, T_paper, tail, T_own=full.T if proto_i
-                                 else tl.T, seeds=seeds, avg_ticks=avg))
+                group.append(
+                    Job(
+                        panel,
+                        S,
+                        L,
+                        "localsgd",
+                        H,
+                        obj,
+                        tl,
+                        B,
+                        T_paper,
+                        tail,
+                        T_own=full.T if proto_i else tl.T,
+                        seeds=seeds,
+                        avg_ticks=avg,
+                    )
+                )
             _pad(group, len(tuning.pow2_grid(*cfg.localsgd_gamma_exps)), obj.D)
             jobs += group
     return jobs
@@ -277,19 +333,45 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None, workers: int
         idx = -1 if sel.index is None else sel.index
         n_tail = tuning.tail_length(curve.shape[1], j.tail_frac)
         arrays[f"{j.key}/tail"] = curve[:, -n_tail:]  # what the selector looked at; [:, -1] is f at the budget
-        runs.append(dict(key=j.key, panel=j.panel, S=j.S, level=j.level.key, c=j.level.c, alpha=j.level.alpha,
-                         method=j.method, H=j.H, N=j.tl.N, T_run=j.tl.T, T_own=j.T_own, budget=j.budget,
-                         avg_ticks=j.avg_ticks, rounds=None if j.method == "pd" else len(j.tl.sync_time),
-                         pad=j.pad, gamma_index=idx, gamma_exp=None if idx < 0 else tuning.log2_exponent(sel.gamma),
-                         rule=sel.rule, f_at_budget=None if idx < 0 else float(curve[idx, -1]),
-                         best_final=best_final(curve),
-                         diverged_gamma_exps=[tuning.log2_exponent(r.gamma) for r in sel.reports if r.diverged]))
+        runs.append(
+            dict(
+                key=j.key,
+                panel=j.panel,
+                S=j.S,
+                level=j.level.key,
+                c=j.level.c,
+                alpha=j.level.alpha,
+                method=j.method,
+                H=j.H,
+                N=j.tl.N,
+                T_run=j.tl.T,
+                T_own=j.T_own,
+                budget=j.budget,
+                avg_ticks=j.avg_ticks,
+                rounds=None if j.method == "pd" else len(j.tl.sync_time),
+                pad=j.pad,
+                gamma_index=idx,
+                gamma_exp=None if idx < 0 else tuning.log2_exponent(sel.gamma),
+                rule=sel.rule,
+                f_at_budget=None if idx < 0 else float(curve[idx, -1]),
+                best_final=best_final(curve),
+                diverged_gamma_exps=[tuning.log2_exponent(r.gamma) for r in sel.reports if r.diverged],
+            )
+        )
     series = [make_series(cfg, runs, panel, S, c) for panel, S, c in series_keys(cfg)]
     rows = table_rows(series)
     checks = claim_checks(cfg, series)
-    summary = dict(study="e11_costs", title=TITLE, setting=setting(cfg), config=dataclasses.asdict(cfg),
-                   levels=[dict(key=L.key, c=L.c, alpha=L.alpha) for L in lv], runs=runs, series=series,
-                   claims=checks, claim=CLAIMS)
+    summary = dict(
+        study="e11_costs",
+        title=TITLE,
+        setting=setting(cfg),
+        config=dataclasses.asdict(cfg),
+        levels=[dict(key=L.key, c=L.c, alpha=L.alpha) for L in lv],
+        runs=runs,
+        series=series,
+        claims=checks,
+        claim=CLAIMS,
+    )
     return StudyOutput(arrays=arrays, summary=summary, table=rows)
 
 

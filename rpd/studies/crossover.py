@@ -38,8 +38,16 @@ def crossover(alphas, f_pd, f_ls) -> dict:
     a = [float(x) for x in alphas]
     w = [winner(p, q) for p, q in zip(f_pd, f_ls)]
     switches = [a[i] for i in range(1, len(w)) if w[i] != w[i - 1]]
-    out = dict(winners=w, switches=switches, monotone=len(switches) <= 1, alpha_lo=None, alpha_hi=None,
-               alpha_star=None, frac=None, **{"from": w[0] if w else None, "to": None})
+    out = dict(
+        winners=w,
+        switches=switches,
+        monotone=len(switches) <= 1,
+        alpha_lo=None,
+        alpha_hi=None,
+        alpha_star=None,
+        frac=None,
+        **{"from": w[0] if w else None, "to": None},
+    )
     if not switches:
         return out
     i = next(j for j in range(1, len(w)) if w[j] != w[0])
@@ -69,19 +77,30 @@ def make_series(cfg: Config, runs: list[dict], panel: str, S: int, c: int) -> di
     for key, alpha in [(UNIT, None)] + [(f"c{c}_a{a:g}", a) for a in cfg.alphas]:
         pd = pd_of[key]
         ls = {H: by[(key, "localsgd", H)] for H in Hs}
-        rung = dict(level=key, alpha=alpha, budget=pd["budget"], pd_N=pd["N"],
-                    ls_N={str(H): ls[H]["N"] for H in Hs}, avg_ticks=ls[Hs[0]]["avg_ticks"],
-                    pd_gamma_exp=pd["gamma_exp"], ls_gamma_exp={str(H): ls[H]["gamma_exp"] for H in Hs})
+        rung = dict(
+            level=key,
+            alpha=alpha,
+            budget=pd["budget"],
+            pd_N=pd["N"],
+            ls_N={str(H): ls[H]["N"] for H in Hs},
+            avg_ticks=ls[Hs[0]]["avg_ticks"],
+            pd_gamma_exp=pd["gamma_exp"],
+            ls_gamma_exp={str(H): ls[H]["gamma_exp"] for H in Hs},
+        )
         for rule in ("stable", "best_final"):
             f_ls = {H: _value(ls[H], rule) for H in Hs}
             best_H = min(Hs, key=lambda H: (f_ls[H], H))
             f_pd = _value(pd, rule)
-            rung[rule] = dict(f_pd=f_pd if math.isfinite(f_pd) else None,
-                              f_ls={str(H): (v if math.isfinite(v) else None) for H, v in f_ls.items()},
-                              best_H=best_H, f_ls_best=f_ls[best_H] if math.isfinite(f_ls[best_H]) else None,
-                              ratio=(f_ls[best_H] / f_pd if f_pd > 0 and math.isfinite(f_pd)
-                                     and math.isfinite(f_ls[best_H]) else None),
-                              winner=winner(f_pd, f_ls[best_H]))
+            rung[rule] = dict(
+                f_pd=f_pd if math.isfinite(f_pd) else None,
+                f_ls={str(H): (v if math.isfinite(v) else None) for H, v in f_ls.items()},
+                best_H=best_H,
+                f_ls_best=f_ls[best_H] if math.isfinite(f_ls[best_H]) else None,
+                ratio=(
+                    f_ls[best_H] / f_pd if f_pd > 0 and math.isfinite(f_pd) and math.isfinite(f_ls[best_H]) else None
+                ),
+                winner=winner(f_pd, f_ls[best_H]),
+            )
         rungs.append(rung)
     ladder = rungs[1:]
     cross = {}
@@ -89,8 +108,7 @@ def make_series(cfg: Config, runs: list[dict], panel: str, S: int, c: int) -> di
         f_pd = [math.inf if r[rule]["f_pd"] is None else r[rule]["f_pd"] for r in ladder]
         f_ls = [math.inf if r[rule]["f_ls_best"] is None else r[rule]["f_ls_best"] for r in ladder]
         cross[rule] = crossover(cfg.alphas, f_pd, f_ls)
-    return dict(panel=panel, S=S, c=c, rungs=rungs, crossover=cross["stable"],
-                crossover_best_final=cross["best_final"])
+    return dict(panel=panel, S=S, c=c, rungs=rungs, crossover=cross["stable"], crossover_best_final=cross["best_final"])
 
 
 def describe(x: dict, alphas) -> str:
@@ -110,9 +128,16 @@ def table_rows(series: list[dict]) -> list[dict]:
     rows = []
     for s in series:
         alphas = [r["alpha"] for r in s["rungs"][1:]]
-        rows.append(dict(panel=s["panel"], S=s["S"], c=s["c"], alpha="crossover",
-                         winner=describe(s["crossover"], alphas),
-                         winner_best_final=describe(s["crossover_best_final"], alphas)))
+        rows.append(
+            dict(
+                panel=s["panel"],
+                S=s["S"],
+                c=s["c"],
+                alpha="crossover",
+                winner=describe(s["crossover"], alphas),
+                winner_best_final=describe(s["crossover_best_final"], alphas),
+            )
+        )
     seen = set()
     for s in series:
         for r in s["rungs"]:
@@ -120,11 +145,24 @@ def table_rows(series: list[dict]) -> list[dict]:
                 continue
             seen.add((s["panel"], s["S"]))
             st, bf = r["stable"], r["best_final"]
-            rows.append(dict(panel=s["panel"], S=s["S"], c=s["c"] if r["alpha"] is not None else "-",
-                             alpha="unit" if r["alpha"] is None else r["alpha"], avg_ticks=r["avg_ticks"],
-                             budget=r["budget"], pd_N=r["pd_N"], ls_N=" ".join(str(v) for v in r["ls_N"].values()),
-                             f_pd=st["f_pd"], f_ls_best=st["f_ls_best"], best_H=st["best_H"], ratio=st["ratio"],
-                             winner=st["winner"], winner_best_final=bf["winner"]))
+            rows.append(
+                dict(
+                    panel=s["panel"],
+                    S=s["S"],
+                    c=s["c"] if r["alpha"] is not None else "-",
+                    alpha="unit" if r["alpha"] is None else r["alpha"],
+                    avg_ticks=r["avg_ticks"],
+                    budget=r["budget"],
+                    pd_N=r["pd_N"],
+                    ls_N=" ".join(str(v) for v in r["ls_N"].values()),
+                    f_pd=st["f_pd"],
+                    f_ls_best=st["f_ls_best"],
+                    best_H=st["best_H"],
+                    ratio=st["ratio"],
+                    winner=st["winner"],
+                    winner_best_final=bf["winner"],
+                )
+            )
     return rows
 
 
@@ -138,12 +176,22 @@ def claim_checks(cfg: Config, series: list[dict]) -> list[dict]:
     parts = [f"unit: best LocalSGD / PD = {fmt(unit['ratio'])}"]
     for s in quad:
         lad = s["rungs"][1:]
-        parts.append(f"c = {s['c']}: {fmt(lad[0]['stable']['ratio'])} at α = {alphas[0]:g}, "
-                     f"{fmt(lad[-1]['stable']['ratio'])} at α = {alphas[-1]:g}")
-    verdict = "; ".join(f"c = {s['c']}: {describe(s['crossover'], alphas)} "
-                        f"[best final: {describe(s['crossover_best_final'], alphas)}]" for s in quad)
-    out.append(dict(claim=CLAIMS["quadratic"] + " -- on every rung?", holds=bool(pd_all),
-                    measured="; ".join(parts), verdict=verdict))
+        parts.append(
+            f"c = {s['c']}: {fmt(lad[0]['stable']['ratio'])} at α = {alphas[0]:g}, "
+            f"{fmt(lad[-1]['stable']['ratio'])} at α = {alphas[-1]:g}"
+        )
+    verdict = "; ".join(
+        f"c = {s['c']}: {describe(s['crossover'], alphas)} [best final: {describe(s['crossover_best_final'], alphas)}]"
+        for s in quad
+    )
+    out.append(
+        dict(
+            claim=CLAIMS["quadratic"] + " -- on every rung?",
+            holds=bool(pd_all),
+            measured="; ".join(parts),
+            verdict=verdict,
+        )
+    )
 
     log = [s for s in series if s["panel"] == "logistic"]
     for c in cfg.p2p:
@@ -161,12 +209,21 @@ def claim_checks(cfg: Config, series: list[dict]) -> list[dict]:
             else:
                 stars.append(f"S={s['S']}: {x['from']} -> {describe(x, alphas)}")
         grows = crossover_grows(ss, alphas)
-        out.append(dict(claim=f"{CLAIMS['logistic']} -- at tB = {cfg.tB}tF, c = {c}, α = {alphas[0]:g}, and how far in α",
-                        holds=bool(big and set(big) <= set(wins0)),
-                        measured=(f"LocalSGD wins at S = {wins0} at α = {alphas[0]:g} (unit costs: S = {unit_wins}); "
-                                  f"PD takes over: " + "; ".join(stars)),
-                        verdict=(f"the crossover α grows with S over the S where LocalSGD starts ahead: {grows}"
-                                 if grows is not None else "LocalSGD is ahead at α = 0 for fewer than two S")))
+        out.append(
+            dict(
+                claim=f"{CLAIMS['logistic']} -- at tB = {cfg.tB}tF, c = {c}, α = {alphas[0]:g}, and how far in α",
+                holds=bool(big and set(big) <= set(wins0)),
+                measured=(
+                    f"LocalSGD wins at S = {wins0} at α = {alphas[0]:g} (unit costs: S = {unit_wins}); "
+                    f"PD takes over: " + "; ".join(stars)
+                ),
+                verdict=(
+                    f"the crossover α grows with S over the S where LocalSGD starts ahead: {grows}"
+                    if grows is not None
+                    else "LocalSGD is ahead at α = 0 for fewer than two S"
+                ),
+            )
+        )
     return out
 
 

@@ -117,13 +117,13 @@ def run_e7(cfg: E7Config, progress: Callable[[str], None] | None = None) -> Stud
             law = 2 * tl.N + math.ceil(tl.N / (tl.R * tl.H)) * (2 * tl.S - 2)
         else:
             law = 2 * tl.S * tl.N if tl.noam == 1 else 2 * tl.N + 2 * tl.S - 2
-        table.append({"schedule": name, "S": tl.S, "N": tl.N, "T": tl.T, "T_law": law,
-                      "bubble_ratio": delays.bubble_ratio(tl)})
+        table.append(
+            {"schedule": name, "S": tl.S, "N": tl.N, "T": tl.T, "T_law": law, "bubble_ratio": delays.bubble_ratio(tl)}
+        )
         if progress is not None:
             progress(name)
     family = {}
     if cfg.family:  # unit costs: F = B, and F = I = W for the split-backward schedules
-
         for name, ops in schedule_table.pictures(schedule_table.ORDER, b=1).items():
             arrays[f"family/{name}"] = ops
         family = {"costs": "F = B (split: F = I = W), chunks at half cost", "scale": schedule_table.SCALE}
@@ -132,14 +132,19 @@ def run_e7(cfg: E7Config, progress: Callable[[str], None] | None = None) -> Stud
 
 def figure_e7(out: StudyOutput, path) -> None:
     panels = [
-        {"title": title, "op": out.arrays[f"{name}/op"], "mb": out.arrays[f"{name}/mb"],
-         "sync_time": out.arrays[f"{name}/sync_time"]}
+        {
+            "title": title,
+            "op": out.arrays[f"{name}/op"],
+            "mb": out.arrays[f"{name}/mb"],
+            "sync_time": out.arrays[f"{name}/sync_time"],
+        }
         for name, title in out.summary["titles"].items()
     ]
     style.schedule_pictures(panels, path)
     family = [k for k in out.arrays if k.startswith("family/")]
     if family:  # the schedule family, ops drawn with their ticks (I and W in their own colours)
-
         path = Path(path)
-        schedule_gantt([dict(title=k.split("/", 1)[1], ops=out.arrays[k], scale=out.summary["family"]["scale"])
-                        for k in family], path.with_name(path.stem + "_family.png"))
+        schedule_gantt(
+            [dict(title=k.split("/", 1)[1], ops=out.arrays[k], scale=out.summary["family"]["scale"]) for k in family],
+            path.with_name(path.stem + "_family.png"),
+        )

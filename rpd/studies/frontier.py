@@ -44,12 +44,20 @@ from rpd.train import methods
 
 # (label, schedule name, options of its semantics)
 VARIANTS = (
-    ("GPipe", "gpipe", {}), ("1F1B", "1f1b", {}), ("interleaved", "interleaved", {}),
-    ("ZB-H1", "zb_h1", {}), ("ZB-H2", "zb_h2", {}), ("ZB-V", "zb_v", {}),
-    ("DualPipeV", "dualpipe_v", {}), ("Chimera", "chimera", {}),
-    ("PipeDream", "pipedream", {}), ("PipeDream+pred", "pipedream", {"predict": True}),
-    ("2BW", "pipedream_2bw", {}), ("PipeMare", "pipemare", {}),
-    ("PipeMare T1+T2", "pipemare", {"t1": True, "t2": True}), ("LocalSGD", "local_sgd", {}),
+    ("GPipe", "gpipe", {}),
+    ("1F1B", "1f1b", {}),
+    ("interleaved", "interleaved", {}),
+    ("ZB-H1", "zb_h1", {}),
+    ("ZB-H2", "zb_h2", {}),
+    ("ZB-V", "zb_v", {}),
+    ("DualPipeV", "dualpipe_v", {}),
+    ("Chimera", "chimera", {}),
+    ("PipeDream", "pipedream", {}),
+    ("PipeDream+pred", "pipedream", {"predict": True}),
+    ("2BW", "pipedream_2bw", {}),
+    ("PipeMare", "pipemare", {}),
+    ("PipeMare T1+T2", "pipemare", {"t1": True, "t2": True}),
+    ("LocalSGD", "local_sgd", {}),
 )
 COST_SETTINGS = {"F=B": ("F=B", 1, 1, 0), "B=2F+lat": ("B=2F", 1, 2, 1)}  # label -> (E9 label, f, b, p2p)
 OBJECTIVES = ("nesterov_quadratic", "logistic_regression", "mlp_chain", "nanochat")
@@ -78,16 +86,33 @@ class Config:
     lm_batch: int = 8
     lm_seq: int = 32
     lm_heldout_batches: int = 8
-    gamma_exps: dict = dataclasses.field(default_factory=lambda: {
-        "nesterov_quadratic": (-10, 0), "logistic_regression": (-8, 2), "mlp_chain": (-6, 3),
-        "nanochat": (-4, 1)})  # 2^-5..2^-1 put 52 of 56 best-final picks on the top edge
+    gamma_exps: dict = dataclasses.field(
+        default_factory=lambda: {
+            "nesterov_quadratic": (-10, 0),
+            "logistic_regression": (-8, 2),
+            "mlp_chain": (-6, 3),
+            "nanochat": (-4, 1),
+        }
+    )  # 2^-5..2^-1 put 52 of 56 best-final picks on the top edge
     seed: int = 0
 
 
 # Laptop size: S = 4 only (the LM narrower, 5 step sizes, 2 held-out batches); full: S = 4, 8, 16.
-QUICK = dict(S_values=(4,), lm_S_values=(4,), mb_per_S=24, lm_width=16, lm_seq=16, lm_batch=4,
-             lm_heldout_batches=2, gamma_exps={"nesterov_quadratic": (-10, 0), "logistic_regression": (-8, 2),
-                                               "mlp_chain": (-6, 3), "nanochat": (-3, 1)})
+QUICK = dict(
+    S_values=(4,),
+    lm_S_values=(4,),
+    mb_per_S=24,
+    lm_width=16,
+    lm_seq=16,
+    lm_batch=4,
+    lm_heldout_batches=2,
+    gamma_exps={
+        "nesterov_quadratic": (-10, 0),
+        "logistic_regression": (-8, 2),
+        "mlp_chain": (-6, 3),
+        "nanochat": (-3, 1),
+    },
+)
 
 
 def corpus_identity(cfg: Config) -> str | None:
@@ -103,13 +128,22 @@ def make_objective(name: str, S: int, cfg: Config):
     if name == "logistic_regression":
         return objectives.logistic_regression(cfg.n, cfg.d, S, cfg.batch_size, seed=cfg.seed), cfg.batch_size
     if name == "mlp_chain":
-        return (objectives.mlp_chain(cfg.mlp_n, cfg.mlp_width, S, cfg.mlp_batch, seed=cfg.seed),
-                cfg.mlp_batch * cfg.mlp_width)
+        return (
+            objectives.mlp_chain(cfg.mlp_n, cfg.mlp_width, S, cfg.mlp_batch, seed=cfg.seed),
+            cfg.mlp_batch * cfg.mlp_width,
+        )
     if name == "nanochat":
-
-        return (nanochat(S, batch_size=cfg.lm_batch, seq_len=cfg.lm_seq, width=cfg.lm_width, seed=cfg.seed,
-                         heldout_batches=cfg.lm_heldout_batches),
-                cfg.lm_batch * cfg.lm_seq * cfg.lm_width)
+        return (
+            nanochat(
+                S,
+                batch_size=cfg.lm_batch,
+                seq_len=cfg.lm_seq,
+                width=cfg.lm_width,
+                seed=cfg.seed,
+                heldout_batches=cfg.lm_heldout_batches,
+            ),
+            cfg.lm_batch * cfg.lm_seq * cfg.lm_width,
+        )
     raise ValueError(f"objectives: unknown {name!r}; valid: {list(OBJECTIVES)}")
 
 
@@ -150,10 +184,17 @@ def _cell(cfg: Config, obj, A: int, objective: str, S: int, setting: str, grid: 
         res = methods.train(obj, tl, grid, seed=cfg.seed, at=at, ring_size=ring, **opts)
         curve = res.curve  # [G, 1 + len(at)]: the start, then every recorded tick
         th = tuning.LM if lm else tuning.DEFAULT
-        sel = {rule: tuning.select_gamma(curve, grid, rule=rule, tail_frac=cfg.tail_frac, thresholds=th)
-               for rule in ("stable", "best_final")}
-        row.update(status="ok", T=tl.T / SCALE, M=tl.M, **peak_memory(tl, A, obj.D / obj.S, opts),
-                   n_diverged=int(res.diverged.sum()))
+        sel = {
+            rule: tuning.select_gamma(curve, grid, rule=rule, tail_frac=cfg.tail_frac, thresholds=th)
+            for rule in ("stable", "best_final")
+        }
+        row.update(
+            status="ok",
+            T=tl.T / SCALE,
+            M=tl.M,
+            **peak_memory(tl, A, obj.D / obj.S, opts),
+            n_diverged=int(res.diverged.sum()),
+        )
         for rule, s in sel.items():
             i = s.index
             row[f"gamma_{rule}"] = None if i is None else float(grid[i])
@@ -182,8 +223,11 @@ def _time_to_target(rows: list[dict]) -> None:
 def pareto(points: list[tuple[float, float]]) -> list[int]:
     """Indices of the points no other point dominates (<= in both coordinates, < in one;
     lower is better), ordered by the first coordinate. Tied points are all on the front."""
-    front = [i for i, (m, v) in enumerate(points)
-             if not any((m2 <= m and v2 < v) or (m2 < m and v2 <= v) for m2, v2 in points)]
+    front = [
+        i
+        for i, (m, v) in enumerate(points)
+        if not any((m2 <= m and v2 < v) or (m2 < m and v2 <= v) for m2, v2 in points)
+    ]
     return sorted(front, key=lambda i: points[i])
 
 
@@ -197,7 +241,7 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
     rows, arrays = [], {}
     for objective in cfg.objectives:
         grid = tuning.pow2_grid(*cfg.gamma_exps[objective])
-        for S in (cfg.lm_S_values if objective == "nanochat" else cfg.S_values):
+        for S in cfg.lm_S_values if objective == "nanochat" else cfg.S_values:
             obj, A = make_objective(objective, S, cfg)
             for setting in cfg.costs:
                 cell = _cell(cfg, obj, A, objective, S, setting, grid)
@@ -221,8 +265,11 @@ def summarise(rows: list[dict]) -> dict:
     cells, wins, fronts = [], {}, {}
     keys = sorted({(r["objective"], r["S"], r["costs"]) for r in rows}, key=str)
     for key in keys:
-        ok = [r for r in rows if (r["objective"], r["S"], r["costs"]) == key and r["status"] == "ok"
-              and np.isfinite(r["loss_stable"])]
+        ok = [
+            r
+            for r in rows
+            if (r["objective"], r["S"], r["costs"]) == key and r["status"] == "ok" and np.isfinite(r["loss_stable"])
+        ]
         if not ok:
             continue
         low = min(r["loss_stable"] for r in ok)
@@ -230,9 +277,20 @@ def summarise(rows: list[dict]) -> dict:
         timed = [r["time_to_target"] for r in ok if r.get("time_to_target") is not None]
         fastest = [r["schedule"] for r in ok if timed and r.get("time_to_target") == min(timed)]
         front = [r["schedule"] for r in sorted(ok, key=lambda r: r["memory"]) if r.get("pareto")]
-        cells.append(dict(objective=key[0], S=key[1], costs=key[2], best=best, best_loss=low, front=front,
-                          fastest=fastest, fastest_time=min(timed) if timed else None,
-                          target=ok[0].get("target"), budget=ok[0]["budget"]))
+        cells.append(
+            dict(
+                objective=key[0],
+                S=key[1],
+                costs=key[2],
+                best=best,
+                best_loss=low,
+                front=front,
+                fastest=fastest,
+                fastest_time=min(timed) if timed else None,
+                target=ok[0].get("target"),
+                budget=ok[0]["budget"],
+            )
+        )
         for name in best:
             wins[name] = wins.get(name, 0) + 1
         for name in front:

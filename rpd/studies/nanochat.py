@@ -27,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import textwrap
 from typing import Callable
 
 import numpy as np
@@ -37,15 +36,14 @@ from rpd.analysis import simtime, tuning
 from rpd.analysis.tuning import AUTHORS_OVERRIDE, RULE_TEXT, selector_rules
 from rpd.objectives import corpus
 from rpd.objectives import nanochat as nc
-from rpd.plotting import style
-from rpd.results import Result, StudyOutput, gamma_label, pow2_label
+from rpd.plotting.nanochat import figure as nanochat_figure
+from rpd.results import Result, StudyOutput
 from rpd.runtime.concurrency import default_workers, run_concurrently
 from rpd.train import methods
 from rpd.validation import check_int
 
 TITLE = "PD vs. LocalSGD on NanoChat"
 CLAIM = "PD reaches a clearly lower training loss"
-X_LABEL = "time step (simulated wall-clock time)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,8 +73,7 @@ class Config:
 
 
 # Laptop size (~1-2 min on 2 cores): 4 stages (2 transformer blocks), width 32, N = 256.
-QUICK = dict(S=4, R=4, N=256, H=(1, 4), H_grid=(1, 4), gamma_exps=(-3, -1), width=32,
-             smooth_window=32)
+QUICK = dict(S=4, R=4, N=256, H=(1, 4), H_grid=(1, 4), gamma_exps=(-3, -1), width=32, smooth_window=32)
 
 
 def corpus_identity(cfg: Config) -> str:
@@ -90,8 +87,10 @@ def n_steps(cfg: Config) -> int:
 
 
 def setting(cfg: Config) -> str:
-    return (f"S = {cfg.S}, R = {cfg.R}, PD N = {cfg.N}, width {cfg.width}, {cfg.heads} heads, "
-            f"B = {cfg.batch_size}, seq {cfg.seq_len}")
+    return (
+        f"S = {cfg.S}, R = {cfg.R}, PD N = {cfg.N}, width {cfg.width}, {cfg.heads} heads, "
+        f"B = {cfg.batch_size}, seq {cfg.seq_len}"
+    )
 
 
 def method_keys(cfg: Config) -> list[str]:
@@ -135,21 +134,29 @@ def pd_microbatch_losses(res: Result, tl: schedules.Timeline) -> np.ndarray:
     return np.asarray(res.traces["loss_z"])[:, first_k]
 
 
-def select(train_GxT: np.ndarray, gammas: np.ndarray, tail_frac: float,
-           rule: str = "stable") -> tuple[tuning.Selection, int]:
+def select(
+    train_GxT: np.ndarray, gammas: np.ndarray, tail_frac: float, rule: str = "stable"
+) -> tuple[tuning.Selection, int]:
     """The selector ``rule`` with the LM thresholds on the raw curve from its first defined
     point; returns the selection and that first time step."""
     t0 = int(np.argmax(~np.all(np.isnan(train_GxT), axis=0)))
     with np.errstate(over="ignore", invalid="ignore"):
-        sel = tuning.select_gamma(train_GxT[:, t0:], gammas, rule=rule, tail_frac=tail_frac,
-                                  thresholds=tuning.LM)
+        sel = tuning.select_gamma(train_GxT[:, t0:], gammas, rule=rule, tail_frac=tail_frac, thresholds=tuning.LM)
     return sel, t0
 
 
 def make_objective(cfg: Config):
-    return nc.nanochat(cfg.S, path=cfg.text_path, batch_size=cfg.batch_size, seq_len=cfg.seq_len,
-                       width=cfg.width, heads=cfg.heads, seed=cfg.seed, heldout_frac=cfg.heldout_frac,
-                       heldout_batches=cfg.heldout_batches)
+    return nc.nanochat(
+        cfg.S,
+        path=cfg.text_path,
+        batch_size=cfg.batch_size,
+        seq_len=cfg.seq_len,
+        width=cfg.width,
+        heads=cfg.heads,
+        seed=cfg.seed,
+        heldout_frac=cfg.heldout_frac,
+        heldout_batches=cfg.heldout_batches,
+    )
 
 
 def _check(cfg: Config) -> None:
@@ -181,7 +188,8 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
     stride = max(1, math.ceil(T / cfg.heldout_points))
     cells = [("pd", None, pd_tl)] + [
         (f"localsgd_H{H}", H, simtime.smallest_n_reaching(T, lambda n, H=H: schedules.local_sgd(S, n, cfg.R, H)))
-        for H in cfg.H_grid]
+        for H in cfg.H_grid
+    ]
 
     def train(H, tl):
         if H is None:
@@ -210,50 +218,104 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
         sels = {u: select(train, gammas, cfg.tail_frac, u)[0] for u in rules}
         sel, t0 = sels[cfg.selector], int(np.argmax(~np.all(np.isnan(train), axis=0)))
         idx = -1 if sel.index is None else sel.index
-        arrays.update({f"{key}_gammas": gammas, f"{key}_train": train, f"{key}_train_smooth": smooth,
-                       f"{key}_mb_loss": loss_GxN, f"{key}_mb_time": time_N,
-                       f"{key}_heldout": res.curve, f"{key}_heldout_time": res.axis})
+        arrays.update(
+            {
+                f"{key}_gammas": gammas,
+                f"{key}_train": train,
+                f"{key}_train_smooth": smooth,
+                f"{key}_mb_loss": loss_GxN,
+                f"{key}_mb_time": time_N,
+                f"{key}_heldout": res.curve,
+                f"{key}_heldout_time": res.axis,
+            }
+        )
         # the method's own per-update trace, so the curve can be checked against it
         arrays[f"{key}_loss_z" if H is None else f"{key}_loss_time"] = (
-            res.traces["loss_z"] if H is None else res.traces["loss_time"])
+            res.traces["loss_z"] if H is None else res.traces["loss_time"]
+        )
         final_smooth = None if idx < 0 else _fin(smooth[idx, -1])
         # standard error of the final window's mean over the microbatches it holds (a noise scale)
         in_win = (time_N >= T - cfg.smooth_window) & (time_N < T)
-        sem = None if idx < 0 or in_win.sum() < 2 else _fin(
-            np.std(loss_GxN[idx, in_win], ddof=1) / math.sqrt(in_win.sum()))
+        sem = (
+            None
+            if idx < 0 or in_win.sum() < 2
+            else _fin(np.std(loss_GxN[idx, in_win], ddof=1) / math.sqrt(in_win.sum()))
+        )
         entry = dict(
-            key=key, method="PD" if H is None else "LocalSGD", H=H, N=int(tl.N), T_own=int(tl.T),
-            gamma_index=idx, gamma=None if idx < 0 else sel.gamma,
-            gamma_exp=None if idx < 0 else tuning.log2_exponent(sel.gamma), rule=sel.rule,
-            first_loss_time=t0, train_smooth_final=final_smooth, train_final_sem=sem,
+            key=key,
+            method="PD" if H is None else "LocalSGD",
+            H=H,
+            N=int(tl.N),
+            T_own=int(tl.T),
+            gamma_index=idx,
+            gamma=None if idx < 0 else sel.gamma,
+            gamma_exp=None if idx < 0 else tuning.log2_exponent(sel.gamma),
+            rule=sel.rule,
+            first_loss_time=t0,
+            train_smooth_final=final_smooth,
+            train_final_sem=sem,
             train_raw_final=None if idx < 0 else _fin(train[idx, -1]),
             tail_mean=None if idx < 0 else _fin(sel.reports[idx].tail_mean),
             heldout_final=None if idx < 0 else _fin(res.curve[idx, -1]),
-            heldout_final_time=int(res.axis[-1]), shown=H is None or H in cfg.H,
-            by_rule={u: dict(rule=x.rule, gamma_exp=None if x.index is None else tuning.log2_exponent(x.gamma),
-                             train_smooth_final=None if x.index is None else _fin(smooth[x.index, -1]))
-                     for u, x in sels.items()},
-            gamma_reports=[dict(gamma_exp=tuning.log2_exponent(r.gamma), stable=r.stable,
-                                diverged=r.diverged, tail_mean=_fin(r.tail_mean),
-                                train_smooth_final=_fin(smooth[i, -1]), heldout_final=_fin(res.curve[i, -1]),
-                                reasons=list(r.reasons))
-                           for i, r in enumerate(sel.reports)],
+            heldout_final_time=int(res.axis[-1]),
+            shown=H is None or H in cfg.H,
+            by_rule={
+                u: dict(
+                    rule=x.rule,
+                    gamma_exp=None if x.index is None else tuning.log2_exponent(x.gamma),
+                    train_smooth_final=None if x.index is None else _fin(smooth[x.index, -1]),
+                )
+                for u, x in sels.items()
+            },
+            gamma_reports=[
+                dict(
+                    gamma_exp=tuning.log2_exponent(r.gamma),
+                    stable=r.stable,
+                    diverged=r.diverged,
+                    tail_mean=_fin(r.tail_mean),
+                    train_smooth_final=_fin(smooth[i, -1]),
+                    heldout_final=_fin(res.curve[i, -1]),
+                    reasons=list(r.reasons),
+                )
+                for i, r in enumerate(sel.reports)
+            ],
         )
         entries.append(entry)
-        rows.append(dict(method=entry["method"], H=H, N=entry["N"], T_own=entry["T_own"],
-                         gamma=_pow2(entry["gamma"]), rule=sel.rule,
-                         stable_gamma=_pow2(sels["stable"].gamma if sels["stable"].index is not None else None),
-                         train_loss_smoothed_at_T=final_smooth, train_loss_sem=sem,
-                         heldout_loss_final=entry["heldout_final"]))
+        rows.append(
+            dict(
+                method=entry["method"],
+                H=H,
+                N=entry["N"],
+                T_own=entry["T_own"],
+                gamma=_pow2(entry["gamma"]),
+                rule=sel.rule,
+                stable_gamma=_pow2(sels["stable"].gamma if sels["stable"].index is not None else None),
+                train_loss_smoothed_at_T=final_smooth,
+                train_loss_sem=sem,
+                heldout_loss_final=entry["heldout_final"],
+            )
+        )
     checks = claim_checks(entries)
-    rows += [dict(method="paper claim", paper=c["statement"], holds=c["holds"], measured=c["measured"])
-             for c in checks]
+    rows += [dict(method="paper claim", paper=c["statement"], holds=c["holds"], measured=c["measured"]) for c in checks]
     summary = dict(
-        study="e5_nanochat", title=TITLE, setting=setting(cfg), config=dataclasses.asdict(cfg), T=T,
-        heldout_stride=stride, smooth_window=cfg.smooth_window, D=obj.D,
-        stage_sizes=list(obj.layout.sizes), vocab_size=obj.meta["vocab_size"], corpus=obj.meta["source"],
-        n_batches=obj.n_batches, methods=entries, claim=CLAIM, checks=checks,
-        selector=cfg.selector, selectors=list(rules), selector_text=RULE_TEXT[cfg.selector],
+        study="e5_nanochat",
+        title=TITLE,
+        setting=setting(cfg),
+        config=dataclasses.asdict(cfg),
+        T=T,
+        heldout_stride=stride,
+        smooth_window=cfg.smooth_window,
+        D=obj.D,
+        stage_sizes=list(obj.layout.sizes),
+        vocab_size=obj.meta["vocab_size"],
+        corpus=obj.meta["source"],
+        n_batches=obj.n_batches,
+        methods=entries,
+        claim=CLAIM,
+        checks=checks,
+        selector=cfg.selector,
+        selectors=list(rules),
+        selector_text=RULE_TEXT[cfg.selector],
         authors_override=AUTHORS_OVERRIDE,
     )
     return StudyOutput(arrays=arrays, summary=summary, table=rows)
@@ -262,8 +324,7 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
 def claim_checks(entries: list[dict]) -> list[dict]:
     """The paper's statement as a measured fact at T (never used to tune): PD's smoothed
     training loss against the best LocalSGD over the whole H grid."""
-    final = {e["key"]: (np.inf if e["train_smooth_final"] is None else e["train_smooth_final"])
-             for e in entries}
+    final = {e["key"]: (np.inf if e["train_smooth_final"] is None else e["train_smooth_final"]) for e in entries}
     sem = {e["key"]: e["train_final_sem"] or 0.0 for e in entries}
     pd = final.pop("pd")
     if not final:
@@ -271,55 +332,16 @@ def claim_checks(entries: list[dict]) -> list[dict]:
     best = min(final, key=final.get)
     gap = final[best] - pd
     noise = math.hypot(sem["pd"], sem[best])
-    return [dict(statement="PD ends below every LocalSGD (smoothed training loss at T)",
-                 holds=bool(pd < final[best]),
-                 measured=f"PD {pd:.4g} vs best LocalSGD ({best}) {final[best]:.4g}: gap {gap:+.3g} "
-                          f"({gap / max(noise, 1e-300):+.1f} standard errors of the window means)")]
+    return [
+        dict(
+            statement="PD ends below every LocalSGD (smoothed training loss at T)",
+            holds=bool(pd < final[best]),
+            measured=f"PD {pd:.4g} vs best LocalSGD ({best}) {final[best]:.4g}: gap {gap:+.3g} "
+            f"({gap / max(noise, 1e-300):+.1f} standard errors of the window means)",
+        )
+    ]
 
 
 def figure(out: StudyOutput, path) -> None:
-    """Left: smoothed last-stage forward loss (raw faint) against the time step for PD and the
-    shown LocalSGD H at their selected γ; right: held-out loss. From saved arrays only; PNG and
-    PDF (:func:`rpd.plotting.style.save`)."""
-    from matplotlib.figure import Figure
-
-
-    a, s = out.arrays, out.summary
-    t = a["time"]
-    with style.paper_style():
-        fig = Figure(figsize=(12.5, 4.8))
-        ax, ax_h = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.7, 1.0]})
-        for i, e in enumerate(m for m in s["methods"] if m["shown"]):
-            j = int(e["gamma_index"])
-            if j < 0:
-                continue
-            g = gamma_label(a[f"{e['key']}_gammas"][j])
-            color = "k" if e["method"] == "PD" else f"C{i - 1}"
-            label = (f"PipeDream, γ = {g}" if e["method"] == "PD"
-                     else f"LocalSGD, H = {e['H']}, γ = {g}")
-            ax.plot(t, a[f"{e['key']}_train"][j], color=color, lw=0.6, alpha=0.18)
-            ax.plot(t, a[f"{e['key']}_train_smooth"][j], color=color, lw=2.0, label=label)
-            ax_h.plot(a[f"{e['key']}_heldout_time"], a[f"{e['key']}_heldout"][j], color=color,
-                      lw=1.6, marker="o", ms=2.5, label=label)
-        rules = sorted({e["rule"] for e in s["methods"] if e["shown"]})
-        ax.set_xlabel(X_LABEL)
-        ax.set_ylabel("last-stage forward loss (training)")
-        rule = s.get("selector", "stable")
-        ax.set_title(f"{s['title']}\n{s['setting']}\nγ: {RULE_TEXT.get(rule, rule)}, LM thresholds "
-                     f"(picked as: {', '.join(rules)});\ntrailing mean over {s['smooth_window']} steps, raw faint",
-                     fontsize=8)
-        ax.plot([], [], color="0.3", lw=0.6, alpha=0.35, label="raw minibatch loss (faint)")
-        ax.legend(fontsize=8)
-        ax_h.set_xlabel(X_LABEL)
-        ax_h.set_ylabel("held-out loss")
-        ax_h.set_title(f"held-out loss (PD every {s['heldout_stride']} steps, LocalSGD at round ends)",
-                       fontsize=9)
-        fig.tight_layout()
-        if rule != "stable" and all("by_rule" in e for e in s["methods"]):
-            picks = ", ".join(f"{'PD' if e['H'] is None else 'H=' + str(e['H'])} "
-                              f"{pow2_label(e['by_rule']['stable']['gamma_exp'])}"
-                              for e in s["methods"] if e["shown"])
-            note = (f"The strict stable rule (as the spec writes it, LM thresholds) would pick: {picks}. Why the reference "
-                    "rule: " + s.get("authors_override", AUTHORS_OVERRIDE) + ".")
-            fig.text(0.01, -0.01, textwrap.fill(note, 190), fontsize=6, ha="left", va="top", color="0.25")
-        style.save(fig, path)
+    """The figure, drawn from the saved output (:func:`rpd.plotting.nanochat.figure`)."""
+    nanochat_figure(out, path)

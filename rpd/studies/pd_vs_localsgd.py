@@ -27,17 +27,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import textwrap
 from typing import Callable
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from rpd import objectives, schedules
 from rpd.analysis import simtime, tuning
 from rpd.analysis.tuning import AUTHORS_OVERRIDE, RULE_TEXT, selector_rules
-from rpd.plotting.style import paper_style, save
-from rpd.results import StudyOutput, diverged, gamma_label, pow2_label
+from rpd.plotting.pd_vs_localsgd import figure as pd_vs_localsgd_figure
+from rpd.results import StudyOutput, best_final, diverged
 from rpd.runtime.concurrency import run_concurrently
 from rpd.studies import make_config
 from rpd.train import methods
@@ -51,7 +49,6 @@ CLAIMS = {
     "nesterov_quadratic": "PD wins clearly",
     "logistic_regression": "LocalSGD with H = 5 beats PD; H = 30 is worst",
 }
-X_LABEL = "time step (simulated wall-clock time)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,14 +81,26 @@ class Config:
 E4_INFERRED = dict(n=100, batch_size=5, grad_noise=0.5)  # read from the published figure's data
 PRESETS = {
     "e3_nesterov": {},
-    "e4_logistic": {"objective": "logistic_regression", "N": 400, **E4_INFERRED,
-                    "noise_seeds": (0, 1, 2, 3, 4), "sensitivity_n": 600, "sensitivity_grad_noise": 0.0},
+    "e4_logistic": {
+        "objective": "logistic_regression",
+        "N": 400,
+        **E4_INFERRED,
+        "noise_seeds": (0, 1, 2, 3, 4),
+        "sensitivity_n": 600,
+        "sensitivity_grad_noise": 0.0,
+    },
 }
 QUICK = dict(S=4, R=4, d=64, n=120, N=120)  # E3 quick; E4 quick keeps E4's N : E3's N = 2 : 3
 QUICK_BY_NAME = {
     "e3_nesterov": {**PRESETS["e3_nesterov"], **QUICK},
-    "e4_logistic": {**PRESETS["e4_logistic"], **QUICK, "N": 80, "n": 100, "noise_seeds": (0, 1, 2),
-                    "sensitivity_n": 120},
+    "e4_logistic": {
+        **PRESETS["e4_logistic"],
+        **QUICK,
+        "N": 80,
+        "n": 100,
+        "noise_seeds": (0, 1, 2),
+        "sensitivity_n": 120,
+    },
 }
 
 
@@ -112,11 +121,13 @@ def n_steps(cfg: Config) -> int:
 
 def make_objective(cfg: Config):
     if cfg.objective == "nesterov_quadratic":
-        return objectives.nesterov_quadratic(n=cfg.n, d=cfg.d, S=cfg.S, batch_size=cfg.batch_size,
-                                             mu=cfg.mu, seed=cfg.seed)
+        return objectives.nesterov_quadratic(
+            n=cfg.n, d=cfg.d, S=cfg.S, batch_size=cfg.batch_size, mu=cfg.mu, seed=cfg.seed
+        )
     if cfg.objective == "logistic_regression":
-        return objectives.logistic_regression(n=cfg.n, d=cfg.d, S=cfg.S, batch_size=cfg.batch_size,
-                                              lam=cfg.lam, grad_noise=cfg.grad_noise, seed=cfg.seed)
+        return objectives.logistic_regression(
+            n=cfg.n, d=cfg.d, S=cfg.S, batch_size=cfg.batch_size, lam=cfg.lam, grad_noise=cfg.grad_noise, seed=cfg.seed
+        )
     raise ValueError(f"objective must be one of {OBJECTIVES}, got {cfg.objective!r}")
 
 
@@ -126,20 +137,14 @@ def setting(cfg: Config) -> str:
     if cfg.objective == "nesterov_quadratic":
         return f"Nesterov quadratic, μ = {cfg.mu:g}, {common}"
     inferred = all(getattr(cfg, k) == v for k, v in E4_INFERRED.items())
-    return (f"logistic regression, λ = {cfg.lam:g}, σ_g = {cfg.grad_noise:g}, {common}"
-            + (" (n, B, σ_g inferred from the published figure's data)" if inferred else ""))
+    return f"logistic regression, λ = {cfg.lam:g}, σ_g = {cfg.grad_noise:g}, {common}" + (
+        " (n, B, σ_g inferred from the published figure's data)" if inferred else ""
+    )
 
 
 def method_keys(cfg: Config) -> list[str]:
     """Array prefixes, in legend order: "pd", then "localsgd_H{H}" for every H."""
     return ["pd"] + [f"localsgd_H{H}" for H in cfg.H]
-
-
-def best_final(curves_GxP: np.ndarray) -> float | None:
-    """Diagnostic only (never the selection): the lowest final value over non-diverged γ
-    (``rpd.results.diverged``)."""
-    ok = ~diverged(curves_GxP)
-    return float(curves_GxP[ok, -1].min()) if ok.any() else None
 
 
 def _pow2(gamma) -> str | None:
@@ -186,7 +191,7 @@ def _runs(cfg: Config, obj, tls: list[schedules.Timeline], report) -> list[tuple
     for i, res in run_concurrently([functools.partial(run, *cell) for cell in cells], first_alone=False):
         results.append(res)
         report(f"{labels[cells[i][1]]} seed={cells[i][0]}")
-    per_seed = [results[k: k + len(tls)] for k in range(0, len(results), len(tls))]
+    per_seed = [results[k : k + len(tls)] for k in range(0, len(results), len(tls))]
     return [(full, simtime.cut_to_shortest(full, cfg.cut)) for full in per_seed]
 
 
@@ -209,26 +214,45 @@ def _measure(cfg: Config, report) -> tuple[dict, list[dict], int, object]:
         sels = {r: select(mean, gammas, cfg.tail_frac, r) for r in rules}
         sel = sels[cfg.selector]
         idx = -1 if sel.index is None else sel.index
-        by_rule = {r: dict(rule=x.rule, gamma_exp=None if x.index is None else tuning.log2_exponent(x.gamma),
-                           f_at_cut=None if x.index is None else float(mean[x.index, -1]))
-                   for r, x in sels.items()}
+        by_rule = {
+            r: dict(
+                rule=x.rule,
+                gamma_exp=None if x.index is None else tuning.log2_exponent(x.gamma),
+                f_at_cut=None if x.index is None else float(mean[x.index, -1]),
+            )
+            for r, x in sels.items()
+        }
         seed_picks = []
         for s, c in zip(cfg.noise_seeds, seeds_c):
             x = select(c, gammas, cfg.tail_frac, cfg.selector)
-            seed_picks.append(dict(seed=int(s), gamma_exp=None if x.index is None else tuning.log2_exponent(x.gamma),
-                                   f_at_cut=None if x.index is None else float(c[x.index, -1])))
-        entries.append(dict(
-            key=key, method="PD" if H is None else "LocalSGD", H=H, T=int(full[m].meta["T"]),
-            gamma_index=idx, gamma=None if idx < 0 else sel.gamma,
-            gamma_exp=None if idx < 0 else tuning.log2_exponent(sel.gamma), rule=sel.rule,
-            f_at_cut=None if idx < 0 else float(mean[idx, -1]),
-            f_at_cut_seed_min=None if idx < 0 else float(seeds_c[:, idx, -1].min()),
-            f_at_cut_seed_max=None if idx < 0 else float(seeds_c[:, idx, -1].max()),
-            tail_mean=None if idx < 0 else float(sel.reports[idx].tail_mean),
-            by_rule=by_rule, per_seed=seed_picks,
-            best_final_any_gamma=best_final(mean),  # diagnostic, not the selection
-            diverged_gamma_exps=[tuning.log2_exponent(g) for g, r in zip(gammas, sel.reports) if r.diverged],
-            reports=[r._asdict() for r in sel.reports]))
+            seed_picks.append(
+                dict(
+                    seed=int(s),
+                    gamma_exp=None if x.index is None else tuning.log2_exponent(x.gamma),
+                    f_at_cut=None if x.index is None else float(c[x.index, -1]),
+                )
+            )
+        entries.append(
+            dict(
+                key=key,
+                method="PD" if H is None else "LocalSGD",
+                H=H,
+                T=int(full[m].meta["T"]),
+                gamma_index=idx,
+                gamma=None if idx < 0 else sel.gamma,
+                gamma_exp=None if idx < 0 else tuning.log2_exponent(sel.gamma),
+                rule=sel.rule,
+                f_at_cut=None if idx < 0 else float(mean[idx, -1]),
+                f_at_cut_seed_min=None if idx < 0 else float(seeds_c[:, idx, -1].min()),
+                f_at_cut_seed_max=None if idx < 0 else float(seeds_c[:, idx, -1].max()),
+                tail_mean=None if idx < 0 else float(sel.reports[idx].tail_mean),
+                by_rule=by_rule,
+                per_seed=seed_picks,
+                best_final_any_gamma=best_final(mean),  # diagnostic, not the selection
+                diverged_gamma_exps=[tuning.log2_exponent(g) for g, r in zip(gammas, sel.reports) if r.diverged],
+                reports=[r._asdict() for r in sel.reports],
+            )
+        )
     return arrays, entries, t_last, obj
 
 
@@ -245,39 +269,86 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
     T_cut = min(e["T"] for e in entries)
     rows = []
     for e in entries:
-        rows.append(dict(method=e["method"], H=e["H"], gamma=_pow2(e["gamma"]), rule=e["rule"],
-                         stable_gamma=_exp(e["by_rule"]["stable"]["gamma_exp"]), T_own=e["T"], T_cut=T_cut,
-                         t_last=t_last, f_minus_fstar_at_cut=e["f_at_cut"],
-                         seed_min=e["f_at_cut_seed_min"], seed_max=e["f_at_cut_seed_max"],
-                         f_at_stable_gamma=e["by_rule"]["stable"]["f_at_cut"],
-                         best_final_any_gamma=e["best_final_any_gamma"]))
+        rows.append(
+            dict(
+                method=e["method"],
+                H=e["H"],
+                gamma=_pow2(e["gamma"]),
+                rule=e["rule"],
+                stable_gamma=_exp(e["by_rule"]["stable"]["gamma_exp"]),
+                T_own=e["T"],
+                T_cut=T_cut,
+                t_last=t_last,
+                f_minus_fstar_at_cut=e["f_at_cut"],
+                seed_min=e["f_at_cut_seed_min"],
+                seed_max=e["f_at_cut_seed_max"],
+                f_at_stable_gamma=e["by_rule"]["stable"]["f_at_cut"],
+                best_final_any_gamma=e["best_final_any_gamma"],
+            )
+        )
     checks = claim_checks(cfg.objective, entries)
-    rows += [dict(method="paper claim", paper=c["statement"], holds=c["holds"], measured=c["measured"])
-             for c in checks]
+    rows += [dict(method="paper claim", paper=c["statement"], holds=c["holds"], measured=c["measured"]) for c in checks]
     sensitivity = None
     if cfg.sensitivity_n is not None:
-        cfg2 = dataclasses.replace(cfg, n=cfg.sensitivity_n, grad_noise=cfg.sensitivity_grad_noise,
-                                   noise_seeds=cfg.noise_seeds[:1], sensitivity_n=None)
+        cfg2 = dataclasses.replace(
+            cfg,
+            n=cfg.sensitivity_n,
+            grad_noise=cfg.sensitivity_grad_noise,
+            noise_seeds=cfg.noise_seeds[:1],
+            sensitivity_n=None,
+        )
         _, ent2, _, _ = _measure(cfg2, report)
         checks2 = claim_checks(cfg.objective, ent2)
         keep = ("key", "method", "H", "gamma_exp", "rule", "f_at_cut", "by_rule", "best_final_any_gamma")
-        sensitivity = dict(setting=setting(cfg2), n=cfg2.n, grad_noise=cfg2.grad_noise,
-                           methods=[{k: e[k] for k in keep} for e in ent2], checks=checks2)
-        rows += [dict(method=f"sensitivity n={cfg2.n} σ={cfg2.grad_noise:g}: {e['method']}", H=e["H"],
-                      gamma=_pow2(e["gamma"]), rule=e["rule"],
-                      stable_gamma=_exp(e["by_rule"]["stable"]["gamma_exp"]), f_minus_fstar_at_cut=e["f_at_cut"],
-                      f_at_stable_gamma=e["by_rule"]["stable"]["f_at_cut"]) for e in ent2]
-        rows += [dict(method=f"sensitivity n={cfg2.n} σ={cfg2.grad_noise:g}: paper claim", paper=c["statement"],
-                      holds=c["holds"], measured=c["measured"]) for c in checks2]
+        sensitivity = dict(
+            setting=setting(cfg2),
+            n=cfg2.n,
+            grad_noise=cfg2.grad_noise,
+            methods=[{k: e[k] for k in keep} for e in ent2],
+            checks=checks2,
+        )
+        rows += [
+            dict(
+                method=f"sensitivity n={cfg2.n} σ={cfg2.grad_noise:g}: {e['method']}",
+                H=e["H"],
+                gamma=_pow2(e["gamma"]),
+                rule=e["rule"],
+                stable_gamma=_exp(e["by_rule"]["stable"]["gamma_exp"]),
+                f_minus_fstar_at_cut=e["f_at_cut"],
+                f_at_stable_gamma=e["by_rule"]["stable"]["f_at_cut"],
+            )
+            for e in ent2
+        ]
+        rows += [
+            dict(
+                method=f"sensitivity n={cfg2.n} σ={cfg2.grad_noise:g}: paper claim",
+                paper=c["statement"],
+                holds=c["holds"],
+                measured=c["measured"],
+            )
+            for c in checks2
+        ]
     summary = dict(
         study="e3_nesterov" if cfg.objective == "nesterov_quadratic" else "e4_logistic",
-        title=TITLES[cfg.objective].format(S=cfg.S), setting=setting(cfg),
-        config=dataclasses.asdict(cfg), T_cut=T_cut, t_last=t_last, cut=cfg.cut,
+        title=TITLES[cfg.objective].format(S=cfg.S),
+        setting=setting(cfg),
+        config=dataclasses.asdict(cfg),
+        T_cut=T_cut,
+        t_last=t_last,
+        cut=cfg.cut,
         cut_text=CUT_TEXT[cfg.cut].format(T=T_cut, t=t_last),
-        selector=cfg.selector, selectors=list(selector_rules(cfg.selector)), selector_text=RULE_TEXT[cfg.selector],
-        authors_override=AUTHORS_OVERRIDE, L=float(obj.L), f_star=float(obj.f_star),
-        f0=float(arrays["pd_curves"][0, 0]), noise_seeds=list(cfg.noise_seeds), methods=entries,
-        claim=CLAIMS[cfg.objective], checks=checks, sensitivity=sensitivity,
+        selector=cfg.selector,
+        selectors=list(selector_rules(cfg.selector)),
+        selector_text=RULE_TEXT[cfg.selector],
+        authors_override=AUTHORS_OVERRIDE,
+        L=float(obj.L),
+        f_star=float(obj.f_star),
+        f0=float(arrays["pd_curves"][0, 0]),
+        noise_seeds=list(cfg.noise_seeds),
+        methods=entries,
+        claim=CLAIMS[cfg.objective],
+        checks=checks,
+        sensitivity=sensitivity,
     )
     return StudyOutput(arrays=arrays, summary=summary, table=rows)
 
@@ -301,8 +372,9 @@ def claim_checks(objective: str, entries: list[dict]) -> list[dict]:
     if not f:
         return []
     n_seed = len(entries[0].get("per_seed") or [])
-    seeds = {e["key"]: [np.inf if p["f_at_cut"] is None else p["f_at_cut"] for p in e.get("per_seed") or []]
-             for e in entries}
+    seeds = {
+        e["key"]: [np.inf if p["f_at_cut"] is None else p["f_at_cut"] for p in e.get("per_seed") or []] for e in entries
+    }
 
     def count(pred) -> str:
         if n_seed <= 1:
@@ -312,72 +384,36 @@ def claim_checks(objective: str, entries: list[dict]) -> list[dict]:
 
     best_ls = min(f, key=f.get)
     if objective == "nesterov_quadratic":
-        return [dict(statement="PD ends below every LocalSGD", holds=bool(pd < f[best_ls]),
-                     measured=f"PD {pd:.3g} vs best LocalSGD ({best_ls}) {f[best_ls]:.3g}, "
-                              f"ratio {f[best_ls] / pd:.3g}"
-                              + count(lambda v: v["pd"] < min(x for k, x in v.items() if k != "pd")))]
+        return [
+            dict(
+                statement="PD ends below every LocalSGD",
+                holds=bool(pd < f[best_ls]),
+                measured=f"PD {pd:.3g} vs best LocalSGD ({best_ls}) {f[best_ls]:.3g}, "
+                f"ratio {f[best_ls] / pd:.3g}" + count(lambda v: v["pd"] < min(x for k, x in v.items() if k != "pd")),
+            )
+        ]
     out = []
     if "localsgd_H5" in f:
-        out.append(dict(statement="LocalSGD H = 5 ends below PD", holds=bool(f["localsgd_H5"] < pd),
-                        measured=f"H=5 {f['localsgd_H5']:.3g} vs PD {pd:.3g}"
-                                 + count(lambda v: v["localsgd_H5"] < v["pd"])))
+        out.append(
+            dict(
+                statement="LocalSGD H = 5 ends below PD",
+                holds=bool(f["localsgd_H5"] < pd),
+                measured=f"H=5 {f['localsgd_H5']:.3g} vs PD {pd:.3g}" + count(lambda v: v["localsgd_H5"] < v["pd"]),
+            )
+        )
     if "localsgd_H30" in f:
         allf = {**f, "pd": pd}
         worst = max(allf.items(), key=lambda kv: kv[1])[0]
-        out.append(dict(statement="H = 30 is worst", holds=worst == "localsgd_H30",
-                        measured=f"worst is {worst} ({allf[worst]:.3g})"
-                                 + count(lambda v: max(v, key=v.get) == "localsgd_H30")))
+        out.append(
+            dict(
+                statement="H = 30 is worst",
+                holds=worst == "localsgd_H30",
+                measured=f"worst is {worst} ({allf[worst]:.3g})" + count(lambda v: max(v, key=v.get) == "localsgd_H30"),
+            )
+        )
     return out
 
 
 def figure(out: StudyOutput, path) -> None:
-    """f − f* (log) against the time step for every method at its selected γ, from saved arrays
-    (PNG and PDF); the noise seeds' min–max band has its legend entry."""
-    with paper_style():
-        _draw(out.arrays, out.summary, path)
-
-
-def _draw(a: dict, s: dict, path) -> None:
-    t = a["time"]
-    fig = Figure(figsize=(7.5, 5.2))
-    ax = fig.subplots()
-    n_seed = len(s.get("noise_seeds") or [0])
-    for i, e in enumerate(s["methods"]):
-        j = int(e["gamma_index"])
-        if j < 0:
-            continue
-        g = gamma_label(a[f"{e['key']}_gammas"][j])
-        if e["method"] == "PD":
-            label, style = f"PipeDream, γ = {g}", dict(color="k", lw=2.0)
-        else:
-            label, style = f"LocalSGD, H = {e['H']}, γ = {g}", dict(color=f"C{i - 1}", lw=1.4)
-        ax.plot(t, a[f"{e['key']}_curves"][j], label=label, **style)
-        seeds = a.get(f"{e['key']}_seed_curves")
-        if seeds is not None and n_seed > 1:
-            ax.fill_between(t, seeds[:, j].min(0), seeds[:, j].max(0), color=style["color"], alpha=0.18, lw=0)
-    if n_seed > 1:
-        ax.fill_between([], [], [], color="0.5", alpha=0.3, lw=0, label=f"min–max over {n_seed} noise seeds")
-    ax.set_yscale("log")
-    ax.set_xlabel(X_LABEL)
-    ax.set_ylabel("$f(x) - f^*$")
-    rule = s.get("selector", "stable")
-    band = f"; mean and min–max over {n_seed} noise seeds" if n_seed > 1 else ""
-    ax.set_title(f"{s['title']}\n" + textwrap.fill(s["setting"], 110) + f"\nγ: {RULE_TEXT.get(rule, rule)}\n"
-                 f"{s.get('cut_text') or 'curves cut at T = ' + str(s['T_cut'])}{band}", fontsize=8)
-    ax.legend(fontsize=8)
-    ax.grid(True, which="major", alpha=0.3)
-    notes = []
-    if rule != "stable" and all("by_rule" in e for e in s["methods"]):
-        picks = ", ".join(f"{'PD' if e['H'] is None else 'H=' + str(e['H'])} {pow2_label(e['by_rule']['stable']['gamma_exp'])}"
-                          for e in s["methods"])
-        notes.append(f"The strict stable rule (as the spec writes it) would pick: {picks}. Why the reference rule: "
-                     + s.get("authors_override", AUTHORS_OVERRIDE) + ".")
-    sens = s.get("sensitivity")
-    if sens:
-        vals = ", ".join(f"{'PD' if e['H'] is None else 'H=' + str(e['H'])} {e['f_at_cut']:.3g}"
-                         for e in sens["methods"] if e["f_at_cut"] is not None)
-        notes.append(f"Sensitivity ({sens['setting']}, not drawn): {vals}.")
-    if notes:
-        fig.text(0.01, -0.01, "\n".join(textwrap.fill(n, 150) for n in notes), fontsize=6, ha="left", va="top",
-                 color="0.25")
-    save(fig, path)
+    """The figure, drawn from the saved output (:func:`rpd.plotting.pd_vs_localsgd.figure`)."""
+    pd_vs_localsgd_figure(out, path)

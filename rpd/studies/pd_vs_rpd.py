@@ -71,8 +71,9 @@ class E8Config(Config):
     stride: int = 8  # the selector's tail needs the curve, not every update
 
 
-E8_QUICK = dict(n=400, d=64, batch_size=20, N=100, gamma_exps=(-6, 0), seeds=(0, 1),
-                deltas=(0, 2, 8, 30, 60, 180, 420), stride=4)
+E8_QUICK = dict(
+    n=400, d=64, batch_size=20, N=100, gamma_exps=(-6, 0), seeds=(0, 1), deltas=(0, 2, 8, 30, 60, 180, 420), stride=4
+)
 
 
 def n_steps(cfg) -> int:
@@ -83,14 +84,26 @@ def n_steps(cfg) -> int:
 def _setting(cfg) -> str:
     """The fields that differ from the paper's setting, for the figure ("" at paper size)."""
     paper = type(cfg)()
-    diff = [f"{f.name}={getattr(cfg, f.name)}" for f in dataclasses.fields(cfg)
-            if getattr(cfg, f.name) != getattr(paper, f.name)]
+    diff = [
+        f"{f.name}={getattr(cfg, f.name)}"
+        for f in dataclasses.fields(cfg)
+        if getattr(cfg, f.name) != getattr(paper, f.name)
+    ]
     return ", ".join(diff)
 
 
-def rpd_sweep(obj, K: int, gammas, deltas, seeds, *, stride: int = 1,
-              progress: Callable[[str], None] | None = None, timeline: schedules.Timeline | None = None,
-              workers: int | None = None) -> tuple[np.ndarray, np.ndarray, methods.Result | None]:
+def rpd_sweep(
+    obj,
+    K: int,
+    gammas,
+    deltas,
+    seeds,
+    *,
+    stride: int = 1,
+    progress: Callable[[str], None] | None = None,
+    timeline: schedules.Timeline | None = None,
+    workers: int | None = None,
+) -> tuple[np.ndarray, np.ndarray, methods.Result | None]:
     """RPD curves for every (δ, seed) on one γ grid, and optionally PD on ``timeline`` (same K):
     (axis [P], curves [n_delta, n_seed, G, P], PD's result or None), all on the block-update
     axis.
@@ -107,13 +120,26 @@ def rpd_sweep(obj, K: int, gammas, deltas, seeds, *, stride: int = 1,
     shared = dict(stride=stride, ring_size=C, n_slots=n_slots, axis="block_update")
     tasks, labels = [], []
     if timeline is not None:
-        tasks.append(functools.partial(methods.run_plan, obj, pd_plan, gammas, T=timeline.T, method="pd",
-                                       meta=dict(N=timeline.N, T=timeline.T, noam=timeline.noam), **shared))
+        tasks.append(
+            functools.partial(
+                methods.run_plan,
+                obj,
+                pd_plan,
+                gammas,
+                T=timeline.T,
+                method="pd",
+                meta=dict(N=timeline.N, T=timeline.T, noam=timeline.noam),
+                **shared,
+            )
+        )
         labels.append("PD")
     for dl, row in zip(deltas, grid):
         for s, plan in zip(seeds, row):
-            tasks.append(functools.partial(methods.run_plan, obj, plan, gammas, seed=s, method="rpd",
-                                           meta=dict(delta=int(dl)), **shared))
+            tasks.append(
+                functools.partial(
+                    methods.run_plan, obj, plan, gammas, seed=s, method="rpd", meta=dict(delta=int(dl)), **shared
+                )
+            )
             labels.append(f"RPD δ={dl} seed={s}")
     results = [None] * len(tasks)
     for i, res in concurrency.run_concurrently(tasks, workers=workers):
@@ -154,8 +180,9 @@ def _pd_and_rpd(cfg, progress):
     obj = objectives.random_quadratic(n=cfg.n, d=cfg.d, S=cfg.S, batch_size=cfg.batch_size, seed=cfg.seed)
     gammas = tuning.pow2_grid(*cfg.gamma_exps)
     tl = schedules.pipedream(cfg.S, cfg.N, cfg.noam)
-    axis, rpd_curves, pd = rpd_sweep(obj, tl.K, gammas, cfg.deltas, cfg.seeds, stride=cfg.stride,
-                                     progress=progress, timeline=tl)
+    axis, rpd_curves, pd = rpd_sweep(
+        obj, tl.K, gammas, cfg.deltas, cfg.seeds, stride=cfg.stride, progress=progress, timeline=tl
+    )
     if not np.array_equal(axis, pd.axis):
         raise AssertionError("PD and RPD curves must share the block-update axis")
     return obj, gammas, tl, pd, axis, rpd_curves
@@ -164,8 +191,13 @@ def _pd_and_rpd(cfg, progress):
 def _entry(sel: tuning.Selection, idx: int, curve_P) -> dict:
     if idx < 0:
         return dict(gamma=None, gamma_exp=None, rule=sel.rule, final=None, tail_mean=None)
-    return dict(gamma=sel.gamma, gamma_exp=tuning.log2_exponent(sel.gamma), rule=sel.rule,
-                final=float(curve_P[-1]), tail_mean=float(sel.reports[idx].tail_mean))
+    return dict(
+        gamma=sel.gamma,
+        gamma_exp=tuning.log2_exponent(sel.gamma),
+        rule=sel.rule,
+        final=float(curve_P[-1]),
+        tail_mean=float(sel.reports[idx].tail_mean),
+    )
 
 
 def log_gap(a_P: np.ndarray, b_P: np.ndarray) -> float:
@@ -176,8 +208,6 @@ def log_gap(a_P: np.ndarray, b_P: np.ndarray) -> float:
 
 def _pow2(gamma) -> str | None:
     return None if gamma is None else f"2^{tuning.log2_exponent(gamma)}"
-
-
 
 
 def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutput:
@@ -204,25 +234,60 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
         gaps = np.array([np.nan if e["log10_gap_to_pd"] is None else e["log10_gap_to_pd"] for e in per_delta])
         closest = None if np.all(np.isnan(gaps)) else int(cfg.deltas[int(np.nanargmin(gaps))])
         by_rule[rule] = dict(pd=pd_entry, rpd=per_delta, closest_delta=closest)
-        rows.append(dict(selector=rule, method="PD", delta=None, gamma=_pow2(pd_entry["gamma"]),
-                         final=pd_entry["final"], tail_mean=pd_entry["tail_mean"], log10_gap_to_pd=0.0))
-        rows += [dict(selector=rule, method="RPD", delta=e["delta"], gamma=_pow2(e["gamma"]), final=e["final"],
-                      tail_mean=e["tail_mean"], log10_gap_to_pd=e["log10_gap_to_pd"]) for e in per_delta]
+        rows.append(
+            dict(
+                selector=rule,
+                method="PD",
+                delta=None,
+                gamma=_pow2(pd_entry["gamma"]),
+                final=pd_entry["final"],
+                tail_mean=pd_entry["tail_mean"],
+                log10_gap_to_pd=0.0,
+            )
+        )
+        rows += [
+            dict(
+                selector=rule,
+                method="RPD",
+                delta=e["delta"],
+                gamma=_pow2(e["gamma"]),
+                final=e["final"],
+                tail_mean=e["tail_mean"],
+                log10_gap_to_pd=e["log10_gap_to_pd"],
+            )
+            for e in per_delta
+        ]
     delta_pd = theory.pd_delta(cfg.S)
     checks = e1_claim_checks(cfg.deltas, by_rule[rules[0]], delta_pd)
-    rows += [dict(selector=rules[0], method="paper claim", paper=c["statement"], holds=c["holds"],
-                  measured=c["measured"]) for c in checks]
+    rows += [
+        dict(selector=rules[0], method="paper claim", paper=c["statement"], holds=c["holds"], measured=c["measured"])
+        for c in checks
+    ]
     summary = dict(
-        study="e1_pd_vs_rpd", config=dataclasses.asdict(cfg), setting=_setting(cfg), selectors=list(rules),
-        K=int(tl.K), L=float(obj.L), f0=float(pd.curve[0, 0]), delta_pd=delta_pd, **by_rule,
-        claim=f"at δ = S² − S/2 = {delta_pd}, RPD tracks PD", checks=checks,
+        study="e1_pd_vs_rpd",
+        config=dataclasses.asdict(cfg),
+        setting=_setting(cfg),
+        selectors=list(rules),
+        K=int(tl.K),
+        L=float(obj.L),
+        f0=float(pd.curve[0, 0]),
+        delta_pd=delta_pd,
+        **by_rule,
+        claim=f"at δ = S² − S/2 = {delta_pd}, RPD tracks PD",
+        checks=checks,
         checks_stable_rule=e1_claim_checks(cfg.deltas, by_rule["stable"], delta_pd),
-        selector_text=RULE_TEXT[rules[0]], authors_override=AUTHORS_OVERRIDE,
+        selector_text=RULE_TEXT[rules[0]],
+        authors_override=AUTHORS_OVERRIDE,
     )
     arrays = dict(
-        K=axis, gammas=gammas, deltas=np.asarray(cfg.deltas, np.int64), seeds=np.asarray(cfg.seeds, np.int64),
-        pd_curves=pd.curve, rpd_curves=rpd_curves,  # [G, P], [n_delta, n_seed, G, P]
-        pd_gamma_index=pd_idx, rpd_gamma_index=rpd_idx,  # [n_rule], [n_rule, n_delta]; -1: none
+        K=axis,
+        gammas=gammas,
+        deltas=np.asarray(cfg.deltas, np.int64),
+        seeds=np.asarray(cfg.seeds, np.int64),
+        pd_curves=pd.curve,
+        rpd_curves=rpd_curves,  # [G, P], [n_delta, n_seed, G, P]
+        pd_gamma_index=pd_idx,
+        rpd_gamma_index=rpd_idx,  # [n_rule], [n_rule, n_delta]; -1: none
     )
     return StudyOutput(arrays=arrays, summary=summary, table=rows)
 
@@ -257,30 +322,61 @@ def run_e8(cfg: E8Config, progress: Callable[[str], None] | None = None) -> Stud
             best_gamma_exp=[None if j < 0 else tuning.log2_exponent(gammas[j]) for j in idx[u]],
             deltas_at_or_below_pd=[int(d) for d, v in zip(cfg.deltas, best[u]) if v <= pd_level[u]],
         )
-        rows.append(dict(selector=rule, method="PD", delta=None,
-                         gamma=_pow2(gammas[pd_idx[u]]) if pd_idx[u] >= 0 else None,
-                         best_final=by_rule[rule]["pd_final"], ratio_to_pd=1.0))
-        rows += [dict(selector=rule, method="RPD", delta=int(d), gamma=_pow2(gammas[j]) if j >= 0 else None,
-                      best_final=None if np.isnan(v) else float(v),
-                      ratio_to_pd=None if np.isnan(v) else float(v / pd_level[u]))
-                 for d, j, v in zip(cfg.deltas, idx[u], best[u])]
+        rows.append(
+            dict(
+                selector=rule,
+                method="PD",
+                delta=None,
+                gamma=_pow2(gammas[pd_idx[u]]) if pd_idx[u] >= 0 else None,
+                best_final=by_rule[rule]["pd_final"],
+                ratio_to_pd=1.0,
+            )
+        )
+        rows += [
+            dict(
+                selector=rule,
+                method="RPD",
+                delta=int(d),
+                gamma=_pow2(gammas[j]) if j >= 0 else None,
+                best_final=None if np.isnan(v) else float(v),
+                ratio_to_pd=None if np.isnan(v) else float(v / pd_level[u]),
+            )
+            for d, j, v in zip(cfg.deltas, idx[u], best[u])
+        ]
     checks = e8_claim_checks(cfg.deltas, best[0], pd_level[0], delta_pd)
-    rows += [dict(selector=rules[0], method="paper claim", paper=c["statement"], holds=c["holds"],
-                  measured=c["measured"]) for c in checks]
+    rows += [
+        dict(selector=rules[0], method="paper claim", paper=c["statement"], holds=c["holds"], measured=c["measured"])
+        for c in checks
+    ]
     summary = dict(
-        study="e8_delta", config=dataclasses.asdict(cfg), setting=_setting(cfg), selectors=list(rules),
-        K=int(tl.K), delta_pd=delta_pd, deltas=[int(d) for d in cfg.deltas], **by_rule,
+        study="e8_delta",
+        config=dataclasses.asdict(cfg),
+        setting=_setting(cfg),
+        selectors=list(rules),
+        K=int(tl.K),
+        delta_pd=delta_pd,
+        deltas=[int(d) for d in cfg.deltas],
+        **by_rule,
         claim=f"RPD's best objective worsens as δ grows; around δ = S² − S/2 = {delta_pd} it is at PD's level",
-        checks=checks, checks_stable_rule=e8_claim_checks(cfg.deltas, best[rules.index("stable")],
-                                                          pd_level[rules.index("stable")], delta_pd),
-        selector_text=RULE_TEXT[rules[0]], authors_override=AUTHORS_OVERRIDE,
+        checks=checks,
+        checks_stable_rule=e8_claim_checks(
+            cfg.deltas, best[rules.index("stable")], pd_level[rules.index("stable")], delta_pd
+        ),
+        selector_text=RULE_TEXT[rules[0]],
+        authors_override=AUTHORS_OVERRIDE,
     )
     arrays = dict(
-        deltas=np.asarray(cfg.deltas, np.int64), gammas=gammas, seeds=np.asarray(cfg.seeds, np.int64), K=axis,
+        deltas=np.asarray(cfg.deltas, np.int64),
+        gammas=gammas,
+        seeds=np.asarray(cfg.seeds, np.int64),
+        K=axis,
         rpd_final=rpd_curves[..., -1],  # [n_delta, n_seed, G]
         pd_final=pd.curve[:, -1],  # [G]
-        best_gamma_index=idx, best_final=best, best_final_per_seed=best_seed,  # [n_rule, n_delta(, n_seed)]
-        pd_gamma_index=pd_idx, pd_level=pd_level,  # [n_rule]
+        best_gamma_index=idx,
+        best_final=best,
+        best_final_per_seed=best_seed,  # [n_rule, n_delta(, n_seed)]
+        pd_gamma_index=pd_idx,
+        pd_level=pd_level,  # [n_rule]
     )
     return StudyOutput(arrays=arrays, summary=summary, table=rows)
 
@@ -293,13 +389,22 @@ def e1_claim_checks(deltas, picks: dict, delta_pd: int) -> list[dict]:
     gaps = [e["log10_gap_to_pd"] for e in picks["rpd"]]
     rho, ratio = trend(deltas, fin)
     fmt = ", ".join(f"δ={d}: {g:.2f}" for d, g in zip(deltas, gaps) if g is not None)
-    out = [dict(statement="RPD's final worsens as δ grows (trend)", holds=bool(rho > 0),
-                measured=f"finals {', '.join(f'{v:.3g}' for v in fin)} (PD {picks['pd']['final']:.3g}); "
-                         f"Spearman ρ(δ, f) = {rho:.2f}")]
+    out = [
+        dict(
+            statement="RPD's final worsens as δ grows (trend)",
+            holds=bool(rho > 0),
+            measured=f"finals {', '.join(f'{v:.3g}' for v in fin)} (PD {picks['pd']['final']:.3g}); "
+            f"Spearman ρ(δ, f) = {rho:.2f}",
+        )
+    ]
     if delta_pd in deltas:
-        out.append(dict(statement=f"at δ = S² − S/2 = {delta_pd} RPD tracks PD (closest δ)",
-                        holds=picks["closest_delta"] == delta_pd,
-                        measured=f"closest δ = {picks['closest_delta']}; mean |log10 gap| to PD: {fmt}"))
+        out.append(
+            dict(
+                statement=f"at δ = S² − S/2 = {delta_pd} RPD tracks PD (closest δ)",
+                holds=picks["closest_delta"] == delta_pd,
+                measured=f"closest δ = {picks['closest_delta']}; mean |log10 gap| to PD: {fmt}",
+            )
+        )
     return out
 
 
@@ -321,14 +426,25 @@ def e8_claim_checks(deltas, best_D, pd_level: float, delta_pd: int) -> list[dict
         else:
             cross = float(d[i - 1] + w * (d[i] - d[i - 1]))
     near = cross is not None and delta_pd / 2 <= cross <= 2 * delta_pd
-    bracket = ("RPD above PD already at the first δ" if i == 0 else "RPD never above PD" if i is None else
-               f"RPD at or below PD up to δ = {int(d[i - 1])}, above from δ = {int(d[i])}; crossing δ* ≈ "
-               f"{cross:.3g} (log-interpolated)")
+    bracket = (
+        "RPD above PD already at the first δ"
+        if i == 0
+        else "RPD never above PD"
+        if i is None
+        else f"RPD at or below PD up to δ = {int(d[i - 1])}, above from δ = {int(d[i])}; crossing δ* ≈ "
+        f"{cross:.3g} (log-interpolated)"
+    )
     return [
-        dict(statement="RPD's best objective worsens as δ grows (trend)", holds=bool(rho > 0),
-             measured=f"Spearman ρ(δ, f) = {rho:.2f}; f(δ={int(d[-1])}) / f(δ={int(d[0])}) = {b[-1] / b[0]:.3g}"),
-        dict(statement=f"around δ = S² − S/2 = {delta_pd} RPD reaches PD's level (δ* within 2x)", holds=bool(near),
-             measured=f"PD {pd_level:.3g}; {bracket}"),
+        dict(
+            statement="RPD's best objective worsens as δ grows (trend)",
+            holds=bool(rho > 0),
+            measured=f"Spearman ρ(δ, f) = {rho:.2f}; f(δ={int(d[-1])}) / f(δ={int(d[0])}) = {b[-1] / b[0]:.3g}",
+        ),
+        dict(
+            statement=f"around δ = S² − S/2 = {delta_pd} RPD reaches PD's level (δ* within 2x)",
+            holds=bool(near),
+            measured=f"PD {pd_level:.3g}; {bracket}",
+        ),
     ]
 
 

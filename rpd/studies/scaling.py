@@ -24,19 +24,17 @@ Paper: PD and RPD stay flat near 1e-2; LocalSGD improves with S and wins for S �
 from __future__ import annotations
 
 import dataclasses
-import textwrap
 from typing import Callable
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from rpd import objectives, schedules
 from rpd.analysis import simtime, theory, tuning
 from rpd.analysis.tuning import AUTHORS_OVERRIDE, RULE_TEXT, selector_rules
-from rpd.plotting.style import paper_style, save
-from rpd.results import StudyOutput, gamma_label, pow2_label
+from rpd.plotting.scaling import figure as scaling_figure
+from rpd.results import StudyOutput, best_final
 from rpd.studies import trend
-from rpd.studies.pd_vs_localsgd import best_final, select
+from rpd.studies.pd_vs_localsgd import select
 from rpd.train import methods
 
 TITLE = "Fixed-time scaling vs number of stages"
@@ -73,8 +71,10 @@ def n_steps(cfg: Config) -> int:
 
 
 def setting(cfg: Config) -> str:
-    return (f"logistic regression, n = {cfg.n}, d = {cfg.d}, B = {cfg.batch_size}, λ = {cfg.lam:g}, "
-            f"σ_g = {cfg.grad_noise:g}, T = {cfg.T}")
+    return (
+        f"logistic regression, n = {cfg.n}, d = {cfg.d}, B = {cfg.batch_size}, λ = {cfg.lam:g}, "
+        f"σ_g = {cfg.grad_noise:g}, T = {cfg.T}"
+    )
 
 
 def budgets(S: int, T: int, H: int) -> dict:
@@ -98,14 +98,18 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
     rules = selector_rules(cfg.selector)
     simtime.last_time(1, cfg.cut)  # checks cut before any work
     report = progress or (lambda msg: None)
-    grids = dict(pd=tuning.pow2_grid(*cfg.pd_gamma_exps), rpd=tuning.pow2_grid(*cfg.pd_gamma_exps),
-                 localsgd=tuning.pow2_grid(*cfg.localsgd_gamma_exps))
+    grids = dict(
+        pd=tuning.pow2_grid(*cfg.pd_gamma_exps),
+        rpd=tuning.pow2_grid(*cfg.pd_gamma_exps),
+        localsgd=tuning.pow2_grid(*cfg.localsgd_gamma_exps),
+    )
     arrays: dict[str, np.ndarray] = {"S": np.asarray(cfg.S_values, np.int64)}
     arrays.update({f"{m}_gammas": grids[m] for m in METHODS})
     per_S, rows = [], []
     for S in cfg.S_values:
-        obj = objectives.logistic_regression(n=cfg.n, d=cfg.d, S=S, batch_size=cfg.batch_size,
-                                             lam=cfg.lam, grad_noise=cfg.grad_noise, seed=cfg.seed)
+        obj = objectives.logistic_regression(
+            n=cfg.n, d=cfg.d, S=S, batch_size=cfg.batch_size, lam=cfg.lam, grad_noise=cfg.grad_noise, seed=cfg.seed
+        )
         b = budgets(S, cfg.T, cfg.H)
         res, full = {}, {}
         full["pd"] = methods.pipedream(obj, b["pd_tl"], grids["pd"], seed=cfg.seed)
@@ -116,8 +120,16 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
         report(f"S={S} LocalSGD")
         for m in ("pd", "localsgd"):
             res[m] = _cut(full[m], cfg.T, cfg.cut, m)
-        entry = dict(S=S, pd_N=b["pd_tl"].N, pd_T=b["pd_tl"].T, rpd_K=b["K"], rpd_delta=b["delta"],
-                     localsgd_N=b["ls_tl"].N, localsgd_T=b["ls_tl"].T, f_star=float(obj.f_star))
+        entry = dict(
+            S=S,
+            pd_N=b["pd_tl"].N,
+            pd_T=b["pd_tl"].T,
+            rpd_K=b["K"],
+            rpd_delta=b["delta"],
+            localsgd_N=b["ls_tl"].N,
+            localsgd_T=b["ls_tl"].T,
+            f_star=float(obj.f_star),
+        )
         for m in METHODS:
             r = res[m]
             sels = {u: select(r.curve, r.gammas, cfg.tail_frac, u) for u in rules}
@@ -125,50 +137,87 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
             idx = -1 if sel.index is None else sel.index
             arrays[f"{m}_S{S}_axis"] = r.axis
             arrays[f"{m}_S{S}_curves"] = r.curve  # [G, P]: up to the cut (PD, LocalSGD) or K (RPD)
-            entry[m] = dict(gamma_index=idx, gamma=None if idx < 0 else sel.gamma,
-                            gamma_exp=None if idx < 0 else tuning.log2_exponent(sel.gamma), rule=sel.rule,
-                            f_at_T=None if idx < 0 else float(r.curve[idx, -1]),
-                            evaluated_at=int(r.axis[-1]),
-                            tail_mean=None if idx < 0 else float(sel.reports[idx].tail_mean),
-                            by_rule={u: dict(rule=x.rule,
-                                             gamma_exp=None if x.index is None else tuning.log2_exponent(x.gamma),
-                                             f_at_T=None if x.index is None else float(r.curve[x.index, -1]))
-                                     for u, x in sels.items()},
-                            best_final=best_final(r.curve))
+            entry[m] = dict(
+                gamma_index=idx,
+                gamma=None if idx < 0 else sel.gamma,
+                gamma_exp=None if idx < 0 else tuning.log2_exponent(sel.gamma),
+                rule=sel.rule,
+                f_at_T=None if idx < 0 else float(r.curve[idx, -1]),
+                evaluated_at=int(r.axis[-1]),
+                tail_mean=None if idx < 0 else float(sel.reports[idx].tail_mean),
+                by_rule={
+                    u: dict(
+                        rule=x.rule,
+                        gamma_exp=None if x.index is None else tuning.log2_exponent(x.gamma),
+                        f_at_T=None if x.index is None else float(r.curve[x.index, -1]),
+                    )
+                    for u, x in sels.items()
+                },
+                best_final=best_final(r.curve),
+            )
         if cfg.cut == "authors":  # the alternative: LocalSGD at T (the point after T steps), same γ
             j = entry["localsgd"]["gamma_index"]
             entry["localsgd"]["at_T"] = None if j < 0 else float(simtime.value_at_time(full["localsgd"], cfg.T)[j])
         per_S.append(entry)
-        rows.append(dict(S=S, **{f"{m}_gamma": None if entry[m]["gamma_exp"] is None else f"2^{entry[m]['gamma_exp']}"
-                                 for m in METHODS},
-                         **{f"{m}_f_at_T": entry[m]["f_at_T"] for m in METHODS},
-                         **{f"{m}_stable_gamma": _exp(entry[m]["by_rule"]["stable"]["gamma_exp"]) for m in METHODS},
-                         **{f"{m}_f_at_stable_gamma": entry[m]["by_rule"]["stable"]["f_at_T"] for m in METHODS},
-                         localsgd_at_T=entry["localsgd"].get("at_T"), localsgd_evaluated_at=entry["localsgd"]["evaluated_at"],
-                         **{f"{m}_best_final": entry[m]["best_final"] for m in METHODS},
-                         pd_N=entry["pd_N"], localsgd_N=entry["localsgd_N"], rpd_K=entry["rpd_K"],
-                         rpd_delta=entry["rpd_delta"]))
+        rows.append(
+            dict(
+                S=S,
+                **{
+                    f"{m}_gamma": None if entry[m]["gamma_exp"] is None else f"2^{entry[m]['gamma_exp']}"
+                    for m in METHODS
+                },
+                **{f"{m}_f_at_T": entry[m]["f_at_T"] for m in METHODS},
+                **{f"{m}_stable_gamma": _exp(entry[m]["by_rule"]["stable"]["gamma_exp"]) for m in METHODS},
+                **{f"{m}_f_at_stable_gamma": entry[m]["by_rule"]["stable"]["f_at_T"] for m in METHODS},
+                localsgd_at_T=entry["localsgd"].get("at_T"),
+                localsgd_evaluated_at=entry["localsgd"]["evaluated_at"],
+                **{f"{m}_best_final": entry[m]["best_final"] for m in METHODS},
+                pd_N=entry["pd_N"],
+                localsgd_N=entry["localsgd_N"],
+                rpd_K=entry["rpd_K"],
+                rpd_delta=entry["rpd_delta"],
+            )
+        )
     for m in METHODS:
         arrays[f"{m}_f_at_T"] = np.array([np.nan if e[m]["f_at_T"] is None else e[m]["f_at_T"] for e in per_S])
         arrays[f"{m}_gamma_index"] = np.array([e[m]["gamma_index"] for e in per_S], np.int64)
-        arrays[f"{m}_stable_f_at_T"] = np.array([np.nan if e[m]["by_rule"]["stable"]["f_at_T"] is None
-                                                 else e[m]["by_rule"]["stable"]["f_at_T"] for e in per_S])
+        arrays[f"{m}_stable_f_at_T"] = np.array(
+            [
+                np.nan if e[m]["by_rule"]["stable"]["f_at_T"] is None else e[m]["by_rule"]["stable"]["f_at_T"]
+                for e in per_S
+            ]
+        )
     checks = claim_checks(arrays)
-    rows += [dict(S="paper claim", paper=c["statement"], holds=c["holds"], measured=c["measured"])
-             for c in checks]
+    rows += [dict(S="paper claim", paper=c["statement"], holds=c["holds"], measured=c["measured"]) for c in checks]
     stable_checks = claim_checks({**arrays, **{f"{m}_f_at_T": arrays[f"{m}_stable_f_at_T"] for m in METHODS}})
-    rows += [dict(S="paper claim (stable rule's γ)", paper=c["statement"], holds=c["holds"], measured=c["measured"])
-             for c in stable_checks]
-    summary = dict(study="e6_scaling", title=TITLE, setting=setting(cfg), config=dataclasses.asdict(cfg),
-                   per_S=per_S, claim=CLAIM, checks=checks, checks_stable_rule=stable_checks,
-                   selector=cfg.selector, selectors=list(rules), selector_text=RULE_TEXT[cfg.selector],
-                   authors_override=AUTHORS_OVERRIDE, cut=cfg.cut, cut_text=CUT_TEXT[cfg.cut].format(T=cfg.T, t=cfg.T - 1))
+    rows += [
+        dict(S="paper claim (stable rule's γ)", paper=c["statement"], holds=c["holds"], measured=c["measured"])
+        for c in stable_checks
+    ]
+    summary = dict(
+        study="e6_scaling",
+        title=TITLE,
+        setting=setting(cfg),
+        config=dataclasses.asdict(cfg),
+        per_S=per_S,
+        claim=CLAIM,
+        checks=checks,
+        checks_stable_rule=stable_checks,
+        selector=cfg.selector,
+        selectors=list(rules),
+        selector_text=RULE_TEXT[cfg.selector],
+        authors_override=AUTHORS_OVERRIDE,
+        cut=cfg.cut,
+        cut_text=CUT_TEXT[cfg.cut].format(T=cfg.T, t=cfg.T - 1),
+    )
     return StudyOutput(arrays=arrays, summary=summary, table=rows)
 
 
 CUT_TEXT = {
-    "authors": ("PD at curve[:T] (after T − 1 = {t} steps), LocalSGD at the end of its own timeline (as the "
-                "authors); RPD after its K updates"),
+    "authors": (
+        "PD at curve[:T] (after T − 1 = {t} steps), LocalSGD at the end of its own timeline (as the "
+        "authors); RPD after its K updates"
+    ),
     "end": "PD and LocalSGD after T = {T} steps; RPD after its K updates",
 }
 
@@ -191,60 +240,30 @@ def claim_checks(arrays: dict) -> list[dict]:
     big = S >= 4
     rho, first_last = trend(S, ls)
     return [
-        dict(statement="PD flat near 1e-2", holds=bool(spread(pd) < 3 and 3e-3 < np.nanmedian(pd) < 3e-2),
-             measured=f"PD {fmt(pd)}, max/min {spread(pd):.3g}, median {np.nanmedian(pd):.3g}"),
-        dict(statement="RPD flat near 1e-2", holds=bool(spread(rpd) < 3 and 3e-3 < np.nanmedian(rpd) < 3e-2),
-             measured=f"RPD {fmt(rpd)}, max/min {spread(rpd):.3g}, median {np.nanmedian(rpd):.3g}"),
-        dict(statement="LocalSGD improves with S (trend)", holds=bool(rho < 0 and first_last < 1),
-             measured=f"LocalSGD {fmt(ls)}, Spearman ρ(S, f) = {rho:.2f}, f(S={int(S[-1])}) / f(S={int(S[0])}) = "
-                      f"{first_last:.3g}"),
-        dict(statement="LocalSGD wins for S >= 4", holds=bool(np.all(np.isin(S[big], wins))),
-             measured=f"LocalSGD lowest at S = {wins}; LocalSGD / min(PD, RPD) = "
-                      f"{fmt(ls / np.minimum(pd, rpd))}"),
+        dict(
+            statement="PD flat near 1e-2",
+            holds=bool(spread(pd) < 3 and 3e-3 < np.nanmedian(pd) < 3e-2),
+            measured=f"PD {fmt(pd)}, max/min {spread(pd):.3g}, median {np.nanmedian(pd):.3g}",
+        ),
+        dict(
+            statement="RPD flat near 1e-2",
+            holds=bool(spread(rpd) < 3 and 3e-3 < np.nanmedian(rpd) < 3e-2),
+            measured=f"RPD {fmt(rpd)}, max/min {spread(rpd):.3g}, median {np.nanmedian(rpd):.3g}",
+        ),
+        dict(
+            statement="LocalSGD improves with S (trend)",
+            holds=bool(rho < 0 and first_last < 1),
+            measured=f"LocalSGD {fmt(ls)}, Spearman ρ(S, f) = {rho:.2f}, f(S={int(S[-1])}) / f(S={int(S[0])}) = "
+            f"{first_last:.3g}",
+        ),
+        dict(
+            statement="LocalSGD wins for S >= 4",
+            holds=bool(np.all(np.isin(S[big], wins))),
+            measured=f"LocalSGD lowest at S = {wins}; LocalSGD / min(PD, RPD) = {fmt(ls / np.minimum(pd, rpd))}",
+        ),
     ]
 
 
 def figure(out: StudyOutput, path) -> None:
-    """f − f* at the time budget against S (log-log), each method at its selected γ per S
-    (solid), and the lowest final value over its γ grid (dotted diagnostic); PNG and PDF."""
-    with paper_style():
-        _draw(out.arrays, out.summary, path)
-
-
-def _draw(a: dict, s: dict, path) -> None:
-    S = a["S"]
-    H = s["config"]["H"]
-    labels = dict(pd="PipeDream", rpd="Randomized PipeDream, δ = ⌊S² − S/2⌋", localsgd=f"LocalSGD, R = S, H = {H}")
-    styles = dict(pd=dict(color="k", marker="o"), rpd=dict(color="C3", marker="s", ls="--"),
-                  localsgd=dict(color="C0", marker="^"))
-    fig = Figure(figsize=(7.0, 4.6))
-    ax = fig.subplots()
-    for m in METHODS:
-        y = a[f"{m}_f_at_T"]
-        ax.plot(S, y, label=labels[m], **styles[m])
-        for x, v, j in zip(S, y, a[f"{m}_gamma_index"]):
-            if j >= 0 and np.isfinite(v):
-                ax.annotate(gamma_label(a[f"{m}_gammas"][j]), (x, v),
-                            textcoords="offset points", xytext=(0, 6), fontsize=6, ha="center",
-                            color=styles[m]["color"])
-        # Diagnostic, never used to choose: the lowest final value over the whole grid per S.
-        best = [np.nan if (b := best_final(a[f"{m}_S{int(v)}_curves"])) is None else b for v in S]
-        ax.plot(S, best, color=styles[m]["color"], ls=":", lw=1.0, alpha=0.6)
-    ax.plot([], [], color="0.4", ls=":", lw=1.0, label="dotted: best final over the γ grid (diagnostic)")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xticks(S, [str(int(v)) for v in S])
-    ax.set_xlabel("number of stages S")
-    ax.set_ylabel(f"$f(x) - f^*$ at the time budget T = {s['config']['T']}")
-    rule = s.get("selector", "stable")
-    ax.set_title(f"{s['title']}\n{s['setting']}\nγ: {RULE_TEXT.get(rule, rule)} (labels: γ per point)\n"
-                 + (s.get("cut_text") or ""), fontsize=8)
-    ax.legend(fontsize=8)
-    ax.grid(True, which="major", alpha=0.3)
-    if rule != "stable" and "by_rule" in s["per_S"][0]["pd"]:
-        picks = "; ".join(f"{labels[m].split(',')[0]} " + ", ".join(pow2_label(e[m]["by_rule"]["stable"]["gamma_exp"])
-                                                                    for e in s["per_S"]) for m in METHODS)
-        note = (f"The strict stable rule (as the spec writes it) would pick, per S: {picks}. Why the reference rule: "
-                + s.get("authors_override", AUTHORS_OVERRIDE) + ".")
-        fig.text(0.01, -0.01, textwrap.fill(note, 150), fontsize=6, ha="left", va="top", color="0.25")
-    save(fig, path)
+    """The figure, drawn from the saved output (:func:`rpd.plotting.scaling.figure`)."""
+    scaling_figure(out, path, METHODS)

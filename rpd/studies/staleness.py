@@ -39,16 +39,14 @@ import dataclasses
 from collections.abc import Callable
 
 import numpy as np
-from matplotlib.figure import Figure
 from scipy import stats
 
 from rpd import objectives, schedules
 from rpd.analysis import theory, tuning
-from rpd.plotting.style import paper_style, save
-from rpd.results import StudyOutput, pow2_label
+from rpd.plotting.staleness import figure as staleness_figure
+from rpd.results import StudyOutput
 from rpd.train import methods
 
-TITLE = "Stale-read error against the number of stages S"
 METHODS = ("pd", "rpd")
 # measured quantity -> the bound it is compared with in the same panel
 QUANTITIES = {"xz": "bound_xz", "grad_gap": "bound_stale"}
@@ -106,7 +104,9 @@ def local_slopes(S, Y) -> np.ndarray:
     (log S[i+1] − log S[i]), shape [..., len(S) − 1]. S increasing, Y > 0."""
     lS, lY = np.log(np.asarray(S, np.float64)), np.log(np.asarray(Y, np.float64))
     if lS.ndim != 1 or lY.shape[-1] != lS.size or lS.size < 2 or np.any(np.diff(lS) <= 0):
-        raise ValueError(f"S must be 1-D increasing with >= 2 values matching Y's last axis, got {lS.shape}, {lY.shape}")
+        raise ValueError(
+            f"S must be 1-D increasing with >= 2 values matching Y's last axis, got {lS.shape}, {lY.shape}"
+        )
     return np.diff(lY, axis=-1) / np.diff(lS)
 
 
@@ -129,11 +129,17 @@ def exponents(S, Y, large_S: int, confidence: float = CONFIDENCE) -> dict:
     lg, lgci = seed_ci(fit_slopes(S[big], Y[:, big]), confidence)
     loc, (llo, lhi) = seed_ci(local_slopes(S, Y), confidence)
     return {
-        "global_slope": g, "global_ci": list(gci),
-        "large_S_slope": lg, "large_S_ci": list(lgci), "large_S_range": f"{int(S[big].min())}..{int(S[big].max())}",
-        "local": [{"S_lo": int(S[i]), "S_hi": int(S[i + 1]), "slope": float(loc[i]), "ci": [float(llo[i]), float(lhi[i])]}
-               for i in range(S.size - 1)],
-        "n_seeds": int(Y.shape[0]), "confidence": confidence,
+        "global_slope": g,
+        "global_ci": list(gci),
+        "large_S_slope": lg,
+        "large_S_ci": list(lgci),
+        "large_S_range": f"{int(S[big].min())}..{int(S[big].max())}",
+        "local": [
+            {"S_lo": int(S[i]), "S_hi": int(S[i + 1]), "slope": float(loc[i]), "ci": [float(llo[i]), float(lhi[i])]}
+            for i in range(S.size - 1)
+        ],
+        "n_seeds": int(Y.shape[0]),
+        "confidence": confidence,
     }
 
 
@@ -144,8 +150,7 @@ def converging(curve_P: np.ndarray, f0: float) -> bool:
     if not np.all(np.isfinite(curve_P)):
         return False
     rep = tuning.gamma_report(curve_P, 1.0)
-    return bool(curve_P.max() <= f0 and curve_P[-1] <= 0.5 * f0
-                and rep.log_slope <= tuning.DEFAULT.max_log_slope)
+    return bool(curve_P.max() <= f0 and curve_P[-1] <= 0.5 * f0 and rep.log_slope <= tuning.DEFAULT.max_log_slope)
 
 
 def _objective(cfg: Config, S: int, seed: int = 0):
@@ -159,8 +164,7 @@ def _runs(cfg: Config, S: int, gammas, diag: bool, seed: int = 0):
     tl = schedules.pipedream(S, cfg.N)
     ds = S + 1 if diag else 0
     pd = methods.pipedream(obj, tl, gammas, axis="block_update", stride=S, diag_stride=ds)
-    rp = methods.rpd(obj, tl.K, gammas, theory.pd_delta(S), seed=cfg.rpd_seed + seed, stride=S,
-                     diag_stride=ds)
+    rp = methods.rpd(obj, tl.K, gammas, theory.pd_delta(S), seed=cfg.rpd_seed + seed, stride=S, diag_stride=ds)
     return obj, {"pd": pd, "rpd": rp}
 
 
@@ -170,11 +174,14 @@ def measure(obj, res: methods.Result, g: int, S: int, delta: int, gamma: float) 
     diag = diag[np.all(np.isfinite(diag), axis=1)]
     K = res.traces["block_grad_norm"].shape[1]
     f0 = float(res.curve[g, 0])
-    rb = theory.bound_from_run(res.traces["block_grad_norm"][g], gamma, S, K, obj.L, delta, f0 + obj.f_star,
-                               obj.f_star)
+    rb = theory.bound_from_run(res.traces["block_grad_norm"][g], gamma, S, K, obj.L, delta, f0 + obj.f_star, obj.f_star)
     return {
-        "xz": float(diag[:, 0].mean()), "grad_gap": float(diag[:, 1].mean()), "grad_sq": float(diag[:, 2].mean()),
-        "n_diag": int(diag.shape[0]), "G": rb.G, "bound_stale": rb.at_gamma.stale,
+        "xz": float(diag[:, 0].mean()),
+        "grad_gap": float(diag[:, 1].mean()),
+        "grad_sq": float(diag[:, 2].mean()),
+        "n_diag": int(diag.shape[0]),
+        "G": rb.G,
+        "bound_stale": rb.at_gamma.stale,
         "bound_xz": gamma**2 * delta**2 * rb.G**2,  # the proof's bound on ‖x − z‖²
         "stale_tuned": theory.stale_term_tuned(obj.L, delta, K, f0 + obj.f_star, obj.f_star),
         "final": float(res.curve[g, -1]),
@@ -206,15 +213,22 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
     grid = tuning.pow2_grid(*cfg.gamma_exps)[::-1]  # largest first
     obj_max, res_max = _runs(cfg, S_max, grid, diag=True)
     ok = {m: _converging_grid(res_max[m]) for m in METHODS}
-    trail = [{"S": S_max, "seed": 0, "method": m,
-                  "converging": {f"2^{tuning.log2_exponent(g)}": bool(o) for g, o in zip(grid, ok[m])}}
-             for m in METHODS]
+    trail = [
+        {
+            "S": S_max,
+            "seed": 0,
+            "method": m,
+            "converging": {f"2^{tuning.log2_exponent(g)}": bool(o) for g, o in zip(grid, ok[m])},
+        }
+        for m in METHODS
+    ]
     if progress is not None:
         progress(f"γ grid at S={S_max}")
     candidates = [i for i in range(len(grid)) if all(ok[m][i] for m in METHODS)]
     if not candidates:
-        raise RuntimeError(f"no γ in 2^{cfg.gamma_exps[0]}..2^{cfg.gamma_exps[1]} converges at S={S_max}; "
-                           "lower gamma_exps")
+        raise RuntimeError(
+            f"no γ in 2^{cfg.gamma_exps[0]}..2^{cfg.gamma_exps[1]} converges at S={S_max}; lower gamma_exps"
+        )
     for gi in range(candidates[0], len(grid)):
         gamma = float(grid[gi])
         if not all(ok[m][gi] for m in METHODS):
@@ -238,8 +252,12 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
             break
 
     S_arr = np.asarray(S_values, np.float64)
-    arrays = {"S": np.asarray(S_values, np.int64), "delta": np.array([theory.pd_delta(S) for S in S_values]),
-                  "gamma": np.asarray(gamma), "seeds": np.arange(cfg.n_seeds)}
+    arrays = {
+        "S": np.asarray(S_values, np.int64),
+        "delta": np.array([theory.pd_delta(S) for S in S_values]),
+        "gamma": np.asarray(gamma),
+        "seeds": np.arange(cfg.n_seeds),
+    }
     for m in METHODS:
         for key in rows[m][0][0]:
             v = np.array([[r[key] for r in rows[m][i]] for i in seeds])  # [n_seeds, n_S]
@@ -255,33 +273,54 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
                 if keep.sum() < 3 or not np.all(y[keep] > 0):
                     continue
                 f = theory.loglog_fit(S_arr[keep], y[keep])
-                fits[f"{m}/{q}/{name}"] = {"slope": f.slope, "ci": list(f.slope_ci), "intercept": f.intercept,
-                                               "r2": f.r2, "n": f.n}
+                fits[f"{m}/{q}/{name}"] = {
+                    "slope": f.slope,
+                    "ci": list(f.slope_ci),
+                    "intercept": f.intercept,
+                    "r2": f.r2,
+                    "n": f.n,
+                }
             Y = arrays[f"{m}_{q}_by_seed"]
             if np.all(Y > 0):
                 e = exponents(S_arr, Y, cfg.large_S)
                 expo[f"{m}/{q}"] = dict(e, bound_exponent=bound_exp)
-                table.append({"method": m.upper(), "quantity": q, "S_range": f"{S_values[0]}..{S_values[-1]}",
-                                  "slope": round(e["global_slope"], 3), "ci95": _r(e["global_ci"]),
-                                  "large_S_range": e["large_S_range"], "large_S_slope": round(e["large_S_slope"], 3),
-                                  "large_S_ci95": _r(e["large_S_ci"]),
-                                  "local": [round(x["slope"], 2) for x in e["local"]],
-                                  "bound_exponent": bound_exp})
+                table.append(
+                    {
+                        "method": m.upper(),
+                        "quantity": q,
+                        "S_range": f"{S_values[0]}..{S_values[-1]}",
+                        "slope": round(e["global_slope"], 3),
+                        "ci95": _r(e["global_ci"]),
+                        "large_S_range": e["large_S_range"],
+                        "large_S_slope": round(e["large_S_slope"], 3),
+                        "large_S_ci95": _r(e["large_S_ci"]),
+                        "local": [round(x["slope"], 2) for x in e["local"]],
+                        "bound_exponent": bound_exp,
+                    }
+                )
     summary = {
-        "study": "staleness_scaling", "config": dataclasses.asdict(cfg), "setting": _setting(cfg),
-        "gamma": gamma, "gamma_exp": tuning.log2_exponent(gamma), "gamma_trail": trail,
-        "gamma_rule": ("largest power of two in the grid whose PD and RPD runs converge at the largest S on seed 0 "
-                    "(finite, never above f(x⁰) − f*, final below half of it, tail log-slope <= 1e-4), "
-                    "then checked at every S and seed (halved while any run fails)"),
+        "study": "staleness_scaling",
+        "config": dataclasses.asdict(cfg),
+        "setting": _setting(cfg),
+        "gamma": gamma,
+        "gamma_exp": tuning.log2_exponent(gamma),
+        "gamma_trail": trail,
+        "gamma_rule": (
+            "largest power of two in the grid whose PD and RPD runs converge at the largest S on seed 0 "
+            "(finite, never above f(x⁰) − f*, final below half of it, tail log-slope <= 1e-4), "
+            "then checked at every S and seed (halved while any run fails)"
+        ),
         "converged_everywhere": not trail[-1]["failed"],
         "objective": f"random quadratic n={cfg.n}, d={cfg.d}, B={cfg.batch_size}, data seeds {cfg.seed}.."
-                  f"{cfg.seed + cfg.n_seeds - 1}, RPD seeds {cfg.rpd_seed}..{cfg.rpd_seed + cfg.n_seeds - 1}; "
-                  f"same N={cfg.N} microbatches for every S (K = N·S)",
+        f"{cfg.seed + cfg.n_seeds - 1}, RPD seeds {cfg.rpd_seed}..{cfg.rpd_seed + cfg.n_seeds - 1}; "
+        f"same N={cfg.N} microbatches for every S (K = N·S)",
         "fits": fits,
         "exponents": expo,
-        "exponent_method": (f"per seed: global = least-squares log-log slope over all S, large-S = the same over "
-                         f"S >= {cfg.large_S}, local = slope between consecutive S; reported as the mean over "
-                         f"{cfg.n_seeds} seeds ± t_(0.975, {cfg.n_seeds - 1})·sd/√{cfg.n_seeds} (95% CI across seeds)"),
+        "exponent_method": (
+            f"per seed: global = least-squares log-log slope over all S, large-S = the same over "
+            f"S >= {cfg.large_S}, local = slope between consecutive S; reported as the mean over "
+            f"{cfg.n_seeds} seeds ± t_(0.975, {cfg.n_seeds - 1})·sd/√{cfg.n_seeds} (95% CI across seeds)"
+        ),
         "claim": "bound: stale-read term γ²L²δ²G² = Θ(S⁴) at fixed γ (Θ(S⁴/K) = Θ(S³) at the tuned γ with K = N·S)",
     }
     return StudyOutput(arrays=arrays, summary=summary, table=table)
@@ -293,89 +332,13 @@ def _r(ci) -> list:
 
 def _setting(cfg: Config) -> str:
     paper = Config()
-    return ", ".join(f"{f.name}={getattr(cfg, f.name)}" for f in dataclasses.fields(cfg)
-                     if getattr(cfg, f.name) != getattr(paper, f.name))
-
-
-def _fit_label(s, key) -> str:
-    """', global k [lo, hi]; S >= a: k [lo, hi]' from the seed exponents (older outputs: the
-    pooled fit)."""
-    e = s.get("exponents", {}).get(key)
-    if e is not None:
-        g, lg = e["global_ci"], e["large_S_ci"]
-        return (f", global {e['global_slope']:.2f} [{g[0]:.2f}, {g[1]:.2f}]; "
-                f"S {e['large_S_range']}: {e['large_S_slope']:.2f} [{lg[0]:.2f}, {lg[1]:.2f}]")
-    f = s["fits"].get(key + "/all")
-    return "" if f is None else f", slope {f['slope']:.2f} [{f['ci'][0]:.2f}, {f['ci'][1]:.2f}]"
+    return ", ".join(
+        f"{f.name}={getattr(cfg, f.name)}"
+        for f in dataclasses.fields(cfg)
+        if getattr(cfg, f.name) != getattr(paper, f.name)
+    )
 
 
 def figure(out: StudyOutput, path) -> None:
-    """Three log-x panels against S: ‖x − z‖² with its bound γ²δ²G², ‖∇f(x) − ∇f(z)‖² with the
-    stale term γ²L²δ²G² (PD solid, RPD dashed; the seeds' geometric mean, their range shaded;
-    global and large-S exponents with 95% CIs across seeds in the legend; an S⁴ guide), and the
-    local slopes between consecutive S with their CIs next to the bound's 4."""
-    a, s = out.arrays, out.summary
-    with paper_style():
-        _draw(a, s, path)
-
-
-def _draw(a, s, path) -> None:
-    S = a["S"].astype(float)
-    expo = s.get("exponents", {})
-    fig = Figure(figsize=(17.5, 5.2))
-    axes = fig.subplots(1, 3)
-    panels = (("xz", "bound_xz", "mean ‖x^k − z^k‖²", "bound γ²δ²G²"),
-              ("grad_gap", "bound_stale", "mean ‖∇f(x^k) − ∇f(z^k)‖²", "stale term γ²L²δ²G²"))
-    for ax, (q, b, qname, bname) in zip(axes, panels):
-        for m in METHODS:
-            ls, lab = ("-", "PD") if m == "pd" else ("--", "RPD")
-            for key, color, marker, name in ((q, "C0" if m == "pd" else "C2", "o", qname), (b, "C3", "s", bname)):
-                ax.plot(S, a[f"{m}_{key}"], marker + ls, color=color, ms=4,
-                        label=f"{lab}: {name}{_fit_label(s, f'{m}/{key}')}")
-                by_seed = a.get(f"{m}_{key}_by_seed")
-                if by_seed is not None and np.ndim(by_seed) == 2 and by_seed.shape[0] > 1:
-                    ax.fill_between(S, by_seed.min(axis=0), by_seed.max(axis=0), color=color, alpha=0.15, lw=0)
-        if np.ndim(a.get(f"pd_{q}_by_seed")) == 2 and a[f"pd_{q}_by_seed"].shape[0] > 1:
-            ax.fill_between([], [], [], color="0.5", alpha=0.3, lw=0, label="shaded: range over seeds")
-        ref = a[f"pd_{b}"][-1] * (S / S[-1]) ** 4
-        ax.plot(S, ref, ":", color="0.5", label="∝ S⁴ (the bound's exponent)")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("number of stages S")
-        ax.set_title(qname + " and its bound", fontsize=9)
-        ax.legend(fontsize=6)
-        ax.grid(True, which="major", alpha=0.3)
-    ax = axes[2]
-    styles = (("pd/xz", "C0", "o", "-", "PD ‖x − z‖²"), ("pd/grad_gap", "C1", "^", "-", "PD ‖∇f(x) − ∇f(z)‖²"),
-              ("rpd/xz", "C2", "o", "--", "RPD ‖x − z‖²"), ("rpd/grad_gap", "C4", "^", "--", "RPD ‖∇f(x) − ∇f(z)‖²"),
-              ("pd/bound_xz", "C3", "s", ":", "PD bound γ²δ²G²"))
-    n_styles = len(styles)
-    for u, (key, color, marker, ls, name) in enumerate(styles):
-        e = expo.get(key)
-        if e is None:
-            continue
-        lo = np.array([x["S_lo"] for x in e["local"]], float)
-        hi = np.array([x["S_hi"] for x in e["local"]], float)
-        mid = np.sqrt(lo * hi) * 2 ** (0.06 * (u - (n_styles - 1) / 2))  # small offsets, bars apart
-        k = np.array([x["slope"] for x in e["local"]])
-        ci = np.array([x["ci"] for x in e["local"]])
-        err = np.abs(np.vstack([k - ci[:, 0], ci[:, 1] - k])) if np.all(np.isfinite(ci)) else None
-        ax.errorbar(mid, k, yerr=err, fmt=marker + ls, color=color, ms=4, capsize=2, lw=1,
-                    label=f"{name}: S {e['large_S_range']} {e['large_S_slope']:.2f}, global {e['global_slope']:.2f}")
-    ax.axhline(4, color="0.3", ls=":", lw=1.2, label="bound's exponent 4")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("S (between consecutive S, at their geometric mean)")
-    ax.set_ylabel("local log-log slope d log y / d log S")
-    n_seeds = next(iter(expo.values()))["n_seeds"] if expo else 1
-    ax.set_title(f"local exponents, mean over {n_seeds} seeds with 95% CI (t across seeds)", fontsize=9)
-    ax.legend(fontsize=6)
-    ax.grid(True, which="major", alpha=0.3)
-    cfg = s["config"]
-    fig.suptitle(f"{TITLE}\nrandom quadratic n = {cfg['n']}, d = {cfg['d']}, B = {cfg['batch_size']}, "
-                 f"N = {cfg['N']} microbatches (K = N·S), fixed γ = {pow2_label(s['gamma_exp'])}, "
-                 f"δ = ⌊S² − S/2⌋, {n_seeds} seeds (geometric mean, range shaded); "
-                 "exponents: per-seed least squares, mean with 95% CI across seeds", fontsize=9)
-    if s.get("setting"):
-        fig.text(0.01, 0.005, f"quick setting (full: S = 2..256): {s['setting']}", fontsize=7, color="0.3")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    save(fig, path, dpi=150)
+    """The figure, drawn from the saved output (:func:`rpd.plotting.staleness.figure`)."""
+    staleness_figure(out, path, METHODS)

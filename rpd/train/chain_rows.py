@@ -49,8 +49,10 @@ class ChainRows:
     def empty(self, n_slots: int) -> tuple[jax.Array, jax.Array]:
         """Zeroed slot buffers: float [n_slots, S+1, width], int [n_slots, S, int_width]."""
         S = self.obj.S
-        return (jnp.zeros((n_slots, S + 1, self.width), self.dtype),
-                jnp.zeros((n_slots, S, self.int_width), self.int_dtype))
+        return (
+            jnp.zeros((n_slots, S + 1, self.width), self.dtype),
+            jnp.zeros((n_slots, S, self.int_width), self.int_dtype),
+        )
 
     def forward(self, data, x_fwd: jax.Array, b) -> tuple[jax.Array, jax.Array, jax.Array]:
         """(loss, float rows [S+1, width], int rows [S, int_width]) of the forward at x_fwd."""

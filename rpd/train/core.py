@@ -180,10 +180,18 @@ def _run(obj: Objective, opts: CoreOptions, noisy: bool, consts, data, plan_arra
         inflight=rows.empty(opts.n_slots) if opts.stagewise else (),
         snapshots=jnp.zeros((opts.n_records + 1, D), obj.dtype),
         missed=jnp.zeros((), bool),
-        opt=() if opts.optimizer is None else optimizers.init_state(
-            opts.optimizer, jnp.stack([jnp.where(jnp.arange(P) < size, pad(consts["x0"])[off:off + P], 0.0)
-                                       for off, size in zip(obj.layout.offsets, obj.layout.sizes)]),
-            obj.layout.sizes),
+        opt=()
+        if opts.optimizer is None
+        else optimizers.init_state(
+            opts.optimizer,
+            jnp.stack(
+                [
+                    jnp.where(jnp.arange(P) < size, pad(consts["x0"])[off : off + P], 0.0)
+                    for off, size in zip(obj.layout.offsets, obj.layout.sizes)
+                ]
+            ),
+            obj.layout.sizes,
+        ),
     )
     grad_fn = _gradient(obj, opts, data)
     nan = jnp.full((), jnp.nan, obj.dtype)
@@ -194,6 +202,7 @@ def _run(obj: Objective, opts: CoreOptions, noisy: bool, consts, data, plan_arra
     def slot_gradient(state, a, b, read, fresh, slot, ex):
         """(grads, inflight, g_a [P], loss): a fresh update computes the whole gradient (one- or
         two-point) into grads[slot]; every update applies block a of grads[slot]."""
+
         def compute(grads):
             z_f = point(state, read, ex.get("horizon"))
             z_b = point(state, ex["read_bwd"], ex.get("horizon_bwd")) if opts.two_point else z_f
@@ -222,10 +231,13 @@ def _run(obj: Objective, opts: CoreOptions, noisy: bool, consts, data, plan_arra
         S-1) runs the forward at z^k into the slot's rows; every update runs its own stage's
         backward at block a of the backward point, on the slot's rows a, a + 1, and leaves δ_a
         in row a for the slot's next update (block a - 1)."""
+
         def start(inflight):
             loss, floats, ints = rows.forward(data, point(state, read, ex.get("horizon")), b)
-            return (jax.lax.dynamic_update_index_in_dim(inflight[0], floats, slot, 0),
-                    jax.lax.dynamic_update_index_in_dim(inflight[1], ints, slot, 0)), loss
+            return (
+                jax.lax.dynamic_update_index_in_dim(inflight[0], floats, slot, 0),
+                jax.lax.dynamic_update_index_in_dim(inflight[1], ints, slot, 0),
+            ), loss
 
         (floats, ints), loss = jax.lax.cond(fresh, start, lambda inflight: (inflight, nan), state.inflight)
         row = ex["read_bwd"][a] % C
@@ -284,6 +296,7 @@ def _run(obj: Objective, opts: CoreOptions, noisy: bool, consts, data, plan_arra
         )
         out = {"loss_z": loss_z, "block_grad_norm": jnp.sqrt(jnp.sum(g_a**2))}
         if opts.diag_stride:
+
             def diag(_):
                 x, z = _gather(state.ring, state.version, obj.layout), _gather(state.ring, read, obj.layout)
                 gx, gz = obj.full_grad_data(data, x), obj.full_grad_data(data, z)
@@ -356,11 +369,25 @@ def _program(pk: ProgramKey, opts: CoreOptions):
         return f[1:].reshape(G, R), f[0], per_update, x_final, missed
 
     stable = opts.optimizer is None or opts.optimizer.stable  # a user's transformation: no name
-    return Program(run_and_evaluate, None if pk.id is None or not stable else f"rpd.train.core.make_run({pk.id}, {opts!r})")
+    return Program(
+        run_and_evaluate, None if pk.id is None or not stable else f"rpd.train.core.make_run({pk.id}, {opts!r})"
+    )
 
 
-def execute(obj: Objective, plan: UpdatePlan, record: np.ndarray, n_records: int, gammas, seed: int,
-            *, ring_size: int, n_slots: int = 1, diag_stride: int = 0, ema: float = 0.9, optimizer=None):
+def execute(
+    obj: Objective,
+    plan: UpdatePlan,
+    record: np.ndarray,
+    n_records: int,
+    gammas,
+    seed: int,
+    *,
+    ring_size: int,
+    n_slots: int = 1,
+    diag_stride: int = 0,
+    ema: float = 0.9,
+    optimizer=None,
+):
     """Run a plan for a grid of step sizes; raise on ring overflow. ``optimizer``: anything
     :func:`rpd.train.optimizers.resolve` takes (None: plain SGD).
 

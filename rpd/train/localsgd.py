@@ -166,8 +166,16 @@ def round_shape(tl: Timeline) -> tuple[int, int]:
     return int(len(sync)), int((sync - start + 1).max())
 
 
-def local_sgd(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, track_time: bool = True,
-              mesh: Mesh | None = None, pad_to: tuple[int, int] | None = None) -> Result:
+def local_sgd(
+    obj: Objective,
+    tl: Timeline,
+    gamma,
+    *,
+    seed: int = 0,
+    track_time: bool = True,
+    mesh: Mesh | None = None,
+    pad_to: tuple[int, int] | None = None,
+) -> Result:
     """LocalSGD driven by its pipeline timeline. Replica r = m mod R runs
 
         x_r <- x_r - gamma * grad f(x_r; xi_m)      for its H microbatches of the round,
@@ -204,7 +212,10 @@ def local_sgd(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, track_time:
     pk, consts = ProgramKey(obj), obj.constants()
     fn = _compiled(pk, tl.R, T_round if track_time else 1, bool(track_time), mesh)
     xbar, curve, losses, round_curve = fn(
-        consts, obj.data, *(on_device(a) for a in inputs), on_device(gammas, obj.dtype),
+        consts,
+        obj.data,
+        *(on_device(a) for a in inputs),
+        on_device(gammas, obj.dtype),
         np.int32(check_int("seed", seed, 0)),
     )
     round_curve = np.asarray(round_curve)[:, :Q]
@@ -224,9 +235,9 @@ def local_sgd(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, track_time:
         axis=axis_vals,
         axis_name="sim_time",
         curve=np.concatenate([np.full((G, 1), f0), body], axis=1),
-        traces={"loss_z": losses, "loss_time": p["loss_time"].reshape(-1)[: tl.N],
-                "round_end_curve": round_curve},
+        traces={"loss_z": losses, "loss_time": p["loss_time"].reshape(-1)[: tl.N], "round_end_curve": round_curve},
         x_final=np.asarray(xbar),
-        meta=dict(S=tl.S, N=tl.N, R=tl.R, H=tl.H, T=tl.T, seed=seed, objective=obj.name,
-                  devices=int(mesh.devices.size)),
+        meta=dict(
+            S=tl.S, N=tl.N, R=tl.R, H=tl.H, T=tl.T, seed=seed, objective=obj.name, devices=int(mesh.devices.size)
+        ),
     )

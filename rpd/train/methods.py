@@ -22,7 +22,6 @@ from rpd.validation import check_choice, check_gammas, check_int
 __all__ = ["Result", "local_sgd", "pipedream", "rpd", "run_plan", "sgd", "train"]
 
 
-
 def _points(n_events_axis: int, stride: int) -> np.ndarray:
     """Recorded positions 0-based: after events stride-1, 2*stride-1, ..., and the last one."""
     pts = np.arange(stride - 1, n_events_axis, stride)
@@ -40,10 +39,24 @@ def _explicit_points(at, n_axis: int) -> np.ndarray:
     return (a - 1).astype(np.int64)
 
 
-def run_plan(obj: Objective, plan: plans.UpdatePlan, gamma, *, seed: int = 0, axis: str = "block_update",
-             stride: int = 1, ring_size: int | None = None, n_slots: int | None = None, diag_stride: int = 0,
-             T: int | None = None, method: str = "plan", meta: dict | None = None,
-             ema: float = 0.9, at=None, optimizer=None) -> Result:
+def run_plan(
+    obj: Objective,
+    plan: plans.UpdatePlan,
+    gamma,
+    *,
+    seed: int = 0,
+    axis: str = "block_update",
+    stride: int = 1,
+    ring_size: int | None = None,
+    n_slots: int | None = None,
+    diag_stride: int = 0,
+    T: int | None = None,
+    method: str = "plan",
+    meta: dict | None = None,
+    ema: float = 0.9,
+    at=None,
+    optimizer=None,
+) -> Result:
     """Execute any update plan on a gamma grid.
 
     ``axis="block_update"`` records f after every ``stride`` block updates;
@@ -66,8 +79,17 @@ def run_plan(obj: Objective, plan: plans.UpdatePlan, gamma, *, seed: int = 0, ax
     n_slots = int(np.max(plan.slot)) + 1 if n_slots is None else check_int("n_slots", n_slots)
     opt = optimizers.resolve(optimizer)
     raw, f0, per_update, x_final = core.execute(
-        obj, plan, rows, len(points), gammas, check_int("seed", seed, 0),
-        ring_size=C, n_slots=n_slots, diag_stride=diag_stride, ema=ema, optimizer=opt,
+        obj,
+        plan,
+        rows,
+        len(points),
+        gammas,
+        check_int("seed", seed, 0),
+        ring_size=C,
+        n_slots=n_slots,
+        diag_stride=diag_stride,
+        ema=ema,
+        optimizer=opt,
     )
     curve, axis_vals = assemble_curve(raw, rows, f0, points)
     traces = {k: np.asarray(v) for k, v in per_update.items()}
@@ -79,13 +101,23 @@ def run_plan(obj: Objective, plan: plans.UpdatePlan, gamma, *, seed: int = 0, ax
         curve=curve,
         traces=traces,
         x_final=np.asarray(x_final),
-        meta=dict(meta or {}, S=obj.S, K=K, ring_size=C, seed=seed, objective=obj.name,
-                  optimizer=optimizers.describe(opt)),
+        meta=dict(
+            meta or {}, S=obj.S, K=K, ring_size=C, seed=seed, objective=obj.name, optimizer=optimizers.describe(opt)
+        ),
     )
 
 
-def pipedream(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, axis: str = "sim_time",
-              stride: int = 1, diag_stride: int = 0, optimizer=None) -> Result:
+def pipedream(
+    obj: Objective,
+    tl: Timeline,
+    gamma,
+    *,
+    seed: int = 0,
+    axis: str = "sim_time",
+    stride: int = 1,
+    diag_stride: int = 0,
+    optimizer=None,
+) -> Result:
     """PipeDream (1F1B, weight stashing) driven by its timeline: iteration k is the k-th
     backward op B(m, a) in (time, stage) order and applies
 
@@ -95,14 +127,36 @@ def pipedream(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, axis: str =
     if tl.S != obj.S:
         raise ValueError(f"timeline has S={tl.S} stages but the objective has S={obj.S} blocks")
     plan, n_slots = plans.pipedream_plan(tl, obj.n_batches)
-    return run_plan(obj, plan, gamma, seed=seed, axis=axis, stride=stride, n_slots=n_slots,
-                    diag_stride=diag_stride, T=tl.T, method="pd", optimizer=optimizer,
-                    meta={"N": tl.N, "T": tl.T, "noam": tl.noam})
+    return run_plan(
+        obj,
+        plan,
+        gamma,
+        seed=seed,
+        axis=axis,
+        stride=stride,
+        n_slots=n_slots,
+        diag_stride=diag_stride,
+        T=tl.T,
+        method="pd",
+        optimizer=optimizer,
+        meta={"N": tl.N, "T": tl.T, "noam": tl.noam},
+    )
 
 
-def rpd(obj: Objective, K: int, gamma, delta: int, seed: int = 0, *, delays="uniform",
-        block_order="uniform", batch_order="uniform", stride: int = 1, diag_stride: int = 0,
-        optimizer=None) -> Result:
+def rpd(
+    obj: Objective,
+    K: int,
+    gamma,
+    delta: int,
+    seed: int = 0,
+    *,
+    delays="uniform",
+    block_order="uniform",
+    batch_order="uniform",
+    stride: int = 1,
+    diag_stride: int = 0,
+    optimizer=None,
+) -> Result:
     """Randomized PipeDream: for k < K, draw a_k ~ U{0..S-1}, a batch uniformly with
     replacement, and d_k^(r) ~ U{0..min(delta, k)} per block; then
 
@@ -110,22 +164,61 @@ def rpd(obj: Objective, K: int, gamma, delta: int, seed: int = 0, *, delays="uni
 
     ``delays`` / ``block_order`` / ``batch_order`` also take PD's arrays (see
     ``rpd.train.plans.rpd_plan``), with which RPD reproduces PD exactly."""
-    plan = plans.rpd_plan(check_int("seed", seed, 0), K, obj.S, obj.n_batches, delta, delays=delays,
-                          block_order=block_order, batch_order=batch_order)
-    return run_plan(obj, plan, gamma, seed=seed, axis="block_update", stride=stride,
-                    diag_stride=diag_stride, method="rpd", meta={"delta": delta}, optimizer=optimizer)
+    plan = plans.rpd_plan(
+        check_int("seed", seed, 0),
+        K,
+        obj.S,
+        obj.n_batches,
+        delta,
+        delays=delays,
+        block_order=block_order,
+        batch_order=batch_order,
+    )
+    return run_plan(
+        obj,
+        plan,
+        gamma,
+        seed=seed,
+        axis="block_update",
+        stride=stride,
+        diag_stride=diag_stride,
+        method="rpd",
+        meta={"delta": delta},
+        optimizer=optimizer,
+    )
 
 
 def sgd(obj: Objective, N: int, gamma, *, seed: int = 0, stride: int = 1, optimizer=None) -> Result:
     """Minibatch SGD, the staleness-free reference: x <- x - gamma * grad f(x; xi_n), batch
     n mod n_batches, for n < N. Recorded against block updates (S per step)."""
     plan = plans.sgd_plan(check_int("N", N), obj.S, obj.n_batches)
-    return run_plan(obj, plan, gamma, seed=seed, axis="block_update", stride=stride,
-                    method="sgd", meta={"N": N}, optimizer=optimizer)
+    return run_plan(
+        obj,
+        plan,
+        gamma,
+        seed=seed,
+        axis="block_update",
+        stride=stride,
+        method="sgd",
+        meta={"N": N},
+        optimizer=optimizer,
+    )
 
 
-def train(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, stride: int = 1, axis: str = "sim_time",
-          diag_stride: int = 0, at=None, ring_size: int | None = None, optimizer=None, **options) -> Result:
+def train(
+    obj: Objective,
+    tl: Timeline,
+    gamma,
+    *,
+    seed: int = 0,
+    stride: int = 1,
+    axis: str = "sim_time",
+    diag_stride: int = 0,
+    at=None,
+    ring_size: int | None = None,
+    optimizer=None,
+    **options,
+) -> Result:
     """Train on any timeline with its schedule's semantics (``rpd.train.semantics``); the curve is on
     the timeline's tick axis (``axis="sim_time"``) or against block updates, every ``stride``
     or exactly ``at`` (see :func:`run_plan`). ``ring_size`` (raised to what the plan needs)
@@ -149,15 +242,30 @@ def train(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, stride: int = 1
         res = local_sgd(obj, tl, gamma, seed=seed, track_time=False)
         keep = _explicit_points(at, tl.T) + 1
         idx = np.concatenate([[0], np.searchsorted(res.axis, keep, side="right") - 1])
-        return dataclasses.replace(res, axis=np.concatenate([[0], keep]), curve=res.curve[:, idx],
-                                   meta=dict(res.meta, recorded="round ends"))
+        return dataclasses.replace(
+            res, axis=np.concatenate([[0], keep]), curve=res.curve[:, idx], meta=dict(res.meta, recorded="round ends")
+        )
     if tl.S != obj.S and not tl.synchronous:
         raise ValueError(f"timeline has S={tl.S} stages but the objective has S={obj.S} blocks")
     plan, n_slots = semantics.of(tl).plan(tl, obj.S, obj.n_batches, **active)
     if ring_size is not None:  # at least what the plan needs
         ring_size = max(check_int("ring_size", ring_size), plans.ring_size(plan, obj.S, diag_stride))
-    res = run_plan(obj, plan, gamma, seed=seed, axis=axis, stride=stride, n_slots=n_slots,
-                   diag_stride=diag_stride, T=tl.T, method=kind, ema=ema, at=at, ring_size=ring_size, optimizer=optimizer,
-                   meta=dict(N=tl.N, T=tl.T, M=tl.M, schedule=kind, **active))
+    res = run_plan(
+        obj,
+        plan,
+        gamma,
+        seed=seed,
+        axis=axis,
+        stride=stride,
+        n_slots=n_slots,
+        diag_stride=diag_stride,
+        T=tl.T,
+        method=kind,
+        ema=ema,
+        at=at,
+        ring_size=ring_size,
+        optimizer=optimizer,
+        meta=dict(N=tl.N, T=tl.T, M=tl.M, schedule=kind, **active),
+    )
     res.traces["update_time"] = np.asarray(plan.time)  # [K]: the tick each update lands
     return res

@@ -57,9 +57,18 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "adam": {"b1": 0.9, "b2": 0.999, "eps": 1e-8, "eps_root": 0.0},
     "adamw": {"b1": 0.9, "b2": 0.999, "eps": 1e-8, "eps_root": 0.0, "weight_decay": 1e-2},
     "nadam": {"b1": 0.9, "b2": 0.999, "eps": 1e-8, "eps_root": 0.0},
-    "muon": {"beta": 0.95, "nesterov": True, "ns_steps": 5, "ns_coeffs": (3.4445, -4.775, 2.0315), "eps": 1e-8,
-             "weight_decay": 0.0, "adam_b1": 0.9, "adam_b2": 0.999, "adam_eps_root": 0.0,
-             "adam_weight_decay": 0.0},
+    "muon": {
+        "beta": 0.95,
+        "nesterov": True,
+        "ns_steps": 5,
+        "ns_coeffs": (3.4445, -4.775, 2.0315),
+        "eps": 1e-8,
+        "weight_decay": 0.0,
+        "adam_b1": 0.9,
+        "adam_b2": 0.999,
+        "adam_eps_root": 0.0,
+        "adam_weight_decay": 0.0,
+    },
 }
 NAMES = tuple(DEFAULTS)
 MATRICES = ("muon",)  # optimizers that must see each block's weight matrices in their shapes
@@ -97,7 +106,6 @@ class Optimizer:
         return _transform(self.name, self.params)
 
 
-
 def describe(optimizer: Optimizer | None) -> dict:
     """Plain values for a result's meta: the name and the pinned hyper-parameters."""
     if optimizer is None:
@@ -113,15 +121,31 @@ def _transform(name: str, h: dict) -> optax.GradientTransformation:
     if name == "adam":
         return optax.adam(1.0, b1=h["b1"], b2=h["b2"], eps=h["eps"], eps_root=h["eps_root"], nesterov=False)
     if name == "adamw":
-        return optax.adamw(1.0, b1=h["b1"], b2=h["b2"], eps=h["eps"], eps_root=h["eps_root"],
-                           weight_decay=h["weight_decay"], nesterov=False)
+        return optax.adamw(
+            1.0,
+            b1=h["b1"],
+            b2=h["b2"],
+            eps=h["eps"],
+            eps_root=h["eps_root"],
+            weight_decay=h["weight_decay"],
+            nesterov=False,
+        )
     if name == "nadam":
         return optax.nadam(1.0, b1=h["b1"], b2=h["b2"], eps=h["eps"], eps_root=h["eps_root"])
     if name == "muon":
-        return optax.contrib.muon(1.0, ns_coeffs=tuple(h["ns_coeffs"]), ns_steps=h["ns_steps"], beta=h["beta"],
-                                  eps=h["eps"], weight_decay=h["weight_decay"], nesterov=h["nesterov"],
-                                  adam_b1=h["adam_b1"], adam_b2=h["adam_b2"], adam_eps_root=h["adam_eps_root"],
-                                  adam_weight_decay=h["adam_weight_decay"])
+        return optax.contrib.muon(
+            1.0,
+            ns_coeffs=tuple(h["ns_coeffs"]),
+            ns_steps=h["ns_steps"],
+            beta=h["beta"],
+            eps=h["eps"],
+            weight_decay=h["weight_decay"],
+            nesterov=h["nesterov"],
+            adam_b1=h["adam_b1"],
+            adam_b2=h["adam_b2"],
+            adam_eps_root=h["adam_eps_root"],
+            adam_weight_decay=h["adam_weight_decay"],
+        )
     raise ValueError(f"unknown optimizer {name!r}")
 
 
@@ -166,8 +190,10 @@ def resolve(optimizer) -> Optimizer | None:
     elif isinstance(optimizer, optax.GradientTransformation):
         optimizer = custom(optimizer)
     elif not isinstance(optimizer, Optimizer):
-        raise TypeError("optimizer must be None, a name, a dict, an Optimizer or an optax.GradientTransformation, "
-                        f"got {type(optimizer).__name__}")
+        raise TypeError(
+            "optimizer must be None, a name, a dict, an Optimizer or an optax.GradientTransformation, "
+            f"got {type(optimizer).__name__}"
+        )
     return None if optimizer.name == "sgd" and optimizer.custom is None else optimizer
 
 
@@ -192,9 +218,11 @@ def bind(optimizer: Optimizer | None, obj: Objective) -> Optimizer | None:
         return optimizer
     shapes = block_shapes(obj)
     if shapes is None:
-        raise ValueError(f"optimizer {optimizer.name!r} orthogonalises weight matrices, but objective {obj.name!r} "
-                         "exposes one flat parameter vector (on it Muon would silently be Adam); use it on "
-                         "objective=mlp_chain or nanochat")
+        raise ValueError(
+            f"optimizer {optimizer.name!r} orthogonalises weight matrices, but objective {obj.name!r} "
+            "exposes one flat parameter vector (on it Muon would silently be Adam); use it on "
+            "objective=mlp_chain or nanochat"
+        )
     sizes = tuple(sum(math.prod(s) for s in block) for block in shapes)
     if sizes != tuple(obj.layout.sizes):
         raise ValueError(f"block shapes {shapes} do not add up to the layout's sizes {obj.layout.sizes}")
@@ -208,7 +236,7 @@ def _split(v: jax.Array, shapes) -> list:
     out, off = [], 0
     for shape in shapes:
         n = math.prod(shape)
-        out.append(v[off:off + n].reshape(shape))
+        out.append(v[off : off + n].reshape(shape))
         off += n
     return out
 
@@ -241,7 +269,7 @@ def update(optimizer: Optimizer, state, a: jax.Array, g: jax.Array, x: jax.Array
     def branch(s, shapes):
         def run(state, g, x):
             u, new = tx.update(_split(g, shapes), state[s], _split(x, shapes))
-            return _join(u, P), state[:s] + (new,) + state[s + 1:]
+            return _join(u, P), state[:s] + (new,) + state[s + 1 :]
 
         return run
 

@@ -71,10 +71,11 @@ def stage_wise(plan: UpdatePlan, S: int) -> bool:
     order = np.lexsort((np.arange(len(slot)), slot))  # by slot, then iteration
     pos = np.arange(len(slot)) - np.searchsorted(slot[order], slot[order])  # position within the slot
     step = pos % S
-    if not (np.array_equal(np.asarray(plan.block)[order], S - 1 - step)
-            and np.array_equal(fresh[order], step == 0)):
-        raise ValueError("a two-point plan that reuses gradients must run each slot's microbatches down "
-                         "the chain: a fresh update of block S-1, then blocks S-2, .., 0")
+    if not (np.array_equal(np.asarray(plan.block)[order], S - 1 - step) and np.array_equal(fresh[order], step == 0)):
+        raise ValueError(
+            "a two-point plan that reuses gradients must run each slot's microbatches down "
+            "the chain: a fresh update of block S-1, then blocks S-2, .., 0"
+        )
     if plan.n_micro != 1:
         raise ValueError("a stage-wise two-point plan takes one microbatch per gradient (n_micro=1)")
     return True
@@ -149,8 +150,11 @@ BATCH_ORDERS = ("uniform", "cyclic")
 # compile at the default optimisation level and ~0.9 s at level 0 (the same draws: integer
 # hashing is exact; tests/test_core.py checks them against eager jax.random calls). Compile time
 # is what a study pays, so level 0.
-@functools.partial(jax.jit, static_argnames=("K", "S", "n_batches", "delays", "block_order", "batch_order"),
-                   compiler_options={"xla_backend_optimization_level": 0})
+@functools.partial(
+    jax.jit,
+    static_argnames=("K", "S", "n_batches", "delays", "block_order", "batch_order"),
+    compiler_options={"xla_backend_optimization_level": 0},
+)
 def _sample_rpd(seed, delta, K, S, n_batches, delays, block_order, batch_order):
     """Per iteration, in SPEC order: block ~ U{0..S-1}, batch ~ U{0..nb-1}, each block's delay
     ~ U{0..min(delta, k)}; one key per iteration by fold_in into fold_in(key(seed), 1)."""
@@ -206,7 +210,11 @@ def rpd_plan(
     delta = check_int("delta", delta, 0)
     named = lambda v, choices, name: check_choice(name, v, choices) if isinstance(v, str) else "uniform"
     a, b, d = _sample_rpd(
-        np.int32(seed), delta, K, S, n_batches,
+        np.int32(seed),
+        delta,
+        K,
+        S,
+        n_batches,
         named(delays, DELAYS, "delays"),
         named(block_order, BLOCK_ORDERS, "block_order"),
         named(batch_order, BATCH_ORDERS, "batch_order"),

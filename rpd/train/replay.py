@@ -61,15 +61,19 @@ def replay_pipemare(obj: Objective, tl: Timeline, gamma: float) -> np.ndarray:
     S = obj.S
     blocks = [slice(o, o + n) for o, n in zip(obj.layout.offsets, obj.layout.sizes)]
     stage = [jax.jit(lambda xs, a, s=s: chain.stage(obj.data, s, xs, a)) for s in range(S)]
-    vjp = [jax.jit(lambda xs, a, d, s=s: jax.vjp(lambda p, b: chain.stage(obj.data, s, p, b), xs, a)[1](d))
-           for s in range(S)]
+    vjp = [
+        jax.jit(lambda xs, a, d, s=s: jax.vjp(lambda p, b: chain.stage(obj.data, s, p, b), xs, a)[1](d))
+        for s in range(S)
+    ]
     head = jax.jit(jax.grad(lambda out, target: chain.head(obj.data, out, target)))
     penalty = jax.jit(jax.grad(chain.penalty)) if chain.penalty is not None else None
     x = np.asarray(obj.x0, dtype=np.float64).copy()
     acts: dict[tuple[int, int], object] = {}  # (m, s) -> a_s of microbatch m
     targets, delta = {}, {}
-    events = sorted([(int(tl.f_time[m, s]), s, FWD, m) for m, s in np.ndindex(tl.f_time.shape)]
-                    + [(int(tl.b_time[m, s]), s, BWD, m) for m, s in np.ndindex(tl.b_time.shape)])
+    events = sorted(
+        [(int(tl.f_time[m, s]), s, FWD, m) for m, s in np.ndindex(tl.f_time.shape)]
+        + [(int(tl.b_time[m, s]), s, BWD, m) for m, s in np.ndindex(tl.b_time.shape)]
+    )
     for _, s, kind, m in events:
         if kind == FWD:
             if s == 0:

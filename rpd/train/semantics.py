@@ -61,8 +61,10 @@ def _stage_blocks(tl: Timeline, S_obj: int) -> np.ndarray:
         rank = np.zeros(G, np.int64)
         rank[tl.table.stage] = tl.table.rank
         return rank
-    raise ValueError(f"the objective has S={S_obj} blocks; the {tl.kind} timeline has {tl.S} ranks "
-                     f"and {G} stages (give it one block per stage or per rank)")
+    raise ValueError(
+        f"the objective has S={S_obj} blocks; the {tl.kind} timeline has {tl.S} ranks "
+        f"and {G} stages (give it one block per stage or per rank)"
+    )
 
 
 def synchronous_plan(tl: Timeline, S_obj: int, n_batches: int) -> UpdatePlan:
@@ -90,7 +92,7 @@ def pipedream_2bw_plan(tl: Timeline, n_batches: int) -> UpdatePlan:
         raise ValueError(f"expected a PipeDream-2BW timeline, got kind={tl.kind!r}")
     M, S = tl.M, tl.S
     Q = tl.N // M
-    land = tl.b_time[M - 1: Q * M: M]  # [Q, S]: each rank's M-th backward of minibatch q
+    land = tl.b_time[M - 1 : Q * M : M]  # [Q, S]: each rank's M-th backward of minibatch q
     q, s, t = _landing_order(land, tl.kind)
     return _minibatch_plan(q, s, t, np.maximum(q - 1, 0), M, S, n_batches, n_slots=2)
 
@@ -125,8 +127,15 @@ def pipedream_prediction_plan(tl: Timeline, n_batches: int) -> tuple[UpdatePlan,
     return plan._replace(horizon=(vB - vF)[tl.update_mb].astype(np.float64)), n_slots
 
 
-def pipemare_plan(tl: Timeline, n_batches: int, *, predict: bool = False, t1: bool = False,
-                  t1_window: int | None = None, t2: bool = False) -> UpdatePlan:
+def pipemare_plan(
+    tl: Timeline,
+    n_batches: int,
+    *,
+    predict: bool = False,
+    t1: bool = False,
+    t1_window: int | None = None,
+    t2: bool = False,
+) -> UpdatePlan:
     """PipeMare (module doc): microbatch m's two-point gradient, one stage per update, in
     gradient slot m mod NOAM. Update k of block a reads the forward versions of m, and the
     backward version of block q >= a current at B(m, q) (q < a: the current one, unused)."""
@@ -140,8 +149,12 @@ def pipemare_plan(tl: Timeline, n_batches: int, *, predict: bool = False, t1: bo
     first = np.zeros(tl.K, bool)
     first[np.unique(m, return_index=True)[1]] = True
     plan = UpdatePlan(
-        block=a, batch=(m % n_batches).astype(np.int32), read=read_versions(tl),
-        fresh=first, slot=(m % tl.noam).astype(np.int32), time=tl.update_time,
+        block=a,
+        batch=(m % n_batches).astype(np.int32),
+        read=read_versions(tl),
+        fresh=first,
+        slot=(m % tl.noam).astype(np.int32),
+        time=tl.update_time,
         read_bwd=read_bwd.astype(np.int32),
     )
     if predict:
@@ -203,8 +216,9 @@ def check_options(kind: str, allowed: tuple[str, ...], options: dict, prefix: st
         if name not in OPTION_NAMES:
             raise TypeError(f"unknown option {prefix}{name!r} (options: {list(OPTION_NAMES)})")
         if name not in allowed and _set(value):
-            raise ValueError(f"{prefix}{name}={value!r} does not apply to schedule {kind} "
-                             f"(its options: {list(allowed) or 'none'})")
+            raise ValueError(
+                f"{prefix}{name}={value!r} does not apply to schedule {kind} (its options: {list(allowed) or 'none'})"
+            )
     for name in ("predict", "t1", "t2"):
         if not isinstance(options.get(name, False) or False, (bool, np.bool_)):
             raise TypeError(f"{prefix}{name} must be a bool, got {options[name]!r}")
@@ -234,8 +248,10 @@ def replicated_plan(tl: Timeline, S_obj: int, n_batches: int) -> UpdatePlan:
     return _minibatch_plan(q, s, t, q, tl.M, S_obj, n_batches, n_slots=1)
 
 
-SEMANTICS.update({
-    "gems": Semantics(lambda tl, S_obj, n_batches, **_: (replicated_plan(tl, S_obj, n_batches), None)),
-    "ampnet": Semantics(lambda tl, S_obj, n_batches, **_: (semantics_async.ampnet_plan(tl, S_obj, n_batches), 1)),
-    "wpipe": Semantics(lambda tl, S_obj, n_batches, **_: (semantics_async.wpipe_plan(tl, S_obj, n_batches), 1)),
-})
+SEMANTICS.update(
+    {
+        "gems": Semantics(lambda tl, S_obj, n_batches, **_: (replicated_plan(tl, S_obj, n_batches), None)),
+        "ampnet": Semantics(lambda tl, S_obj, n_batches, **_: (semantics_async.ampnet_plan(tl, S_obj, n_batches), 1)),
+        "wpipe": Semantics(lambda tl, S_obj, n_batches, **_: (semantics_async.wpipe_plan(tl, S_obj, n_batches), 1)),
+    }
+)

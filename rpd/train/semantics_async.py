@@ -61,8 +61,12 @@ def ampnet_plan(tl: Timeline, S_obj: int, n_batches: int) -> UpdatePlan:
     current = versions_before(a, S_obj)[:-1]
     later = np.arange(S_obj)[None, :] >= a[:, None]
     return UpdatePlan(
-        block=a, batch=(m % n_batches).astype(np.int32), read=(k * vF[m]).astype(np.int32),
-        fresh=np.ones(len(m), bool), slot=np.zeros(len(m), np.int32), time=t,
+        block=a,
+        batch=(m % n_batches).astype(np.int32),
+        read=(k * vF[m]).astype(np.int32),
+        fresh=np.ones(len(m), bool),
+        slot=np.zeros(len(m), np.int32),
+        time=t,
         read_bwd=np.where(later, k * vB[m], current).astype(np.int32),
     )
 
@@ -73,13 +77,19 @@ def wpipe_plan(tl: Timeline, S_obj: int, n_batches: int) -> UpdatePlan:
     if tl.kind != "wpipe":
         raise ValueError(f"expected a WPipe timeline, got kind={tl.kind!r}")
     if S_obj != tl.n_stages:
-        raise ValueError(f"WPipe's groups split each rank's weights: the objective needs one block per "
-                         f"stage ({tl.n_stages} = 2S), got S={S_obj}")
+        raise ValueError(
+            f"WPipe's groups split each rank's weights: the objective needs one block per "
+            f"stage ({tl.n_stages} = 2S), got S={S_obj}"
+        )
     k = int(tl.M)
     vF, _ = step_versions(tl, k)
     m, a, t = _pieces(tl, k)
     return UpdatePlan(
-        block=a, batch=(m % n_batches).astype(np.int32), read=(k * vF[m]).astype(np.int32),
-        fresh=np.ones(len(m), bool), slot=np.zeros(len(m), np.int32), time=t,
+        block=a,
+        batch=(m % n_batches).astype(np.int32),
+        read=(k * vF[m]).astype(np.int32),
+        fresh=np.ones(len(m), bool),
+        slot=np.zeros(len(m), np.int32),
+        time=t,
         scale=np.full(len(m), 1.0 / k),
     )

@@ -179,6 +179,7 @@ def test_huge_finite_curve_is_unstable_without_overflow_warning():
 
 # ---------------------------------------------------------------- divergence (issue 13, item 1)
 
+
 def _spike(peak: float, n: int = 60) -> np.ndarray:
     """Starts at 1, jumps to ``peak`` at point 10, then sits flat at 1e-3: the lowest tail mean
     and the lowest final value of any curve below, and stable."""

@@ -19,11 +19,17 @@ from rpd.io import store, sweeps
 from rpd.studies import delay_law
 
 EXPERIMENTS = sorted(p.stem for p in (CONFIGS / "experiment").glob("*.yaml"))
-PAPER = {"e1_pd_vs_rpd", "e2_delay_law", "e3_nesterov", "e4_logistic", "e5_nanochat", "e6_scaling",
-         "e7_schedules", "e8_delta", "staleness_scaling"}
-
-
-
+PAPER = {
+    "e1_pd_vs_rpd",
+    "e2_delay_law",
+    "e3_nesterov",
+    "e4_logistic",
+    "e5_nanochat",
+    "e6_scaling",
+    "e7_schedules",
+    "e8_delta",
+    "staleness_scaling",
+}
 
 
 @pytest.fixture
@@ -42,8 +48,12 @@ def test_every_paper_figure_has_an_experiment_config():
         assert "python -m experiments." in comment and "runtime" in comment.lower()
 
 
-@pytest.mark.parametrize("experiment", [  # the LM case compiles a transformer: ~30 s
-    pytest.param(e, marks=pytest.mark.slow) if e == "e5_nanochat" else e for e in EXPERIMENTS])
+@pytest.mark.parametrize(
+    "experiment",
+    [  # the LM case compiles a transformer: ~30 s
+        pytest.param(e, marks=pytest.mark.slow) if e == "e5_nanochat" else e for e in EXPERIMENTS
+    ],
+)
 def test_experiment_composes_and_runs(experiment, tmp_path, text_file):
     """Each experiment composes for both entry points; its train cell, shrunk, runs end to end
     (no-op logger) and its curves start at f(x0) - f* and go down at the chosen gamma."""
@@ -76,8 +86,9 @@ def test_rpd_with_pipedreams_plan_reproduces_pd(tmp_path):
     """Known answer: RPD driven by PD's block order, batch order and delay table is PD."""
     common = [f"results_root={tmp_path}", *TINY_LINEAR, "schedule.N=12"]
     pd = train.run(_compose(["method=pd", *common]))
-    rpd = train.run(_compose(["method=rpd", "method.delays=pd", "method.block_order=pd",
-                              "method.batch_order=pd", *common]))
+    rpd = train.run(
+        _compose(["method=rpd", "method.delays=pd", "method.block_order=pd", "method.batch_order=pd", *common])
+    )
     np.testing.assert_allclose(rpd.summary["final"], pd.summary["final"], rtol=1e-10)
     assert rpd.summary["K"] == pd.summary["K"] == 12 * 3
     for key in ("delay/mean", "delay/p10", "delay/max"):
@@ -109,7 +120,7 @@ BAD = [
     (["costs.p2p=one"], "costs.p2p"),
     (["+method.gama_hi=3"], "unknown config key method.gama_hi: valid keys in method are batch_order,"),
     (["+schedule.SS=4"], "unknown config key schedule.SS: valid keys in schedule are H, M, N, R, S, T,"),
-    (["+foo=1"], "unknown config key foo: valid keys at the top level are T_rule, compare, costs, experiment_name,"),
+    (["+foo=1"], "unknown config key foo: valid keys at the top level are T_rule, compare, compare_T, costs, experiment_name,"),
     (["+costs.F2=1"], "unknown config key costs.F2"),
     (["method.gamma_hi=2000"], "method.gamma_hi must be <= 1023 (2^method.gamma_hi must be a finite float64)"),
     (["method.gamma_lo=-2000"], "method.gamma_lo must be >= -1074"),
@@ -133,8 +144,11 @@ def test_added_keys_are_checked_against_the_schemas():
     """``+`` adds a key hydra does not check; check_keys closes every group but study.overrides
     (the study's own Config checks those)."""
     checks.check_keys(_compose(["+study.overrides.N=100", "+study.overrides.anything=1"]))
-    with pytest.raises(ValueError, match=r"unknown config key logger.mode2: valid keys in logger are dir, "
-                                         r"entity, init_timeout, kind, mode, project, tags$"):
+    with pytest.raises(
+        ValueError,
+        match=r"unknown config key logger.mode2: valid keys in logger are dir, "
+        r"entity, init_timeout, kind, mode, project, tags$",
+    ):
         checks.typed(_compose(["+logger.mode2=online"]))
     with pytest.raises(ValueError, match="unknown config key study.name2"):
         checks.typed({"study": {"name2": "e1"}}, C.FigureConfig)
@@ -151,8 +165,17 @@ def test_rerun_skips_complete_runs_and_force_recomputes(tmp_path, monkeypatch):
 
     calls = []
     monkeypatch.setattr(train, "train", lambda c: calls.append(c) or (_ for _ in ()).throw(AssertionError))
-    again = train.run(_compose([f"results_root={tmp_path}", *TINY_LINEAR, "logger.project=other",
-                                "schedule.H=7", "experiment_name=elsewhere"]))
+    again = train.run(
+        _compose(
+            [
+                f"results_root={tmp_path}",
+                *TINY_LINEAR,
+                "logger.project=other",
+                "schedule.H=7",
+                "experiment_name=elsewhere",
+            ]
+        )
+    )
     assert again.skipped and again.path == first.path and not calls  # PD ignores H; logger is not a key
     np.testing.assert_array_equal(again.curves["loss/f_minus_fstar"], first.curves["loss/f_minus_fstar"])
     assert marker.stat().st_mtime_ns == stamp
@@ -228,9 +251,20 @@ def test_finite_blowups_are_diverged_and_never_chosen(tmp_path):
 def test_wandb_offline_run_has_group_tags_and_both_axes(tmp_path):
     from rpd.io import tracking
 
-    out = train.run(_compose([f"results_root={tmp_path}", *TINY_LINEAR, "logger=wandb", "logger.mode=offline",
-                              f"logger.dir={tmp_path}", "method=localsgd", "schedule.H=2",
-                              "experiment_name=e3_nesterov"]))
+    out = train.run(
+        _compose(
+            [
+                f"results_root={tmp_path}",
+                *TINY_LINEAR,
+                "logger=wandb",
+                "logger.mode=offline",
+                f"logger.dir={tmp_path}",
+                "method=localsgd",
+                "schedule.H=2",
+                "experiment_name=e3_nesterov",
+            ]
+        )
+    )
     assert out.status == "ok"
     (run_dir,) = (tmp_path / "wandb").glob("offline-run-*")
     back = tracking.read_offline_run(run_dir)
@@ -248,9 +282,17 @@ def test_multirun_goes_on_after_a_failed_job(tmp_path):
     the other job completes, the sweep ends with its table and counts and exits 1; each job's
     directory links its stored run (rpd.io.sweeps.load_sweep reads the links)."""
     env = dict(os.environ, HYDRA_FULL_ERROR="1", WANDB_MODE="disabled")
-    cmd = [sys.executable, "-m", "experiments.train", "-m", "objective=random_quadratic,nanochat",
-           f"objective.text_path={tmp_path / 'missing.txt'}", f"results_root={tmp_path}",
-           f"hydra.sweep.dir={tmp_path / 'multirun'}", *TINY_LINEAR]
+    cmd = [
+        sys.executable,
+        "-m",
+        "experiments.train",
+        "-m",
+        "objective=random_quadratic,nanochat",
+        f"objective.text_path={tmp_path / 'missing.txt'}",
+        f"results_root={tmp_path}",
+        f"hydra.sweep.dir={tmp_path / 'multirun'}",
+        *TINY_LINEAR,
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "2 jobs, 1 done, 0 skipped (already stored), 1 failed" in proc.stdout
@@ -261,8 +303,7 @@ def test_multirun_goes_on_after_a_failed_job(tmp_path):
     sweep = sweeps.load_sweep(tmp_path / "multirun")
     assert list(sweep["objective"]) == ["random_quadratic", "nanochat"]
     assert list(sweep["status"]) == ["ok", "failed"] and "missing.txt" in sweep["error"][1]
-    assert [store.load_run(p).path for p in sweep["result"]] == [runs["random_quadratic"].path,
-                                                                runs["nanochat"].path]
+    assert [store.load_run(p).path for p in sweep["result"]] == [runs["random_quadratic"].path, runs["nanochat"].path]
     assert (tmp_path / "multirun" / "0" / "result").resolve() == runs["random_quadratic"].path.resolve()
 
 
@@ -324,20 +365,44 @@ def test_a_read_only_store_is_reused_and_a_missing_run_refused(tmp_path):
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
     """Issue 34, item 1/2: no traceback above the message; exit status 2."""
     (tmp_path / "file").write_text("x")
-    proc = subprocess.run([sys.executable, "-m", "experiments.train", *TINY_LINEAR,
-                           f"results_root={tmp_path / 'file' / 'sub'}", f"hydra.run.dir={tmp_path / 'job'}"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "RPD_DEBUG": ""})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.train",
+            *TINY_LINEAR,
+            f"results_root={tmp_path / 'file' / 'sub'}",
+            f"hydra.run.dir={tmp_path / 'job'}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "RPD_DEBUG": ""},
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines() == [
-        f"error: results_root={tmp_path / 'file' / 'sub'} cannot be a results store: {tmp_path / 'file'} is not a directory"]
+        f"error: results_root={tmp_path / 'file' / 'sub'} cannot be a results store: {tmp_path / 'file'} is not a directory"
+    ]
 
 
 def test_mlp_chain_and_a_users_objective_from_the_command_line(tmp_path, monkeypatch):
     """Issue 26, item 7: every registered objective by name, and a user's factory by import
     path, called with S, the objective.* keys it names and objective.options."""
-    mlp = train.run(_compose(["objective=mlp_chain", "objective.n=32", "objective.width=6",
-                              "objective.batch_size=8", "schedule.S=3", "schedule.N=8",
-                              "method.gammas=[0.0625]", f"results_root={tmp_path}"]))
+    mlp = train.run(
+        _compose(
+            [
+                "objective=mlp_chain",
+                "objective.n=32",
+                "objective.width=6",
+                "objective.batch_size=8",
+                "schedule.S=3",
+                "schedule.N=8",
+                "method.gammas=[0.0625]",
+                f"results_root={tmp_path}",
+            ]
+        )
+    )
     assert mlp.status == "ok" and mlp.summary["objective"] == "mlp_chain"
     assert train.run_config(_compose(["objective=mlp_chain"]))["objective"]["d"] is None
 
@@ -346,12 +411,19 @@ def test_mlp_chain_and_a_users_objective_from_the_command_line(tmp_path, monkeyp
         "calls = []\n"
         "def make(S, n, d, batch_size, seed, scale=1.0):\n"
         "    calls.append(dict(S=S, n=n, d=d, batch_size=batch_size, seed=seed, scale=scale))\n"
-        "    return objectives.random_quadratic(n, d, S, batch_size, seed=seed)\n")
+        "    return objectives.random_quadratic(n, d, S, batch_size, seed=seed)\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     import user_objective
 
-    cfg = _compose([*TINY_LINEAR, "objective._target_=user_objective.make", "+objective.options.scale=2.5",
-                    f"results_root={tmp_path}"])
+    cfg = _compose(
+        [
+            *TINY_LINEAR,
+            "objective._target_=user_objective.make",
+            "+objective.options.scale=2.5",
+            f"results_root={tmp_path}",
+        ]
+    )
     out = train.run(cfg)
     assert out.status == "ok"
     assert user_objective.calls == [dict(S=3, n=32, d=12, batch_size=4, seed=0, scale=2.5)]
@@ -367,8 +439,17 @@ def test_schedule_chart_prints_what_it_draws(tmp_path):
     makespan, bubbles and peaks, which are the timeline's."""
     from experiments import schedule
 
-    cfg = _compose(["schedule=zb_h1", "schedule.S=4", "schedule.M=8", "schedule.N=8", "costs=b2f_latency",
-                    f"out={tmp_path / 'zb_h1.png'}"], "chart")
+    cfg = _compose(
+        [
+            "schedule=zb_h1",
+            "schedule.S=4",
+            "schedule.M=8",
+            "schedule.N=8",
+            "costs=b2f_latency",
+            f"out={tmp_path / 'zb_h1.png'}",
+        ],
+        "chart",
+    )
     numbers = schedule.chart(cfg)
     assert (tmp_path / "zb_h1.png").read_bytes()[:4] == b"\x89PNG" and (tmp_path / "zb_h1.pdf").exists()
     assert numbers["schedule"] == "zb_h1" and numbers["makespan"] > 0

@@ -39,8 +39,11 @@ def test_typed_study_fields_set_what_the_figure_computes():
     full = _study_config(_compose(["experiment=e3_nesterov", "size=full", "study.N=100"]))
     assert (full.S, full.N) == (16, 100)
     # the typed form and the untyped +study.overrides are the same computation (same store key)
-    untyped = _study_config(_compose(["experiment=e3_nesterov", "+study.overrides.S=8",
-                                      "+study.overrides.N=100", "+study.overrides.H=[2,5]"]))
+    untyped = _study_config(
+        _compose(
+            ["experiment=e3_nesterov", "+study.overrides.S=8", "+study.overrides.N=100", "+study.overrides.H=[2,5]"]
+        )
+    )
     assert F.study_key("e3_nesterov", "quick", untyped) == F.study_key("e3_nesterov", "quick", cfg)
     # every study with an experiment file exposes every field of its Config
     for name in ("e1_pd_vs_rpd", "e8_delta", "e6_scaling", "e11_costs", "staleness_scaling"):
@@ -49,10 +52,13 @@ def test_typed_study_fields_set_what_the_figure_computes():
         assert fields <= set(study) and all(study[f] is None for f in fields)
 
 
-@pytest.mark.parametrize("overrides, match", [
-    (["study.S=abc"], "study.S=abc"),  # a type error at compose time
-    (["study.quad_S=3"], "study.quad_S"),  # E11's field, not E3's
-])
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        (["study.S=abc"], "study.S=abc"),  # a type error at compose time
+        (["study.quad_S=3"], "study.quad_S"),  # E11's field, not E3's
+    ],
+)
 def test_bad_study_fields_fail_at_compose(overrides, match):
     with pytest.raises(ConfigCompositionException, match=match):
         _compose(["experiment=e3_nesterov", *overrides])
@@ -64,27 +70,48 @@ def test_a_field_given_typed_and_untyped_is_an_error():
         C.study_fields(cfg.study)
 
 
-@pytest.mark.parametrize("override, hint", [
-    ("schedule.S=8", "write study.S=8"),
-    ("schedule.N=100", "write study.N=100"),
-    ("objective.mu=0.1", "write study.mu=0.1"),
-    ("method=localsgd", "its fields are"),
-    ("method.gamma_lo=-4", "e3_nesterov's fields are"),
-    ("+costs.p2p=1", "e3_nesterov's fields are"),
-])
+@pytest.mark.parametrize(
+    "override, hint",
+    [
+        ("schedule.S=8", "write study.S=8"),
+        ("schedule.N=100", "write study.N=100"),
+        ("objective.mu=0.1", "write study.mu=0.1"),
+        ("method=localsgd", "its fields are"),
+        ("method.gamma_lo=-4", "e3_nesterov's fields are"),
+        ("+costs.p2p=1", "e3_nesterov's fields are"),
+    ],
+)
 def test_train_cell_overrides_are_refused_naming_them(override, hint):
     with pytest.raises(ValueError, match="would be ignored by experiments.figure") as err:
         F.check_not_ignored(["size=quick", "study.S=8", "force=true", override], "e3_nesterov")
     assert str(err.value).startswith(override) and hint in str(err.value)
-    F.check_not_ignored(["size=full", "study.S=8", "+study.overrides.N=3", "results_root=x",
-                         "experiment=e3_nesterov", "hydra.run.dir=y", "logger=none"], "e3_nesterov")
+    F.check_not_ignored(
+        [
+            "size=full",
+            "study.S=8",
+            "+study.overrides.N=3",
+            "results_root=x",
+            "experiment=e3_nesterov",
+            "hydra.run.dir=y",
+            "logger=none",
+        ],
+        "e3_nesterov",
+    )
 
 
 def test_figure_cli_refuses_an_ignored_override_before_any_work(tmp_path):
     """The issue's command: it used to run E3's own preset silently."""
-    cmd = [sys.executable, "-m", "experiments.figure", "experiment=e3_nesterov", "schedule.S=8",
-           "schedule.N=100", f"results_root={tmp_path / 'results'}", f"out_dir={tmp_path / 'out'}",
-           f"hydra.run.dir={tmp_path / 'hydra'}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "experiments.figure",
+        "experiment=e3_nesterov",
+        "schedule.S=8",
+        "schedule.N=100",
+        f"results_root={tmp_path / 'results'}",
+        f"out_dir={tmp_path / 'out'}",
+        f"hydra.run.dir={tmp_path / 'hydra'}",
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "schedule.S=8 would be ignored" in proc.stderr and "write study.S=8" in proc.stderr
@@ -117,35 +144,45 @@ def test_each_method_runs_its_studys_grid(experiment):
 def test_method_grids_are_their_own():
     """Without an experiment every method has its configs/method grid; with one, a method the
     experiment gives no grid keeps its own."""
-    assert {m: (_compose([f"method={m}"], "train").method.gamma_lo,
-                _compose([f"method={m}"], "train").method.gamma_hi)
-            for m in ("pd", "localsgd")} == {"pd": (-8, 0), "localsgd": (-8, 2)}
+    assert {
+        m: (_compose([f"method={m}"], "train").method.gamma_lo, _compose([f"method={m}"], "train").method.gamma_hi)
+        for m in ("pd", "localsgd")
+    } == {"pd": (-8, 0), "localsgd": (-8, 2)}
     e3_pd = _compose(["experiment=e3_nesterov"], "train").method
     e3_sgd = _compose(["experiment=e3_nesterov", "method=sgd"], "train").method
     assert (e3_pd.gamma_lo, e3_pd.gamma_hi, e3_sgd.gamma_lo, e3_sgd.gamma_hi) == (-12, -3, -8, 0)
     s4 = _compose(["experiment=staleness_scaling", "method=rpd"], "train").method
-    assert list(s4.gammas) == [2.0 ** -10]
+    assert list(s4.gammas) == [2.0**-10]
     # the command line still wins over the experiment's grid
     over = _compose(["experiment=e3_nesterov", "method.gamma_lo=-5"], "train").method
     assert (over.gamma_lo, over.gamma_hi) == (-5, -3)
 
 
-@pytest.mark.parametrize("module, expect", [
-    ("experiments.figure", "experiment=<name>"),
-    ("experiments.train", "python -m experiments.train"),
-    ("experiments.reproduce_paper_figures", "--size"),
-])
+@pytest.mark.parametrize(
+    "module, expect",
+    [
+        ("experiments.figure", "experiment=<name>"),
+        ("experiments.train", "python -m experiments.train"),
+        ("experiments.reproduce_paper_figures", "--size"),
+    ],
+)
 def test_help_works_for_every_entry_point(module, expect):
     env = dict(os.environ, HYDRA_FULL_ERROR="1")
-    proc = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", module, "--help"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert expect in proc.stdout
 
 
 def test_figure_without_an_experiment_says_which_to_pick(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "experiments.figure", f"hydra.run.dir={tmp_path}"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.figure", f"hydra.run.dir={tmp_path}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode != 0 and "needs experiment=<name>" in proc.stderr
     assert "e3_nesterov" in proc.stderr
 

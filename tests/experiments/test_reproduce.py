@@ -41,9 +41,11 @@ def _fake_module(name: str, calls: list, fail: bool = False) -> types.ModuleType
         if fail:
             raise RuntimeError("the fake study broke")
         x = np.arange(cfg.steps, dtype=np.float64)
-        return StudyOutput(arrays={"x": x, "y": cfg.scale * x},
-                           summary={"slope": cfg.scale, "steps": cfg.steps},
-                           table=[{"quantity": "slope", "measured": cfg.scale, "paper": 2.0}])
+        return StudyOutput(
+            arrays={"x": x, "y": cfg.scale * x},
+            summary={"slope": cfg.scale, "steps": cfg.steps},
+            table=[{"quantity": "slope", "measured": cfg.scale, "paper": 2.0}],
+        )
 
     def figure(out, path):
         calls.append(("figure", {k: np.asarray(v) for k, v in out.arrays.items()}, out.table))
@@ -68,8 +70,14 @@ def fakes(monkeypatch):
 def test_reproduce_writes_figures_manifest_table_and_progress(fakes, tmp_path):
     out, res = tmp_path / "paper_figures", tmp_path / "results"
     log = io.StringIO()
-    reports = R.reproduce(["fake_ok", "fake_broken", "fake_ghost"], "quick", results_root=str(res),
-                          out_dir=str(out), messages={"fake_ok": "slope is two"}, file=log)
+    reports = R.reproduce(
+        ["fake_ok", "fake_broken", "fake_ghost"],
+        "quick",
+        results_root=str(res),
+        out_dir=str(out),
+        messages={"fake_ok": "slope is two"},
+        file=log,
+    )
     assert [r.status for r in reports] == ["ok", "failed", "missing"]
     assert "the fake study broke" in reports[1].error and "not in the repository" in reports[2].error
 
@@ -161,6 +169,7 @@ def test_only_selects_figures_by_tag_or_name():
 
 def test_overridden_field_errors_name_the_override(fakes, tmp_path):
     """The study's own check of an overridden field is reported as study.overrides.<field>."""
+
     def run(cfg, progress=None):
         raise ValueError(f"steps must be >= 1, got {cfg.steps}")
 
@@ -191,8 +200,9 @@ def test_figures_in_worker_processes_equal_figures_made_in_turn(tmp_path):
     runs = {}
     for jobs in (1, 2):
         out = tmp_path / f"pf{jobs}"
-        reports = R.reproduce(names, results_root=str(tmp_path / f"r{jobs}"), out_dir=str(out),
-                              file=io.StringIO(), jobs=jobs)
+        reports = R.reproduce(
+            names, results_root=str(tmp_path / f"r{jobs}"), out_dir=str(out), file=io.StringIO(), jobs=jobs
+        )
         assert [r.name for r in reports] == names
         assert all(r.status == "ok" for r in reports), [(r.name, r.error) for r in reports]
         manifest = json.loads((out / "MANIFEST.json").read_text())["figures"]

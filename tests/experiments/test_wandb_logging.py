@@ -27,9 +27,18 @@ from rpd.io import store, sweeps, tracking
 from rpd.results import StudyOutput  # noqa: E402
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-TINY = ["objective.n=32", "objective.d=12", "objective.batch_size=4", "schedule.S=3",
-        "schedule.N=8", "method.gammas=[0.03125,0.0625,64.0]", "method.seeds=[0]",  # 64 diverges
-        "method=localsgd", "schedule.H=2", "experiment_name=e3_nesterov"]
+TINY = [
+    "objective.n=32",
+    "objective.d=12",
+    "objective.batch_size=4",
+    "schedule.S=3",
+    "schedule.N=8",
+    "method.gammas=[0.03125,0.0625,64.0]",
+    "method.seeds=[0]",  # 64 diverges
+    "method=localsgd",
+    "schedule.H=2",
+    "experiment_name=e3_nesterov",
+]
 
 
 def _compose(overrides, name="train"):
@@ -95,8 +104,7 @@ def test_name_tags_and_config_hold_the_swept_values_and_provenance(logged):
     meta = back.config["meta"]
     assert (meta["method"], meta["schedule"], meta["S"], meta["H"], meta["N"]) == ("localsgd", "local_sgd", 3, 2, 8)
     assert meta["delta"] is None and meta["T"] is None
-    assert back.config["results"] == {"hash": out.path.name, "path": str(out.path.resolve()),
-                                      "status": "ok"}
+    assert back.config["results"] == {"hash": out.path.name, "path": str(out.path.resolve()), "status": "ok"}
     prov = back.config["provenance"]
     assert prov["jax"] == __import__("jax").__version__ and prov["numpy"] == np.__version__
     assert prov["git_commit"] == git_state()[0]
@@ -140,8 +148,9 @@ def test_online_without_a_server_falls_back_to_offline_within_the_timeout(wandb_
     monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
     t0 = time.monotonic()
     with pytest.warns(RuntimeWarning, match=r"online init failed.*offline instead.*wandb sync"):
-        lg = tracking.WandbLogger(project="p", experiment="E", method="pd", S=2, mode="online",
-                                  dir=wandb_env / "online", init_timeout=2)
+        lg = tracking.WandbLogger(
+            project="p", experiment="E", method="pd", S=2, mode="online", dir=wandb_env / "online", init_timeout=2
+        )
     assert lg.fell_back_offline and lg.mode == "offline"
     run_dir = lg.run_dir
     lg.log_summary({"x": 1.5})
@@ -173,10 +182,14 @@ def _fake_study() -> types.ModuleType:
 
     def run(cfg, progress=None):
         x = np.arange(cfg.steps, dtype=np.float64)
-        return StudyOutput(arrays={"x": x, "y": cfg.scale * x},
-                           summary={"slope": cfg.scale, "fit": {"r2": 0.99}},
-                           table=[{"quantity": "slope", "measured": cfg.scale, "paper": 2.0},
-                                  {"quantity": "steps", "measured": cfg.steps, "paper": None}])
+        return StudyOutput(
+            arrays={"x": x, "y": cfg.scale * x},
+            summary={"slope": cfg.scale, "fit": {"r2": 0.99}},
+            table=[
+                {"quantity": "slope", "measured": cfg.scale, "paper": 2.0},
+                {"quantity": "steps", "measured": cfg.steps, "paper": None},
+            ],
+        )
 
     def figure(out, path):
         import matplotlib
@@ -197,9 +210,16 @@ def test_figure_logs_its_image_table_and_numbers(wandb_env, monkeypatch, capsys)
     monkeypatch.setitem(sys.modules, "tests_fake_studies.fake_wandb", _fake_study())
     monkeypatch.setitem(studies.REGISTRY, "fake_wandb", "tests_fake_studies.fake_wandb")
     logs = wandb_env / "figure_logs"
-    cfg = checks.typed({"study": {"name": "fake_wandb", "overrides": {"scale": 3.0}}, "size": "quick",
-                   "results_root": str(wandb_env / "results"), "out_dir": str(wandb_env / "pf"),
-                   "logger": {"kind": "wandb", "dir": str(logs)}}, C.FigureConfig)
+    cfg = checks.typed(
+        {
+            "study": {"name": "fake_wandb", "overrides": {"scale": 3.0}},
+            "size": "quick",
+            "results_root": str(wandb_env / "results"),
+            "out_dir": str(wandb_env / "pf"),
+            "logger": {"kind": "wandb", "dir": str(logs)},
+        },
+        C.FigureConfig,
+    )
     F.run_and_report(cfg)
     (run_dir,) = (logs / "wandb").glob("offline-run-*")
     back = tracking.read_offline_run(run_dir)
@@ -214,7 +234,8 @@ def test_figure_logs_its_image_table_and_numbers(wandb_env, monkeypatch, capsys)
     t = json.loads(table.read_text())
     assert [dict(zip(t["columns"], r)) for r in t["data"]] == [
         {"quantity": "slope", "measured": 3.0, "paper": 2.0},
-        {"quantity": "steps", "measured": 4, "paper": None}]
+        {"quantity": "steps", "measured": 4, "paper": None},
+    ]
     (path,) = [p for p in (wandb_env / "results" / "figures" / "fake_wandb").iterdir()]
     assert store.load_run(path).summary["wandb_id"] == back.id
     assert (f"figure-fake_wandb-{path.name}", "figure") in back.artifacts
@@ -231,8 +252,9 @@ def test_wandb_sync_finds_the_offline_run_under_the_job_dir(logged, wandb_env):
     runs = glob.glob(str(wandb_env / "job" / "wandb" / "offline-run-*"))
     assert runs == [str(run_dir)]
     wandb_cli = Path(sys.executable).with_name("wandb")
-    proc = subprocess.run([str(wandb_cli), "sync", "--dry-run", *runs], capture_output=True,
-                          text=True, timeout=60, env=dict(os.environ))
+    proc = subprocess.run(
+        [str(wandb_cli), "sync", "--dry-run", *runs], capture_output=True, text=True, timeout=60, env=dict(os.environ)
+    )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout + proc.stderr
     assert "Would sync 1 run" in out and f"run-{back.id}.wandb" in out
@@ -244,10 +266,16 @@ def test_cli_logs_under_its_hydra_job_dir_and_links_the_id(wandb_env, tmp_path):
     import subprocess
 
     job = tmp_path / "job"
-    cmd = [sys.executable, "-m", "experiments.train", "logger=wandb", f"hydra.run.dir={job}",
-           f"results_root={tmp_path / 'res'}", *TINY]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ),
-                          cwd=CONFIGS.parent)
+    cmd = [
+        sys.executable,
+        "-m",
+        "experiments.train",
+        "logger=wandb",
+        f"hydra.run.dir={job}",
+        f"results_root={tmp_path / 'res'}",
+        *TINY,
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ), cwd=CONFIGS.parent)
     assert proc.returncode == 0, proc.stderr[-2000:]
     (run_dir,) = (job / "wandb").glob("offline-run-*")
     link = json.loads((job / "result.json").read_text())

@@ -2,8 +2,7 @@ import json
 
 import pytest
 
-pytest.importorskip("wandb_workspaces",
-                    reason="optional extra not installed: pip install -e '.[wandb-workspaces]'")
+pytest.importorskip("wandb_workspaces", reason="optional extra not installed: pip install -e '.[wandb-workspaces]'")
 
 from rpd.io import dashboard  # noqa: E402
 
@@ -19,11 +18,9 @@ def test_views_build_offline_with_the_standard_panels():
     for v in views:
         assert [s.name for s in v.sections] == ["Objective", "Delays", "Step size"]
         f_vs_time = v.sections[0].panels[0]
-        assert (f_vs_time.x, f_vs_time.y, f_vs_time.log_y) == ("sim_time", ["loss/f_minus_fstar"],
-                                                               True)
+        assert (f_vs_time.x, f_vs_time.y, f_vs_time.log_y) == ("sim_time", ["loss/f_minus_fstar"], True)
         assert v.sections[0].panels[1].x == "block_update"
-        assert [p.metrics for p in v.sections[1].panels] == [["delay/mean"], ["delay/p10"],
-                                                            ["delay/max"]]
+        assert [p.metrics for p in v.sections[1].panels] == [["delay/mean"], ["delay/p10"], ["delay/max"]]
         assert v.sections[2].panels[1].metric == "tuning/gamma_log2"
     text = json.dumps(_spec(views[2]))
     assert '"value": ["S16"]' in text and '"name": "tags"' in text  # facet: runs tagged S16

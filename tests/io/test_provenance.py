@@ -13,8 +13,9 @@ from rpd.io import provenance as P
 
 
 def _git(cwd, *args):
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True, capture_output=True
+    )
 
 
 def test_provenance_names_versions_flags_devices_and_commit(monkeypatch):
@@ -40,8 +41,9 @@ def test_git_state_dirty_only_for_tracked_changes(tmp_path):
     (tmp_path / "a.txt").write_text("one")
     _git(tmp_path, "add", "a.txt")
     _git(tmp_path, "commit", "-q", "-m", "first")
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True,
-                          check=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout.strip()
     (tmp_path / "untracked.txt").write_text("new")
     assert P.git_state(tmp_path) == (head, False) and P.git_commit(tmp_path) == head
     (tmp_path / "a.txt").write_text("two")
@@ -57,10 +59,8 @@ def test_git_state_outside_a_checkout(tmp_path, monkeypatch):
 
 def test_manifest_records_each_runs_provenance(tmp_path):
     first, second = {"jax": "0.1", "git_commit": "a" * 40}, {"jax": "0.2", "git_commit": "b" * 40}
-    M.write_manifest(tmp_path, [M.Report("e1", "missing", None, "none yet", 0.1)], "quick", "a" * 40,
-                     first)
-    M.write_manifest(tmp_path, [M.Report("e3", "missing", None, "none yet", 0.2)], "quick", "b" * 40,
-                     second)
+    M.write_manifest(tmp_path, [M.Report("e1", "missing", None, "none yet", 0.1)], "quick", "a" * 40, first)
+    M.write_manifest(tmp_path, [M.Report("e3", "missing", None, "none yet", 0.2)], "quick", "b" * 40, second)
     manifest = json.loads((tmp_path / "MANIFEST.json").read_text())
     assert manifest["provenance"] == second
     # a figure kept from an earlier run keeps the provenance of the run that made it

@@ -31,19 +31,22 @@ def test_gamma_label_powers_of_two_as_superscripts():
 
 
 def test_repr_is_one_summary_line():
-    assert repr(_result()) == ("Result(pd: 3 γ in 2⁻²..2⁰, 4 points on sim_time 0..3, D=5, "
-                               "1/3 diverged, best final 0.25 at γ = 2⁻¹)")
+    assert repr(_result()) == (
+        "Result(pd: 3 γ in 2⁻²..2⁰, 4 points on sim_time 0..3, D=5, 1/3 diverged, best final 0.25 at γ = 2⁻¹)"
+    )
 
 
 def test_repr_without_a_best_when_every_gamma_diverged():
-    r = _result(gammas=np.array([2.0]), axis=np.array([0, 1]), curve=np.array([[1.0, NAN]]),
-                x_final=np.zeros((1, 5)), traces={})
+    r = _result(
+        gammas=np.array([2.0]), axis=np.array([0, 1]), curve=np.array([[1.0, NAN]]), x_final=np.zeros((1, 5)), traces={}
+    )
     assert repr(r) == "Result(pd: γ = 2¹, 2 points on sim_time 0..1, D=5, 1/1 diverged)"
 
 
 def test_repr_of_a_real_run_stays_short():
     from rpd import objectives
     from rpd.train import methods
+
     obj = objectives.random_quadratic(n=40, d=8, S=2, batch_size=10, seed=0)
     r = methods.sgd(obj, 30, 2.0 ** np.arange(-4, 5))
     assert "\n" not in repr(r) and len(repr(r)) < 160
@@ -121,9 +124,18 @@ def test_plot_defaults_to_the_current_pyplot_axes():
 
 
 def test_save_load_round_trips_exactly(tmp_path):
-    meta = {"S": 4, "objective": "q", "gamma_f": 0.1, "nan": NAN, "none": None, "flag": True,
-            "shape": (3, (4, 5)), "nested": {"a": [1, 2.5, "x"]}, "k": np.int64(7),
-            "plan": np.arange(6, dtype=np.int16).reshape(2, 3)}
+    meta = {
+        "S": 4,
+        "objective": "q",
+        "gamma_f": 0.1,
+        "nan": NAN,
+        "none": None,
+        "flag": True,
+        "shape": (3, (4, 5)),
+        "nested": {"a": [1, 2.5, "x"]},
+        "k": np.int64(7),
+        "plan": np.arange(6, dtype=np.int16).reshape(2, 3),
+    }
     r = _result(meta=meta, traces={"b/grad": np.ones((3, 2), np.float32), "a": np.zeros(2)})
     path = result_io.save(r, tmp_path / "r.npz")
     back = result_io.load(path)

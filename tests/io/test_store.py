@@ -11,13 +11,13 @@ CFG = {"method": {"name": "pd"}, "schedule": {"S": 8, "N": 400}, "gammas": [0.25
 
 
 def _curves():
-    return {"loss/f_minus_fstar": np.array([[1.0, 0.5], [np.nan, np.inf]]),
-            "sim_time": np.arange(2, dtype=np.int32)}
+    return {"loss/f_minus_fstar": np.array([[1.0, 0.5], [np.nan, np.inf]]), "sim_time": np.arange(2, dtype=np.int32)}
 
 
 def test_roundtrip(tmp_path):
-    path = store.save_run(tmp_path / "run", CFG, _curves(),
-                          {"gamma": np.float64(0.25), "final": float("nan")}, status="diverged")
+    path = store.save_run(
+        tmp_path / "run", CFG, _curves(), {"gamma": np.float64(0.25), "final": float("nan")}, status="diverged"
+    )
     assert store.is_complete(path)
     run = store.load_run(path)
     assert run.config == CFG and run.status == "diverged" and run.error is None
@@ -116,8 +116,47 @@ def test_sweep_skips_complete_runs_on_rerun(tmp_path):
 def test_check_root_names_the_field_and_creates_a_missing_root(tmp_path):
     """Issue 34, item 2: the results root is checked before any work, naming the field."""
     (tmp_path / "file").write_text("x")
-    with pytest.raises(ValueError, match=r"^results_root=.*/file/sub cannot be a results store: .*/file is not a directory$"):
+    with pytest.raises(
+        ValueError, match=r"^results_root=.*/file/sub cannot be a results store: .*/file is not a directory$"
+    ):
         store.check_root(tmp_path / "file" / "sub")
     with pytest.raises(ValueError, match=r"^out=/proc/rpd_missing does not exist and cannot be created"):
         store.check_root("/proc/rpd_missing", field="out")
     assert store.check_root(tmp_path / "new" / "root") is True and (tmp_path / "new" / "root").is_dir()
+
+
+def test_broken_entries_are_listed_corrupt_and_rewritten(tmp_path):
+    """Issue 34, item 5: a dead writer's temp file is removed by the next write; an entry whose
+    files became garbage or a directory is "corrupt", never complete, and a rewrite repairs it."""
+    root = tmp_path / "train"
+    good = store.save_run(root / "good", {"a": 1}, {"x": [1.0]}, {"s": 1})
+    garbage = store.save_run(root / "garbage", {"a": 2}, {"x": [1.0]})
+    (garbage / store.MARKER).write_bytes(b"\x00not json")
+    dir_in_place = store.save_run(root / "dir", {"a": 3}, {"x": [1.0]})
+    (dir_in_place / "curves.npz").unlink()
+    (dir_in_place / "curves.npz").mkdir()
+    half = root / "half"
+    half.mkdir()
+    (half / "config.json").write_text("{}")  # a writer killed before its marker
+    orphan = good / ".curves.npz.0123456789ab.tmp"
+    orphan.write_bytes(b"x" * 1000)
+    statuses = {p.name: store.entry_status(p) for p in store.iter_entries(root)}
+    assert statuses == {"good": "ok", "garbage": "corrupt", "dir": "corrupt", "half": "incomplete"}
+    assert [r.path.name for r in store.iter_runs(root)] == ["good"]
+    for path, key in ((garbage, {"a": 2}), (dir_in_place, {"a": 3}), (good, {"a": 1})):
+        store.save_run(path, key, {"x": [2.0]})
+        assert store.entry_status(path) == "ok" and store.load_run(path).curves["x"].tolist() == [2.0]
+    assert not orphan.exists() and not list(root.rglob("*.tmp"))
+
+
+def test_ls_lists_every_entry_and_an_empty_root_has_no_runs_yet(tmp_path, capsys):
+    from rpd.io import sweeps
+
+    (tmp_path / "empty").mkdir()
+    assert sweeps.main(["ls", str(tmp_path / "empty")]) == 0
+    assert capsys.readouterr().out.strip() == "no runs yet"
+    store.save_run(tmp_path / "s" / "a", {"a": 1}, {"x": [1.0]})
+    (tmp_path / "s" / "b").mkdir()
+    (tmp_path / "s" / "b" / store.MARKER).write_text("garbage")
+    df = sweeps.load_sweep(tmp_path / "s")
+    assert sorted(df["status"]) == ["corrupt", "ok"]

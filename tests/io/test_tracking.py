@@ -28,10 +28,11 @@ def test_noop_logger_accepts_everything():
 
 
 def test_rows_pairs_curves_with_both_axes():
-    rows = tracking.rows({"loss/f": np.array([3.0, 2.0])}, sim_time=np.array([0, 1]),
-                         block_update=np.array([0, 8]))
-    assert rows == [{"loss/f": 3.0, "sim_time": 0, "block_update": 0},
-                    {"loss/f": 2.0, "sim_time": 1, "block_update": 8}]
+    rows = tracking.rows({"loss/f": np.array([3.0, 2.0])}, sim_time=np.array([0, 1]), block_update=np.array([0, 8]))
+    assert rows == [
+        {"loss/f": 3.0, "sim_time": 0, "block_update": 0},
+        {"loss/f": 2.0, "sim_time": 1, "block_update": 8},
+    ]
     assert all(type(v) in (int, float) for row in rows for v in row.values())  # host scalars
     with pytest.raises(ValueError, match="step axis"):
         tracking.rows({"loss/f": np.ones(2)})
@@ -50,12 +51,16 @@ def test_mode_is_offline_unless_asked(monkeypatch):
 
 
 def test_offline_run_is_written_and_read_back(offline_env):
-    log = tracking.WandbLogger(project="rpd-test", experiment="E1", method="rpd", S=8,
-                               config={"objective": {"d": 512}, "gamma": 0.25},
-                               dir=offline_env / "runs")
+    log = tracking.WandbLogger(
+        project="rpd-test",
+        experiment="E1",
+        method="rpd",
+        S=8,
+        config={"objective": {"d": 512}, "gamma": 0.25},
+        dir=offline_env / "runs",
+    )
     f_gap = np.array([1.0, 0.5, 0.25])
-    log.log_metrics({"loss/f_minus_fstar": f_gap}, sim_time=np.arange(3),
-                    block_update=np.array([0, 8, 16]))
+    log.log_metrics({"loss/f_minus_fstar": f_gap}, sim_time=np.arange(3), block_update=np.array([0, 8, 16]))
     log.log_summary({"tuning/gamma_log2": -2})
     run_dir = log.run_dir
     log.finish()
@@ -85,8 +90,7 @@ def test_wandb_failure_becomes_a_warning(offline_env, monkeypatch):
 
 
 def test_failure_while_logging_disables_the_logger(offline_env):
-    log = tracking.WandbLogger(project="p", experiment="E", method="pd", S=2,
-                               dir=offline_env / "runs")
+    log = tracking.WandbLogger(project="p", experiment="E", method="pd", S=2, dir=offline_env / "runs")
 
     def broken_log(*a, **kw):
         raise OSError("disk full")
@@ -99,8 +103,7 @@ def test_failure_while_logging_disables_the_logger(offline_env):
 
 def test_finish_waits_for_a_complete_log(offline_env):
     """wandb.finish may return before the .wandb log is flushed; finish() waits for 'exit'."""
-    log = tracking.WandbLogger(project="p", experiment="E", method="pd", S=2,
-                               dir=offline_env / "runs")
+    log = tracking.WandbLogger(project="p", experiment="E", method="pd", S=2, dir=offline_env / "runs")
     log.log_metrics({"loss/f": np.ones(2)}, sim_time=np.arange(2))
     run_dir = log.run_dir
     log.finish()
@@ -113,7 +116,6 @@ def test_finish_waits_for_a_complete_log(offline_env):
 
 
 def test_disabled_run_finishes_without_waiting(offline_env):
-    log = tracking.WandbLogger(project="p", experiment="E", method="pd", S=2, mode="disabled",
-                               dir=offline_env / "runs")
+    log = tracking.WandbLogger(project="p", experiment="E", method="pd", S=2, mode="disabled", dir=offline_env / "runs")
     log.log_metrics({"loss/f": np.ones(2)}, sim_time=np.arange(2))
     log.finish(timeout=60.0)  # a RuntimeWarning (an error under pytest) if it waited for a log

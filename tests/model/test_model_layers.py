@@ -15,12 +15,15 @@ from rpd.objectives.nanochat import stage_sizes
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
-@pytest.mark.parametrize("name, params", [
-    ("gpt2_small", 124_439_808),  # HF gpt2, tied embeddings ("124M")
-    ("gpt2_medium", 354_823_168),  # HF gpt2-medium, tied ("355M")
-    ("gpt3_1.3b", 1_315_723_264),  # GPT-3 XL, tied ("1.3B")
-    ("llama_7b", 6_738_415_616),  # LLaMA-7B, untied head ("6.7B", HF count)
-])
+@pytest.mark.parametrize(
+    "name, params",
+    [
+        ("gpt2_small", 124_439_808),  # HF gpt2, tied embeddings ("124M")
+        ("gpt2_medium", 354_823_168),  # HF gpt2-medium, tied ("355M")
+        ("gpt3_1.3b", 1_315_723_264),  # GPT-3 XL, tied ("1.3B")
+        ("llama_7b", 6_738_415_616),  # LLaMA-7B, untied head ("6.7B", HF count)
+    ],
+)
 def test_presets_have_the_published_parameter_counts(name, params):
     assert layers.preset(name).params == params
 
@@ -87,9 +90,19 @@ def test_ring_allreduce_moves_two_d_minus_one_over_d():
 
 
 def test_profile_json_and_csv(tmp_path):
-    rows = [{"name": "emb", "params": 10, "fwd_s": 1e-3, "act_bytes": 4, "out_bytes": 8, "kind": "embedding"},
-            {"name": "l0", "params": 20, "fwd_s": 2e-3, "i_s": 2e-3, "w_s": 1e-3, "act_bytes": 40,
-             "act_w_bytes": 10, "out_bytes": 8}]
+    rows = [
+        {"name": "emb", "params": 10, "fwd_s": 1e-3, "act_bytes": 4, "out_bytes": 8, "kind": "embedding"},
+        {
+            "name": "l0",
+            "params": 20,
+            "fwd_s": 2e-3,
+            "i_s": 2e-3,
+            "w_s": 1e-3,
+            "act_bytes": 40,
+            "act_w_bytes": 10,
+            "out_bytes": 8,
+        },
+    ]
     js = tmp_path / "p.json"
     js.write_text(json.dumps({"name": "mine", "tokens_per_microbatch": 512, "layers": rows}))
     m = load_profile(js)

@@ -41,8 +41,11 @@ def test_time_partition_is_no_slower_than_even():
 def test_adam_minus_sgd_is_eight_bytes_per_parameter_of_the_rank():
     m, st, costs, _ = _setup(4)
     m, st8, costs8, _ = _setup(8)  # ZB-V: two chunks per rank, eight stages on four ranks
-    for tl, st in ((family.one_f_one_b(4, 8, 8, costs), st), (family.pipedream(4, 16, costs=costs), st),
-                   (family.zb_v(4, 8, 8, costs8), st8)):
+    for tl, st in (
+        (family.one_f_one_b(4, 8, 8, costs), st),
+        (family.pipedream(4, 16, costs=costs), st),
+        (family.zb_v(4, 8, 8, costs8), st8),
+    ):
         adam, sgd = rank_memory(tl, st, "adam"), rank_memory(tl, st, "sgd")
         held = adam.weights / 2  # 16-bit weights: values on the rank
         np.testing.assert_allclose(adam.peak - sgd.peak, 8 * held)
@@ -53,8 +56,10 @@ def test_adam_in_mixed_precision_is_eighteen_bytes_per_parameter():
     m, st, costs, _ = _setup(4)
     mem = rank_memory(family.one_f_one_b(4, 8, 8, costs), st, "adam", "bf16_mixed")
     np.testing.assert_allclose(mem.static, 18 * st.params)
-    assert rank_memory(family.one_f_one_b(4, 8, 8, costs), st, "adam", "bf16_mixed", grad_bytes=2).static[0] == \
-        16 * st.params[0]
+    assert (
+        rank_memory(family.one_f_one_b(4, 8, 8, costs), st, "adam", "bf16_mixed", grad_bytes=2).static[0]
+        == 16 * st.params[0]
+    )
 
 
 def test_gpipe_minus_1f1b_is_m_minus_s_microbatches_of_rank_0():
@@ -95,8 +100,11 @@ def test_v_schedule_holds_a_tied_matrix_once_on_rank_0():
     assert st.tied and mem.weights[0] == 4 * (st.params[0] + st.params[-1] - 50257 * 768)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28: rpd's zb_h2 caps in-flight microbatches until I, so W residues "
-                   "grow with M (ZOO.md §3.7); the law holds once the cap counts until W")
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 28: rpd's zb_h2 caps in-flight microbatches until I, so W residues "
+    "grow with M (ZOO.md §3.7); the law holds once the cap counts until W",
+)
 @pytest.mark.parametrize("S, M", [(4, 16), (8, 32)])
 def test_zb_h2_peak_within_twice_1f1b(S, M):
     m, st, costs, _ = _setup(S)

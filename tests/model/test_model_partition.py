@@ -37,29 +37,33 @@ def brute(t, a, w, n, B, combine="max", activations=True, max_r=None, compute=No
     layers i..j−1 with at most n workers; ``compute(first, last)`` the stage's compute (default Σt)."""
     j = len(t) if j is None else j
     max_r = n if max_r is None else max_r
-    compute = compute or (lambda lo, hi: sum(t[lo:hi + 1]))
+    compute = compute or (lambda lo, hi: sum(t[lo : hi + 1]))
     out = (np.inf, 0)
     for ranges in _compositions(i, j):
         cuts = [2 * a[hi] / B if activations else 0.0 for _, hi in ranges[:-1]]
         for reps in itertools.product(range(1, min(n, max_r) + 1), repeat=len(ranges)):
             if sum(reps) > n:
                 continue
-            v = max([_T(compute(lo, hi), sum(w[lo:hi + 1]), r, B, combine) for (lo, hi), r in zip(ranges, reps)]
-                    + cuts)
+            v = max(
+                [_T(compute(lo, hi), sum(w[lo : hi + 1]), r, B, combine) for (lo, hi), r in zip(ranges, reps)] + cuts
+            )
             out = min(out, (v, sum(reps)))
     return out
 
 
 def _value(t, a, w, p, B, combine="max", activations=True):
     """The objective of a returned partition, recomputed."""
-    v = [_T(sum(t[lo:hi + 1]), sum(w[lo:hi + 1]), r, B, combine) for lo, hi, r in p.stages]
+    v = [_T(sum(t[lo : hi + 1]), sum(w[lo : hi + 1]), r, B, combine) for lo, hi, r in p.stages]
     return max(v + [2 * a[hi] / B if activations else 0.0 for _, hi, _ in p.stages[:-1]])
 
 
 def _instance(rng, L):
     # integers and B a power of two: every sum is exact, so the DP and brute force agree bit for bit
-    return (rng.integers(0, 20, L).astype(float), rng.integers(0, 40, L).astype(float),
-            rng.integers(0, 60, L).astype(float))
+    return (
+        rng.integers(0, 20, L).astype(float),
+        rng.integers(0, 40, L).astype(float),
+        rng.integers(0, 60, L).astype(float),
+    )
 
 
 @pytest.mark.parametrize("combine,activations", [("max", True), ("sum", False), ("max", False)])
@@ -128,7 +132,7 @@ def test_gpt2_medium_on_a100s_is_a_straight_pipeline_bound_by_the_head():
     # a block's weights take 4·(r−1)/r·50 MB / 25 GB/s >= 4 ms to all-reduce, its compute 0.58 ms:
     # no stage is replicated; the output layer (LM head, 2 ms) bounds it from 9 workers on
     assert p.replicas == (1,) * 8 and p.workers == 8
-    assert p.bottleneck == pytest.approx(max(t[lo:hi + 1].sum() for lo, hi, _ in p.stages))
+    assert p.bottleneck == pytest.approx(max(t[lo : hi + 1].sum() for lo, hi, _ in p.stages))
     p16 = partition_model(m, HW, 16)
     assert p16.workers == 9 and p16.bottleneck == pytest.approx(t[-1])
 
@@ -141,8 +145,11 @@ def test_the_plan_partition_pipedream_is_the_straight_dp_for_g_stages():
         bounds = partition(m, G, "pipedream", tiny)
         st = stages(m, bounds, tiny)
         got = max([*(st.t_f + st.t_i + st.t_w)] + [2 * a[b - 1] / tiny.p2p_bandwidth for _, b in bounds[:-1]])
-        want = min(max([sum(t[lo:hi + 1]) for lo, hi in r] + [2 * a[hi] / tiny.p2p_bandwidth for _, hi in r[:-1]])
-                   for r in _compositions(0, 5) if len(r) == G)
+        want = min(
+            max([sum(t[lo : hi + 1]) for lo, hi in r] + [2 * a[hi] / tiny.p2p_bandwidth for _, hi in r[:-1]])
+            for r in _compositions(0, 5)
+            if len(r) == G
+        )
         assert got == pytest.approx(want)
 
 

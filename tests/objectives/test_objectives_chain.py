@@ -57,10 +57,14 @@ def test_backward_weights_matter_for_the_mlp_and_match_a_manual_backprop():
     _, g_mixed = two_point_value_and_grad(obj, obj.data, xf, xb, 1)
     assert np.max(np.abs(g_mixed - g_same)) > 1e-3
     # manual: forward at xf keeping inputs and pre-activations, backward with xb's matrices
-    X = np.asarray(obj.data["X"])[B:2 * B]
-    Y = np.asarray(obj.data["Y"])[B:2 * B]
-    P = lambda x, s: (np.asarray(x)[s * (w * w + w): s * (w * w + w) + w * w].reshape(w, w),  # noqa: E731
-                      np.asarray(x)[s * (w * w + w) + w * w: (s + 1) * (w * w + w)])
+    X = np.asarray(obj.data["X"])[B : 2 * B]
+    Y = np.asarray(obj.data["Y"])[B : 2 * B]
+    P = (
+        lambda x, s: (
+            np.asarray(x)[s * (w * w + w) : s * (w * w + w) + w * w].reshape(w, w),  # noqa: E731
+            np.asarray(x)[s * (w * w + w) + w * w : (s + 1) * (w * w + w)],
+        )
+    )
     a, acts, pre = X, [], []
     for s in range(S):
         W, c = P(xf, s)

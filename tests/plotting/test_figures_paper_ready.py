@@ -20,11 +20,11 @@ PAPER = Path(__file__).resolve().parents[2] / "paper_figures"
 
 
 def test_gamma_label():
-    assert results.gamma_label(2.0 ** -4) == "2⁻⁴"
+    assert results.gamma_label(2.0**-4) == "2⁻⁴"
     assert results.gamma_label(np.float32(0.0625)) == "2⁻⁴"
     assert results.gamma_label(1.0) == "2⁰"
     assert results.gamma_label(8) == "2³"
-    assert results.gamma_label(2.0 ** -12) == "2⁻¹²"
+    assert results.gamma_label(2.0**-12) == "2⁻¹²"
     assert results.gamma_label(0.3) == "0.3"  # not a power of two: the number itself
     assert results.gamma_label(3e-5) == "3e-05"
     assert results.gamma_label(None) == "none"
@@ -36,8 +36,7 @@ def test_gamma_label():
 
 def test_pdf_written_next_to_png(tmp_path):
     law = delays.delay_law(range(2, 10))
-    png = style.delay_law_figure(law.S, law.mean, law.p10, law.max, law.max_fit, law.mean_fit,
-                                    tmp_path / "e2.png")
+    png = style.delay_law_figure(law.S, law.mean, law.p10, law.max, law.max_fit, law.mean_fit, tmp_path / "e2.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     pdf = tmp_path / "e2.pdf"
     assert pdf.read_bytes()[:5] == b"%PDF-" and pdf.stat().st_size > 5_000
@@ -88,9 +87,13 @@ def test_no_section_numbers_in_titles_e11_e9(tmp_path, drawn):
 def test_averaging_lines_have_a_legend_entry(tmp_path, drawn):
     tl = schedules.local_sgd(2, 8, 2, 2)
     pd = schedules.pipedream(2, 3)
-    style.schedule_pictures([{"title": "PD", "op": pd.op, "mb": pd.mb},
-                                {"title": "LS", "op": tl.op, "mb": tl.mb, "sync_time": tl.sync_time}],
-                               tmp_path / "e7.png")
+    style.schedule_pictures(
+        [
+            {"title": "PD", "op": pd.op, "mb": pd.mb},
+            {"title": "LS", "op": tl.op, "mb": tl.mb, "sync_time": tl.sync_time},
+        ],
+        tmp_path / "e7.png",
+    )
     assert "LocalSGD averaging" in _legend_labels(drawn[-1])
     style.schedule_chart(pd.op, pd.mb, tmp_path / "pd.png", "PD")
     assert "LocalSGD averaging" not in _legend_labels(drawn[-1])
@@ -98,12 +101,45 @@ def test_averaging_lines_have_a_legend_entry(tmp_path, drawn):
 
 def test_format_table_column_order():
     # as a stored table comes back: keys sorted
-    rows = [dict(sorted(dict(method="PD", H=None, delta=None, gamma="2^-4", final=0.5, status="ok", holds=None,
-                             objective="quad", S=8, f_at_stable_gamma=0.4, stable_gamma="2^-8", zeta=1).items())),
-            dict(sorted(dict(method="RPD", H=None, delta=60, gamma="2^3", final=0.7, status="ok",
-                             objective="quad", S=8).items()))]
-    assert column_order(rows) == ["objective", "S", "method", "H", "delta", "gamma", "stable_gamma", "final",
-                                  "f_at_stable_gamma", "zeta", "status", "holds"]
+    rows = [
+        dict(
+            sorted(
+                dict(
+                    method="PD",
+                    H=None,
+                    delta=None,
+                    gamma="2^-4",
+                    final=0.5,
+                    status="ok",
+                    holds=None,
+                    objective="quad",
+                    S=8,
+                    f_at_stable_gamma=0.4,
+                    stable_gamma="2^-8",
+                    zeta=1,
+                ).items()
+            )
+        ),
+        dict(
+            sorted(
+                dict(method="RPD", H=None, delta=60, gamma="2^3", final=0.7, status="ok", objective="quad", S=8).items()
+            )
+        ),
+    ]
+    assert column_order(rows) == [
+        "objective",
+        "S",
+        "method",
+        "H",
+        "delta",
+        "gamma",
+        "stable_gamma",
+        "final",
+        "f_at_stable_gamma",
+        "zeta",
+        "status",
+        "holds",
+    ]
     text = format_table(rows)
     header = text.splitlines()[0].split()
     assert header[:6] == ["objective", "S", "method", "H", "delta", "gamma"] and header[-1] == "holds"

@@ -1,6 +1,5 @@
 """rpd.plotting.style (schedule and delay-law figures) and the E2/E7 studies, on small sizes."""
 
-
 import numpy as np
 
 from rpd import schedules
@@ -16,15 +15,16 @@ def test_schedule_chart_and_pictures(tmp_path):
     path = style.schedule_chart(tl.op, tl.mb, tmp_path / "ls.png", "LocalSGD", tl.sync_time)
     assert path.read_bytes()[:8] == PNG
     pd = schedules.pipedream(3, 5)
-    panels = [{"title": "PD", "op": pd.op, "mb": pd.mb}, {"title": "LS", "op": tl.op, "mb": tl.mb,
-                                                          "sync_time": tl.sync_time}]
+    panels = [
+        {"title": "PD", "op": pd.op, "mb": pd.mb},
+        {"title": "LS", "op": tl.op, "mb": tl.mb, "sync_time": tl.sync_time},
+    ]
     assert style.schedule_pictures(panels, tmp_path / "sub" / "both.png").read_bytes()[:8] == PNG
 
 
 def test_delay_law_figure(tmp_path):
     law = delays.delay_law(range(2, 12))
-    path = style.delay_law_figure(law.S, law.mean, law.p10, law.max, law.max_fit, law.mean_fit,
-                                     tmp_path / "e2.png")
+    path = style.delay_law_figure(law.S, law.mean, law.p10, law.max, law.max_fit, law.mean_fit, tmp_path / "e2.png")
     assert path.read_bytes()[:8] == PNG
 
 

@@ -58,11 +58,12 @@ def test_every_schedule_builds_from_its_config_file(name):
     tl = checks.run_spec(cfg).pipeline.timeline()
     b2f = CostModel(F=1, B=2, I=1, W=1)
     M = 8 if name == "dualpipe_v" else 4
-    direct = {"pipedream": lambda: schedules.pipedream(4, 16, costs=b2f),
-              "local_sgd": lambda: schedules.local_sgd(4, 16, 4, 1, costs=b2f),
-              "pipemare": lambda: schedules.pipemare(4, 16, costs=b2f),
-              "interleaved": lambda: schedules.interleaved(4, 16, 4, 2, costs=b2f)}.get(
-        name, lambda: schedules.SCHEDULES[name](4, 16, M, costs=b2f))()
+    direct = {
+        "pipedream": lambda: schedules.pipedream(4, 16, costs=b2f),
+        "local_sgd": lambda: schedules.local_sgd(4, 16, 4, 1, costs=b2f),
+        "pipemare": lambda: schedules.pipemare(4, 16, costs=b2f),
+        "interleaved": lambda: schedules.interleaved(4, 16, 4, 2, costs=b2f),
+    }.get(name, lambda: schedules.SCHEDULES[name](4, 16, M, costs=b2f))()
     assert (tl.kind, tl.S, tl.N, tl.M, tl.T) == (direct.kind, 4, 16, direct.M, direct.T)
     np.testing.assert_array_equal(tl.b_time, direct.b_time)
     if registry.SCHEDULES[name].flush:
@@ -74,8 +75,16 @@ def test_costs_change_the_timeline_by_the_closed_forms():
     PipeDream at unit cost: T = 2N + 2S - 2, and the unit cost model is the readiness timeline."""
     gpipe = {"S": 4, "N": 16, "M": 4}
     for costs, tFB in (("unit", 2), ("b2f", 3)):
-        tl = checks.run_spec(_compose(["method=pipeline", "schedule=gpipe", f"costs={costs}",
-                                  *(f"schedule.{k}={v}" for k, v in gpipe.items())])).pipeline.timeline()
+        tl = checks.run_spec(
+            _compose(
+                [
+                    "method=pipeline",
+                    "schedule=gpipe",
+                    f"costs={costs}",
+                    *(f"schedule.{k}={v}" for k, v in gpipe.items()),
+                ]
+            )
+        ).pipeline.timeline()
         assert tl.T == 4 * (4 + 4 - 1) * tFB
     pd = checks.run_spec(_compose(["schedule.S=4", "schedule.N=16"])).pipeline
     assert pd.name == "pipedream" and pd.costs.is_unit and pd.timeline().T == 2 * 16 + 2 * 4 - 2
@@ -132,12 +141,14 @@ def _compose_raw(overrides):
 
 def test_the_run_key_holds_what_the_run_reads():
     """Costs split runs; fields the schedule does not read (and defaults spelt out) do not."""
+
     def key(*overrides):
         return train.run_config(_compose(overrides))
 
     assert key("costs=unit") != key("costs=b2f")
-    assert key("method=pipeline", "schedule=gpipe") == key("method=pipeline", "schedule=gpipe", "schedule.M=8",
-                                                           "schedule.noam=3", "schedule.v=5", "schedule.H=4")
+    assert key("method=pipeline", "schedule=gpipe") == key(
+        "method=pipeline", "schedule=gpipe", "schedule.M=8", "schedule.noam=3", "schedule.v=5", "schedule.H=4"
+    )
     assert key("method=pipeline", "schedule=gpipe")["schedule"]["M"] == 8
     k = key("method=pipeline", "schedule=interleaved")
     assert (k["schedule"]["v"], k["schedule"]["group"], k["schedule"]["noam"]) == (2, 8, None)
@@ -149,8 +160,9 @@ def test_the_run_key_holds_what_the_run_reads():
 
 
 def _run(method, obj, seed=0, schedule=None, options=None, **params):
-    spec = registry.prepare(method, schedule, registry.ScheduleParams(S=3, **params),
-                            options or registry.MethodOptions())
+    spec = registry.prepare(
+        method, schedule, registry.ScheduleParams(S=3, **params), options or registry.MethodOptions()
+    )
     return registry.run(spec, obj, GRID, seed)
 
 
@@ -196,7 +208,8 @@ def test_time_axis_conversions():
     np.testing.assert_array_equal(simtime.block_updates_at(update_time, [0, 1, 3, 6]), [0, 2, 3, 5])
     np.testing.assert_array_equal(simtime.sim_time_at(update_time, [0, 1, 3, 5]), [0, 1, 3, 6])
     assert delays.table_summary(np.array([[0, 10], [2, 4]])) == pytest.approx(
-        {"delay/mean": 4.0, "delay/p10": 0.6, "delay/max": 10.0}, rel=1e-15)
+        {"delay/mean": 4.0, "delay/p10": 0.6, "delay/max": 10.0}, rel=1e-15
+    )
 
 
 def test_pipeline_trains_a_synchronous_schedule(obj):
@@ -215,8 +228,13 @@ def test_pipeline_trains_a_synchronous_schedule(obj):
     assert gpipe.extra["bubble/f_total"] == pytest.approx(2 / (3 + 2))  # (S-1)/(M+S-1)
     assert np.all(gpipe.result.final < gpipe.result.curve[:, 0])
 
-    slow = registry.run(registry.prepare("pipeline", "gpipe", registry.ScheduleParams(S=3, N=12, M=3),
-                                         costs=CostModel(F=1, B=2, p2p=1)), obj, GRID)
+    slow = registry.run(
+        registry.prepare(
+            "pipeline", "gpipe", registry.ScheduleParams(S=3, N=12, M=3), costs=CostModel(F=1, B=2, p2p=1)
+        ),
+        obj,
+        GRID,
+    )
     np.testing.assert_allclose(slow.result.final, gpipe.result.final, rtol=1e-12)
     assert slow.extra["T"] > gpipe.extra["T"]
 

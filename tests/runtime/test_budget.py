@@ -20,11 +20,16 @@ def _compose(overrides, name="train"):
 
 
 def test_check_names_the_fields_of_the_largest_term():
-    terms = [budget.Term("data", ("objective.n", "objective.d"), 3 * budget.GB),
-             budget.Term("ring", ("schedule.noam", "objective.d"), 5 * budget.GB)]
+    terms = [
+        budget.Term("data", ("objective.n", "objective.d"), 3 * budget.GB),
+        budget.Term("ring", ("schedule.noam", "objective.d"), 5 * budget.GB),
+    ]
     assert budget.check(terms, cap=8 * budget.GB) == 8 * budget.GB  # at the cap: allowed
-    with pytest.raises(budget.TooLargeError, match=r"^schedule.noam, objective.d too large: the run needs "
-                                                   r"about 8 GiB \(ring: 5 GiB\), more than the cap \(7 GiB\)"):
+    with pytest.raises(
+        budget.TooLargeError,
+        match=r"^schedule.noam, objective.d too large: the run needs "
+        r"about 8 GiB \(ring: 5 GiB\), more than the cap \(7 GiB\)",
+    ):
         budget.check(terms, cap=7 * budget.GB)
 
 
@@ -57,8 +62,10 @@ HUGE = [  # (overrides, the fields the error names first)
     (["method=localsgd", "schedule.H=1000000000"], "schedule.R, schedule.H too large"),
     (["method=localsgd", "schedule.R=1000000000"], "schedule.R, objective.d too large"),
     (["method=rpd", "method.delta=1000000000"], "method.delta, objective.d too large"),
-    (["objective=nanochat", "objective.batch_size=100000", "objective.seq_len=100000"],
-     "objective.batch_size, objective.seq_len, objective.width too large"),
+    (
+        ["objective=nanochat", "objective.batch_size=100000", "objective.seq_len=100000"],
+        "objective.batch_size, objective.seq_len, objective.width too large",
+    ),
 ]
 
 
@@ -78,8 +85,11 @@ def test_the_estimate_of_a_small_run_is_small(monkeypatch):
         terms = checks.memory_terms(checks.typed(_compose([*SMALL, *extra])))
         # (the LM's activation estimate, calibrated on XLA's temporaries at E5's size, is 143 MB here)
         assert 0 < budget.check(terms) < 256 * 2**20, extra
+
     def timeline(extra):
-        (t,) = [t for t in checks.memory_terms(checks.typed(_compose([*SMALL, *extra]))) if t.what.startswith("timeline")]
+        (t,) = [
+            t for t in checks.memory_terms(checks.typed(_compose([*SMALL, *extra]))) if t.what.startswith("timeline")
+        ]
         return t.nbytes // (4 * checks.TIMELINE_BYTES_PER_CELL)  # the bound on T (S = 4 lanes, unit costs)
 
     assert timeline([]) == 2 * 20 + 2 * 4 == schedules.pipedream(4, 20).T + 2  # PD: 2N + 2S - 2
@@ -95,8 +105,11 @@ def test_localsgd_lm_activations_count_every_replica(monkeypatch):
     monkeypatch.setenv(budget.CAP_ENV, "16")
 
     def acts(extra):
-        (t,) = [t for t in checks.memory_terms(checks.typed(_compose([*SMALL, "objective=nanochat", *extra])))
-                if t.what == "LM activations"]
+        (t,) = [
+            t
+            for t in checks.memory_terms(checks.typed(_compose([*SMALL, "objective=nanochat", *extra])))
+            if t.what == "LM activations"
+        ]
         return t
 
     two, four = acts(["method=localsgd", "schedule.R=2"]), acts(["method=localsgd", "schedule.R=4"])

@@ -14,8 +14,9 @@ from rpd.objectives import nanochat as nc
 from rpd.runtime.compile_cache import count_programs
 from rpd.train import core, localsgd, methods
 
-TEXT = "".join(f"{w} " for w in np.random.default_rng(0).choice(
-    ["the", "cat", "sat", "on", "a", "mat", "dog", "ran"], 3000))
+TEXT = "".join(
+    f"{w} " for w in np.random.default_rng(0).choice(["the", "cat", "sat", "on", "a", "mat", "dog", "ran"], 3000)
+)
 LM = dict(batch_size=4, seq_len=16, width=32, heads=2, heldout_frac=0.2, heldout_batches=3)
 
 BUILDERS = {
@@ -26,10 +27,13 @@ BUILDERS = {
     "nanochat": lambda seed: nc.nanochat(4, text=TEXT, seed=seed, **LM),
 }
 
+
 def _runs(obj):
     """A PD run (the core) and a LocalSGD run (the sharded program) of ``obj``."""
-    return (methods.pipedream(obj, schedules.pipedream(4, 10), [0.01, 0.02], seed=1),
-            methods.local_sgd(obj, schedules.local_sgd(4, 8, 2, 2), [0.01], seed=1))
+    return (
+        methods.pipedream(obj, schedules.pipedream(4, 10), [0.01, 0.02], seed=1),
+        methods.local_sgd(obj, schedules.local_sgd(4, 8, 2, 2), [0.01], seed=1),
+    )
 
 
 def test_count_programs_counts_what_xla_builds():
@@ -59,9 +63,16 @@ def test_program_key_is_shapes_and_statics():
     assert prog.data is None and prog.f_star is None and isinstance(prog.x0, jax.ShapeDtypeStruct)
 
 
-@pytest.mark.parametrize("name", [
-    "random_quadratic", "nesterov_quadratic", "logistic_noisy", "mlp_chain",
-    pytest.param("nanochat", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "random_quadratic",
+        "nesterov_quadratic",
+        "logistic_noisy",
+        "mlp_chain",
+        pytest.param("nanochat", marks=pytest.mark.slow),
+    ],
+)
 def test_rebuilt_objective_does_not_recompile(name):
     build = BUILDERS[name]
     first = build(0)
@@ -103,8 +114,9 @@ def _reference_runs():
         "q_pd": methods.pipedream(O.random_quadratic(64, 16, 4, 4, seed=1), schedules.pipedream(4, 12), g, seed=1),
         "lg_rpd": methods.rpd(lg, 40, g, delta=5, seed=2),
         "lg_ls": methods.local_sgd(lg, schedules.local_sgd(4, 16, 2, 2), g, seed=1),
-        "ml_pm": methods.train(O.mlp_chain(32, 6, 4, 4, seed=4), schedules.pipemare(4, 12), g, seed=1,
-                               t1=True, t2=True),
+        "ml_pm": methods.train(
+            O.mlp_chain(32, 6, 4, 4, seed=4), schedules.pipemare(4, 12), g, seed=1, t1=True, t2=True
+        ),
         "lm_pd": methods.pipedream(lm, schedules.pipedream(3, 6), [0.01], seed=1),
     }
 
@@ -151,8 +163,13 @@ def test_persistent_cache_in_the_user_cache(tmp_path):
     root = tmp_path / "cache"
     env = {k: v for k, v in os.environ.items() if k != compile_cache.ENV} | {"RPD_CACHE": str(root)}
     run = lambda seed, **extra: subprocess.run(
-        [sys.executable, "-c", _CACHED_RUN, str(root), str(seed)], env={**env, **extra},
-        capture_output=True, text=True, timeout=300, check=True).stdout.split()
+        [sys.executable, "-c", _CACHED_RUN, str(root), str(seed)],
+        env={**env, **extra},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout.split()
     path, hits, compiled, _, stored = run(0)
     assert Path(path) == root / "jax" and int(hits) == 0 and any((root / "jax").iterdir())
     assert int(compiled) >= 1 and int(stored) == 0 and any((root / "jax" / "rpd").glob("*.exe"))

@@ -19,6 +19,7 @@ def test_results_in_task_order_first_task_alone_then_overlapping():
                 alongside[i] = set(running) - {i}
                 running.discard(i)
             return i * i
+
         return run
 
     out = list(concurrency.run_concurrently([task(i) for i in range(5)], workers=2))
@@ -34,13 +35,16 @@ def test_first_alone_false_starts_every_task_at_once():
         def run():
             started.wait()
             return i
+
         return run
 
     out = list(concurrency.run_concurrently([task(i) for i in range(3)], workers=3, first_alone=False))
     assert out == [(0, 0), (1, 1), (2, 2)]
     # one worker: one after another, in order, even without first_alone; a single task runs
     assert list(concurrency.run_concurrently([lambda: "a", lambda: "b"], workers=1, first_alone=False)) == [
-        (0, "a"), (1, "b")]
+        (0, "a"),
+        (1, "b"),
+    ]
     assert list(concurrency.run_concurrently([lambda: "a"], workers=2, first_alone=False)) == [(0, "a")]
 
 

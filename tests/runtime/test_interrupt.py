@@ -27,8 +27,9 @@ def _start(args, tmp_path) -> subprocess.Popen:
     if ignored:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        return subprocess.Popen([sys.executable, *args], cwd=tmp_path, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(
+            [sys.executable, *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
     finally:
         if ignored:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -56,8 +57,17 @@ def _wait_for(pred, proc, timeout):
 
 def test_ctrl_c_during_a_localsgd_run_exits_130_and_stores_nothing(tmp_path):
     results = tmp_path / "results"
-    with _running(["-m", "experiments.train", "method=localsgd", "schedule.N=20000",
-                   f"results_root={results}", f"hydra.run.dir={tmp_path / 'job'}"], tmp_path) as proc:
+    with _running(
+        [
+            "-m",
+            "experiments.train",
+            "method=localsgd",
+            "schedule.N=20000",
+            f"results_root={results}",
+            f"hydra.run.dir={tmp_path / 'job'}",
+        ],
+        tmp_path,
+    ) as proc:
         # the run lock is taken right before the objective, timeline and compile: work has begun
         _wait_for(lambda: any(results.glob(f"train/*/{store.LOCK}")), proc, timeout=120)
         time.sleep(1.0)  # into building and compiling LocalSGD (where a crash was seen)
@@ -74,9 +84,7 @@ def test_ctrl_c_during_a_localsgd_run_exits_130_and_stores_nothing(tmp_path):
 
 
 def test_run_main_exits_130_with_the_message(tmp_path):
-    code = ("from rpd.runtime.interrupt import run_main\n"
-            "def main():\n    raise KeyboardInterrupt\n"
-            "run_main(main)\n")
+    code = "from rpd.runtime.interrupt import run_main\ndef main():\n    raise KeyboardInterrupt\nrun_main(main)\n"
     proc = _start(["-c", code], tmp_path)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and interrupt.MESSAGE in err and "Traceback" not in err
@@ -95,7 +103,8 @@ SWALLOWED = (
     "    gc.callbacks.remove(swallow)\n"
     "    {after}\n"
     "    print('main finished')\n"
-    "run_main(main)\n")
+    "run_main(main)\n"
+)
 
 
 def test_a_ctrl_c_swallowed_by_a_gc_callback_still_exits_130(tmp_path):
@@ -169,8 +178,21 @@ def test_ctrl_c_ends_the_figure_worker_processes_too(tmp_path):
     """--jobs 2: Ctrl-C reaches the script (the workers ignore it); it ends its workers, exits
     130 with one line, and no worker goes on computing in the background."""
     results = tmp_path / "results"
-    with _running(["-m", "experiments.reproduce_paper_figures", "--only", "e11,staleness", "--jobs", "2",
-                   "--results", str(results), "--out", str(tmp_path / "pf")], tmp_path) as proc:
+    with _running(
+        [
+            "-m",
+            "experiments.reproduce_paper_figures",
+            "--only",
+            "e11,staleness",
+            "--jobs",
+            "2",
+            "--results",
+            str(results),
+            "--out",
+            str(tmp_path / "pf"),
+        ],
+        tmp_path,
+    ) as proc:
         _wait_for(lambda: len(list(results.glob(f"figures/*/*/{store.LOCK}"))) == 2, proc, timeout=120)
         workers = [p for p in _children(proc.pid) if _alive(p)]
         assert len(workers) >= 2, workers  # the two figure processes (and the pool's helpers)

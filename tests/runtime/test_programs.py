@@ -35,8 +35,15 @@ def test_program_id_is_the_program_key_in_words():
     assert lg(lam=1e-3) != lg(lam=1e-2) != q().program_id
     assert O.mlp_chain(32, 6, 4, 4, seed=0).program_id == O.mlp_chain(32, 6, 4, 4, seed=1).program_id
     obj = q()
-    hand_made = Objective(name=obj.name, layout=obj.layout, n_batches=obj.n_batches, x0=obj.x0, data=obj.data,
-                          value_and_grad=lambda d, x, b: obj.value_and_grad(d, x, b), loss=obj.loss)
+    hand_made = Objective(
+        name=obj.name,
+        layout=obj.layout,
+        n_batches=obj.n_batches,
+        x0=obj.x0,
+        data=obj.data,
+        value_and_grad=lambda d, x, b: obj.value_and_grad(d, x, b),
+        loss=obj.loss,
+    )
     assert hand_made.program_id is None  # a function no named builder made: never stored
 
 
@@ -51,8 +58,10 @@ def test_signature_tells_weak_types_and_shapes_apart():
 def _runs(obj):
     """A PD run (the core's program) and a LocalSGD run over two replicas (the sharded program;
     the tests' conftest gives the process 8 host devices, so it spans two of them)."""
-    return (methods.pipedream(obj, schedules.pipedream(4, 10), [0.01, 0.02], seed=1),
-            methods.local_sgd(obj, schedules.local_sgd(4, 8, 2, 2), [0.01], seed=1))
+    return (
+        methods.pipedream(obj, schedules.pipedream(4, 10), [0.01, 0.02], seed=1),
+        methods.local_sgd(obj, schedules.local_sgd(4, 8, 2, 2), [0.01], seed=1),
+    )
 
 
 def _forget_programs():
@@ -164,9 +173,10 @@ def test_a_program_in_jax_cache_is_not_stored_from_there(tmp_path, start):
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", _AFTER_JAX_CACHE, str(tmp_path), start], capture_output=True,
-                         text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", _AFTER_JAX_CACHE, str(tmp_path), start], capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     # .exe files after each pass, then executables loaded and found broken (LocalSGD's two programs)
     expected = "2 2 2 4 0" if start == "empty" else "2 2 0 0 0 2"
-    assert " ".join(out.stdout.split()[-len(expected.split()):]) == expected
+    assert " ".join(out.stdout.split()[-len(expected.split()) :]) == expected

@@ -139,9 +139,7 @@ def test_update_order_is_time_then_stage():
     key = tl.update_time.astype(np.int64) * tl.S + tl.update_stage
     assert np.all(np.diff(key) > 0)
     np.testing.assert_array_equal(tl.b_time[tl.update_mb, tl.update_stage], tl.update_time)
-    assert sorted(zip(tl.update_mb.tolist(), tl.update_stage.tolist())) == [
-        (m, s) for m in range(17) for s in range(5)
-    ]
+    assert sorted(zip(tl.update_mb.tolist(), tl.update_stage.tolist())) == [(m, s) for m in range(17) for s in range(5)]
 
 
 def test_validate_rejects_broken_timelines():
@@ -152,14 +150,18 @@ def test_validate_rejects_broken_timelines():
     early_b[5, 2] = early_b[5, 3]  # B(5, 2) in the same step as B(5, 3)
     bad_f = tl.f_time.copy()
     bad_f[4, 2] = bad_f[4, 1]  # F(4, 2) in the same step as F(4, 1)
-    for f, b, msg in [(swapped, tl.b_time, "order"), (tl.f_time, early_b, "B\\(m, s\\) before"),
-                      (bad_f, tl.b_time, "F\\(m, s\\) before")]:
+    for f, b, msg in [
+        (swapped, tl.b_time, "order"),
+        (tl.f_time, early_b, "B\\(m, s\\) before"),
+        (bad_f, tl.b_time, "F\\(m, s\\) before"),
+    ]:
         broken = schedules.Timeline(kind="pipedream", S=4, N=8, f_time=f, b_time=b, noam=4)
         with pytest.raises(ValueError, match=msg):
             schedules.validate(broken)
     one = schedules.pipedream(1, 2)  # F0 B0 F1 B1 on one machine
-    clash = schedules.Timeline(kind="pipedream", S=1, N=2, f_time=np.array([[0], [1]]),
-                               b_time=one.b_time, noam=1)  # F1 in B0's step
+    clash = schedules.Timeline(
+        kind="pipedream", S=1, N=2, f_time=np.array([[0], [1]]), b_time=one.b_time, noam=1
+    )  # F1 in B0's step
     with pytest.raises(ValueError, match="two ops on one stage in one step"):
         schedules.validate(clash)
     capped = schedules.Timeline(kind="pipedream", S=4, N=8, f_time=tl.f_time, b_time=tl.b_time, noam=2)
@@ -167,14 +169,14 @@ def test_validate_rejects_broken_timelines():
         schedules.validate(capped)
     ls = schedules.local_sgd(3, 12, 3, 2)
     with pytest.raises(ValueError, match="barrier"):
-        schedules.validate(schedules.Timeline(
-            kind="local_sgd", S=3, N=12, f_time=ls.f_time, b_time=ls.b_time, R=3, H=1))
+        schedules.validate(
+            schedules.Timeline(kind="local_sgd", S=3, N=12, f_time=ls.f_time, b_time=ls.b_time, R=3, H=1)
+        )
 
 
 def test_render_ascii():
     assert schedules.render_ascii(schedules.pipedream(2, 2)) == (
-        "machine 1: F1 F2  . B1  . B2\n"
-        "machine 2:  . F1 B1 F2 B2  ."
+        "machine 1: F1 F2  . B1  . B2\nmachine 2:  . F1 B1 F2 B2  ."
     )
 
 

@@ -29,8 +29,9 @@ def test_gpipe_and_1f1b_makespan(S, M, tF, tB):
 @pytest.mark.parametrize("S,M", GRID)
 def test_activations_gpipe_m_1f1b_min(S, M):
     np.testing.assert_array_equal(memory.peak_activations(schedules.gpipe(S, M, M)), M)
-    np.testing.assert_array_equal(memory.peak_activations(schedules.one_f_one_b(S, M, M)),
-                                  np.minimum(S - np.arange(S), M))
+    np.testing.assert_array_equal(
+        memory.peak_activations(schedules.one_f_one_b(S, M, M)), np.minimum(S - np.arange(S), M)
+    )
     np.testing.assert_array_equal(memory.weight_versions(schedules.one_f_one_b(S, M, M)), 1)
 
 
@@ -66,8 +67,18 @@ def test_interleaved_group_size_changes_memory_not_makespan():
         tl = schedules.interleaved(4, 16, 16, 2, group=g)
         assert tl.T == base.T
         assert memory.peak_activations(tl)[0] * 2 == min(32, 2 * 3 + g + 1)
-    assert orders.megatron_table(5, 2, 3) == [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1),
-                                              (3, 0), (4, 0), (3, 1), (4, 1)]  # Megatron's docstring
+    assert orders.megatron_table(5, 2, 3) == [
+        (0, 0),
+        (1, 0),
+        (2, 0),
+        (0, 1),
+        (1, 1),
+        (2, 1),
+        (3, 0),
+        (4, 0),
+        (3, 1),
+        (4, 1),
+    ]  # Megatron's docstring
 
 
 @pytest.mark.parametrize("tF,tI,tW", [(1, 1, 1), (1, 2, 1), (2, 3, 1), (3, 2, 2)])
@@ -134,8 +145,12 @@ def test_local_sgd_holds_r_copies():
 
 
 def test_bubble_conventions_convert():
-    for tl in (schedules.gpipe(4, 16, 16), schedules.zb_h1(4, 16, 16), schedules.pipedream(4, 16),
-               schedules.interleaved(4, 16, 16, 2, CostModel(F=1, B=2, p2p=1))):
+    for tl in (
+        schedules.gpipe(4, 16, 16),
+        schedules.zb_h1(4, 16, 16),
+        schedules.pipedream(4, 16),
+        schedules.interleaved(4, 16, 16, 2, CostModel(F=1, B=2, p2p=1)),
+    ):
         f, r = tl.bubble_ratio(), tl.bubble_overhead()
         assert f == pytest.approx(r / (1 + r))
 
@@ -145,18 +160,21 @@ def test_pipedream_bubble_ratio_unchanged():
     assert tl.bubble_ratio() == pytest.approx(1 - 2 * 10 / tl.T)
 
 
-@pytest.mark.parametrize("call,name", [
-    (lambda: schedules.gpipe(4, 10, 4), "N"),
-    (lambda: schedules.gpipe(0, 4, 4), "S"),
-    (lambda: schedules.one_f_one_b(4, 4, 0), "M"),
-    (lambda: schedules.interleaved(4, 8, 8, 0), "v"),
-    (lambda: schedules.interleaved(4, 8, 8, 2, group=3), "group"),
-    (lambda: schedules.interleaved(4, 10, 10, 2, group=4), "M mod group"),
-    (lambda: schedules.interleaved(4, 2, 2, 2), "group"),
-    (lambda: schedules.zb_h1(4, 8, 4, costs="unit"), "costs"),
-    (lambda: schedules.local_sgd(4, 8, 2, 2, values=-1), "values"),
-    (lambda: schedules.gpipe(10**5, 10**5, 10**5), "too large"),
-])
+@pytest.mark.parametrize(
+    "call,name",
+    [
+        (lambda: schedules.gpipe(4, 10, 4), "N"),
+        (lambda: schedules.gpipe(0, 4, 4), "S"),
+        (lambda: schedules.one_f_one_b(4, 4, 0), "M"),
+        (lambda: schedules.interleaved(4, 8, 8, 0), "v"),
+        (lambda: schedules.interleaved(4, 8, 8, 2, group=3), "group"),
+        (lambda: schedules.interleaved(4, 10, 10, 2, group=4), "M mod group"),
+        (lambda: schedules.interleaved(4, 2, 2, 2), "group"),
+        (lambda: schedules.zb_h1(4, 8, 4, costs="unit"), "costs"),
+        (lambda: schedules.local_sgd(4, 8, 2, 2, values=-1), "values"),
+        (lambda: schedules.gpipe(10**5, 10**5, 10**5), "too large"),
+    ],
+)
 def test_bad_parameters_name_the_field(call, name):
     with pytest.raises((ValueError, TypeError), match=name):
         call()

@@ -23,7 +23,15 @@ def _reference_T(order, n_stages, dur):
 def test_gems_order_is_the_pairwise_rule_and_complete():
     order = frontier.gems_order(4, 4)
     assert [tuple(r[:3]) for r in order[0].tolist()] == [
-        (FWD, 0, 0), (BWD, 0, 0), (FWD, 3, 1), (BWD, 3, 1), (FWD, 0, 2), (BWD, 0, 2), (FWD, 3, 3), (BWD, 3, 3)]
+        (FWD, 0, 0),
+        (BWD, 0, 0),
+        (FWD, 3, 1),
+        (BWD, 3, 1),
+        (FWD, 0, 2),
+        (BWD, 0, 2),
+        (FWD, 3, 3),
+        (BWD, 3, 3),
+    ]
     for D in (2, 4, 6, 8):
         o = frontier.gems_order(D, 2 * D)
         check_complete(o, D, 2 * D)

@@ -198,8 +198,9 @@ def test_dualpipe_v_victarry_reference():
     assert T == 382
 
 
-@pytest.mark.parametrize("f,d,w,fb", [(1, 1, 1, 2), (1, 1, 1, 3), (4, 4, 4, 11), (2, 1, 1, 3),
-                                      (3, 2, 2, 5), (2, 2, 2, 5)])
+@pytest.mark.parametrize(
+    "f,d,w,fb", [(1, 1, 1, 2), (1, 1, 1, 3), (4, 4, 4, 11), (2, 1, 1, 3), (3, 2, 2, 5), (2, 2, 2, 5)]
+)
 @pytest.mark.parametrize("S,M", [(2, 4), (2, 7), (3, 6), (3, 9), (4, 8), (4, 16), (6, 13)])
 def test_dualpipe_v_victarry_formula(S, M, f, d, w, fb):
     """Victarry ``formula.py``: T = (p-1)f + 2pf + (2(m-p)-1+p-1)fb + (2p-1)d + w + 2b + f

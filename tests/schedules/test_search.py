@@ -26,8 +26,10 @@ FULL_B = CostModel(F=2, B=5, p2p=1)  # no split: F and B
 
 def _order(tl):
     t = tl.table
-    return [ops(list(zip(t.kind[t.rank == r].tolist(), t.stage[t.rank == r].tolist(), t.mb[t.rank == r].tolist())))
-            for r in range(tl.S)]
+    return [
+        ops(list(zip(t.kind[t.rank == r].tolist(), t.stage[t.rank == r].tolist(), t.mb[t.rank == r].tolist())))
+        for r in range(tl.S)
+    ]
 
 
 def _objective(tl, objective):
@@ -116,12 +118,15 @@ def brute_force(S, M, costs, cap, objective, split):
     return best
 
 
-@pytest.mark.parametrize("S,M,costs,split", [
-    (2, 2, CostModel(F=1, I=1, W=1, p2p=1), True),
-    (2, 2, CostModel(F=2, I=1, W=3, p2p=1), True),
-    (3, 2, CostModel(F=(1, 2, 1), B=(3, 2, 4), p2p=1), False),
-    (2, 3, CostModel(F=1, B=2, p2p=2), False),
-])
+@pytest.mark.parametrize(
+    "S,M,costs,split",
+    [
+        (2, 2, CostModel(F=1, I=1, W=1, p2p=1), True),
+        (2, 2, CostModel(F=2, I=1, W=3, p2p=1), True),
+        (3, 2, CostModel(F=(1, 2, 1), B=(3, 2, 4), p2p=1), False),
+        (2, 3, CostModel(F=1, B=2, p2p=2), False),
+    ],
+)
 @pytest.mark.parametrize("objective", ["makespan", "period"])
 def test_exact_equals_brute_force_over_every_order(S, M, costs, split, objective):
     for cap in (1, 2):
@@ -157,8 +162,9 @@ def _hand_written(S, M, costs, cap, split):
     return out
 
 
-@pytest.mark.parametrize("costs,split", [(UNIT, True), (ZB4, True), (SKEWED, True), (FULL_B, False),
-                                         (CostModel(F=1, B=2, p2p=1), False)])
+@pytest.mark.parametrize(
+    "costs,split", [(UNIT, True), (ZB4, True), (SKEWED, True), (FULL_B, False), (CostModel(F=1, B=2, p2p=1), False)]
+)
 @pytest.mark.parametrize("objective", ["makespan", "period"])
 def test_exact_le_heuristic_le_every_hand_written_schedule_that_fits(costs, split, objective):
     S, M = 4, 8
@@ -198,8 +204,9 @@ def test_zoo_sail_sg_heuristic_numbers():
 
 
 def test_exact_cut_by_the_time_limit_returns_best_found_and_a_bound():
-    tl = search(8, 32, CostModel(F=1, I=1, W=1, p2p=1), 16, method="exact", objective="period",
-                time_limit=0.5, workers=1)
+    tl = search(
+        8, 32, CostModel(F=1, I=1, W=1, p2p=1), 16, method="exact", objective="period", time_limit=0.5, workers=1
+    )
     info = tl.search_info
     assert_valid(tl, 8, 32, CostModel(F=1, I=1, W=1, p2p=1), 16)
     assert 96 <= info.bound <= info.value == tl.period() <= 111

@@ -53,25 +53,45 @@ def _reference_times(tl, order, costs, split):
     return ref, got
 
 
-@pytest.mark.parametrize("make,split", [
-    (lambda S, M, c: schedules.gpipe(S, M, M, c), False),
-    (lambda S, M, c: schedules.one_f_one_b(S, M, M, c), False),
-    (lambda S, M, c: schedules.interleaved(S, 2 * S, 2 * S, 2, c), False),
-    (lambda S, M, c: schedules.zb_h1(S, M, M, c), True),
-    (lambda S, M, c: schedules.zb_h2(S, M, M, c), True),
-])
+@pytest.mark.parametrize(
+    "make,split",
+    [
+        (lambda S, M, c: schedules.gpipe(S, M, M, c), False),
+        (lambda S, M, c: schedules.one_f_one_b(S, M, M, c), False),
+        (lambda S, M, c: schedules.interleaved(S, 2 * S, 2 * S, 2, c), False),
+        (lambda S, M, c: schedules.zb_h1(S, M, M, c), True),
+        (lambda S, M, c: schedules.zb_h2(S, M, M, c), True),
+    ],
+)
 def test_timer_equals_reference_event_loop(make, split):
     rng = np.random.default_rng(0)
     for S, M in ((2, 3), (4, 8), (5, 7)):
         G = 2 * S if make(S, M, None).n_stages == 2 * S else S
-        kw = dict(I=rng.integers(1, 4, G).tolist(), W=rng.integers(1, 4, G).tolist()) if split else \
-            dict(B=rng.integers(1, 5, G).tolist())
-        costs = CostModel(F=rng.integers(1, 4, G).tolist(), p2p=int(rng.integers(0, 3)),
-                          straggler=(0.3, 2), seed=int(rng.integers(100)), **kw)
+        kw = (
+            dict(I=rng.integers(1, 4, G).tolist(), W=rng.integers(1, 4, G).tolist())
+            if split
+            else dict(B=rng.integers(1, 5, G).tolist())
+        )
+        costs = CostModel(
+            F=rng.integers(1, 4, G).tolist(),
+            p2p=int(rng.integers(0, 3)),
+            straggler=(0.3, 2),
+            seed=int(rng.integers(100)),
+            **kw,
+        )
         tl = make(S, M, costs)
-        order = [np.stack([tl.table.kind[tl.table.rank == r], tl.table.stage[tl.table.rank == r],
-                           tl.table.mb[tl.table.rank == r], tl.table.fused[tl.table.rank == r]], 1)
-                 for r in range(S)]
+        order = [
+            np.stack(
+                [
+                    tl.table.kind[tl.table.rank == r],
+                    tl.table.stage[tl.table.rank == r],
+                    tl.table.mb[tl.table.rank == r],
+                    tl.table.fused[tl.table.rank == r],
+                ],
+                1,
+            )
+            for r in range(S)
+        ]
         ref, got = _reference_times(tl, order, costs, split)
         assert ref == got
 
@@ -120,12 +140,20 @@ def test_straggler_noise_is_seeded():
     assert a.T > clean.T
 
 
-@pytest.mark.parametrize("kwargs,field", [
-    (dict(F=0), "costs.F"), (dict(F=1.5), "costs.F"), (dict(B=[1, -1]), r"costs.B\[1\]"),
-    (dict(I=1), "costs.I and costs.W"), (dict(I=1, W=1, B=3), "costs.B"), (dict(p2p=-1), "costs.p2p"),
-    (dict(allreduce=(1,)), "costs.allreduce"), (dict(straggler=(2.0, 1)), "straggler.p"),
-    (dict(seed=-1), "costs.seed"),
-])
+@pytest.mark.parametrize(
+    "kwargs,field",
+    [
+        (dict(F=0), "costs.F"),
+        (dict(F=1.5), "costs.F"),
+        (dict(B=[1, -1]), r"costs.B\[1\]"),
+        (dict(I=1), "costs.I and costs.W"),
+        (dict(I=1, W=1, B=3), "costs.B"),
+        (dict(p2p=-1), "costs.p2p"),
+        (dict(allreduce=(1,)), "costs.allreduce"),
+        (dict(straggler=(2.0, 1)), "straggler.p"),
+        (dict(seed=-1), "costs.seed"),
+    ],
+)
 def test_cost_model_rejects_bad_fields(kwargs, field):
     with pytest.raises((ValueError, TypeError), match=field):
         CostModel(**kwargs)

@@ -62,8 +62,7 @@ def _placement(name: str, S: int, v: int) -> dict[int, int]:
 
 def test_fixture_set_is_there_and_small():
     names = {_fixture(p)[0] for p in FIXTURE_FILES}
-    assert names == {"gpipe", "1f1b", "zb1p", "interleaved_1f1b", "interleaved_zb", "looped_bfs", "zbv",
-                     "dualpipev"}
+    assert names == {"gpipe", "1f1b", "zb1p", "interleaved_1f1b", "interleaved_zb", "looped_bfs", "zbv", "dualpipev"}
     assert sum(p.stat().st_size for p in FIXTURES.iterdir()) < 200_000
     assert "2.13.0" in (FIXTURES / "README.md").read_text()
 
@@ -201,8 +200,19 @@ ORDERS = {
     # hand-made: fused pairs of every kind, a fused chain of three, a rank with no ops,
     # multi-digit stages and microbatches
     "synthetic": lambda: [
-        ops([(FWD, 0, 0), (FWD, 0, 1), (BWD, 7, 3, 1), (BWD_I, 0, 0), (BWD_W, 0, 0, 1), (FWD, 12, 105),
-             (BWD_I, 3, 2, 1), (BWD, 9, 11, 1), (BWD_W, 4, 0)]),
+        ops(
+            [
+                (FWD, 0, 0),
+                (FWD, 0, 1),
+                (BWD, 7, 3, 1),
+                (BWD_I, 0, 0),
+                (BWD_W, 0, 0, 1),
+                (FWD, 12, 105),
+                (BWD_I, 3, 2, 1),
+                (BWD, 9, 11, 1),
+                (BWD_W, 4, 0),
+            ]
+        ),
         ops([]),
         ops([(BWD_W, 1, 0), (FWD, 1, 1, 1)]),
     ],
@@ -233,8 +243,8 @@ def test_action_strings_follow_torch():
         2: ["(1W0;1F1)OVERLAP_F_B"],
     }
     assert to_csv(ORDERS["synthetic"]()) == (
-        "0F0,(0F1;7B3)OVERLAP_F_B,(0I0;0W0)OVERLAP_F_B,(12F105;3I2;9B11)OVERLAP_F_B,4W0\r\n\r\n"
-        "(1W0;1F1)OVERLAP_F_B\r\n")
+        "0F0,(0F1;7B3)OVERLAP_F_B,(0I0;0W0)OVERLAP_F_B,(12F105;3I2;9B11)OVERLAP_F_B,4W0\r\n\r\n(1W0;1F1)OVERLAP_F_B\r\n"
+    )
 
 
 def test_legacy_names():

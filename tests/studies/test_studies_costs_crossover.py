@@ -15,8 +15,23 @@ from rpd.studies import load, make_config, pd_vs_localsgd, scaling
 from rpd.train import localsgd, methods
 
 GRIDS = dict(pd_gamma_exps=(-5, -2), localsgd_gamma_exps=(-5, -2))
-TINY = dict(quad_S=2, quad_R=2, quad_d=8, quad_n=24, quad_batch_size=4, quad_N=12, quad_H=(2,),
-            log_S_values=(2,), log_T=40, log_n=8, log_d=8, log_seeds=(0,), p2p=(1,), alphas=(0, 8), **GRIDS)
+TINY = dict(
+    quad_S=2,
+    quad_R=2,
+    quad_d=8,
+    quad_n=24,
+    quad_batch_size=4,
+    quad_N=12,
+    quad_H=(2,),
+    log_S_values=(2,),
+    log_T=40,
+    log_n=8,
+    log_d=8,
+    log_seeds=(0,),
+    p2p=(1,),
+    alphas=(0, 8),
+    **GRIDS,
+)
 
 
 @pytest.fixture(scope="module")
@@ -28,11 +43,28 @@ def tiny():
 def test_registry_and_settings_are_e3_and_e6():
     assert load("e11_costs") is study
     full, e3, e6 = study.Config(), pd_vs_localsgd.config_for("e3_nesterov", "full"), scaling.Config()
-    assert (full.quad_S, full.quad_R, full.quad_d, full.quad_n, full.quad_batch_size, full.quad_N, full.quad_mu,
-            full.quad_H, full.quad_tail_frac) == (e3.S, e3.R, e3.d, e3.n, e3.batch_size, e3.N, e3.mu, e3.H, e3.tail_frac)
-    assert (full.log_S_values, full.log_T, full.log_n, full.log_d, full.log_batch_size, full.log_lam,
-            full.log_grad_noise, full.log_H, full.log_tail_frac) == (
-        e6.S_values, e6.T, e6.n, e6.d, e6.batch_size, e6.lam, e6.grad_noise, e6.H, e6.tail_frac)
+    assert (
+        full.quad_S,
+        full.quad_R,
+        full.quad_d,
+        full.quad_n,
+        full.quad_batch_size,
+        full.quad_N,
+        full.quad_mu,
+        full.quad_H,
+        full.quad_tail_frac,
+    ) == (e3.S, e3.R, e3.d, e3.n, e3.batch_size, e3.N, e3.mu, e3.H, e3.tail_frac)
+    assert (
+        full.log_S_values,
+        full.log_T,
+        full.log_n,
+        full.log_d,
+        full.log_batch_size,
+        full.log_lam,
+        full.log_grad_noise,
+        full.log_H,
+        full.log_tail_frac,
+    ) == (e6.S_values, e6.T, e6.n, e6.d, e6.batch_size, e6.lam, e6.grad_noise, e6.H, e6.tail_frac)
     assert (full.pd_gamma_exps, full.localsgd_gamma_exps) == (e3.pd_gamma_exps, e3.localsgd_gamma_exps)
     assert (full.tF, full.tB, full.p2p, full.alphas[0]) == (1, 2, (0, 1), 0)
     quick, e3q = make_config(study.Config, "quick", quick=study.QUICK), pd_vs_localsgd.config_for("e3_nesterov")
@@ -46,8 +78,21 @@ def test_unit_rung_is_e3_and_e6(tiny):
     (E11 selects with the stable rule and cuts at the point after T steps: E3/E6 set so)."""
     cfg, out = tiny
     runs = {r["key"]: r for r in out.summary["runs"]}
-    e3 = pd_vs_localsgd.run(pd_vs_localsgd.Config(objective="nesterov_quadratic", S=2, R=2, d=8, n=24, batch_size=4,
-                                                  N=12, H=(2,), selector="stable", cut="end", **GRIDS))
+    e3 = pd_vs_localsgd.run(
+        pd_vs_localsgd.Config(
+            objective="nesterov_quadratic",
+            S=2,
+            R=2,
+            d=8,
+            n=24,
+            batch_size=4,
+            N=12,
+            H=(2,),
+            selector="stable",
+            cut="end",
+            **GRIDS,
+        )
+    )
     for e in e3.summary["methods"]:
         mine = runs[study.run_key("quadratic", 2, "unit", e["method"].lower(), e["H"])]
         assert mine["gamma_exp"] == e["gamma_exp"] and mine["budget"] == e3.summary["T_cut"]
@@ -70,15 +115,25 @@ def test_budgets_and_timelines_follow_the_cost_model(tiny):
             B = unit_pd if costs is None else schedules.pipedream(2, 12, costs=study.pd_only(costs)).T
         else:
             n_paper = -(-(cfg.log_T - 2 * 2 + 2) // 2)
-            B = cfg.log_T if costs is None else math.ceil(
-                cfg.log_T * schedules.pipedream(2, n_paper, costs=study.pd_only(costs)).T / schedules.pipedream(2, n_paper).T)
+            B = (
+                cfg.log_T
+                if costs is None
+                else math.ceil(
+                    cfg.log_T
+                    * schedules.pipedream(2, n_paper, costs=study.pd_only(costs)).T
+                    / schedules.pipedream(2, n_paper).T
+                )
+            )
         assert r["budget"] == B
         if costs is not None:  # the averaging cost is ⌈α + β·D⌉, D = ⌈d/S⌉
             D = -(-(cfg.quad_d if r["panel"] == "quadratic" else cfg.log_d) // 2)
             assert r["avg_ticks"] == (0 if r["method"] == "pd" else math.ceil(r["alpha"] + cfg.beta * D))
         if r["panel"] == "logistic":  # protocol (ii): the smallest N reaching the budget
-            make = ((lambda n: schedules.pipedream(2, n, costs=study.pd_only(costs))) if r["method"] == "pd" else
-                    (lambda n: schedules.local_sgd(2, n, 2, 5, costs=costs, values=4)))
+            make = (
+                (lambda n: schedules.pipedream(2, n, costs=study.pd_only(costs)))
+                if r["method"] == "pd"
+                else (lambda n: schedules.local_sgd(2, n, 2, 5, costs=costs, values=4))
+            )
             assert r["N"] == simtime.smallest_n_reaching(B, make).N
     # PD never averages: its timeline is the same on every α; LocalSGD's grows by the averaging,
     # once per round: T(α) − T(0) = rounds · (⌈α + βD⌉ − ⌈βD⌉).
@@ -124,7 +179,8 @@ def test_summary_and_crossover_recomputed_from_saved_arrays(tiny):
         mine = [t for t in rows if (t["panel"], t["S"]) == (s["panel"], s["S"]) and t["alpha"] != "unit"]
         assert [t["winner"] for t in mine] == winners
     assert out.summary["claims"][0]["holds"] == all(
-        r["stable"]["winner"] == "PD" for s in out.summary["series"] if s["panel"] == "quadratic" for r in s["rungs"])
+        r["stable"]["winner"] == "PD" for s in out.summary["series"] if s["panel"] == "quadratic" for r in s["rungs"]
+    )
 
 
 def test_crossover_bracket_interpolation_and_flags():
@@ -143,14 +199,20 @@ def test_crossover_bracket_interpolation_and_flags():
     inf = study.crossover(alphas, [1.0] * 4, [0.5, math.inf, math.inf, math.inf])
     assert inf["to"] == "PD" and inf["alpha_hi"] == 4 and inf["alpha_star"] is None
     assert study.crossover_grows([{"S": 2, "crossover": x}, {"S": 4, "crossover": none}], alphas) is None
-    assert study.crossover_grows([{"S": 2, "crossover": x}, {"S": 4, "crossover": study.crossover(
-        alphas, [1.0] * 4, [0.1] * 4)}], alphas) is True  # LocalSGD throughout: beyond the ladder
+    assert (
+        study.crossover_grows(
+            [{"S": 2, "crossover": x}, {"S": 4, "crossover": study.crossover(alphas, [1.0] * 4, [0.1] * 4)}], alphas
+        )
+        is True
+    )  # LocalSGD throughout: beyond the ladder
 
 
 def test_smallest_n_from_a_guess_equals_simtime():
     costs = CostModel(F=1, B=2, p2p=1, allreduce=(16, 0.5))
-    for make in (lambda n: schedules.pipedream(4, n, costs=costs),
-                 lambda n: schedules.local_sgd(4, n, 4, 3, costs=costs, values=8)):
+    for make in (
+        lambda n: schedules.pipedream(4, n, costs=costs),
+        lambda n: schedules.local_sgd(4, n, 4, 3, costs=costs, values=8),
+    ):
         for T in (1, 30, 157, 400):
             want = simtime.smallest_n_reaching(T, make).N
             for guess in (1, 2, want - 1, want, want + 1, 3 * want + 7):

@@ -10,9 +10,21 @@ S = 4
 
 @pytest.fixture(scope="module")
 def out():
-    cfg = make_config(frontier.Config, "full", objectives=("nesterov_quadratic", "mlp_chain"), S_values=(S,),
-                      mb_per_S=8, points=16, n=120, d=16, batch_size=5, mlp_n=64, mlp_width=6, mlp_batch=4,
-                      gamma_exps={"nesterov_quadratic": (-6, -1), "mlp_chain": (-4, 1)})
+    cfg = make_config(
+        frontier.Config,
+        "full",
+        objectives=("nesterov_quadratic", "mlp_chain"),
+        S_values=(S,),
+        mb_per_S=8,
+        points=16,
+        n=120,
+        d=16,
+        batch_size=5,
+        mlp_n=64,
+        mlp_width=6,
+        mlp_batch=4,
+        gamma_exps={"nesterov_quadratic": (-6, -1), "mlp_chain": (-4, 1)},
+    )
     return frontier.run(cfg)
 
 
@@ -72,8 +84,14 @@ def test_pareto_front_and_time_to_target(out):
             cell = [x for x in rows(out, objective, costs).values() if np.isfinite(x["loss_stable"])]
             front = [x for x in cell if x.get("pareto")]
             for x in cell:
-                beaten = [y for y in cell if y["memory"] <= x["memory"] and y["loss_stable"] < x["loss_stable"]
-                          or y["memory"] < x["memory"] and y["loss_stable"] <= x["loss_stable"]]
+                beaten = [
+                    y
+                    for y in cell
+                    if y["memory"] <= x["memory"]
+                    and y["loss_stable"] < x["loss_stable"]
+                    or y["memory"] < x["memory"]
+                    and y["loss_stable"] <= x["loss_stable"]
+                ]
                 assert bool(x.get("pareto")) == (not beaten), x["schedule"]
             assert front
             times = [x["time_to_target"] for x in cell if x.get("time_to_target") is not None]

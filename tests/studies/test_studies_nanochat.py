@@ -16,8 +16,21 @@ from rpd.studies import load
 from rpd.studies import nanochat as study
 from rpd.train import plans
 
-TINY = dict(S=3, R=3, N=12, H=(2,), H_grid=(2,), gamma_exps=(-2, -1), batch_size=4, seq_len=8,
-            width=16, heads=2, heldout_batches=2, heldout_points=8, smooth_window=4)
+TINY = dict(
+    S=3,
+    R=3,
+    N=12,
+    H=(2,),
+    H_grid=(2,),
+    gamma_exps=(-2, -1),
+    batch_size=4,
+    seq_len=8,
+    width=16,
+    heads=2,
+    heldout_batches=2,
+    heldout_points=8,
+    smooth_window=4,
+)
 
 
 def _text() -> str:
@@ -47,7 +60,13 @@ def test_registry_and_paper_size_defaults():
     assert load("e5_nanochat") is study
     full = study.Config()
     assert (full.S, full.R, full.N, full.H, full.H_grid, full.gamma_exps) == (
-        16, 16, 1024, (1, 4, 8), (1, 2, 4, 8, 16), (-5, -1))
+        16,
+        16,
+        1024,
+        (1, 4, 8),
+        (1, 2, 4, 8, 16),
+        (-5, -1),
+    )
     assert (full.batch_size, full.seq_len, full.width, full.heads) == (16, 32, 64, 4)
     with pytest.raises(ValueError, match="subset"):
         study.run(dataclasses.replace(full, H=(3,)))
@@ -149,11 +168,21 @@ def test_selection_uses_the_lm_thresholds_on_the_saved_curves(tiny):
         train = out.arrays[f"{e['key']}_train"]
         t0 = e["first_loss_time"]
         assert t0 == cfg.S - 1 and np.all(np.isnan(train[:, :t0])) and not np.any(np.isnan(train[:, t0:]))
-        sel = tuning.select_gamma(train[:, t0:], out.arrays[f"{e['key']}_gammas"], tail_frac=cfg.tail_frac,
-                                  thresholds=tuning.LM, rule="reference")
+        sel = tuning.select_gamma(
+            train[:, t0:],
+            out.arrays[f"{e['key']}_gammas"],
+            tail_frac=cfg.tail_frac,
+            thresholds=tuning.LM,
+            rule="reference",
+        )
         assert sel.index == e["gamma_index"] and sel.rule == e["rule"] == "reference"
-        strict = tuning.select_gamma(train[:, t0:], out.arrays[f"{e['key']}_gammas"], tail_frac=cfg.tail_frac,
-                                     thresholds=tuning.LM, rule="stable")
+        strict = tuning.select_gamma(
+            train[:, t0:],
+            out.arrays[f"{e['key']}_gammas"],
+            tail_frac=cfg.tail_frac,
+            thresholds=tuning.LM,
+            rule="stable",
+        )
         assert e["by_rule"]["stable"]["gamma_exp"] == tuning.log2_exponent(strict.gamma)
         assert e["by_rule"]["stable"]["rule"] == strict.rule
 

@@ -12,8 +12,7 @@ from rpd.studies import load
 from rpd.studies import pd_vs_localsgd as study
 from rpd.train import methods
 
-TINY = dict(S=2, R=2, d=8, n=24, batch_size=4, N=12, H=(1, 3), pd_gamma_exps=(-5, -2),
-            localsgd_gamma_exps=(-5, -2))
+TINY = dict(S=2, R=2, d=8, n=24, batch_size=4, N=12, H=(1, 3), pd_gamma_exps=(-5, -2), localsgd_gamma_exps=(-5, -2))
 
 
 # the logistic case with gradient noise over two noise seeds and a noise-free sensitivity row
@@ -34,15 +33,27 @@ def test_registry_routes_both_names_here():
 def test_presets_are_the_papers_settings():
     e3, e4 = study.config_for("e3_nesterov", "full"), study.config_for("e4_logistic", "full")
     assert (e3.objective, e3.S, e3.R, e3.d, e3.n, e3.batch_size, e3.N, e3.mu) == (
-        "nesterov_quadratic", 16, 16, 512, 600, 5, 600, 0.01)
+        "nesterov_quadratic",
+        16,
+        16,
+        512,
+        600,
+        5,
+        600,
+        0.01,
+    )
     assert e3.H == (2, 5, 30) and e3.pd_gamma_exps == (-12, -3) and e3.localsgd_gamma_exps == (-8, 2)
     assert e3.tail_frac == 0.2 and e3.selector == "reference" and e3.cut == "authors"
     assert e3.noise_seeds == (0,) and e3.grad_noise == 0 and e3.sensitivity_n is None
     # E4: the setting inferred from the published figure, 5 noise seeds, the old one as sensitivity
     assert (e4.n, e4.batch_size, e4.grad_noise, e4.noise_seeds) == (100, 5, 0.5, (0, 1, 2, 3, 4))
     assert (e4.sensitivity_n, e4.sensitivity_grad_noise) == (600, 0.0)
-    assert dataclasses.replace(e4, objective="nesterov_quadratic", N=600, n=600, grad_noise=0.0, noise_seeds=(0,),
-                               sensitivity_n=None) == e3
+    assert (
+        dataclasses.replace(
+            e4, objective="nesterov_quadratic", N=600, n=600, grad_noise=0.0, noise_seeds=(0,), sensitivity_n=None
+        )
+        == e3
+    )
     assert e4.lam == 1e-4 and e4.N == 400
     assert "inferred from the published figure" in study.setting(e4)
     q4 = study.config_for("e4_logistic", "quick")
@@ -77,8 +88,9 @@ def test_cut_curves_are_prefixes_of_the_full_runs(tiny):
     H = max(cfg.H, key=lambda h: schedules.local_sgd(cfg.S, cfg.N, cfg.R, h).T)  # the most cut
     T = out.summary["T_cut"]
     for i, seed in enumerate(cfg.noise_seeds):
-        full = methods.local_sgd(obj, schedules.local_sgd(cfg.S, cfg.N, cfg.R, H),
-                                 tuning.pow2_grid(*cfg.localsgd_gamma_exps), seed=seed)
+        full = methods.local_sgd(
+            obj, schedules.local_sgd(cfg.S, cfg.N, cfg.R, H), tuning.pow2_grid(*cfg.localsgd_gamma_exps), seed=seed
+        )
         assert full.curve.shape[1] > T + 1
         np.testing.assert_allclose(out.arrays[f"localsgd_H{H}_seed_curves"][i], full.curve[:, :T], rtol=1e-12)
     if len(cfg.noise_seeds) > 1:  # the noise seeds differ, the drawn curve is their mean
@@ -122,8 +134,9 @@ def test_sensitivity_setting_is_reported_beside(tiny):
     if cfg.sensitivity_n is None:
         assert sens is None
         return
-    alone = study.run(dataclasses.replace(cfg, n=cfg.sensitivity_n, grad_noise=0.0, noise_seeds=(0,),
-                                          sensitivity_n=None))
+    alone = study.run(
+        dataclasses.replace(cfg, n=cfg.sensitivity_n, grad_noise=0.0, noise_seeds=(0,), sensitivity_n=None)
+    )
     assert sens["n"] == 16 and sens["grad_noise"] == 0.0 and sens["setting"] == alone.summary["setting"]
     assert [e["f_at_cut"] for e in sens["methods"]] == [e["f_at_cut"] for e in alone.summary["methods"]]
     assert sens["checks"] == alone.summary["checks"]
@@ -134,14 +147,21 @@ def test_claims_count_the_noise_seeds():
     """Verdicts on the seed means; the seeds (each at its own γ) counted beside, by hand:
     H = 5 below PD in seeds 0 and 2 (0.44 < 0.5, 0.5 < 0.6; 0.41 > 0.4), H = 30 worst in
     seeds 0 and 2 (seed 1's worst is H = 2's 0.6)."""
+
     def entry(key, f, seeds):
         return dict(key=key, f_at_cut=f, per_seed=[dict(seed=i, f_at_cut=v) for i, v in enumerate(seeds)])
 
-    entries = [entry("pd", 0.5, [0.5, 0.4, 0.6]), entry("localsgd_H2", 0.6, [0.6, 0.6, 0.6]),
-               entry("localsgd_H5", 0.45, [0.44, 0.41, 0.5]), entry("localsgd_H30", 0.7, [0.7, 0.3, 0.8])]
+    entries = [
+        entry("pd", 0.5, [0.5, 0.4, 0.6]),
+        entry("localsgd_H2", 0.6, [0.6, 0.6, 0.6]),
+        entry("localsgd_H5", 0.45, [0.44, 0.41, 0.5]),
+        entry("localsgd_H30", 0.7, [0.7, 0.3, 0.8]),
+    ]
     h5, h30 = study.claim_checks("logistic_regression", entries)
     assert h5["holds"] and h5["measured"] == "H=5 0.45 vs PD 0.5; holds in 2/3 noise seeds (each at its own γ)"
-    assert h30["holds"] and h30["measured"] == "worst is localsgd_H30 (0.7); holds in 2/3 noise seeds (each at its own γ)"
+    assert (
+        h30["holds"] and h30["measured"] == "worst is localsgd_H30 (0.7); holds in 2/3 noise seeds (each at its own γ)"
+    )
     (e3,) = study.claim_checks("nesterov_quadratic", entries)
     # PD below every LocalSGD: seed 0 (0.44 < 0.5), seed 1 (0.3 < 0.4), seed 2 (0.5 < 0.6) say no
     assert not e3["holds"] and "0/3 noise seeds" in e3["measured"]

@@ -11,8 +11,7 @@ from rpd.analysis import tuning
 from rpd.studies import pd_vs_rpd
 from rpd.train import methods
 
-TINY = dict(S=4, n=64, d=16, batch_size=8, N=24, noam=4, deltas=(0, 6, 14), gamma_exps=(-5, -1),
-            seeds=(0, 1), stride=1)
+TINY = dict(S=4, n=64, d=16, batch_size=8, N=24, noam=4, deltas=(0, 6, 14), gamma_exps=(-5, -1), seeds=(0, 1), stride=1)
 
 
 @pytest.fixture(scope="module")

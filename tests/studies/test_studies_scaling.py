@@ -1,6 +1,5 @@
 """E6 study: protocol (ii) budgets, γ selection recomputed from the saved arrays, figure from disk."""
 
-
 import numpy as np
 import pytest
 
@@ -24,7 +23,14 @@ def test_registry_and_paper_config():
     cfg = study.Config()
     assert cfg.S_values == (2, 4, 8, 16, 32, 64, 128) and cfg.T == 3180
     assert (cfg.n, cfg.d, cfg.batch_size, cfg.lam, cfg.grad_noise, cfg.H, cfg.tail_frac) == (
-        50, 512, 1, 1e-4, 0.5, 5, 0.01)
+        50,
+        512,
+        1,
+        1e-4,
+        0.5,
+        5,
+        0.01,
+    )
     assert cfg.selector == "reference" and cfg.cut == "authors"
 
 
@@ -71,24 +77,31 @@ def test_localsgd_at_T_is_reported_beside_its_own_end(tiny):
     same γ (the full run's point at T)."""
     from rpd import objectives
     from rpd.train import methods
+
     cfg, out = tiny
     e = out.summary["per_S"][0]
     S = e["S"]
-    obj = objectives.logistic_regression(n=cfg.n, d=cfg.d, S=S, batch_size=cfg.batch_size, lam=cfg.lam,
-                                         grad_noise=cfg.grad_noise, seed=cfg.seed)
-    full = methods.local_sgd(obj, schedules.local_sgd(S, e["localsgd_N"], S, cfg.H),
-                             out.arrays["localsgd_gammas"], seed=cfg.seed)
+    obj = objectives.logistic_regression(
+        n=cfg.n, d=cfg.d, S=S, batch_size=cfg.batch_size, lam=cfg.lam, grad_noise=cfg.grad_noise, seed=cfg.seed
+    )
+    full = methods.local_sgd(
+        obj, schedules.local_sgd(S, e["localsgd_N"], S, cfg.H), out.arrays["localsgd_gammas"], seed=cfg.seed
+    )
     j = e["localsgd"]["gamma_index"]
     np.testing.assert_allclose(out.arrays[f"localsgd_S{S}_curves"], full.curve, rtol=1e-12)
     assert e["localsgd"]["at_T"] == pytest.approx(full.curve[j, cfg.T], rel=1e-12)
 
 
 def test_claims_are_trends():
-    """"Improves with S" holds on a falling but non-monotone sequence (the paper's own values
+    """ "Improves with S" holds on a falling but non-monotone sequence (the paper's own values
     are not monotone); "wins for S >= 4" needs every S >= 4."""
     S = np.array([2, 4, 8, 16])
-    arrays = dict(S=S, pd_f_at_T=np.full(4, 1e-2), rpd_f_at_T=np.array([1e-2, 1.2e-2, 0.9e-2, 1e-2]),
-                  localsgd_f_at_T=np.array([1.1e-2, 0.8e-2, 0.85e-2, 0.3e-2]))
+    arrays = dict(
+        S=S,
+        pd_f_at_T=np.full(4, 1e-2),
+        rpd_f_at_T=np.array([1e-2, 1.2e-2, 0.9e-2, 1e-2]),
+        localsgd_f_at_T=np.array([1.1e-2, 0.8e-2, 0.85e-2, 0.3e-2]),
+    )
     c = {x["statement"]: x for x in study.claim_checks(arrays)}
     assert c["PD flat near 1e-2"]["holds"] and c["RPD flat near 1e-2"]["holds"]
     assert c["LocalSGD improves with S (trend)"]["holds"]  # ρ = −0.8, 0.3/1.1

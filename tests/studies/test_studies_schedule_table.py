@@ -14,7 +14,9 @@ def out():
 
 
 def cell(out, name, S, M, costs="B=2F", p2p=0):
-    return next(r for r in out.table if (r["schedule"], r["S"], r["M"], r["costs"], r["p2p"]) == (name, S, M, costs, p2p))
+    return next(
+        r for r in out.table if (r["schedule"], r["S"], r["M"], r["costs"], r["p2p"]) == (name, S, M, costs, p2p)
+    )
 
 
 def test_every_schedule_size_cost_and_latency_is_a_row(out):

@@ -11,8 +11,7 @@ from rpd.analysis import theory, tuning
 from rpd.studies import staleness
 from rpd.train import methods
 
-TINY = staleness.Config(S_values=(2, 4, 8), n=64, d=16, batch_size=8, N=24, gamma_exps=(-7, -3), large_S=4,
-                        n_seeds=2)
+TINY = staleness.Config(S_values=(2, 4, 8), n=64, d=16, batch_size=8, N=24, gamma_exps=(-7, -3), large_S=4, n_seeds=2)
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +35,7 @@ def test_fixed_gamma_is_largest_converging_at_largest_S_and_holds_everywhere(out
 def test_measured_means_equal_a_direct_pd_run(out, seed):
     a, gamma, S = out.arrays, out.summary["gamma"], 4
     obj = objectives.random_quadratic(n=64, d=16, S=S, batch_size=8, seed=seed)  # seed i: data seed 0 + i
-    res = methods.pipedream(obj, schedules.pipedream(S, 24), [gamma], axis="block_update", stride=S,
-                            diag_stride=S + 1)
+    res = methods.pipedream(obj, schedules.pipedream(S, 24), [gamma], axis="block_update", stride=S, diag_stride=S + 1)
     diag = res.traces["diag"][0]
     rows = diag[np.arange(diag.shape[0]) % (S + 1) == 0]
     i = list(a["S"]).index(S)

@@ -25,7 +25,7 @@ def _naive_block_sgd(obj, blocks, batches, reads, gamma):
     per_block = [[np.zeros(int(np.sum(seg == r)))] for r in range(obj.S)]
     for a, b, read in zip(blocks, batches, reads):
         z = np.concatenate([per_block[r][read[r]] for r in range(obj.S)])
-        Xb, yb = X[b * B:(b + 1) * B], y[b * B:(b + 1) * B]
+        Xb, yb = X[b * B : (b + 1) * B], y[b * B : (b + 1) * B]
         g = Xb.T @ (Xb @ z - yb) / B
         x = hist[-1].copy()
         x[seg == a] -= gamma * g[seg == a]
@@ -42,12 +42,18 @@ def test_three_iterations_by_hand():
     X = np.array([[1.0, 1.0], [1.0, -1.0]])
     y = np.array([1.0, 0.0])
     data = dict(obj.data, X=jax.numpy.asarray(X), y=jax.numpy.asarray(y))
-    obj = type(obj)(**{**obj.__dict__, "data": data, "loss": lambda d, x: 0.5 * jax.numpy.mean((d["X"] @ x - d["y"]) ** 2)})
+    obj = type(obj)(
+        **{**obj.__dict__, "data": data, "loss": lambda d, x: 0.5 * jax.numpy.mean((d["X"] @ x - d["y"]) ** 2)}
+    )
     g = 0.5
     plan = plans.UpdatePlan(
-        block=np.array([0, 1, 0], np.int32), batch=np.zeros(3, np.int32),
-        read=np.array([[0, 0], [1, 0], [1, 0]], np.int32), fresh=np.ones(3, bool),
-        slot=np.zeros(3, np.int32), time=np.arange(3, dtype=np.int32))
+        block=np.array([0, 1, 0], np.int32),
+        batch=np.zeros(3, np.int32),
+        read=np.array([[0, 0], [1, 0], [1, 0]], np.int32),
+        fresh=np.ones(3, bool),
+        slot=np.zeros(3, np.int32),
+        time=np.arange(3, dtype=np.int32),
+    )
     res = methods.run_plan(obj, plan, g)
     # grad f(x) = X^T (X x - y) / 2 = (x0 - 1/2, x1 - 1/2) for this X, y.
     # k=0: z=(0,0) -> x0 = 0 - 0.5*(-0.5) = 0.25
@@ -55,8 +61,9 @@ def test_three_iterations_by_hand():
     # k=2: z=(0.25, 0) (block 1 stale) -> x0 = 0.25 - 0.5*(0.25-0.5) = 0.375
     np.testing.assert_allclose(res.x_final[0], [0.375, 0.25], rtol=0, atol=1e-15)
     f = lambda x: 0.5 * np.mean((X @ x - y) ** 2)  # noqa: E731
-    np.testing.assert_allclose(res.curve[0], [f(np.zeros(2)), f(np.array([0.25, 0])),
-                                              f(np.array([0.25, 0.25])), f(np.array([0.375, 0.25]))])
+    np.testing.assert_allclose(
+        res.curve[0], [f(np.zeros(2)), f(np.array([0.25, 0])), f(np.array([0.25, 0.25])), f(np.array([0.375, 0.25]))]
+    )
 
 
 def test_zero_delay_is_block_sgd(quad):
@@ -73,7 +80,9 @@ def test_uniform_delays_match_full_history_reference(quad):
     res = methods.rpd(quad, K, [0.02, 0.05], delta=delta, seed=2)
     plan = plans.rpd_plan(2, K, quad.S, quad.n_batches, delta)
     for gi, g in enumerate([0.02, 0.05]):
-        np.testing.assert_allclose(res.curve[gi], _naive_block_sgd(quad, plan.block, plan.batch, plan.read, g), rtol=1e-12)
+        np.testing.assert_allclose(
+            res.curve[gi], _naive_block_sgd(quad, plan.block, plan.batch, plan.read, g), rtol=1e-12
+        )
     assert res.meta["ring_size"] <= delta + 1
 
 
@@ -106,8 +115,15 @@ def test_rpd_with_pd_plan_reproduces_pd(quad):
 
     tl = schedules.pipedream(quad.S, 15)
     pd = methods.pipedream(quad, tl, 0.05, axis="block_update")
-    r = methods.rpd(quad, tl.K, 0.05, delta=0, delays=delay_table(tl), block_order=tl.update_stage,
-                    batch_order=tl.update_mb % quad.n_batches)
+    r = methods.rpd(
+        quad,
+        tl.K,
+        0.05,
+        delta=0,
+        delays=delay_table(tl),
+        block_order=tl.update_stage,
+        batch_order=tl.update_mb % quad.n_batches,
+    )
     np.testing.assert_allclose(r.curve, pd.curve, rtol=1e-12)
 
 
@@ -215,13 +231,19 @@ def test_the_two_ring_reads_are_the_same_values_bit_for_bit(sizes, velocity):
     horizon = rng.uniform(0, 3, layout.S) if velocity else None
     for _ in range(5):
         version = rng.integers(0, 50, layout.S).astype(np.int32)
-        reads = [jax.jit(read, static_argnums=2)(ring, version, layout, vel, horizon)
-                 for read in (core._gather_slices, core._gather_windows)]
+        reads = [
+            jax.jit(read, static_argnums=2)(ring, version, layout, vel, horizon)
+            for read in (core._gather_slices, core._gather_windows)
+        ]
         assert reads[0].shape == (D,)
         np.testing.assert_array_equal(reads[0], reads[1])
         rows = version % C
-        w = np.concatenate([ring[rows[r], o:o + s] for r, (o, s) in enumerate(zip(layout.offsets, sizes))])
-        hu = np.concatenate([horizon[r] * vel[rows[r], o:o + s] if velocity else np.zeros(s)
-                             for r, (o, s) in enumerate(zip(layout.offsets, sizes))])
+        w = np.concatenate([ring[rows[r], o : o + s] for r, (o, s) in enumerate(zip(layout.offsets, sizes))])
+        hu = np.concatenate(
+            [
+                horizon[r] * vel[rows[r], o : o + s] if velocity else np.zeros(s)
+                for r, (o, s) in enumerate(zip(layout.offsets, sizes))
+            ]
+        )
         # w - h u to one rounding of its terms (XLA may fuse it into a multiply-add)
         assert np.all(np.abs(reads[0] - (w - hu)) <= 2 * np.finfo(float).eps * (np.abs(w) + np.abs(hu)))

@@ -56,12 +56,15 @@ def _optax_loop(obj, tx, N, x0=None):
     return np.asarray(x)
 
 
-@pytest.mark.parametrize("name, reference", [
-    ("momentum", lambda lr: optax.sgd(lr, momentum=0.9)),
-    ("nesterov", lambda lr: optax.sgd(lr, momentum=0.9, nesterov=True)),
-    ("adam", lambda lr: optax.adam(lr, b1=0.9, b2=0.999, eps=1e-8)),
-    ("adamw", lambda lr: optax.adamw(lr, weight_decay=1e-2)),  # torch's decay, pinned (optax's is 1e-4)
-])
+@pytest.mark.parametrize(
+    "name, reference",
+    [
+        ("momentum", lambda lr: optax.sgd(lr, momentum=0.9)),
+        ("nesterov", lambda lr: optax.sgd(lr, momentum=0.9, nesterov=True)),
+        ("adam", lambda lr: optax.adam(lr, b1=0.9, b2=0.999, eps=1e-8)),
+        ("adamw", lambda lr: optax.adamw(lr, weight_decay=1e-2)),  # torch's decay, pinned (optax's is 1e-4)
+    ],
+)
 def test_zero_delay_equals_optax_loop(quad, name, reference):
     """Minibatch SGD's plan (every block updated each step from one fresh gradient): each block's
     state advances once per step, so the blocks together are optax's own loop on the whole x."""
@@ -115,8 +118,13 @@ def _replay_pd(obj, tl, tx):
     x = np.asarray(obj.x0).copy()
     states = [tx.init(x[blk]) for blk in blocks]
     stash = {}
-    events = sorted([(int(t), s, kind, m) for kind, times in ((FWD, tl.f_time), (BWD, tl.b_time))
-                     for (m, s), t in np.ndenumerate(times)])
+    events = sorted(
+        [
+            (int(t), s, kind, m)
+            for kind, times in ((FWD, tl.f_time), (BWD, tl.b_time))
+            for (m, s), t in np.ndenumerate(times)
+        ]
+    )
     for _, s, kind, m in events:
         if kind == FWD:
             stash.setdefault(m, np.zeros(obj.D))[blocks[s]] = x[blocks[s]]
@@ -127,10 +135,13 @@ def _replay_pd(obj, tl, tx):
     return x
 
 
-@pytest.mark.parametrize("name, reference", [
-    ("momentum", lambda lr: optax.sgd(lr, momentum=0.9)),
-    ("adam", lambda lr: optax.adam(lr)),
-])
+@pytest.mark.parametrize(
+    "name, reference",
+    [
+        ("momentum", lambda lr: optax.sgd(lr, momentum=0.9)),
+        ("adam", lambda lr: optax.adam(lr)),
+    ],
+)
 def test_pipedream_equals_the_literal_replay(quad, name, reference):
     """The core's plan (shared stashed gradients, updates in (time, stage) order) against the op-by-op
     replay: the state advances at each B in arrival order, never stashed with the weights."""

@@ -68,7 +68,7 @@ def test_synchronous_updates_land_at_the_stage_last_backward():
     for k in range(len(plan.block)):
         flush = plan.read[k, 0]
         s = plan.block[k]
-        assert plan.time[k] == tl.b_time[flush * M: (flush + 1) * M, s].max()
+        assert plan.time[k] == tl.b_time[flush * M : (flush + 1) * M, s].max()
     assert sorted(plan.read[:, 0]) == list(q)  # one update per block per flush
     assert np.all(np.diff(plan.time) >= 0) and plan.n_micro == M and plan.fresh.sum() == N // M
     assert np.all(plan.batch[plan.fresh] == (np.arange(N // M) * M) % 10)
@@ -78,8 +78,9 @@ def test_chunked_schedule_on_one_block_per_stage(quad):
     """Interleaved with v = 2 on an objective of S*v blocks: same SGD iterates."""
     obj = objectives.random_quadratic(n=240, d=24, S=2 * S, batch_size=5, seed=0)
     tl = schedules.interleaved(S, N, M, 2)
-    np.testing.assert_allclose(methods.train(obj, tl, [GAMMA]).x_final[0], _minibatch_sgd(obj, GAMMA, N // M),
-                               atol=1e-13)
+    np.testing.assert_allclose(
+        methods.train(obj, tl, [GAMMA]).x_final[0], _minibatch_sgd(obj, GAMMA, N // M), atol=1e-13
+    )
     with pytest.raises(ValueError, match="blocks"):
         methods.train(objectives.random_quadratic(n=240, d=24, S=3, batch_size=5), tl, [GAMMA])
 
@@ -161,6 +162,7 @@ def test_bad_options_name_the_option(quad):
     with pytest.raises(ValueError, match="chain"):
         lm_like = objectives.random_quadratic(n=240, d=24, S=S, batch_size=5)
         import dataclasses
+
         methods.train(dataclasses.replace(lm_like, chain=None), schedules.pipemare(S, N), [GAMMA])
 
 
@@ -183,8 +185,9 @@ def _whole_two_point(plan):
     return plan._replace(fresh=np.ones(K, bool), slot=np.zeros(K, np.int32))
 
 
-@pytest.mark.parametrize("opts", [{}, {"t1": True}, {"t2": True}, {"predict": True}],
-                         ids=["plain", "t1", "t2", "predict"])
+@pytest.mark.parametrize(
+    "opts", [{}, {"t1": True}, {"t2": True}, {"predict": True}], ids=["plain", "t1", "t2", "predict"]
+)
 def test_pipemare_stage_wise_equals_the_whole_two_point_gradient(mlp, opts):
     """One stage's backward per update, on the microbatch's kept activations, is the gradient
     of a whole two-point chain pass per update."""
