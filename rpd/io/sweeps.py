@@ -12,7 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 from rpd.io import store
+from rpd.results import Result
 
 JOB_LINK = "result.json"  # in a hydra job's output directory: which stored run the job produced
 SWEEP_COLUMNS = (
@@ -212,6 +215,35 @@ def load_sweep(path: str | os.PathLike, **filters):
         df[col] = df[col].astype("Int64")
     df["skipped"] = df["skipped"].fillna(False).astype(bool)
     return filter_sweep(df, **filters)
+
+
+def load_result(row) -> Result:
+    """The stored run of one table row (a ``load_sweep`` row, its ``result`` path, or a run
+    directory) as a :class:`~rpd.results.Result`: the curve is the seeds' mean [G, P] on the
+    run's time axis (``sim_time`` when it has one, else ``block_update``), every per-update trace
+    as stored, γ, and the run's config and summary in ``meta``. Final iterates are not stored
+    (``x_final`` is empty)."""
+    where = getattr(row, "result", None) or (row.get("result") if isinstance(row, dict) else row)
+    if where is None or (isinstance(where, float) and math.isnan(where)):
+        raise ValueError("this row has no stored run (its job failed before storing one)")
+    run = store.load_run(where)
+    c, s = run.curves, run.summary
+    if s.get("metric") not in c:
+        raise ValueError(f"{run.path} holds no curves (status {run.status}: {run.error})")
+    axis_name = "sim_time" if "axis/sim_time" in c else "block_update"
+    curve = np.asarray(c[s["metric"]], np.float64).mean(axis=0)
+    gammas = np.asarray(c["gammas"], np.float64)
+    traces = {k.split("/", 1)[1]: np.asarray(v) for k, v in c.items() if k.startswith("trace/")}
+    return Result(
+        method=str(s.get("method")),
+        gammas=gammas,
+        axis=np.asarray(c[f"axis/{axis_name}"]),
+        axis_name=axis_name,
+        curve=curve,
+        traces=traces,
+        x_final=np.zeros((len(gammas), 0)),
+        meta={"config": run.config, "summary": s, "status": run.status, "path": str(run.path)},
+    )
 
 
 def filter_sweep(df, **filters):

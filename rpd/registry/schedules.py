@@ -179,10 +179,13 @@ def check_schedule(
             check_int(f"{prefix}{f}", value)
     if entry.flush and p.T is None and p.N % p.M:
         raise ValueError(f"{prefix}N must be a whole number of flushes of {prefix}M microbatches, got N={p.N}, M={p.M}")
+    n = p.M if entry.flush else 1
     try:
-        return _make(entry, p, p.M if entry.flush else 1, costs, values)
+        return _make(entry, p, n, costs, values)
     except (ValueError, TypeError) as exc:
         message = _qualify(str(exc), entry, prefix)
+        if n != params.N:  # the smallest instance's N is not the user's: say what it means
+            message = message.replace(f", {prefix}N={n}", f" with only {n} microbatch{'es' if n > 1 else ''}")
         raise type(exc)(message if message.startswith(name) else f"schedule {name}: {message}") from exc
 
 

@@ -120,7 +120,10 @@ BAD = [
     (["costs.p2p=one"], "costs.p2p"),
     (["+method.gama_hi=3"], "unknown config key method.gama_hi: valid keys in method are batch_order,"),
     (["+schedule.SS=4"], "unknown config key schedule.SS: valid keys in schedule are H, M, N, R, S, T,"),
-    (["+foo=1"], "unknown config key foo: valid keys at the top level are T_rule, compare, compare_T, costs, experiment_name,"),
+    (
+        ["+foo=1"],
+        "unknown config key foo: valid keys at the top level are T_rule, compare, compare_T, costs, experiment_name,",
+    ),
     (["+costs.F2=1"], "unknown config key costs.F2"),
     (["method.gamma_hi=2000"], "method.gamma_hi must be <= 1023 (2^method.gamma_hi must be a finite float64)"),
     (["method.gamma_lo=-2000"], "method.gamma_lo must be >= -1074"),

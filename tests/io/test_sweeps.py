@@ -135,3 +135,18 @@ def test_sweep_counts_and_swept():
     )
     assert sweeps.sweep_counts(df) == {"total": 5, "done": 2, "skipped": 1, "failed": 2}
     assert sweeps.swept(["a=1 b=2 c=3", "a=2 b=2 c=3"]) == ["a=1", "a=2"]
+
+
+def test_a_row_reopens_as_its_result(e3_sweep):
+    """Issue 26, item 7: any row of a sweep table is its Result again."""
+    tmp, _ = e3_sweep
+    df = sweeps.load_sweep(tmp / "multirun")
+    for row in df.itertuples():
+        res = sweeps.load_result(row)
+        run = store.load_run(row.result)
+        assert res.axis_name == "sim_time" and res.axis[-1] <= row.T
+        assert res.curve.shape == (len(res.gammas), len(res.axis))
+        assert res.curve[run.summary["tuning/index"], -1] == pytest.approx(row.final_selected, rel=1e-12)
+        assert res.method == row.method and res.meta["status"] == row.status
+    with pytest.raises(ValueError, match="no stored run"):
+        sweeps.load_result({"result": None})
