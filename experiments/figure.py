@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -43,7 +44,7 @@ from rpd.results import StudyOutput
 from rpd.runtime import compile_cache
 from rpd.runtime.interrupt import run_main
 from rpd.studies import make_config
-from rpd.validation import qualify
+from rpd.validation import check_int, qualify
 
 
 class StudyNotAvailable(ImportError):
@@ -100,6 +101,10 @@ def resolve(name: str) -> SimpleNamespace:
 OVERRIDES = "study.overrides."
 
 
+# fields that are sizes (a stage count, microbatches, examples, dimensions, ...): at least 1
+_SIZE = re.compile(r"(^|_)(S|N|n|d|K|H|R|M|T|D|batch_size|width|heads|seq_len)$")
+
+
 def check_overrides(study: SimpleNamespace, overrides: dict) -> None:
     """Each override names a field of the study's ``Config`` and has its default's kind: a bool,
     an integer, a number, a string, or a non-empty list where the default is non-empty. Errors
@@ -127,6 +132,8 @@ def check_overrides(study: SimpleNamespace, overrides: dict) -> None:
             ok = True
         if not ok:
             raise TypeError(f"{name} must be like its default {default!r}, got {value!r}")
+        if _SIZE.search(key) and isinstance(default, int) and default >= 1 and isinstance(value, int):
+            check_int(f"study.{key}", value)  # a size (S, N, n, d, ...): refused before the study starts
 
 
 def study_config(study: SimpleNamespace, size: str, overrides: dict | None = None):
@@ -359,9 +366,12 @@ register_studies()
 
 @hydra.main(version_base="1.3", config_path="../configs", config_name="figure")
 def main(cfg: DictConfig) -> None:
-
     compile_cache.enable()  # ~/.cache/rpd/jax ($RPD_CACHE, $RPD_JAX_CACHE); RPD_JAX_CACHE=0: off
-    run_and_report(cfg)
+    try:
+        store.check_root(cfg.results_root)
+        run_and_report(cfg)
+    except (ValueError, TypeError) as exc:  # bad input, refused before the study starts
+        checks.refuse(exc)
 
 
 if __name__ == "__main__":

@@ -202,3 +202,13 @@ def test_quick_figures_are_not_tracked():
     for path in ("paper_figures/quick/e3_nesterov.png", "paper_figures/quick/MANIFEST.json"):
         assert subprocess.run(git + ["check-ignore", "-q", path]).returncode == 0, path
     assert subprocess.run(git + ["check-ignore", "-q", "paper_figures/e3_nesterov.png"]).returncode == 1
+
+
+def test_a_study_size_below_one_is_refused_before_the_study_starts():
+    """Issue 34, item 6: study.S=0 is refused when the config is made, naming study.S."""
+    e1 = F.resolve("e1_pd_vs_rpd")
+    with pytest.raises(ValueError, match=r"^study\.S must be >= 1, got 0$"):
+        F.study_config(e1, "quick", {"S": 0})
+    with pytest.raises(ValueError, match=r"^study\.log_T must be >= 1, got -5$"):
+        F.study_config(F.resolve("e11_costs"), "quick", {"log_T": -5})
+    assert F.study_config(e1, "quick", {"S": 2}).S == 2
