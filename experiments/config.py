@@ -67,7 +67,7 @@ class Selector(enum.Enum):
 
 
 class Compare(enum.Enum):
-    equal_time = "equal_time"  # every row of a sweep ends at one simulated time T (the default)
+    equal_time = "equal_time"  # every row of a sweep is read at one simulated time T (the default)
     equal_n = "equal_n"  # every row after N microbatches, its own time (the paper's protocol)
 
 

@@ -85,8 +85,8 @@ def _barrier_fields(kind: str, group_end) -> dict:
 
 
 def order_of(tl: Timeline) -> Order:
-    """The per-rank op order of a one-stage-per-rank timeline (PD, LocalSGD): each stage's F
-    and B sorted by the tick they run at."""
+    """The per-rank op order of a one-stage-per-rank timeline (PD, LocalSGD, a searched one):
+    each rank's ops in the order its table holds them, the tick they run at."""
     t = tl.table
     return [
         np.stack(

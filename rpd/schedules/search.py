@@ -33,7 +33,7 @@ import time
 import numpy as np
 
 from rpd.schedules import orders
-from rpd.schedules.build import timed
+from rpd.schedules.build import order_of, timed
 from rpd.schedules.costs import CostModel
 from rpd.schedules.ir import BWD, BWD_I, BWD_W, Order, concat, ops, shift_mb
 from rpd.schedules.search_exact import solve
@@ -152,7 +152,7 @@ def searched(
     if N == M:
         return one
     p = _problem(S, M, costs, one.search_info.memory_cap, one.search_info.objective, True)
-    return _timeline(p, _order_of(one), one.search_info, flushes=N // M)
+    return _timeline(p, order_of(one), one.search_info, flushes=N // M)
 
 
 @functools.lru_cache(maxsize=32)
@@ -294,23 +294,6 @@ def _timeline(p: Problem, order: Order, info: SearchInfo, flushes: int = 1) -> S
     )
     fields = {f.name: getattr(tl, f.name) for f in dataclasses.fields(Timeline)}
     return SearchedTimeline(**fields, search_info=info)
-
-
-def _order_of(tl: Timeline) -> Order:
-    """The per-rank op order of a searched timeline (its table is rank-major in run order)."""
-    t = tl.table
-    return [
-        np.stack(
-            [
-                t.kind[t.rank == r],
-                t.stage[t.rank == r],
-                t.mb[t.rank == r],
-                np.zeros(int(np.sum(t.rank == r)), np.int32),
-            ],
-            axis=1,
-        ).astype(np.int32)
-        for r in range(tl.S)
-    ]
 
 
 __all__ = [
