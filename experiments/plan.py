@@ -38,6 +38,7 @@ from rpd.model import layers
 from rpd.model.partition import partition_model
 from rpd.model.plan import format_table, plan, to_json
 from rpd.model.profile import load_profile
+from rpd.plotting.plan import frontier_figure
 from rpd.runtime.interrupt import run_main
 from rpd.validation import check_int
 
@@ -238,40 +239,14 @@ def run(cfg) -> dict:
         Path(cfg.out).write_text(json.dumps(out, indent=1))
         print(f"wrote {cfg.out}")
     if cfg.figure:
-        frontier_figure(rows, cfg.figure, title=f"{model.name} on {cfg.pipeline.S} x {hw.name}")
+        points = [
+            (max(r.peak_bytes) / 2**30, r.step_time_s * 1e3 / r.M, r.schedule, r.M, bool(r.fits))
+            for r in rows
+            if r.error is None
+        ]
+        frontier_figure(points, cfg.figure, title=f"{model.name} on {cfg.pipeline.S} x {hw.name}")
         print(f"wrote {cfg.figure}")
     return out
-
-
-def frontier_figure(rows, path: str, title: str = "") -> None:
-    """Step time per microbatch (so rows of different M compare) against the worst rank's peak
-    GiB, one point per row; the frontier (no row both faster and smaller) joined."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    pts = [
-        (max(r.peak_bytes) / 2**30, r.step_time_s * 1e3 / r.M, f"{r.schedule} M={r.M}") for r in rows if r.error is None
-    ]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for x, y, label in pts:
-        ax.scatter(x, y, s=18)
-        ax.annotate(label, (x, y), fontsize=7, xytext=(3, 2), textcoords="offset points")
-    front, best = [], float("inf")
-    for x, y, _ in sorted(pts):
-        if y < best:
-            front.append((x, y))
-            best = y
-    if front:
-        ax.step(*zip(*front), where="post", color="k", lw=1, label="frontier")
-        ax.legend()
-    ax.set_xlabel("peak GiB (worst rank)")
-    ax.set_ylabel("step time per microbatch (ms)")
-    ax.set_title(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
 
 
 @hydra.main(version_base="1.3", config_path="../configs", config_name="plan")
