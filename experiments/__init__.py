@@ -7,6 +7,7 @@ import sys
 
 
 def _exit_now(signum, frame):  # pragma: no cover - only until rpd.runtime.interrupt replaces it below
+    os.write(2, b"\ninterrupted (Ctrl-C) while starting: nothing was run or stored\n")
     os._exit(130)
 
 

@@ -205,3 +205,20 @@ def test_ctrl_c_ends_the_figure_worker_processes_too(tmp_path):
         time.sleep(0.1)
     assert not [p for p in workers if _alive(p)], "figure workers outlived the script"
     assert list(store.iter_runs(results)) == []  # nothing finished, nothing readable
+
+
+def test_ctrl_c_while_the_entry_point_imports_is_one_line_and_130(tmp_path):
+    """Issue 34, item 1: Ctrl-C in the first second (hydra and JAX importing) exits 130 with one
+    line, never a KeyboardInterrupt traceback."""
+    for delay in (0.3, 0.8):
+        with _running(["-m", "experiments.train", "--help"], tmp_path) as proc:
+            time.sleep(delay)
+            if proc.poll() is not None:  # imported and done before the signal: nothing to test
+                continue
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+        assert proc.returncode == interrupt.EXIT_INTERRUPTED, err[-2000:]
+        assert "Traceback" not in err and err.strip() in (
+            interrupt.MESSAGE,
+            "interrupted (Ctrl-C) while starting: nothing was run or stored",
+        )
