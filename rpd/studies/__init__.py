@@ -31,6 +31,7 @@ REGISTRY = {
     "e9_frontier": "rpd.studies.schedule_table",
     "e10_frontier": "rpd.studies.frontier",
     "e11_costs": "rpd.studies.costs_crossover",
+    "e14_search": "rpd.studies.search",
     "staleness_scaling": "rpd.studies.staleness",
 }
 

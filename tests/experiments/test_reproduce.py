@@ -158,7 +158,7 @@ def test_study_config_overrides_and_unknown_fields(fakes):
 def test_only_selects_figures_by_tag_or_name():
     assert R.select("e3,e1") == ["e1_pd_vs_rpd", "e3_nesterov"]
     assert R.select("staleness_scaling,e6_scaling") == ["e6_scaling", "staleness_scaling"]
-    assert R.select(None) == list(R.FIGURES) and len(R.FIGURES) == 12
+    assert R.select(None) == list(R.FIGURES) and len(R.FIGURES) == 13
     assert R.select("e9") == ["e9_frontier"]
     with pytest.raises(SystemExit, match="e12"):
         R.select("e1,e12")
