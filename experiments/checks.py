@@ -190,6 +190,8 @@ def _check_values(cfg) -> None:
     if cfg.logger.mode is not None:  # fail before the job, not when logging after it
         check_choice("logger.mode", cfg.logger.mode, MODES)
     check_real("logger.init_timeout", cfg.logger.init_timeout)
+    if getattr(cfg, "compare_T", None) is not None:
+        check_int("compare_T", cfg.compare_T)
     run_spec(cfg)  # the schedule, its costs and the method's options, through rpd.registry
 
     name = check_choice("objective.name", _value(o.name), [x.value for x in ObjectiveName])

@@ -133,6 +133,11 @@ def train(cfg) -> tuple[dict, dict, str]:
     obj = checks.build_objective(cfg.objective, cfg.schedule.S)
     lm = obj.name == "nanochat"
     results, sim_time, block_update, extra = [], None, None, {}
+    if cfg.compare_T is not None and spec.pipeline.timeline(obj).T < cfg.compare_T:
+        raise ValueError(
+            f"compare_T={cfg.compare_T} is beyond this row's timeline "
+            f"({spec.pipeline.timeline(obj).T} ticks for schedule.N={cfg.schedule.N}): raise schedule.N"
+        )
     for seed in cfg.method.seeds:
         out = registry.run(spec, obj, grid, int(seed))
         results.append(out.result)
