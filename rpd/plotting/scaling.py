@@ -16,7 +16,7 @@ def figure(out: StudyOutput, path, methods: tuple[str, ...]) -> None:
     """f − f* at the time budget against S (log-log), each method at its selected γ per S
     (solid), and the lowest final value over its γ grid (dotted diagnostic); PNG and PDF."""
     with paper_style():
-        _draw(out.arrays, out.summary, path)
+        _draw(out.arrays, out.summary, path, methods)
 
 
 def _draw(a: dict, s: dict, path, methods: tuple[str, ...]) -> None:
