@@ -89,7 +89,7 @@ def cases() -> list[tuple[str, list[str], str]]:
         ("objective.d", "10000000"),
         ("method.gamma_lo", "5 method.gammas=null"),
         ("schedule.M", "0 schedule=gpipe"),
-        ("schedule.S", "3 schedule=chimera"),
+        ("schedule.S", "3 schedule=chimera method=pipeline"),
         ("schedule.v", "0 schedule=interleaved"),
         ("method.delta", "-1 method=rpd"),
         ("schedule.H", "0 method=localsgd"),
