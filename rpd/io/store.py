@@ -98,7 +98,8 @@ def config_hash(config: Mapping) -> str:
 
 def check_root(root: str | os.PathLike, field: str = "results_root") -> bool:
     """A results root, checked before any work: an existing directory, or one that can be
-    created. Returns whether it can be written (False: read-only, whose complete runs can still
+    created (it is made and removed again, so nothing is left if the run is refused later).
+    Returns whether it can be written (False: read-only, whose complete runs can still
     be read and reused). Raises ValueError naming ``field`` otherwise."""
     root = Path(root)
     existing = root
@@ -110,8 +111,11 @@ def check_root(root: str | os.PathLike, field: str = "results_root") -> bool:
         raise ValueError(f"{field}={root} cannot be a results store: {existing} is not a directory")
     if existing == root:
         return os.access(root, os.W_OK | os.X_OK)
-    try:
+    made = [p for p in (root, *root.parents) if p != existing and existing in p.parents]
+    try:  # created to prove it can be, then removed again: a refusal later leaves nothing behind
         root.mkdir(parents=True, exist_ok=True)
+        for p in made:  # deepest first
+            p.rmdir()
     except OSError as err:
         raise ValueError(f"{field}={root} does not exist and cannot be created ({err.strerror or err})") from None
     return True

@@ -122,7 +122,7 @@ def test_check_root_names_the_field_and_creates_a_missing_root(tmp_path):
         store.check_root(tmp_path / "file" / "sub")
     with pytest.raises(ValueError, match=r"^out=/proc/rpd_missing does not exist and cannot be created"):
         store.check_root("/proc/rpd_missing", field="out")
-    assert store.check_root(tmp_path / "new" / "root") is True and (tmp_path / "new" / "root").is_dir()
+    assert store.check_root(tmp_path / "new" / "root") is True and not (tmp_path / "new").exists()  # nothing left
 
 
 def test_broken_entries_are_listed_corrupt_and_rewritten(tmp_path):
