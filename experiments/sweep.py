@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments import checks
 from experiments import config as C
+from experiments import objectives as objective_of
 from rpd.io import store, sweeps
 
 EQUAL_TIME = "equal_time.json"  # in a sweep directory: the one simulated time T of its rows
@@ -117,7 +118,7 @@ def sweep_time(cfgs) -> int | None:
         checks.validate(c)
         pipeline = checks.run_spec(c).pipeline
         averaging = c.costs.allreduce_alpha or c.costs.allreduce_beta
-        obj = checks.build_objective(c.objective, c.schedule.S) if averaging else None
+        obj = objective_of.build_objective(c.objective, c.schedule.S) if averaging else None
         T = int(pipeline.timeline(obj).T)
         shortest = T if shortest is None else min(shortest, T)
     return shortest

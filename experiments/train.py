@@ -35,6 +35,7 @@ from omegaconf import DictConfig
 
 from experiments import checks, sweep, wandb_log
 from experiments import config as C
+from experiments import objectives as objective_of
 from rpd import registry
 from rpd.analysis import simtime, tuning
 from rpd.io import provenance, store, tracking
@@ -130,7 +131,7 @@ def train(cfg) -> tuple[dict, dict, str]:
     t0 = time.perf_counter()
     grid = checks.gammas(cfg.method)
     spec = checks.run_spec(cfg)
-    obj = checks.build_objective(cfg.objective, cfg.schedule.S)
+    obj = objective_of.build_objective(cfg.objective, cfg.schedule.S)
     lm = obj.name == "nanochat"
     results, sim_time, block_update, extra = [], None, None, {}
     if cfg.compare_T is not None and spec.pipeline.timeline(obj).T < cfg.compare_T:

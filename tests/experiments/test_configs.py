@@ -14,6 +14,7 @@ from hydra_helpers import compose as _compose
 from experiments import checks, train
 from experiments import config as C
 from experiments import figure as F
+from experiments import objectives as objective_of
 from rpd import studies
 from rpd.io import store, sweeps
 from rpd.studies import delay_law
@@ -212,7 +213,7 @@ def test_failed_run_is_recorded_and_rerun(tmp_path, monkeypatch):
     def boom(o, S):
         raise RuntimeError("objective exploded")
 
-    monkeypatch.setattr(checks, "build_objective", boom)
+    monkeypatch.setattr(objective_of, "build_objective", boom)
     cfg = _compose([f"results_root={tmp_path}", *TINY_LINEAR])
     out = train.run(cfg)
     assert out.status == "failed" and "objective exploded" in out.error

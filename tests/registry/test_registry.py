@@ -12,6 +12,7 @@ from hydra_helpers import compose
 
 from experiments import checks, train
 from experiments import config as C
+from experiments import objectives as objective_of
 from rpd import objectives, registry, schedules
 from rpd.analysis import simtime
 from rpd.analysis.theory import pd_delta
@@ -124,7 +125,7 @@ BAD = [  # (overrides, text the error must contain); the defaults are S = 8, N =
 
 @pytest.mark.parametrize("overrides,text", BAD, ids=[" ".join(o) for o, _ in BAD])
 def test_bad_schedule_fields_fail_before_any_work_naming_the_field(overrides, text, tmp_path, monkeypatch):
-    monkeypatch.setattr(checks, "build_objective", lambda *a: pytest.fail("an objective was built"))
+    monkeypatch.setattr(objective_of, "build_objective", lambda *a: pytest.fail("an objective was built"))
     with pytest.raises(Exception) as info:
         train.run(_compose_raw([f"results_root={tmp_path}", *overrides]))
     chain, exc = "", info.value
