@@ -152,14 +152,28 @@ def zb_h1(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeline:
 
 
 def zb_h2(
-    S: int, N: int, M: int, costs: CostModel | None = None, overlapped: bool = False, max_pending=None
+    S: int,
+    N: int,
+    M: int,
+    costs: CostModel | None = None,
+    overlapped: bool = False,
+    max_pending=None,
+    max_held: int | None = None,
 ) -> Timeline:
-    """ZB-H2 by the greedy rule with the 2p memory cap (ZOO.md §3.7). Per-rank span 3M iff
+    """ZB-H2 by the greedy rule with the 2p memory cap (ZOO.md §3.7; at most ``max_held``,
+    default 2S, microbatches F-not-W per rank, W residues included). Per-rank span 3M iff
     M >= 2S - 1 at unit costs, but T_flush = 3M + S - 1 as ZB-H1: the gain needs
     ``overlapped=True`` (no barrier between flushes, optimizer post-validation)."""
     S, N, M = _check(S, N, M, per_mb=3)
     return _flushes(
-        "zb_h2", orders.zb_h2_order(S, M, max_pending), S, N, M, costs, split=True, overlapped=bool(overlapped)
+        "zb_h2",
+        orders.zb_h2_order(S, M, max_pending, max_held),
+        S,
+        N,
+        M,
+        costs,
+        split=True,
+        overlapped=bool(overlapped),
     )
 
 

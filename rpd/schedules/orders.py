@@ -103,16 +103,21 @@ def zb_h1_order(S: int, M: int) -> Order:
     return out
 
 
-def zb_h2_order(S: int, M: int, max_pending: np.ndarray | None = None) -> Order:
+def zb_h2_order(S: int, M: int, max_pending: np.ndarray | None = None, max_held: int | None = None) -> Order:
     """ZB-H2 by ZOO.md §3.7's greedy rule at unit costs (F = I = W = 1): at every tick each rank
     runs, from the state at the tick's start,
       1. I of its oldest un-I'd microbatch if ready; else
-      2. F of its next microbatch if ready and fewer than ``max_pending[r]`` microbatches are
-         F-not-I (default 2(S-1-r) + 1, the 2p memory cap of sail-sg's heuristic); else
+      2. F of its next microbatch if ready, fewer than ``max_pending[r]`` microbatches are
+         F-not-I (default 2(S-1-r) + 1, the warm-up of sail-sg's heuristic) and fewer than
+         ``max_held`` are F-not-W (default 2S: sail-sg's ``max_mem = 2p·mem_f`` counts an
+         activation until its W frees it, so W residues count too); else
       3. W of its oldest pending microbatch; else idle.
     This is the deterministic form of sail-sg ``zb.py Graph.manual_order`` with max pending
-    backward 2S (ZOO reports it equal on ranks 1..S-1 and on rank 0 up to an I/W tie)."""
+    backward 2S (ZOO reports it equal on ranks 1..S-1 and on rank 0 up to an I/W tie). Without
+    the F-not-W cap (``max_held=M``) the W's drift to the end of the flush and a rank holds
+    all M microbatches at large M (the cap the schedule review found missing, issue 28)."""
     cap = (2 * (S - 1 - np.arange(S)) + 1) if max_pending is None else np.asarray(max_pending)
+    held = 2 * S if max_held is None else int(max_held)
     never = np.iinfo(np.int64).max
     f_done = np.full((S, M), never, np.int64)  # tick at which F(j) ran on rank r
     i_done = np.full((S, M), never, np.int64)
@@ -128,7 +133,7 @@ def zb_h2_order(S: int, M: int, max_pending: np.ndarray | None = None) -> Order:
         down = np.where(ranks == S - 1, f_done[ranks, ji], i_done[np.minimum(ranks + 1, S - 1), ji])
         i_ok = (ni < nf) & (f_done[ranks, ji] < t) & (down < t)
         up = np.where(ranks == 0, -1, f_done[np.maximum(ranks - 1, 0), jf])
-        f_ok = (nf < M) & (up < t) & (nf - ni < cap)
+        f_ok = (nf < M) & (up < t) & (nf - ni < cap) & (nf - nw < held)
         w_ok = nw < ni
         do_i = i_ok
         do_f = f_ok & ~do_i

@@ -107,6 +107,17 @@ def test_zb_h2_greedy(S):
         assert np.all(spans == 3 * M) == (M >= 2 * S - 1), (S, M, spans)
         assert tl.T == 3 * M + S - 1
         assert memory.peak_activations(tl)[0] == min(M, 2 * S - 1)
+        # sail-sg's cap counts an activation until its W: the W residues never push a rank past 2S
+        assert memory.peak_activations(tl, "W").max() == min(M, 2 * S), (S, M)
+
+
+def test_zb_h2_without_the_w_cap_holds_every_microbatch():
+    """The rule before issue 28's fix (F-not-I capped, W free to drift): W's pile up at the end
+    and every rank holds all M microbatches; the F-not-W cap is what bounds the peak."""
+    S, M = 4, 32
+    tl = schedules.zb_h2(S, M, M, max_held=M)
+    assert memory.peak_activations(tl, "W").tolist() == [M] * S
+    assert memory.peak_activations(schedules.zb_h2(S, M, M), "W").tolist() == [2 * S] * S
 
 
 def test_zb_h2_overlapped_flushes_reach_the_period():
