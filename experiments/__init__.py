@@ -1,9 +1,14 @@
 """The command-line entry points (``python -m experiments.<name>``): thin hydra/argparse layers
 over rpd. Run as a program, Ctrl-C is clean from the first import on (``rpd.runtime.interrupt``)."""
 
+import logging
 import os
 import signal
 import sys
+
+# hydra's job logging sets the root logger to INFO; matplotlib's PDF backend then logs every glyph
+# of its font subsetting through fontTools. Entry points print what they made themselves.
+logging.getLogger("fontTools").setLevel(logging.WARNING)
 
 
 def _exit_now(signum, frame):  # pragma: no cover - only until rpd.runtime.interrupt replaces it below

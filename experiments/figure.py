@@ -38,7 +38,7 @@ from experiments.tables import column_order, format_table  # noqa: F401  (re-exp
 from experiments.wandb_log import log_figure
 from rpd import studies
 from rpd.io import store
-from rpd.io.provenance import git_commit
+from rpd.io.provenance import git_commit, provenance
 from rpd.io.tracking import require_wandb
 from rpd.results import StudyOutput
 from rpd.runtime import compile_cache
@@ -322,7 +322,7 @@ def run_and_report(cfg: DictConfig) -> None:
     if wandb:  # a missing optional extra fails before the work
         require_wandb()
 
-    commit = git_commit()
+    commit, before = git_commit(), provenance()  # the tree as the work starts: its outputs dirty it
     t0 = time.perf_counter()
     out = make_figure(
         cfg, on_step=lambda msg, done, total: print(f"  [{done}/{total or '?'}] {msg}"), git_commit=commit
@@ -333,6 +333,7 @@ def run_and_report(cfg: DictConfig) -> None:
             [Report(out.name, "reused" if out.cached else "ok", out, None, time.perf_counter() - t0)],
             out.size,
             commit,
+            before,
         )
     except OSError as err:
         print(f"warning: MANIFEST.json not written to {out.png.parent}: {err}", file=sys.stderr)

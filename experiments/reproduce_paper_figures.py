@@ -42,7 +42,7 @@ from experiments import checks
 from experiments import config as C
 from experiments import figure as F
 from experiments.manifest import Report, write_manifest
-from rpd.io.provenance import git_commit
+from rpd.io.provenance import git_commit, provenance
 from rpd.runtime import compile_cache
 from rpd.runtime.concurrency import default_workers
 from rpd.runtime.interrupt import run_main
@@ -252,7 +252,7 @@ def reproduce(
     processes at once (each figure's numbers do not depend on it; the per-study progress bars
     are then replaced by one line per finished figure)."""
     messages = {**FIGURES, **(messages or {})}
-    commit = git_commit()
+    commit, before = git_commit(), provenance()  # the tree as the work starts: its outputs dirty it
     kw = dict(size=size, force=force, results_root=results_root, out_dir=out_dir, config_dir=config_dir, commit=commit)
     jobs = min(check_int("jobs", jobs), len(names))
     if jobs > 1:
@@ -283,7 +283,7 @@ def reproduce(
             reports.append(rep)
         outer.close()
     try:
-        write_manifest(Path(out_dir), reports, size, commit)
+        write_manifest(Path(out_dir), reports, size, commit, before)
     except OSError as err:  # e.g. a read-only working directory: the figures' summary still prints
         print(f"warning: MANIFEST.json not written to {out_dir}: {err}", file=sys.stderr)
     print(summary_text(reports, messages), file=file or sys.stdout)

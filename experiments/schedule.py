@@ -11,7 +11,6 @@ The schedule is built exactly as ``experiments.train`` builds it (``rpd.registry
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import hydra
@@ -56,7 +55,6 @@ def chart(cfg) -> dict:
 
 @hydra.main(version_base="1.3", config_path="../configs", config_name="chart")
 def main(cfg: DictConfig) -> None:
-    logging.getLogger("fontTools").setLevel(logging.WARNING)  # the PDF's font subsetting, at INFO
     try:
         numbers = chart(cfg)
     except (ValueError, TypeError) as exc:
