@@ -9,6 +9,7 @@ import sys
 # hydra's job logging sets the root logger to INFO; matplotlib's PDF backend then logs every glyph
 # of its font subsetting through fontTools. Entry points print what they made themselves.
 logging.getLogger("fontTools").setLevel(logging.WARNING)
+logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)  # "Unable to initialize backend 'tpu'"
 
 
 def _exit_now(signum, frame):  # pragma: no cover - only until rpd.runtime.interrupt replaces it below

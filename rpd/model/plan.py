@@ -148,6 +148,16 @@ def dp_allreduce_seconds(
     return float(max(0.0, (last * tick_s + ar).max() - tl.T * tick_s))
 
 
+def staged(
+    model: Model, hw: Hardware, unit: Timeline, how: str = "even", tick_s: float | None = None, grad_bytes: int = 4
+):
+    """The model cut into ``unit``'s global stages (S, or S·v chunks): (stages, their cost model,
+    seconds per tick, the largest stage's parameter count), for timing ``unit``'s schedule."""
+    st = stages(model, partition(model, unit.n_stages, how, hw), hw)
+    costs, tick = stage_costs(st, hw, tick_s, replicas=replicas(unit), grad_bytes=grad_bytes)
+    return st, costs, tick, int(st.params.max())
+
+
 def plan_one(
     model: Model,
     hw: Hardware,
@@ -173,10 +183,8 @@ def plan_one(
         return Row(schedule=name, S=S, M=M, D=D, error=f"{type(exc).__name__}: {exc}")
     if D > 1 and not unit.synchronous:
         return Row(schedule=name, S=S, M=M, D=D, error="ValueError: D > 1 needs a flush (a synchronous schedule)")
-    st = stages(model, partition(model, unit.n_stages, how, hw), hw)
     gb = 4 if grad_bytes is None else grad_bytes
-    costs, tick = stage_costs(st, hw, tick_s, replicas=replicas(unit), grad_bytes=gb)
-    values = int(st.params.max())
+    st, costs, tick, values = staged(model, hw, unit, how, tick_s, gb)
     one, two = make(name, S, M, M, costs, values), make(name, S, 2 * M, M, costs, values)
     busy = float(two.busy().sum() - one.busy().sum())
     mem = rank_memory(two, st, optimizer, precision, grad_bytes)
