@@ -71,6 +71,10 @@ FIGURES = {
         "E14: searched schedules against hand-written ones: makespan against the activation cap; "
         "exact optimum proven, gain over the best hand-written that fits (unit, latency, imbalanced)"
     ),
+    "plan_claims": (
+        "The seeds' memory, communication and efficiency claims on GPT-3 1.3B's stages: "
+        "activations M vs min(S - s, M), p2p 2hsM, efficiency 60-80 %, 16 stages (verdicts measured)"
+    ),
 }
 
 
@@ -163,6 +167,7 @@ COST_ORDER = (
     "e6_scaling",
     "e4_logistic",
     "e14_search",
+    "plan_claims",
     "e9_frontier",
     "e7_schedules",
     "e3_nesterov",

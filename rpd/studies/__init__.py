@@ -32,6 +32,7 @@ REGISTRY = {
     "e10_frontier": "rpd.studies.frontier",
     "e11_costs": "rpd.studies.costs_crossover",
     "e14_search": "rpd.studies.search",
+    "plan_claims": "rpd.studies.plan_claims",
     "staleness_scaling": "rpd.studies.staleness",
 }
 
