@@ -56,7 +56,7 @@ def resolve(name: str) -> SimpleNamespace:
 
     A module that serves several figures names the extra ones by the figure's tag (the part of
     the name before the first '_', e.g. "e8"): ``E8Config``, ``E8_QUICK``, ``run_e8``,
-    ``figure_e8`` (``rpd.studies.pd_vs_rpd`` for E1/E8); missing tagged pieces fall back to the
+    ``figure_e8`` (a module holding several studies); missing tagged pieces fall back to the
     module's plain ``Config`` / ``QUICK`` / ``run`` / ``figure``. A module whose figures share
     one ``Config`` with presets provides ``config_for(name, size, **overrides)`` instead
     (``rpd.studies.pd_vs_localsgd`` for E3/E4). A study that reads a text corpus provides

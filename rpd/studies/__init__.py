@@ -27,7 +27,7 @@ REGISTRY = {
     "e5_nanochat": "rpd.studies.nanochat",
     "e6_scaling": "rpd.studies.scaling",
     "e7_schedules": "rpd.studies.delay_law",
-    "e8_delta": "rpd.studies.pd_vs_rpd",
+    "e8_delta": "rpd.studies.delta",
     "e9_frontier": "rpd.studies.schedule_table",
     "e10_frontier": "rpd.studies.frontier",
     "e11_costs": "rpd.studies.costs_crossover",

@@ -1,12 +1,11 @@
-"""E1 and E8 (SPEC §9): PipeDream against Randomized PipeDream on the random quadratic.
+"""E1 (SPEC §9): PipeDream against Randomized PipeDream on the random quadratic.
 
 E1 (``Config``, ``run``, ``figure``): f − f* against the block update K for PD (its 1F1B
 timeline, cyclic data) and RPD for several delay bounds δ, each at the γ the selector picks on
 the same power-of-two grid. The paper's message: at δ = S² − S/2 (= 60 for S = 8) RPD tracks PD.
 
-E8 (``E8Config``, ``run_e8``, ``figure_e8``): the best RPD objective against δ -- the final
-f − f* at each δ's selected γ -- over a δ grid that contains the paper's δ values, with PD's
-level as a reference line.
+E8, the best RPD objective against δ, is :mod:`rpd.studies.delta` on the same runs
+(:func:`pd_and_rpd`, :func:`select`).
 
 γ is chosen by ``selector`` (default "reference", the rule the paper's γ were chosen by, SPEC §7;
 the strict "stable" and "best_final" picks are reported beside it): PD on its curve with tail
@@ -31,7 +30,7 @@ import numpy as np
 from rpd import objectives, schedules
 from rpd.analysis import theory, tuning
 from rpd.analysis.tuning import AUTHORS_OVERRIDE, RULE_TEXT, selector_rules
-from rpd.plotting.pd_vs_rpd import e1_figure, e8_figure
+from rpd.plotting.pd_vs_rpd import e1_figure
 from rpd.results import StudyOutput
 from rpd.runtime import concurrency
 from rpd.studies import trend
@@ -62,26 +61,13 @@ class Config:
 QUICK = dict(n=400, d=64, batch_size=20, N=100, gamma_exps=(-6, 0), seeds=(0, 1))
 
 
-@dataclasses.dataclass(frozen=True)
-class E8Config(Config):
-    """E8: the E1 objective and budget, δ swept over a grid containing the paper's δ values."""
-
-    deltas: tuple[int, ...] = (0, 1, 2, 4, 8, 15, 30, 60, 120, 180, 300, 420, 600, 1000)
-    seeds: tuple[int, ...] = (0, 1, 2)
-    stride: int = 8  # the selector's tail needs the curve, not every update
-
-
-E8_QUICK = dict(
-    n=400, d=64, batch_size=20, N=100, gamma_exps=(-6, 0), seeds=(0, 1), deltas=(0, 2, 8, 30, 60, 180, 420), stride=4
-)
-
-
 def n_steps(cfg) -> int:
-    """Units of work ``run`` / ``run_e8`` report to ``progress``: PD, then every (δ, seed)."""
+    """Units of work ``run`` (and E8's, :mod:`rpd.studies.delta`) report to ``progress``: PD, then
+    every (δ, seed)."""
     return 1 + len(cfg.deltas) * len(cfg.seeds)
 
 
-def _setting(cfg) -> str:
+def setting_text(cfg) -> str:
     """The fields that differ from the paper's setting, for the figure ("" at paper size)."""
     paper = type(cfg)()
     diff = [
@@ -155,14 +141,14 @@ def rpd_sweep(
 RULES = tuning.RULES
 
 
-def _rules(cfg) -> tuple[str, ...]:
+def rules_of(cfg) -> tuple[str, ...]:
     """The configured selector first, then the other rules: all are cheap on the same curves.
     On this interpolating quadratic they disagree: the strict test's CV limit rejects every
     linearly converging tail, so "stable" picks the smallest γ."""
     return selector_rules(cfg.selector)
 
 
-def _select(curves_GxP, gammas, rule, cfg, method: str = "pd") -> tuple[int, tuning.Selection]:
+def select(curves_GxP, gammas, rule, cfg, method: str = "pd") -> tuple[int, tuning.Selection]:
     """PD: tail ``tail_frac`` on the whole curve; RPD: tail ``rpd_tail_frac`` on the curve
     without x⁰ when ``rpd_skip_x0`` (the divergence scale stays x⁰'s value)."""
     c = np.asarray(curves_GxP, np.float64)
@@ -176,7 +162,7 @@ def _select(curves_GxP, gammas, rule, cfg, method: str = "pd") -> tuple[int, tun
     return (-1 if sel.index is None else sel.index), sel
 
 
-def _pd_and_rpd(cfg, progress):
+def pd_and_rpd(cfg, progress):
     obj = objectives.random_quadratic(n=cfg.n, d=cfg.d, S=cfg.S, batch_size=cfg.batch_size, seed=cfg.seed)
     gammas = tuning.pow2_grid(*cfg.gamma_exps)
     tl = schedules.pipedream(cfg.S, cfg.N, cfg.noam)
@@ -206,7 +192,7 @@ def log_gap(a_P: np.ndarray, b_P: np.ndarray) -> float:
     return float(np.mean(np.abs(np.log10(np.maximum(a_P, tiny)) - np.log10(np.maximum(b_P, tiny)))))
 
 
-def _pow2(gamma) -> str | None:
+def pow2(gamma) -> str | None:
     return None if gamma is None else f"2^{tuning.log2_exponent(gamma)}"
 
 
@@ -214,18 +200,18 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
     """E1: PD and RPD(δ) curves on the γ grid, the γ each selector rule picks (the configured
     rule first), and how closely each RPD curve tracks PD's at the picked γ's: the mean over K
     of |log10 RPD − log10 PD| ("log10_gap_to_pd")."""
-    rules = _rules(cfg)
-    obj, gammas, tl, pd, axis, rpd_curves = _pd_and_rpd(cfg, progress)
+    rules = rules_of(cfg)
+    obj, gammas, tl, pd, axis, rpd_curves = pd_and_rpd(cfg, progress)
     rpd_mean = rpd_curves.mean(axis=1)  # [n_delta, G, P]; inf/NaN of any seed propagates
     pd_idx = np.full(len(rules), -1, np.int64)
     rpd_idx = np.full((len(rules), len(cfg.deltas)), -1, np.int64)
     by_rule, rows = {}, []
     for u, rule in enumerate(rules):
-        pd_idx[u], sel = _select(pd.curve, gammas, rule, cfg)
+        pd_idx[u], sel = select(pd.curve, gammas, rule, cfg)
         pd_best = pd.curve[pd_idx[u]] if pd_idx[u] >= 0 else None
         pd_entry, per_delta = _entry(sel, pd_idx[u], pd_best), []
         for i, dl in enumerate(cfg.deltas):
-            rpd_idx[u, i], sel = _select(rpd_mean[i], gammas, rule, cfg, "rpd")
+            rpd_idx[u, i], sel = select(rpd_mean[i], gammas, rule, cfg, "rpd")
             j = rpd_idx[u, i]
             e = _entry(sel, j, rpd_mean[i, j] if j >= 0 else None)
             e["delta"] = int(dl)
@@ -239,7 +225,7 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
                 selector=rule,
                 method="PD",
                 delta=None,
-                gamma=_pow2(pd_entry["gamma"]),
+                gamma=pow2(pd_entry["gamma"]),
                 final=pd_entry["final"],
                 tail_mean=pd_entry["tail_mean"],
                 log10_gap_to_pd=0.0,
@@ -250,7 +236,7 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
                 selector=rule,
                 method="RPD",
                 delta=e["delta"],
-                gamma=_pow2(e["gamma"]),
+                gamma=pow2(e["gamma"]),
                 final=e["final"],
                 tail_mean=e["tail_mean"],
                 log10_gap_to_pd=e["log10_gap_to_pd"],
@@ -266,7 +252,7 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
     summary = dict(
         study="e1_pd_vs_rpd",
         config=dataclasses.asdict(cfg),
-        setting=_setting(cfg),
+        setting=setting_text(cfg),
         selectors=list(rules),
         K=int(tl.K),
         L=float(obj.L),
@@ -288,95 +274,6 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
         rpd_curves=rpd_curves,  # [G, P], [n_delta, n_seed, G, P]
         pd_gamma_index=pd_idx,
         rpd_gamma_index=rpd_idx,  # [n_rule], [n_rule, n_delta]; -1: none
-    )
-    return StudyOutput(arrays=arrays, summary=summary, table=rows)
-
-
-def run_e8(cfg: E8Config, progress: Callable[[str], None] | None = None) -> StudyOutput:
-    """E8: for every δ and selector rule, the seed-mean final f − f* of RPD at the selected γ
-    (and its per-seed values), with PD's final at its selected γ as the reference level."""
-    rules = _rules(cfg)
-    obj, gammas, tl, pd, axis, rpd_curves = _pd_and_rpd(cfg, progress)
-    rpd_mean = rpd_curves.mean(axis=1)
-    n_delta, n_seed = rpd_curves.shape[:2]
-    idx = np.full((len(rules), n_delta), -1, np.int64)
-    best = np.full((len(rules), n_delta), np.nan)
-    best_seed = np.full((len(rules), n_delta, n_seed), np.nan)
-    pd_idx = np.full(len(rules), -1, np.int64)
-    pd_level = np.full(len(rules), np.nan)
-    delta_pd = theory.pd_delta(cfg.S)
-    by_rule, rows = {}, []
-    for u, rule in enumerate(rules):
-        pd_idx[u], _ = _select(pd.curve, gammas, rule, cfg)
-        if pd_idx[u] >= 0:
-            pd_level[u] = pd.curve[pd_idx[u], -1]
-        for i in range(n_delta):
-            idx[u, i], _ = _select(rpd_mean[i], gammas, rule, cfg, "rpd")
-            if idx[u, i] >= 0:
-                best[u, i] = rpd_mean[i, idx[u, i], -1]
-                best_seed[u, i] = rpd_curves[i, :, idx[u, i], -1]
-        by_rule[rule] = dict(
-            pd_final=None if np.isnan(pd_level[u]) else float(pd_level[u]),
-            pd_gamma_exp=None if pd_idx[u] < 0 else tuning.log2_exponent(gammas[pd_idx[u]]),
-            best_final=[None if np.isnan(v) else float(v) for v in best[u]],  # aligned with deltas
-            best_gamma_exp=[None if j < 0 else tuning.log2_exponent(gammas[j]) for j in idx[u]],
-            deltas_at_or_below_pd=[int(d) for d, v in zip(cfg.deltas, best[u]) if v <= pd_level[u]],
-        )
-        rows.append(
-            dict(
-                selector=rule,
-                method="PD",
-                delta=None,
-                gamma=_pow2(gammas[pd_idx[u]]) if pd_idx[u] >= 0 else None,
-                best_final=by_rule[rule]["pd_final"],
-                ratio_to_pd=1.0,
-            )
-        )
-        rows += [
-            dict(
-                selector=rule,
-                method="RPD",
-                delta=int(d),
-                gamma=_pow2(gammas[j]) if j >= 0 else None,
-                best_final=None if np.isnan(v) else float(v),
-                ratio_to_pd=None if np.isnan(v) else float(v / pd_level[u]),
-            )
-            for d, j, v in zip(cfg.deltas, idx[u], best[u])
-        ]
-    checks = e8_claim_checks(cfg.deltas, best[0], pd_level[0], delta_pd)
-    rows += [
-        dict(selector=rules[0], method="paper claim", paper=c["statement"], holds=c["holds"], measured=c["measured"])
-        for c in checks
-    ]
-    summary = dict(
-        study="e8_delta",
-        config=dataclasses.asdict(cfg),
-        setting=_setting(cfg),
-        selectors=list(rules),
-        K=int(tl.K),
-        delta_pd=delta_pd,
-        deltas=[int(d) for d in cfg.deltas],
-        **by_rule,
-        claim=f"RPD's best objective worsens as δ grows; around δ = S² − S/2 = {delta_pd} it is at PD's level",
-        checks=checks,
-        checks_stable_rule=e8_claim_checks(
-            cfg.deltas, best[rules.index("stable")], pd_level[rules.index("stable")], delta_pd
-        ),
-        selector_text=RULE_TEXT[rules[0]],
-        authors_override=AUTHORS_OVERRIDE,
-    )
-    arrays = dict(
-        deltas=np.asarray(cfg.deltas, np.int64),
-        gammas=gammas,
-        seeds=np.asarray(cfg.seeds, np.int64),
-        K=axis,
-        rpd_final=rpd_curves[..., -1],  # [n_delta, n_seed, G]
-        pd_final=pd.curve[:, -1],  # [G]
-        best_gamma_index=idx,
-        best_final=best,
-        best_final_per_seed=best_seed,  # [n_rule, n_delta(, n_seed)]
-        pd_gamma_index=pd_idx,
-        pd_level=pd_level,  # [n_rule]
     )
     return StudyOutput(arrays=arrays, summary=summary, table=rows)
 
@@ -408,51 +305,6 @@ def e1_claim_checks(deltas, picks: dict, delta_pd: int) -> list[dict]:
     return out
 
 
-def e8_claim_checks(deltas, best_D, pd_level: float, delta_pd: int) -> list[dict]:
-    """E8's message as measured facts at one rule's γ: RPD's best objective worsens as δ grows
-    (Spearman ρ(δ, f) > 0), and it reaches PD's level around δ = S² − S/2: where RPD first ends
-    above PD, the crossing δ* interpolated linearly in (log δ, log f) between that δ and the one
-    before it (linear in δ from δ = 0) lies within a factor 2 of S² − S/2."""
-    d = np.asarray(deltas, np.float64)
-    b = np.asarray(best_D, np.float64)
-    rho, _ = trend(d, b)
-    i = next((k for k, v in enumerate(b) if np.isfinite(v) and v > pd_level), None)
-    cross = None
-    if i is not None and i > 0 and np.isfinite(b[i - 1]) and b[i - 1] > 0:
-        y0, y1, yp = np.log(b[i - 1]), np.log(b[i]), np.log(pd_level)
-        w = (yp - y0) / (y1 - y0)
-        if d[i - 1] > 0:
-            cross = float(np.exp(np.log(d[i - 1]) + w * (np.log(d[i]) - np.log(d[i - 1]))))
-        else:
-            cross = float(d[i - 1] + w * (d[i] - d[i - 1]))
-    near = cross is not None and delta_pd / 2 <= cross <= 2 * delta_pd
-    bracket = (
-        "RPD above PD already at the first δ"
-        if i == 0
-        else "RPD never above PD"
-        if i is None
-        else f"RPD at or below PD up to δ = {int(d[i - 1])}, above from δ = {int(d[i])}; crossing δ* ≈ "
-        f"{cross:.3g} (log-interpolated)"
-    )
-    return [
-        dict(
-            statement="RPD's best objective worsens as δ grows (trend)",
-            holds=bool(rho > 0),
-            measured=f"Spearman ρ(δ, f) = {rho:.2f}; f(δ={int(d[-1])}) / f(δ={int(d[0])}) = {b[-1] / b[0]:.3g}",
-        ),
-        dict(
-            statement=f"around δ = S² − S/2 = {delta_pd} RPD reaches PD's level (δ* within 2x)",
-            holds=bool(near),
-            measured=f"PD {pd_level:.3g}; {bracket}",
-        ),
-    ]
-
-
 def figure(out: StudyOutput, path) -> None:
     """E1's figure from the saved output (:func:`rpd.plotting.pd_vs_rpd.e1_figure`)."""
     e1_figure(out, path)
-
-
-def figure_e8(out: StudyOutput, path) -> None:
-    """E8's figure from the saved output (:func:`rpd.plotting.pd_vs_rpd.e8_figure`)."""
-    e8_figure(out, path)

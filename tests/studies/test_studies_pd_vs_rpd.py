@@ -1,4 +1,4 @@
-"""E1 / E8 studies (rpd.studies.pd_vs_rpd) at a tiny size: selections, summaries and figures
+"""E1 / E8 studies (rpd.studies.pd_vs_rpd, rpd.studies.delta) at a tiny size: selections, summaries and figures
 are recomputed from the saved arrays."""
 
 from types import SimpleNamespace
@@ -8,7 +8,7 @@ import pytest
 
 from rpd import objectives, schedules
 from rpd.analysis import tuning
-from rpd.studies import pd_vs_rpd
+from rpd.studies import delta, pd_vs_rpd
 from rpd.train import methods
 
 TINY = dict(S=4, n=64, d=16, batch_size=8, N=24, noam=4, deltas=(0, 6, 14), gamma_exps=(-5, -1), seeds=(0, 1), stride=1)
@@ -21,7 +21,7 @@ def e1():
 
 @pytest.fixture(scope="module")
 def e8():
-    return pd_vs_rpd.run_e8(pd_vs_rpd.E8Config(**TINY))
+    return delta.run(delta.Config(**TINY))
 
 
 def test_e1_selection_is_finite_and_matches_selector(e1):
@@ -95,7 +95,7 @@ def test_e8_best_equals_recomputation(e8):
 
 
 def test_e8_figure_from_saved_output(e8, figure_from_store):
-    figure_from_store(SimpleNamespace(figure=pd_vs_rpd.figure_e8), pd_vs_rpd.E8Config(**TINY), e8)
+    figure_from_store(SimpleNamespace(figure=delta.figure), delta.Config(**TINY), e8)
 
 
 def test_e1_e8_claims_are_trends(e1, e8):
@@ -106,12 +106,12 @@ def test_e1_e8_claims_are_trends(e1, e8):
         assert "rows.append" in out.summary["authors_override"]
     # E8 by hand: RPD at or below PD (1.0) up to δ = 60, above from δ = 180 (S² − S/2 = 60); in
     # (log δ, log f) f goes from 0.1 at 60 to 10 at 180, so f = 1 halfway: δ* = sqrt(60·180) ≈ 104
-    trend, near = pd_vs_rpd.e8_claim_checks([0, 8, 30, 60, 180], [0.01, 0.02, 0.09, 0.1, 10.0], 1.0, 60)
+    trend, near = delta.claim_checks([0, 8, 30, 60, 180], [0.01, 0.02, 0.09, 0.1, 10.0], 1.0, 60)
     assert trend["holds"] and "ρ(δ, f) = 1.00" in trend["measured"]
     assert near["holds"] and "up to δ = 60, above from δ = 180; crossing δ* ≈ 104" in near["measured"]
-    _, late = pd_vs_rpd.e8_claim_checks([0, 8, 30, 60, 180, 420], [0.01, 0.02, 0.09, 0.1, 0.5, 10.0], 1.0, 60)
+    _, late = delta.claim_checks([0, 8, 30, 60, 180, 420], [0.01, 0.02, 0.09, 0.1, 0.5, 10.0], 1.0, 60)
     assert not late["holds"] and "δ* ≈ 219" in late["measured"]  # 180·(420/180)^(log 2 / log 20)
-    _, far = pd_vs_rpd.e8_claim_checks([0, 8, 30, 60, 180], [0.1, 2.0, 0.9, 1.5, 9.0], 1.0, 60)
+    _, far = delta.claim_checks([0, 8, 30, 60, 180], [0.1, 2.0, 0.9, 1.5, 9.0], 1.0, 60)
     assert not far["holds"]  # above PD already at δ = 8
 
 
@@ -119,7 +119,7 @@ def test_quick_configs_are_valid():
     from rpd.studies import make_config
 
     assert make_config(pd_vs_rpd.Config, "full") == pd_vs_rpd.Config()
-    cfg = make_config(pd_vs_rpd.E8Config, "quick", pd_vs_rpd.E8_QUICK)
+    cfg = make_config(delta.Config, "quick", delta.QUICK)
     assert 60 in cfg.deltas and 0 in cfg.deltas
     with pytest.raises(ValueError, match="selector"):
-        pd_vs_rpd._rules(pd_vs_rpd.Config(selector="best"))
+        pd_vs_rpd.rules_of(pd_vs_rpd.Config(selector="best"))
