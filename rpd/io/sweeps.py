@@ -246,6 +246,44 @@ def load_result(row) -> Result:
     )
 
 
+def time_to_target(df, target: float | None = None):
+    """``df`` (a :func:`load_sweep` table) with two columns added: ``target`` and
+    ``time_to_target``, the first simulated time at which a row's selected γ's curve is at or
+    below the target, read up to the row's T (NaN if not reached, or if the row has no selected γ
+    or no simulated-time axis). ``target=None``: the lowest value any row's selected curve has at
+    half the smallest T of the table (E10's rule), so every row is asked the same question."""
+    curves = {}
+    for k, row in df.iterrows():
+        if row.get("status") != "ok" or not isinstance(row.get("result"), str):
+            continue
+        res = load_result(row)
+        i = res.meta["summary"].get("tuning/index")
+        if res.axis_name != "sim_time" or i is None or i < 0:
+            continue
+        T = float(res.axis[-1]) if _isna(row.get("T")) else float(row["T"])
+        curves[k] = (np.asarray(res.axis, np.float64), res.curve[i], T)
+    if target is None and curves:
+        half = min(T for *_, T in curves.values()) / 2
+        target = float(np.nanmin([c[np.searchsorted(a, half, side="right") - 1] for a, c, _ in curves.values()]))
+    out = df.copy()
+    out["target"] = math.nan if target is None else float(target)
+    times = []
+    for k in df.index:
+        if k not in curves:
+            times.append(math.nan)
+            continue
+        a, c, T = curves[k]
+        hit = np.nonzero((c <= target) & (a <= T))[0]
+        times.append(float(a[hit[0]]) if hit.size else math.nan)
+    out["time_to_target"] = times
+    return out
+
+
+def _isna(x) -> bool:
+    """None, NaN or pandas' NA (an Int64 column's missing value)."""
+    return x is None or str(x) in ("<NA>", "nan", "NaN")
+
+
 def filter_sweep(df, **filters):
     """The rows of a :func:`load_sweep` table whose column equals the value, or is one of the
     values of a list/tuple/set (None matches a missing value)."""
@@ -317,6 +355,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--columns", default=None, help="comma-separated columns to print (default: all that are not empty)"
     )
     ls.add_argument("--csv", action="store_true", help="print CSV instead of an aligned table")
+    ls.add_argument(
+        "--target",
+        default=None,
+        metavar="auto|VALUE",
+        help="add time_to_target: the first simulated time each row's selected curve reaches VALUE "
+        "(auto: the lowest value any row has at half the smallest T)",
+    )
     args = ap.parse_args(argv)
     filters = {}
     for f in args.filters:
@@ -329,6 +374,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.csv and len(df):  # the table shows what the sweep varies; the CSV all
             df = df.assign(overrides=swept(df["overrides"]))
         df = filter_sweep(df, **filters)
+        if args.target is not None:
+            df = time_to_target(df, None if args.target == "auto" else float(args.target))
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
