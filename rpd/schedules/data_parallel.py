@@ -1,0 +1,99 @@
+"""D data-parallel pipelines around a synchronous schedule (issue 29, SPEC §12 "Data parallelism").
+
+D identical pipelines run the same flush schedule on D·M microbatches per step (pipeline d takes
+the step's microbatches d·M .. d·M + M - 1); every rank's gradients meet their D - 1 peers' in a
+ring all-reduce of ``costs.allreduce_ticks(2(D-1)/D · values)`` ticks, ``values`` the numbers the
+rank holds (the sum over its stages). The pipelines' ops run at the same ticks, so one pipeline's
+timeline stands for all D, and the all-reduce is placed in it:
+
+- not overlapped (default): it starts when the flush is over on every rank; the next flush
+  starts when the slowest rank's all-reduce is over, and block s's update lands at the end of its
+  rank's all-reduce;
+- ``overlap=True``: a rank starts its all-reduce as soon as its own last backward (B or W) of the
+  flush has ended, during the drain; the next flush waits for the last all-reduce to end.
+
+Each flush starts after a barrier, so a flush's ops keep their offsets from the flush's start
+whatever the gaps: the order is timed once without all-reduce, the per-flush gap read off it,
+and timed again with those gaps by the one timer (exact, stragglers included).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from rpd.schedules.build import timed
+from rpd.schedules.costs import CostModel
+from rpd.schedules.ir import BWD, BWD_W
+from rpd.schedules.timeline import Timeline
+from rpd.validation import check_int
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DataParallelTimeline(Timeline):
+    """One of D pipelines. ``dp_allreduce`` (int [S]): ticks of each rank's all-reduce;
+    ``dp_land`` (int [n_flush, n_stages]): the tick at whose end stage g's update of flush q lands."""
+
+    D: int = 1
+    overlap: bool = False
+    dp_allreduce: np.ndarray | None = None
+    dp_land: np.ndarray | None = None
+
+
+def _order(tl: Timeline) -> list[np.ndarray]:
+    t = tl.table
+    return [
+        np.stack([t.kind[t.rank == r], t.stage[t.rank == r], t.mb[t.rank == r], t.fused[t.rank == r]], axis=1).astype(
+            np.int32
+        )
+        for r in range(tl.S)
+    ]
+
+
+def _flush_ends(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
+    """(end [Q]: first tick after flush q's last op, last_bwd [Q, S]: first tick after rank r's
+    last backward of flush q)."""
+    t = tl.table
+    Q = tl.N // tl.M
+    q = t.mb // tl.M
+    end = np.zeros(Q, np.int64)
+    np.maximum.at(end, q, t.end)
+    last = np.zeros((Q, tl.S), np.int64)
+    bwd = np.isin(t.kind, (BWD, BWD_W))
+    np.maximum.at(last, (q[bwd], t.rank[bwd]), t.end[bwd])
+    return end, last
+
+
+def data_parallel(tl: Timeline, D: int, costs: CostModel | None = None, values=0, overlap: bool = False):
+    """``tl`` (a synchronous schedule with a barrier per flush, timed under ``costs``) as one of D
+    data-parallel pipelines (module doc). ``values``: numbers per global stage (int or per stage)."""
+    D = check_int("D", D)
+    if not tl.synchronous or tl.M is None or tl.overlapped:
+        raise ValueError(f"D > 1 pipelines need a flush (a synchronous schedule with a barrier), got {tl.kind!r}")
+    if tl.kind in ("chimera", "gems"):
+        raise ValueError(f"{tl.kind} all-reduces its own replicas at the flush; D > 1 is not modelled for it")
+    if not isinstance(overlap, (bool, np.bool_)):
+        raise TypeError(f"overlap must be a bool, got {overlap!r}")
+    costs = CostModel() if costs is None else costs
+    G = tl.n_stages
+    vals = np.broadcast_to(np.asarray(values, np.int64), (G,)).astype(float)
+    if np.any(vals < 0):
+        raise ValueError(f"values must be >= 0, got {values!r}")
+    rank_of = np.zeros(G, np.int64)
+    rank_of[tl.table.stage] = tl.table.rank
+    per_rank = np.bincount(rank_of, weights=vals, minlength=tl.S)
+    ticks = np.array([costs.allreduce_ticks(2 * (D - 1) / D * v) if D > 1 else 0 for v in per_rank.tolist()], np.int64)
+    end, last = _flush_ends(tl)
+    finish = (last if overlap else end[:, None]) + ticks[None, :]  # [Q, S]: all-reduce over
+    gap = np.maximum(finish.max(axis=1) - end, 0)  # [Q]
+    order = _order(tl)
+    kw = dict(S=tl.S, N=tl.N, M=tl.M, costs=costs, split=tl.split, v=tl.v, barrier_every=tl.M)
+    if tl.n_stages_ is not None:
+        kw["n_stages"] = tl.n_stages_
+    base = timed(tl.kind, order, **kw, gap=gap)  # np.full broadcasts the per-flush gaps
+    end2, last2 = _flush_ends(base)
+    finish2 = (last2 if overlap else end2[:, None]) + ticks[None, :]
+    land = finish2[:, rank_of] - 1  # [Q, G]
+    fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(Timeline)}
+    return DataParallelTimeline(**fields, D=D, overlap=bool(overlap), dp_allreduce=ticks, dp_land=land)

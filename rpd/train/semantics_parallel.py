@@ -1,0 +1,124 @@
+"""Training semantics of data parallelism around and inside a pipeline (issue 29):
+
+- **1F1B-RR** (:mod:`rpd.schedules.round_robin`): stage g, replicated r_g times, takes one
+  step per group j of r_g consecutive microbatches, the mean of their gradients all-reduced,
+  at learning rate γ·r_g/r_0 (PipeDream's ``get_adjusted_learning_rate``), landing at
+  ``tl.land[g][j]``. Weight stashing: microbatch m's gradient is the whole model's at the
+  versions its forwards read. In the plan a step of r_g microbatches is r_g *pieces*, one per
+  microbatch, each adding γ/r_0 · ∇_g f_m(z_m) to block g and landing at the group's tick (as
+  :mod:`rpd.train.semantics_async` does for AMPNet), so block g's plan version after j whole
+  steps is j·r_g and every read is a whole step. A microbatch's gradient is computed once, at its
+  first piece, into a gradient slot it holds until its last piece. A trailing partial group of a
+  replicated stage never lands (:mod:`rpd.schedules.round_robin`).
+- **D synchronous pipelines** (:mod:`rpd.schedules.data_parallel`): per flush q, D·M microbatch
+  gradients at W_q, averaged (minibatch SGD with batch D·M·b); block s's update lands at the end
+  of stage s's all-reduce (``tl.dp_land[q, s]``). The pipelines' microbatches of flush q are the
+  D·M consecutive batches q·D·M .. q·D·M + D·M - 1 (pipeline d takes d·M .. d·M + M - 1).
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from rpd.schedules import Timeline
+from rpd.schedules.round_robin import KIND as RR_KIND
+from rpd.schedules.round_robin import forward_groups
+from rpd.train.plans import UpdatePlan
+
+
+def _slots(mb_K: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """(fresh [K], slot [K], n_slots): each microbatch's gradient computed at its first piece into
+    the lowest free slot, which it holds until its last piece (interval colouring)."""
+    K = len(mb_K)
+    first, last = {}, {}
+    for k, m in enumerate(mb_K.tolist()):
+        first.setdefault(m, k)
+        last[m] = k
+    fresh = np.zeros(K, bool)
+    slot = np.zeros(K, np.int32)
+    free: list[int] = []
+    n = 0
+    held: dict[int, int] = {}
+    for k, m in enumerate(mb_K.tolist()):
+        if first[m] == k:
+            fresh[k] = True
+            if free:
+                s = heapq.heappop(free)
+            else:
+                s, n = n, n + 1
+            held[m] = s
+        slot[k] = held[m]
+        if last[m] == k:
+            heapq.heappush(free, held.pop(m))
+    return fresh, slot, n
+
+
+def rr_plan(tl: Timeline, S_obj: int, n_batches: int) -> tuple[UpdatePlan, int]:
+    """1F1B-RR's plan and its gradient slots (module doc)."""
+    if tl.kind != RR_KIND:
+        raise ValueError(f"expected a pipedream_rr timeline, got kind={tl.kind!r}")
+    G = tl.n_stages
+    if S_obj != G:
+        raise ValueError(f"the objective has S={S_obj} blocks; the pipedream_rr timeline has {G} stages")
+    reps = np.asarray(tl.replicas, np.int64)
+    mb, block, time = [], [], []
+    for g in range(G):
+        whole = len(tl.land[g]) * int(reps[g])  # a trailing partial group never lands
+        mb.append(np.arange(whole))
+        block.append(np.full(whole, g))
+        time.append(np.repeat(tl.land[g], reps[g]))  # microbatch m is in group m // r_g
+    mb, block, time = (np.concatenate(a) for a in (mb, block, time))
+    o = np.lexsort((mb, block, time))
+    mb, block, time = mb[o], block[o].astype(np.int32), time[o].astype(np.int32)
+    fresh, slot, n_slots = _slots(mb)
+    read = forward_groups(tl)[mb] * reps[None, :]
+    plan = UpdatePlan(
+        block=block,
+        batch=(mb % n_batches).astype(np.int32),
+        read=read.astype(np.int32),
+        fresh=fresh,
+        slot=slot,
+        time=time,
+        scale=np.full(len(mb), 1.0 / reps[0]),
+    )
+    return plan, n_slots
+
+
+def dp_plan(tl: Timeline, S_obj: int, n_batches: int) -> tuple[UpdatePlan, None]:
+    """D synchronous pipelines (module doc): one update per block per flush, the mean of D·M
+    microbatch gradients at W_q, landing at ``tl.dp_land[q, s]``."""
+    per_stage = np.asarray(tl.dp_land, np.int64)  # [Q, n_stages]
+    if S_obj == tl.n_stages:
+        block = np.arange(tl.n_stages)
+    elif S_obj == tl.S:  # chunked schedules on an objective with one block per rank
+        block = np.zeros(tl.n_stages, np.int64)
+        block[tl.table.stage] = tl.table.rank
+    else:
+        raise ValueError(f"the objective has S={S_obj} blocks; the timeline has {tl.S} ranks, {tl.n_stages} stages")
+    land = np.full((per_stage.shape[0], S_obj), -1, np.int64)
+    for g in range(tl.n_stages):
+        land[:, block[g]] = np.maximum(land[:, block[g]], per_stage[:, g])
+    Q = land.shape[0]
+    q = np.repeat(np.arange(Q, dtype=np.int32), S_obj)
+    s = np.tile(np.arange(S_obj, dtype=np.int32), Q)
+    o = np.lexsort((s, land.ravel()))
+    q, s, t = q[o], s[o], land.ravel()[o].astype(np.int32)
+    if np.any(np.diff(q) < 0):
+        raise ValueError("a flush's update lands before the previous flush's last one")
+    DM = int(tl.D) * int(tl.M)
+    first = np.zeros(len(q), bool)
+    first[np.unique(q, return_index=True)[1]] = True
+    return (
+        UpdatePlan(
+            block=s,
+            batch=((q.astype(np.int64) * DM) % n_batches).astype(np.int32),
+            read=np.repeat(q[:, None], S_obj, axis=1).astype(np.int32),
+            fresh=first,
+            slot=np.zeros(len(q), np.int32),
+            time=t,
+            n_micro=DM,
+        ),
+        None,
+    )
