@@ -1,0 +1,45 @@
+"""objective.rotate: the quadratics with Hessian Q Λ Qᵀ, Λ the unrotated spectrum."""
+
+import jax
+import numpy as np
+import pytest
+
+import rpd  # noqa: F401
+from rpd.objectives.linear import nesterov_quadratic, random_quadratic
+
+BUILDERS = {
+    "random": lambda rotate: random_quadratic(n=60, d=12, S=3, batch_size=6, seed=4, rotate=rotate),
+    "nesterov": lambda rotate: nesterov_quadratic(n=60, d=12, S=3, batch_size=6, mu=0.05, seed=4, rotate=rotate),
+}
+
+
+def _hessian(obj):
+    X = np.asarray(obj.data["X"])
+    return X.T @ X / X.shape[0]
+
+
+@pytest.mark.parametrize("kind", BUILDERS)
+def test_same_spectrum_other_basis_correct_gradient(kind):
+    plain, rot = BUILDERS[kind](False), BUILDERS[kind](True)
+    A, H = _hessian(plain), _hessian(rot)
+    np.testing.assert_allclose(np.linalg.eigvalsh(H), np.linalg.eigvalsh(A), rtol=1e-10)
+    assert rot.L == pytest.approx(plain.L, rel=1e-12) and rot.f_star == 0.0
+    off = H - np.diag(np.diag(H))
+    assert np.sum(off**2) > 0.1 * np.sum(H**2)  # far from axis-aligned
+    assert not np.allclose(H, A)
+    # the mean of the batch gradients is H (x - w*), and the loss is (x - w*)ᵀ H (x - w*) / 2
+    x = np.random.default_rng(0).standard_normal(rot.D)
+    w = np.asarray(rot.data["w_star"])
+    grads = [np.asarray(rot.value_and_grad(rot.data, x, b)[1]) for b in range(rot.n_batches)]
+    np.testing.assert_allclose(np.mean(grads, axis=0), H @ (x - w), rtol=1e-10, atol=1e-12)
+    assert float(rot.loss(rot.data, x)) == pytest.approx(0.5 * (x - w) @ H @ (x - w), rel=1e-12)
+    np.testing.assert_allclose(jax.grad(lambda z: rot.loss(rot.data, z))(x), H @ (x - w), rtol=1e-10, atol=1e-12)
+
+
+def test_default_is_unchanged():
+    """rotate=False draws nothing more: values recorded before the option existed."""
+    a, b = BUILDERS["random"](False), BUILDERS["nesterov"](False)
+    assert float(a.data["X"][7, 5]) == -1.4789857368704227 and float(a.data["w_star"][3]) == -0.24520313601620838
+    assert float(b.data["X"][7, 5]) == -0.38890780250511936
+    assert float(b.loss(b.data, np.ones(12))) == 7.038928730450216  # Nesterov's O(d) loss kept
+    assert "rotate" not in a.meta
