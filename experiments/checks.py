@@ -32,7 +32,7 @@ from rpd.io.tracking import MODES
 from rpd.objectives.nanochat import stage_sizes
 from rpd.runtime import budget
 from rpd.schedules.costs import CostModel
-from rpd.train import optimizers
+from rpd.train import diloco, optimizers
 from rpd.validation import check_choice, check_int, check_real
 
 
@@ -85,7 +85,7 @@ def memory_terms(cfg) -> list[budget.Term]:
         D, width = sum(stage_sizes(S, LM_VOCAB_ESTIMATE, o.seq_len, o.width)), ("objective.width",)
         item = 4
     elif _value(o.name) == "mlp_chain" and user_factory(o) is None:
-        D, width, item = S * (int(o.width) ** 2 + int(o.width)), ("objective.width",), 8
+        D, width, item = objective_blocks(cfg) * (int(o.width) ** 2 + int(o.width)), ("objective.width",), 8
     else:
         D, width, item = int(o.d), ("objective.d",), 8
     c = cfg.costs
@@ -186,6 +186,12 @@ def _check_values(cfg) -> None:
             f"optimizer={opt['name']} needs weight matrices in their shapes; objective "
             f"{_value(cfg.objective.name)} is one flat vector (use {' or '.join(optimizers.STRUCTURED)})"
         )
+    outer, inner_state = outer_optimizer_of(cfg), _value(getattr(cfg, "inner_state", "keep"))
+    if _value(m.name) not in ("localsgd", "pipeline") and (
+        diloco.resolve_outer(outer) is not None or inner_state != "keep"
+    ):
+        what = f"outer_optimizer={outer['name']}" if diloco.resolve_outer(outer) else f"inner_state={inner_state}"
+        raise ValueError(f"{what}: applies to method=localsgd (DiLoCo) only, not to method={_value(m.name)}")
     if cfg.logger.mode is not None:  # fail before the job, not when logging after it
         check_choice("logger.mode", cfg.logger.mode, MODES)
     check_real("logger.init_timeout", cfg.logger.init_timeout)
@@ -197,6 +203,8 @@ def _check_values(cfg) -> None:
     B = check_int("objective.batch_size", o.batch_size)
     if user_factory(o) is not None:  # the user's factory checks its own arguments
         return
+    if o.rotate and name not in ("random_quadratic", "nesterov_quadratic"):
+        raise ValueError(f"objective.rotate applies to random_quadratic and nesterov_quadratic, not to {name}")
     if name == "mlp_chain":
         n, W = check_int("objective.n", o.n), check_int("objective.width", o.width)
         if n % B:
@@ -274,6 +282,19 @@ def optimizer_of(cfg) -> dict | None:
     return None if d == {"name": "sgd"} else d  # plain SGD: the core's original path
 
 
+def outer_optimizer_of(cfg) -> dict | None:
+    """LocalSGD's outer optimizer node as ``{"name": ..., "lr": ..., "beta": ...}`` (set fields;
+    ``rpd.train.diloco.resolve_outer`` checks them), None where the schema has none."""
+    node = getattr(cfg, "outer_optimizer", None)
+    return None if node is None else {k: v for k, v in to_container(node).items() if v is not None}
+
+
+def objective_blocks(cfg) -> int:
+    """Blocks of the objective a config trains: schedule.S, or 2 * schedule.S for WPipe (its two
+    groups split each rank's weights; ``rpd.registry.objective_blocks``)."""
+    return registry.objective_blocks(run_spec(cfg).pipeline.name, cfg.schedule.S)
+
+
 def run_spec(cfg) -> registry.RunSpec:
     """The checked, resolved (method, schedule, options, costs) of a config (``rpd.registry``):
     errors name the field (``schedule.M``, ``method.t1``, ``costs.B``)."""
@@ -286,6 +307,16 @@ def run_spec(cfg) -> registry.RunSpec:
         v=s.v,
         group=s.group,
         overlapped=s.overlapped,
+        post_validation=s.post_validation,
+        clip=s.clip,
+        rollback_p=s.rollback_p,
+        rollback_trace=None if s.rollback_trace is None else tuple(s.rollback_trace),
+        pipelines=s.pipelines,
+        advance=s.advance,
+        elastic=s.elastic,
+        replicas=None if s.replicas is None else tuple(s.replicas),
+        D=s.D,
+        overlap_allreduce=s.overlap_allreduce,
         noam=s.noam,
         R=s.R,
         H=s.H,
@@ -303,6 +334,8 @@ def run_spec(cfg) -> registry.RunSpec:
         t1_window=m.t1_window,
         t2=m.t2,
         optimizer=optimizer_of(cfg),
+        outer_optimizer=outer_optimizer_of(cfg),
+        inner_state=_value(getattr(cfg, "inner_state", "keep")),
     )
     return registry.prepare(
         _value(m.name),

@@ -94,6 +94,7 @@ class ObjectiveConfig:
     lam: float = 1e-4  # logistic regression: l2 weight
     grad_noise: float = 0.0  # sigma_g of i.i.d. Gaussian noise on every block gradient
     seed: int = 0  # data seed (numpy.random.default_rng)
+    rotate: bool = False  # random / Nesterov quadratic: Hessian Q Λ Qᵀ (same spectrum, a seeded random rotation)
     # small LM ("nanochat"); batch_size and seed above apply too
     text_path: Optional[str] = None  # any UTF-8 text; null: the cached corpus (python -m rpd.objectives.corpus fetch)
     seq_len: int = 32
@@ -142,6 +143,12 @@ class OptimizerName(enum.Enum):  # rpd.train.optimizers.NAMES
     muon = "muon"
 
 
+class CorrectionName(enum.Enum):  # rpd.train.corrections.NAMES
+    pipemare_lr = "pipemare_lr"
+    delay_beta1 = "delay_beta1"
+    dc_asgd = "dc_asgd"
+
+
 @dataclasses.dataclass
 class OptimizerConfig:
     """``rpd.train.optimizers``: the optimizer every block update applies (its learning rate is the
@@ -162,6 +169,33 @@ class OptimizerConfig:
     adam_b2: Optional[float] = None
     adam_eps_root: Optional[float] = None
     adam_weight_decay: Optional[float] = None
+    # a correction arm for staleness (rpd.train.corrections), applied per stage; null: none
+    correction: Optional[CorrectionName] = None
+    correction_window: Optional[int] = None  # pipemare_lr: warm-up K in updates per block; null: a quarter
+    correction_beta_max: Optional[float] = None  # delay_beta1: the β1 the most-delayed stage tends to (0.99)
+    correction_lam: Optional[float] = None  # dc_asgd: λ of g + λ g⊙g⊙(w_t - w_stale) (0.04)
+
+
+class OuterOptimizerName(enum.Enum):  # rpd.train.diloco.OUTER_NAMES
+    sgd = "sgd"
+    momentum = "momentum"
+    nesterov = "nesterov"
+
+
+class InnerState(enum.Enum):  # rpd.train.diloco.INNER_STATES
+    keep = "keep"
+    average = "average"
+    reset = "reset"
+
+
+@dataclasses.dataclass
+class OuterOptimizerConfig:
+    """``rpd.train.diloco``: LocalSGD's outer optimizer on the pseudo-gradient θ - mean_r x_r
+    (configs/outer_optimizer/): sgd with lr 1 is plain averaging; nesterov is DiLoCo's."""
+
+    name: OuterOptimizerName = OuterOptimizerName.sgd
+    lr: Optional[float] = None  # null: the name's default (sgd 1.0, momentum / nesterov 0.7)
+    beta: Optional[float] = None  # momentum (optax's trace); null: the name's default (0 / 0.9)
 
 
 @dataclasses.dataclass
@@ -182,6 +216,16 @@ class ScheduleConfig:
     v: Optional[int] = None  # interleaved: model chunks per rank; null: 2
     group: Optional[int] = None  # interleaved: Megatron's microbatch group size; null: S
     overlapped: bool = False  # zb_h2, zb_v: flushes overlap (no barrier; optimizer post-validation)
+    post_validation: bool = False  # zb_h2: time sail-sg's post-validation (eager steps, rollbacks)
+    clip: Optional[float] = None  # zb_h2 post-validation: global-norm clip of the semantics; null: none
+    rollback_p: float = 0.0  # zb_h2 post-validation: probability that a flush's step is rolled back
+    rollback_trace: Optional[List[int]] = None  # zb_h2 post-validation: flushes rolled back (overrides p)
+    pipelines: Optional[int] = None  # avgpipe: pipelines sharing the devices; null: 2
+    advance: Optional[int] = None  # avgpipe: advance-forward depth in [0, M / pipelines]; null: 0 (1F1B)
+    elastic: Optional[float] = None  # avgpipe: EASGD's moving rate alpha; null: 0.9 / pipelines
+    replicas: Optional[List[int]] = None  # pipedream_rr: workers of each stage (S entries); null: one each
+    D: int = 1  # flush schedules: D data-parallel pipelines, D·M per step (rpd.schedules.data_parallel)
+    overlap_allreduce: bool = False  # with D > 1: each rank all-reduces after its last backward, during the drain
 
 
 @dataclasses.dataclass
@@ -301,6 +345,9 @@ class TrainConfig(Config):
     # row after N microbatches, at its own time.
     compare: Compare = Compare.equal_time
     optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
+    # LocalSGD only (DiLoCo, rpd.train.diloco): the outer optimizer and the inner state at a sync
+    outer_optimizer: OuterOptimizerConfig = dataclasses.field(default_factory=OuterOptimizerConfig)
+    inner_state: InnerState = InnerState.keep
     # Results are keyed by config and code (rpd.io.provenance.code_identity): after a change to
     # rpd a rerun recomputes. true: a run stored by any code is reused (its row says so).
     reuse_other_code: bool = False

@@ -27,17 +27,21 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import hydra
+import numpy as np
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from experiments import checks
 from experiments import config as C
+from experiments.objectives import build_objective
 from rpd import registry
+from rpd.analysis.plan_train import format_times, time_to_target
 from rpd.model import hardware as hw_lib
 from rpd.model import layers
 from rpd.model.partition import partition_model
 from rpd.model.plan import format_table, plan, to_json
 from rpd.model.profile import load_profile
+from rpd.model.workers import configurations, format_configs
 from rpd.plotting.plan import frontier_figure
 from rpd.runtime.interrupt import run_main
 from rpd.validation import check_int
@@ -115,6 +119,19 @@ class PipelineConfig:
 
 
 @dataclasses.dataclass
+class PlanTrainConfig:
+    """Time to a target loss (``objective=`` turns it on; rpd.analysis.plan_train)."""
+
+    N: int = 256  # microbatches each schedule trains; T = the shortest run's wall-clock time
+    gamma_lo: Optional[int] = None  # the γ grid 2^lo..2^hi; null: the optimizer group's (method.*)
+    gamma_hi: Optional[int] = None
+    target: Optional[float] = None  # null: the lowest loss any schedule reaches at T/2
+    rule: str = "best_final"  # γ at T: best_final | stable | reference
+    points: int = 32  # instants up to T the curves are read at (time-to-target resolution T/points)
+    seed: int = 0
+
+
+@dataclasses.dataclass
 class PlanConfig:
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
     hardware: HardwareConfig = dataclasses.field(default_factory=HardwareConfig)
@@ -123,11 +140,16 @@ class PlanConfig:
     optimizer: C.OptimizerConfig = dataclasses.field(
         default_factory=lambda: C.OptimizerConfig(name=C.OptimizerName.adam)
     )
-    method: Dict[str, Any] = dataclasses.field(default_factory=dict)  # the group's γ grid, for train only
+    method: Dict[str, Any] = dataclasses.field(default_factory=dict)  # the optimizer group's γ grid (train)
+    # objective=mlp_chain|nanochat (configs/objective/): each schedule trained through its own
+    # semantics on that objective cut into the same stages, time to a target loss (train.*)
+    objective: Optional[C.ObjectiveConfig] = None
+    train: PlanTrainConfig = dataclasses.field(default_factory=PlanTrainConfig)
     precision: Precision = Precision.bf16_mixed
     recompute: Recompute = Recompute.none
     grad_bytes: Optional[int] = None  # 4 (fp32 main gradients, Megatron) or 2; null: 4
     memory_cap: Optional[float] = None  # bytes per device; null: hardware.memory_bytes
+    n_workers: Optional[int] = None  # S, D and replication chosen for this many workers (rpd.model.workers)
     schedules: Optional[List[str]] = None  # null: every registered schedule
     tick_s: Optional[float] = None  # null: the smallest op / 100
     out: Optional[str] = "plan.json"
@@ -184,6 +206,10 @@ def run(cfg) -> dict:
         allreduce_bandwidth=h.allreduce_bandwidth,
         allreduce_latency=h.allreduce_latency,
     )
+    if cfg.objective is not None:  # the training half's input, checked before any work
+        train_grid(cfg)
+        check_int("train.N", cfg.train.N)
+        check_int("train.points", cfg.train.points)
     names = list(registry.SCHEDULES) if cfg.schedules is None else list(cfg.schedules)
     for i, n in enumerate(names):
         if n not in registry.SCHEDULES:
@@ -235,6 +261,24 @@ def run(cfg) -> dict:
             f"PipeDream's partitioner on {cfg.pipeline.S * D} workers: {part.workers} used, (first, last, "
             f"replicas) {list(part.stages)}, {part.bottleneck * 1e3:.3f} ms per microbatch"
         )
+    if cfg.objective is not None:
+        out["time_to_target"] = train_rows(cfg, rows, model, hw, settings)
+        print(format_times(out["time_to_target"]))
+    if cfg.n_workers is not None:  # issue 29: depth, data parallelism and replication for n workers
+        configs = configurations(
+            model,
+            hw,
+            check_int("n_workers", cfg.n_workers),
+            how=settings["partition"],
+            optimizer=settings["optimizer"],
+            precision=settings["precision"],
+            grad_bytes=cfg.grad_bytes or 4,
+            memory_cap=cfg.memory_cap,
+            tick_s=cfg.tick_s,
+        )
+        print(f"{cfg.n_workers} workers, PipeDream 1F1B-RR (rpd.model.workers), best first:")
+        print(format_configs(configs))
+        out["workers"] = [dataclasses.asdict(c) for c in configs]
     if cfg.out:
         Path(cfg.out).write_text(json.dumps(out, indent=1))
         print(f"wrote {cfg.out}")
@@ -247,6 +291,41 @@ def run(cfg) -> dict:
         frontier_figure(points, cfg.figure, title=f"{model.name} on {cfg.pipeline.S} x {hw.name}")
         print(f"wrote {cfg.figure}")
     return out
+
+
+def train_grid(cfg) -> tuple[int, int]:
+    """The γ grid's exponents (lo, hi) of ``train.*``, else the optimizer group's ``method.*``."""
+    t, method = cfg.train, OmegaConf.to_container(cfg.method, resolve=True) or {}
+    lo = t.gamma_lo if t.gamma_lo is not None else method.get("gamma_lo", -8)
+    hi = t.gamma_hi if t.gamma_hi is not None else method.get("gamma_hi", 0)
+    if lo > hi:
+        raise ValueError(f"train.gamma_lo={lo} must be <= train.gamma_hi={hi}")
+    return lo, hi
+
+
+def train_rows(cfg, rows, model, hw, settings) -> dict:
+    """Each row's schedule trained on ``cfg.objective`` with ``cfg.optimizer``: time to target."""
+    t = cfg.train
+    lo, hi = train_grid(cfg)
+    opt = checks.optimizer_of(cfg)
+    result = time_to_target(
+        rows,
+        model,
+        hw,
+        make_timeline,
+        lambda n_blocks: build_objective(cfg.objective, n_blocks),
+        t.N,
+        2.0 ** np.arange(lo, hi + 1),
+        how=settings["partition"],
+        tick_s=cfg.tick_s,
+        grad_bytes=cfg.grad_bytes or 4,
+        target=t.target,
+        rule=t.rule,
+        points=t.points,
+        seed=t.seed,
+        optimizer=opt,
+    )
+    return dict(result, objective=_v(cfg.objective.name), optimizer=settings["optimizer"], gamma_lo=lo, gamma_hi=hi)
 
 
 @hydra.main(version_base="1.3", config_path="../configs", config_name="plan")

@@ -36,7 +36,14 @@ def chart(cfg) -> dict:
     ops = np.stack([t.kind, t.stage, t.mb, t.rank, t.start, t.end, t.fused]).astype(np.int64)
     scale = max(1, int(cfg.costs.F))
     title = f"{pipeline.name}: S = {tl.S}, N = {tl.N}" + (f", M = {tl.M}" if tl.M else "")
-    path = schedule_gantt([dict(title=title, ops=ops, scale=scale)], cfg.out)
+    panel = dict(title=title, ops=ops, scale=scale)
+    wasted = getattr(tl, "wasted", None)  # ZB-H2 post-validation: forwards a rollback threw away
+    if wasted is not None:
+        w = np.stack([wasted.kind, wasted.stage, wasted.mb, wasted.rank, wasted.start, wasted.end, wasted.fused])
+        panel["ops"] = np.concatenate([ops, w.astype(np.int64)], axis=1)
+        panel["wasted"] = np.arange(panel["ops"].shape[1]) >= ops.shape[1]
+        panel["steps"] = np.asarray(tl.step_end)
+    path = schedule_gantt([panel], cfg.out)
     acts = memory.peak_activations(tl)
     return {
         "schedule": pipeline.name,

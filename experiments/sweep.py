@@ -118,7 +118,7 @@ def sweep_time(cfgs) -> int | None:
         checks.validate(c)
         pipeline = checks.run_spec(c).pipeline
         averaging = c.costs.allreduce_alpha or c.costs.allreduce_beta
-        obj = objective_of.build_objective(c.objective, c.schedule.S) if averaging else None
+        obj = objective_of.build_objective(c.objective, checks.objective_blocks(c)) if averaging else None
         T = int(pipeline.timeline(obj).T)
         shortest = T if shortest is None else min(shortest, T)
     return shortest

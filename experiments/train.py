@@ -90,6 +90,8 @@ def run_config(cfg) -> dict:
             o.update(mu=None, condition_number=None)
         if o["name"] != "logistic_regression":
             o["lam"] = None
+    if not o.get("_target_") and o["name"] not in ("random_quadratic", "nesterov_quadratic"):
+        o["rotate"] = None
     if m["gammas"] is None:
         m["gammas"] = checks.gammas(cfg.method)
     m.pop("gamma_lo"), m.pop("gamma_hi")
@@ -131,7 +133,7 @@ def train(cfg) -> tuple[dict, dict, str]:
     t0 = time.perf_counter()
     grid = checks.gammas(cfg.method)
     spec = checks.run_spec(cfg)
-    obj = objective_of.build_objective(cfg.objective, cfg.schedule.S)
+    obj = objective_of.build_objective(cfg.objective, checks.objective_blocks(cfg))
     lm = obj.name == "nanochat"
     results, sim_time, block_update, extra = [], None, None, {}
     if cfg.compare_T is not None and spec.pipeline.timeline(obj).T < cfg.compare_T:

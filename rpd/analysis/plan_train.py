@@ -8,10 +8,12 @@ the schedule's global stages on the hardware) and trained through its own semant
 chain or the char LM cut into the same stages; ``make_objective(n_blocks)``), over a γ grid, with
 ``optimizer`` (:mod:`rpd.train.optimizers`; None: plain SGD).
 
-Protocol (SPEC §6 (i), in seconds): T = the shortest wall-clock time any row needs for its N
-microbatches; every row is read on one grid of ``points`` instants up to T (seconds / the row's
-own tick length), γ chosen by ``rule`` at T. The target is ``target`` if given, else the lowest
-loss any row reaches at T/2 (E10's rule). Time to target = the first instant of the grid at which
+Protocol (SPEC §6 (i), in seconds), per objective (rows are grouped by their block count: a
+schedule with two chunks per rank trains a model of 2S blocks, not comparable with S blocks):
+T = the shortest wall-clock time any row of the group needs for its N microbatches; every row is
+read on one grid of ``points`` instants up to T (seconds / the row's own tick length), γ chosen
+by ``rule`` at T. The target is ``target`` if given, else the lowest loss any row of the group
+reaches at T/2 (E10's rule). Time to target = the first instant of the grid at which
 the row's selected curve is at or below the target (resolution T/points), None if it is not
 reached by T. A diverged γ is recorded, never selected; a row whose every γ diverged gets no time.
 
@@ -60,85 +62,95 @@ def time_to_target(
     seed: int = 0,
     optimizer=None,
 ) -> dict:
-    """``{"T_s", "target", "rule", "N", "rows": [{"schedule", "M", "gamma", "gamma_on_grid_edge",
-    "loss_at_T", "time_to_target_s", "n_diverged", "error"}]}`` for every row of ``rows`` without an error
-    and with D = 1 (see the module docstring)."""
+    """``{"rule", "N", "points", "groups": [{"blocks", "T_s", "target", "rows": [{"schedule", "M",
+    "gamma", "gamma_on_grid_edge", "loss_at_T", "time_to_target_s", "n_diverged"}]}], "errors":
+    [{"schedule", "M", "error"}]}`` for every row of ``rows`` without an error and with D = 1 (see
+    the module docstring). Rows are compared within a group of one objective: a schedule with v
+    chunks per rank (interleaved, ZB-V, DualPipeV, WPipe) trains an objective of S·v blocks, a
+    different model from the S-block one, so each block count is its own group with its own T and
+    target."""
     N = check_int("train.N", N)
     points = check_int("train.points", points)
     grid = np.asarray(check_gammas(gammas), np.float64)
     check_choice("train.rule", rule, set(tuning.RULES))
     if target is not None:
         check_real("train.target", target, allow_zero=True)
-    todo = [r for r in rows if r.error is None and r.D == 1]
-    built = []
-    for r in todo:
+    groups: dict[int, list] = {}
+    errors = []
+    for r in rows:
+        if r.error is not None or r.D != 1:
+            continue
         try:
-            built.append((r, *_timeline(model, hw, r, make, N, how, tick_s, grad_bytes)))
+            tl, tick = _timeline(model, hw, r, make, N, how, tick_s, grad_bytes)
         except ValueError as exc:  # N is not a multiple of this schedule's step, ...
-            built.append((r, None, str(exc)))
-    timed = [(r, tl, tick) for r, tl, tick in built if tl is not None]
-    if not timed:
+            errors.append({"schedule": r.schedule, "M": r.M, "error": str(exc)})
+            continue
+        groups.setdefault(tl.n_stages, []).append((r, tl, tick))
+    if not groups:
         raise ValueError("train: no schedule of the plan could be built for train.N microbatches")
-    T = min(tl.T * tick for _, tl, tick in timed)
+    out = [
+        _group(blocks, members, make_objective(blocks), grid, target, rule, points, seed, optimizer)
+        for blocks, members in sorted(groups.items())
+    ]
+    return {"rule": rule, "N": N, "points": points, "groups": out, "errors": errors}
+
+
+def _group(blocks, members, obj, grid, target, rule, points, seed, optimizer) -> dict:
+    """One objective's rows read at one T (the group's shortest run), against one target."""
+    T = min(tl.T * tick for _, tl, tick in members)
     instants = np.linspace(T / points, T, points)
     out = []
-    for r, tl, tick in built:
-        entry = {"schedule": r.schedule, "M": r.M}
-        if tl is None:
-            out.append(dict(entry, error=tick))
-            continue
+    for r, tl, tick in members:
         # the last tick at or before each instant (ticks of this row's own length), each once
-        at, which = np.unique(np.clip(np.floor(instants / tick + 1e-9).astype(np.int64), 1, tl.T), return_inverse=True)
-        obj = make_objective(tl.n_stages)
+        ticks = np.clip(np.floor(instants / tick + 1e-9).astype(np.int64), 1, tl.T)
+        at, which = np.unique(ticks, return_inverse=True)
         res = methods.train(obj, tl, grid, seed=seed, at=at, optimizer=optimizer)
         curve = np.asarray(res.curve)[:, 1:][:, which]  # [G, points]: the start dropped, one value per instant
-        sel = tuning.select_gamma(curve, grid, rule=rule, start=np.asarray(res.curve)[:, 0])
-        i = sel.index
-        entry.update(
-            gamma=None if i is None else float(grid[i]),
-            gamma_on_grid_edge=i is not None and i in (int(np.argmin(grid)), int(np.argmax(grid))),
-            loss_at_T=None if i is None else float(curve[i, -1]),
-            n_diverged=int(np.asarray(res.diverged).sum()),
-            _curve=None if i is None else curve[i],
+        i = tuning.select_gamma(curve, grid, rule=rule, start=np.asarray(res.curve)[:, 0]).index
+        out.append(
+            {
+                "schedule": r.schedule,
+                "M": r.M,
+                "gamma": None if i is None else float(grid[i]),
+                "gamma_on_grid_edge": i is not None and i in (int(np.argmin(grid)), int(np.argmax(grid))),
+                "loss_at_T": None if i is None else float(curve[i, -1]),
+                "n_diverged": int(np.asarray(res.diverged).sum()),
+                "_curve": None if i is None else curve[i],
+            }
         )
-        out.append(entry)
-    alive = [e for e in out if e.get("_curve") is not None]
     if target is None:
-        half = [float(e["_curve"][points // 2 - 1]) for e in alive]
+        half = [float(e["_curve"][points // 2 - 1]) for e in out if e["_curve"] is not None]
         target = float(np.nanmin(half)) if half else float("nan")
     for e in out:
-        c = e.pop("_curve", None)
-        if c is None:
-            e.setdefault("time_to_target_s", None)
-            continue
-        hit = np.nonzero(c <= target)[0]
+        c = e.pop("_curve")
+        hit = np.nonzero(c <= target)[0] if c is not None else np.zeros(0, int)
         e["time_to_target_s"] = float(instants[hit[0]]) if hit.size else None
-    return {"T_s": float(T), "target": float(target), "rule": rule, "N": N, "points": points, "rows": out}
+    return {"blocks": int(blocks), "T_s": float(T), "target": float(target), "rows": out}
 
 
 def format_times(result: dict) -> str:
-    """The rows sorted by time to target (reached first), then by loss at T."""
-    rows = sorted(
-        result["rows"],
-        key=lambda e: (
-            e.get("time_to_target_s") is None,
-            e.get("time_to_target_s") or 0.0,
-            e.get("loss_at_T") if e.get("loss_at_T") is not None else np.inf,
-        ),
-    )
-    head = (
-        f"time to loss {result['target']:.4g} (T = {result['T_s'] * 1e3:.2f} ms of simulated time, "
-        f"the shortest run of N = {result['N']} microbatches; γ by {result['rule']} at T)"
-    )
-    lines = [head, f"{'schedule':<14} {'M':>3} {'gamma':>9} {'loss at T':>10} {'to target ms':>12}"]
-    for e in rows:
-        if e.get("error"):
-            lines.append(f"{e['schedule']:<14} {e['M']:>3}  n/a: {e['error']}")
-            continue
-        g = "diverged" if e["gamma"] is None else f"{e['gamma']:.3g}" + ("*" if e["gamma_on_grid_edge"] else "")
-        loss = "-" if e["loss_at_T"] is None else f"{e['loss_at_T']:.4g}"
-        t = "not reached" if e["time_to_target_s"] is None else f"{e['time_to_target_s'] * 1e3:.2f}"
-        lines.append(f"{e['schedule']:<14} {e['M']:>3} {g:>9} {loss:>10} {t:>12}")
-    if any(e.get("gamma_on_grid_edge") for e in rows):
+    """Per group, the rows sorted by time to target (reached first), then by loss at T."""
+    lines = []
+    for grp in result["groups"]:
+        rows = sorted(
+            grp["rows"],
+            key=lambda e: (
+                e["time_to_target_s"] is None,
+                e["time_to_target_s"] or 0.0,
+                e["loss_at_T"] if e["loss_at_T"] is not None else np.inf,
+            ),
+        )
+        lines += [
+            f"{grp['blocks']} objective blocks: time to loss {grp['target']:.4g} (T = {grp['T_s'] * 1e3:.2f} ms of "
+            f"simulated time, the shortest run of N = {result['N']} microbatches; γ by {result['rule']} at T)",
+            f"{'schedule':<14} {'M':>3} {'gamma':>9} {'loss at T':>10} {'to target ms':>12}",
+        ]
+        for e in rows:
+            g = "diverged" if e["gamma"] is None else f"{e['gamma']:.3g}" + ("*" if e["gamma_on_grid_edge"] else "")
+            loss = "-" if e["loss_at_T"] is None else f"{e['loss_at_T']:.4g}"
+            t = "not reached" if e["time_to_target_s"] is None else f"{e['time_to_target_s'] * 1e3:.2f}"
+            lines.append(f"{e['schedule']:<14} {e['M']:>3} {g:>9} {loss:>10} {t:>12}")
+    lines += [f"{e['schedule']:<14} {e['M']:>3}  n/a: {e['error']}" for e in result["errors"]]
+    if any(e["gamma_on_grid_edge"] for grp in result["groups"] for e in grp["rows"]):
         lines.append("* γ on the grid's edge: widen train.gamma_lo / train.gamma_hi")
     return "\n".join(lines)

@@ -84,6 +84,16 @@ def _least_squares_functions(B: int, sizes: tuple[int, ...], mu: float | None):
     return value_and_grad, loss, _additive_chain(sizes, B, lambda z, y: 0.5 * jnp.mean((z - y) ** 2))
 
 
+def _rotated(X: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """X M with M = V Qᵀ (A = XᵀX / n = V Λ Vᵀ, Q a Haar-random rotation drawn from ``rng``): the
+    Hessian becomes (XM)ᵀ(XM) / n = Q Λ Qᵀ, the same spectrum in a random eigenbasis."""
+    n, d = X.shape
+    _, V = np.linalg.eigh(X.T @ X / n)
+    Q, R = np.linalg.qr(rng.standard_normal((d, d)))
+    Q = Q * np.sign(np.diag(R))  # Haar measure (QR's signs fixed)
+    return X @ (V @ Q.T)
+
+
 def _least_squares(name, X, w_star, S, batch_size, meta, mu=None) -> Objective:
     """f(x) = ||X x - y||^2 / (2n) with y = X w*, so f* = 0 exactly. ``mu`` (Nesterov's A =
     tridiag(-1, 2, -1) + mu I) gives e^T A e in O(d) instead of the dense d^2 product."""
@@ -110,14 +120,19 @@ def _least_squares(name, X, w_star, S, batch_size, meta, mu=None) -> Objective:
     )
 
 
-def random_quadratic(n: int, d: int, S: int, batch_size: int, seed: int = 0) -> Objective:
+def random_quadratic(n: int, d: int, S: int, batch_size: int, seed: int = 0, rotate: bool = False) -> Objective:
     """f(x) = ||X x - y||^2 / (2n), X ~ N(0,1)^{n x d}, w* ~ N(0, I), y = X w*; f* = 0,
-    L = lambda_max(X^T X / n)."""
+    L = lambda_max(X^T X / n). ``rotate``: X is replaced by X M so that the Hessian is Q Λ Qᵀ,
+    Λ today's spectrum, Q a rotation drawn after w* from the same generator (so every earlier
+    draw, and the unrotated objective, are unchanged)."""
     n, d, S, batch_size = _check_sizes(n, d, S, batch_size)
     rng = np.random.default_rng(check_int("seed", seed, 0))
     X = rng.standard_normal((n, d))
     w_star = rng.standard_normal(d)
-    return _least_squares("random_quadratic", X, w_star, S, batch_size, dict(kind="random_quadratic", seed=seed))
+    meta = dict(kind="random_quadratic", seed=seed)
+    if rotate:
+        X, meta = _rotated(X, rng), dict(meta, rotate=True)
+    return _least_squares("random_quadratic", X, w_star, S, batch_size, meta)
 
 
 def nesterov_mu(d: int, condition_number: float) -> float:
@@ -140,11 +155,13 @@ def nesterov_quadratic(
     mu: float | None = 0.01,
     condition_number: float | None = None,
     seed: int = 0,
+    rotate: bool = False,
 ) -> Objective:
     """Nesterov's worst-case quadratic as least squares: A = tridiag(-1, 2, -1) + mu I,
     X = sqrt(n) Q C^T with Q from the reduced QR of Z ~ N(0,1)^{n x d} and A = C C^T, so that
     X^T X / n = A; then w* ~ N(0, I) and y = X w*. Needs n >= d. Give ``mu`` or a target
-    ``condition_number`` (which overrides mu)."""
+    ``condition_number`` (which overrides mu). ``rotate``: the Hessian becomes Q Λ Qᵀ (Λ the
+    spectrum of A, Q a rotation drawn after w*); the loss then uses the dense Hessian."""
     n, d, S, batch_size = _check_sizes(n, d, S, batch_size)
     if n < d:
         raise ValueError(f"n must be >= d for Nesterov's quadratic (X^T X / n = A), got n={n}, d={d}")
@@ -159,6 +176,8 @@ def nesterov_quadratic(
     X = np.sqrt(n) * Q @ C.T
     w_star = rng.standard_normal(d)
     meta = dict(kind="nesterov_quadratic", mu=mu, seed=seed)
+    if rotate:  # no longer tridiagonal: the loss's O(d) form does not apply
+        return _least_squares("nesterov_quadratic", _rotated(X, rng), w_star, S, batch_size, dict(meta, rotate=True))
     return _least_squares("nesterov_quadratic", X, w_star, S, batch_size, meta, mu)
 
 

@@ -43,6 +43,8 @@ def schedule_gantt(panels: list[dict], path) -> Path:
         axes = fig.subplots(len(panels), 1, gridspec_kw={"height_ratios": heights}, squeeze=False)[:, 0]
         for ax, p in zip(axes, panels):
             _gantt(ax, p["ops"], p["scale"], p["title"])
+            if "wasted" in p:
+                _post_validation(ax, p["ops"], p["wasted"], p["steps"], p["scale"])
             ax.set_xlim(0, T)
         handles = [Rectangle((0, 0), 1, 1, facecolor=c, edgecolor="black") for c in KIND_COLOR.values()]
         axes[0].legend(
@@ -105,6 +107,23 @@ def _gantt(ax, ops: np.ndarray, scale: int, title: str) -> None:
     )
     ax.set_title(title + note, fontsize=9, loc="left")
     ax.grid(False)
+
+
+def _post_validation(ax, ops: np.ndarray, wasted: np.ndarray, steps: np.ndarray, scale: int) -> None:
+    """ZB-H2's post-validation: wasted speculative forwards cross-hatched, and a black bar where
+    each rank's optimizer step of a flush is final (``steps`` int [n_flush, S], last ticks)."""
+    S = int(np.asarray(ops[3]).max()) + 1
+    start, end, rank = (np.asarray(ops[i])[wasted] for i in (4, 5, 3))
+    cells = [Rectangle((a / scale, S - 1 - r), (b - a) / scale, 1) for a, b, r in zip(start, end, rank)]
+    ax.add_collection(PatchCollection(cells, facecolor="#80808099", edgecolor="black", linewidth=0.5, hatch="xx"))
+    for r in range(S):
+        for t in steps[:, r]:
+            ax.plot([(t + 1) / scale] * 2, [S - 1 - r, S - r], color="black", linewidth=2.0)
+    ax.set_title(
+        ax.get_title(loc="left") + "   (bars: each rank's step final; crossed: forwards rerun after a rollback)",
+        fontsize=9,
+        loc="left",
+    )
 
 
 NAMES = dict(

@@ -39,6 +39,7 @@ from rpd.registry.schedules import (
     ScheduleParams,
     build,
     check_schedule,  # noqa: F401  (re-exported)
+    objective_blocks,  # noqa: F401  (re-exported)
     register_schedule,
     resolve,  # noqa: F401  (re-exported)
 )

@@ -19,7 +19,7 @@ from rpd.registry.schedules import ScheduleParams, _entry_of, build, check_sched
 from rpd.results import Result
 from rpd.schedules import Timeline, delays, memory
 from rpd.schedules.costs import CostModel
-from rpd.train import methods, optimizers, semantics
+from rpd.train import diloco, methods, optimizers, semantics
 from rpd.validation import check_choice, check_int
 
 
@@ -37,9 +37,14 @@ class MethodOptions:
     t1: bool = False  # pipeline (PipeMare): step-size warm-up by delay
     t1_window: int | None = None  # pipeline (PipeMare): T1's window in updates
     t2: bool = False  # pipeline (PipeMare): backward weights extrapolated by the velocity
-    # every method but LocalSGD: None / "sgd" (plain SGD), a name of rpd.train.optimizers.NAMES, a dict
-    # {"name": ..., hyper-parameters...}, an rpd.train.optimizers.Optimizer or an optax transformation
+    # None / "sgd" (plain SGD), a name of rpd.train.optimizers.NAMES, a dict {"name": ...,
+    # hyper-parameters...}, an rpd.train.optimizers.Optimizer or an optax transformation; LocalSGD:
+    # every replica's inner optimizer (DiLoCo's inner AdamW)
     optimizer: Any = None
+    # LocalSGD (rpd.train.diloco): the outer optimizer on the pseudo-gradient (None / "sgd": plain
+    # averaging; "nesterov": DiLoCo's) and the inner state at a sync (keep | average | reset)
+    outer_optimizer: Any = None
+    inner_state: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,7 +120,8 @@ def _local_sgd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> Meth
 
     tl = pipe.timeline(obj)
     lm = obj.name == "nanochat"  # the LM is evaluated at round ends only
-    res = methods.local_sgd(obj, tl, gammas, seed=seed, track_time=not lm)
+    diloco_kw = dict(optimizer=o.optimizer, outer_optimizer=o.outer_optimizer, inner_state=o.inner_state or "keep")
+    res = methods.local_sgd(obj, tl, gammas, seed=seed, track_time=not lm, **diloco_kw)
     if not lm:
         res = _cut(res, pipe.params)
         if o.stride > 1:
@@ -209,12 +215,18 @@ for _method in (
         doc="Randomized PipeDream with PD's K",
     ),
     MethodEntry("sgd", _sgd, ("pipedream",), doc="minibatch SGD (N, or PD's N at T)"),
-    MethodEntry("localsgd", _local_sgd, ("local_sgd",), doc="LocalSGD from its timeline"),
+    MethodEntry(
+        "localsgd",
+        _local_sgd,
+        ("local_sgd",),
+        ("outer_optimizer", "inner_state"),
+        doc="LocalSGD (DiLoCo with an outer optimizer) from its timeline",
+    ),
     MethodEntry(
         "pipeline",
         _pipeline,
         None,
-        ("predict", "ema", "t1", "t1_window", "t2"),
+        ("predict", "ema", "t1", "t1_window", "t2", "outer_optimizer", "inner_state"),
         doc="any registered schedule, its own semantics",
     ),
 ):
@@ -238,9 +250,20 @@ def _check_options(entry: MethodEntry, o: MethodOptions, tl: Timeline, prefix: s
     try:
         optimizer = optimizers.resolve(o.optimizer)
     except (TypeError, ValueError) as err:
-        raise type(err)(f"optimizer: {err}") from None
-    if optimizer is not None and tl.kind == "local_sgd":
-        raise ValueError(f"optimizer={optimizer.name}: LocalSGD runs plain SGD replicas (DiLoCo is not supported yet)")
+        raise type(err)(str(err) if str(err).startswith("optimizer") else f"optimizer: {err}") from None
+    correction = None if optimizer is None or optimizer.correction is None else optimizer.correction.name
+    if correction is not None and tl.kind == "local_sgd":
+        raise ValueError(f"optimizer.correction={correction}: LocalSGD's replicas apply fresh gradients (no staleness)")
+    if correction == "dc_asgd" and tl.kind == "pipemare":
+        raise ValueError("optimizer.correction=dc_asgd: PipeMare's gradient reads two points; DC-ASGD needs one")
+    try:
+        outer = diloco.resolve_outer(o.outer_optimizer)
+        inner_state = diloco.check_inner_state(o.inner_state or "keep")
+    except (TypeError, ValueError) as err:
+        raise type(err)(str(err)) from None
+    if tl.kind != "local_sgd" and (outer is not None or inner_state != "keep"):
+        what = f"outer_optimizer={outer.name}" if outer is not None else f"inner_state={inner_state}"
+        raise ValueError(f"{what}: applies to LocalSGD (DiLoCo) only, not to schedule {tl.kind}")
     if "delta" in entry.options:
         check_int(f"{prefix}delta", o.delta, 0)
     used = {f: getattr(o, f) for f in entry.options if f in semantics.OPTION_NAMES}

@@ -13,6 +13,7 @@ import numpy as np
 from rpd.analysis import simtime
 from rpd.schedules import Timeline, family
 from rpd.schedules.costs import CostModel
+from rpd.schedules.data_parallel import data_parallel
 from rpd.validation import check_choice, check_int, qualify
 
 
@@ -33,6 +34,16 @@ class ScheduleParams:
     noam: int | None = None  # PipeDream: max microbatches in flight (default S)
     R: int | None = None  # LocalSGD: replicas (default S)
     H: int | None = None  # LocalSGD: local steps per round (default 1)
+    post_validation: bool | None = None  # ZB-H2: time sail-sg's optimizer post-validation (default False)
+    clip: float | None = None  # ZB-H2 post-validation: global-norm clip threshold of the semantics
+    rollback_p: float | None = None  # ZB-H2 post-validation: per-flush rollback probability (default 0)
+    rollback_trace: tuple | None = None  # ZB-H2 post-validation: the flushes rolled back (overrides p)
+    pipelines: int | None = None  # AvgPipe: pipelines sharing the devices (default 2)
+    advance: int | None = None  # AvgPipe: advance-forward depth in [0, M / pipelines] (default 0: 1F1B)
+    elastic: float | None = None  # AvgPipe: EASGD's moving rate α (default 0.9 / pipelines)
+    replicas: tuple | None = None  # pipedream_rr: replicas of each stage (default one each)
+    D: int | None = None  # data-parallel pipelines around a synchronous schedule (default 1; issue 29)
+    overlap_allreduce: bool | None = None  # with D > 1: the all-reduce starts during the drain
     cut: str | None = None  # with T: "end" (the point after T ticks, the default) or "authors"
     # (after T - 1: the authors' curve[:T]; rpd.analysis.simtime.cut_to)
 
@@ -45,7 +56,25 @@ DEFAULTS: Mapping[str, Callable[[int], Any]] = {  # field -> its default as a fu
     "noam": lambda S: S,
     "R": lambda S: S,
     "H": lambda S: 1,
+    "post_validation": lambda S: False,
+    "clip": lambda S: None,
+    "rollback_p": lambda S: 0.0,
+    "rollback_trace": lambda S: None,
+    "pipelines": lambda S: 2,
+    "advance": lambda S: 0,
+    "elastic": lambda S: None,
+    "replicas": lambda S: None,
 }
+NOT_INT = (
+    "overlapped",
+    "post_validation",
+    "clip",
+    "rollback_p",
+    "rollback_trace",
+    "replicas",
+    "advance",
+    "elastic",
+)  # checked by the constructor
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +94,7 @@ class ScheduleEntry:
     defaults: Mapping[str, Callable[[int], Any]] = dataclasses.field(default_factory=dict)
     aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
     doc: str = ""
+    blocks: Callable[[int], int] | None = None  # objective blocks it trains, from S (None: S)
 
 
 SCHEDULES: dict[str, ScheduleEntry] = {}
@@ -91,7 +121,13 @@ for _entry in (
         "interleaved", family.interleaved, ("M", "v", "group"), flush=True, doc="interleaved 1F1B, v chunks per rank"
     ),
     ScheduleEntry("zb_h1", family.zb_h1, ("M",), flush=True, doc="zero bubble H1"),
-    ScheduleEntry("zb_h2", family.zb_h2, ("M", "overlapped"), flush=True, doc="zero bubble H2 (greedy)"),
+    ScheduleEntry(
+        "zb_h2",
+        family.zb_h2,
+        ("M", "overlapped", "post_validation", "clip", "rollback_p", "rollback_trace"),
+        flush=True,
+        doc="zero bubble H2 (greedy); post_validation: sail-sg's eager steps and rollbacks",
+    ),
     ScheduleEntry(
         "searched",
         family.searched,
@@ -112,6 +148,13 @@ for _entry in (
     register_schedule(_entry)
 
 
+def objective_blocks(name: str, S: int) -> int:
+    """How many blocks the objective of schedule ``name`` on S ranks needs: S, or what the
+    schedule's ``blocks`` says (WPipe's two groups split each rank's weights: 2S)."""
+    entry = SCHEDULES[name]
+    return int(S) if entry.blocks is None else int(entry.blocks(int(S)))
+
+
 def _entry_of(name: str, prefix: str = "") -> ScheduleEntry:
     check_choice(f"{prefix}name", name, SCHEDULES)
     return SCHEDULES[name]
@@ -130,6 +173,8 @@ def resolve(name: str, params: ScheduleParams) -> ScheduleParams:
     for f in entry.fields:
         value = getattr(params, f)
         kept[f] = entry.defaults.get(f, DEFAULTS[f])(params.S) if value is None else value
+    if params.D not in (None, 1):  # D pipelines (rpd.schedules.data_parallel); D = 1 keeps old keys
+        kept.update(D=params.D, overlap_allreduce=bool(params.overlap_allreduce))
     return ScheduleParams(**kept)
 
 
@@ -137,7 +182,10 @@ def _make(entry: ScheduleEntry, p: ScheduleParams, N: int, costs: CostModel | No
     kw = {f: getattr(p, f) for f in entry.fields}
     if entry.allreduce:
         kw["values"] = values
-    return entry.build(p.S, N, costs=costs, **kw)
+    tl = entry.build(p.S, N, costs=costs, **kw)
+    if p.D not in (None, 1):
+        tl = data_parallel(tl, p.D, costs, values, bool(p.overlap_allreduce))
+    return tl
 
 
 def build(name: str, params: ScheduleParams, costs: CostModel | None = None, values: int = 0) -> Timeline:
@@ -172,11 +220,17 @@ def check_schedule(
     p = resolve(name, params)
     for f in entry.fields:
         value = getattr(p, f)
-        if f == "overlapped":
+        if f in ("overlapped", "post_validation"):
             if not isinstance(value, (bool, np.bool_)):
-                raise TypeError(f"{prefix}overlapped must be a bool, got {value!r}")
+                raise TypeError(f"{prefix}{f} must be a bool, got {value!r}")
+        elif f in NOT_INT:
+            pass
         else:
             check_int(f"{prefix}{f}", value)
+    if params.D is not None:
+        check_int(f"{prefix}D", params.D)
+        if params.D > 1 and not entry.flush:
+            raise ValueError(f"{prefix}D > 1 needs a schedule with a flush, got {name}")
     if entry.flush and p.T is None and p.N % p.M:
         raise ValueError(f"{prefix}N must be a whole number of flushes of {prefix}M microbatches, got N={p.N}, M={p.M}")
     n = p.M if entry.flush else 1
@@ -209,6 +263,26 @@ for _entry in (  # the survey's remaining rows (issue 33; rpd.schedules.frontier
         ("M",),
         flush=True,
         doc="WPipe (reconstruction): two interleaved groups, 2BW delay on the input side",
+        blocks=lambda S: 2 * S,
+    ),
+    ScheduleEntry(
+        "avgpipe",
+        family.avgpipe,
+        ("M", "pipelines", "advance", "elastic"),
+        flush=True,
+        defaults={"M": lambda S: S + S % 2},
+        doc="AvgPipe (reconstruction): parallel pipelines, elastic averaging, advance forward",
     ),
 ):
     register_schedule(_entry)
+
+
+register_schedule(  # issue 29: PipeDream's replicated stages (rpd.schedules.round_robin)
+    ScheduleEntry(
+        "pipedream_rr",
+        family.pipedream_rr,
+        ("replicas",),
+        allreduce=True,
+        doc="PipeDream 1F1B-RR: stage g on replicas[g] workers, microbatches round-robin, weights all-reduced",
+    )
+)

@@ -12,11 +12,14 @@ chunk. Bad parameters raise a ValueError naming the parameter before any work.
 from __future__ import annotations
 
 from rpd.schedules import orders, readiness
+from rpd.schedules import post_validation as post_validation_
+from rpd.schedules.avgpipe import avgpipe
 from rpd.schedules.bidirectional import chimera_order
 from rpd.schedules.build import order_of, timed
 from rpd.schedules.costs import CostModel
 from rpd.schedules.frontier import ampnet_order, gems_order, replicated, wpipe_order
 from rpd.schedules.ir import concat, shift_mb
+from rpd.schedules.round_robin import pipedream_rr
 from rpd.schedules.search import searched
 from rpd.schedules.timeline import Timeline
 from rpd.schedules.v_shape import dualpipe_v_order, zbv_order
@@ -159,12 +162,31 @@ def zb_h2(
     overlapped: bool = False,
     max_pending=None,
     max_held: int | None = None,
+    post_validation: bool = False,
+    clip: float | None = None,
+    rollback_p: float = 0.0,
+    rollback_trace=None,
 ) -> Timeline:
     """ZB-H2 by the greedy rule with the 2p memory cap (ZOO.md §3.7; at most ``max_held``,
     default 2S, microbatches F-not-W per rank, W residues included). Per-rank span 3M iff
     M >= 2S - 1 at unit costs, but T_flush = 3M + S - 1 as ZB-H1: the gain needs
-    ``overlapped=True`` (no barrier between flushes, optimizer post-validation)."""
+    ``overlapped=True`` (no barrier between flushes, optimizer post-validation).
+    ``post_validation=True`` times sail-sg's post-validation itself (eager steps, speculative
+    forwards, rollbacks with probability ``rollback_p`` or at the flushes of ``rollback_trace``;
+    ``clip``: the global-norm threshold the semantics apply), :mod:`rpd.schedules.post_validation`."""
     S, N, M = _check(S, N, M, per_mb=3)
+    if post_validation:
+        return post_validation_.zb_h2_validated(
+            S,
+            N,
+            M,
+            _costs(costs),
+            rollback_p=rollback_p,
+            trace=rollback_trace,
+            clip=clip,
+            max_pending=max_pending,
+            max_held=max_held,
+        )
     return _flushes(
         "zb_h2",
         orders.zb_h2_order(S, M, max_pending, max_held),
@@ -253,4 +275,6 @@ SCHEDULES = {
     "ampnet": ampnet,
     "wpipe": wpipe,
     "searched": searched,
+    "pipedream_rr": pipedream_rr,  # issue 29: replicated stages, rpd.schedules.round_robin
+    "avgpipe": avgpipe,  # issue 33: elastic averaging over parallel pipelines (reconstruction)
 }

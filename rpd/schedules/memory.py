@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rpd.schedules import frontier
+from rpd.schedules import frontier, round_robin
 from rpd.schedules.delays import stashed_versions
 from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD
 from rpd.schedules.timeline import Timeline
@@ -55,6 +55,10 @@ def weight_versions(tl: Timeline) -> np.ndarray:
         return frontier.weight_versions(tl)
     if tl.kind == "pipedream":
         return stashed_versions(tl)
+    if tl.kind == round_robin.KIND:  # per replica of each stage (issue 29)
+        return round_robin.stashed_versions(tl)
+    if tl.kind == "avgpipe":  # one replica per pipeline and the elastic centre (rpd.schedules.avgpipe)
+        return np.full(G, tl.pipelines + 1, np.int64)
     if tl.kind == "pipedream_2bw":
         return np.full(G, 2, np.int64)
     if tl.kind == "local_sgd":

@@ -86,14 +86,26 @@ def op_durations(flat: FlatOrder, costs, n_stages: int, N: int, split: bool) -> 
 
 
 def time_order(
-    flat: FlatOrder, dur: np.ndarray, p2p: int, flush: np.ndarray | None = None, gap: np.ndarray | None = None
+    flat: FlatOrder,
+    dur: np.ndarray,
+    p2p: int,
+    flush: np.ndarray | None = None,
+    gap: np.ndarray | None = None,
+    extra: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """int64 [n] start and end tick of every op of ``flat`` under durations ``dur``.
 
     ``flush`` (int [n], optional): flush index of each op; an op of flush q > 0 starts no
-    earlier than the last end of flush q-1 plus ``gap[q-1]`` ticks. ``None``: no barriers."""
+    earlier than the last end of flush q-1 plus ``gap[q-1]`` ticks. ``None``: no barriers.
+    ``extra`` (optional): (dep int [n, k], lat int [n, k]), more dependencies with their own
+    latencies (op i starts no earlier than end(dep[i, j]) + lat[i, j]; -1: none), such as the
+    optimizer post-validation's round trip (:mod:`rpd.schedules.post_validation`)."""
     n = len(dur)
     lat = np.where(flat.dep >= 0, p2p * (flat.rank[np.maximum(flat.dep, 0)] != flat.rank[:, None]), 0)
+    dep = flat.dep
+    if extra is not None:
+        dep = np.concatenate([dep, np.asarray(extra[0], np.int64)], axis=1)
+        lat = np.concatenate([lat, np.where(extra[0] >= 0, extra[1], 0)], axis=1)
     if flush is None:
         flush = np.zeros(n, np.int64)
         gap = np.zeros(1, np.int64)
@@ -105,7 +117,7 @@ def time_order(
     stuck = _compiled_kernel()(
         flat.rank_ptr,
         np.asarray(dur, np.int64),
-        flat.dep,
+        np.ascontiguousarray(dep, np.int64),
         lat.astype(np.int64),
         flat.fused,
         flush,
@@ -153,7 +165,7 @@ def _time_kernel(rank_ptr, dur, dep, lat, fused, flush, gap, n_flush, start, end
                 for o in (i, j):
                     if o < 0:
                         continue
-                    for k in range(2):
+                    for k in range(dep.shape[1]):
                         d = dep[o, k]
                         if d < 0 or d == i or d == j:
                             continue

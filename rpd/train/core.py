@@ -91,6 +91,7 @@ class CoreOptions(NamedTuple):
     ema: float = 0.9  # u <- ema * u + (1 - ema) * step
     scaled: bool = False  # per-update step-size multipliers (plan carries scale)
     optimizer: object = None  # rpd.train.optimizers.Optimizer, bound to the objective; None: SGD
+    clip: float = 0.0  # > 0: a fresh gradient g becomes g * min(1, clip / ||g||) (global-norm clip)
 
 
 # Up to this many blocks a read is one dynamic slice per block; above it, one gather of the S
@@ -207,6 +208,8 @@ def _run(obj: Objective, opts: CoreOptions, noisy: bool, consts, data, plan_arra
             z_f = point(state, read, ex.get("horizon"))
             z_b = point(state, ex["read_bwd"], ex.get("horizon_bwd")) if opts.two_point else z_f
             loss, g = grad_fn(z_f, z_b, b)
+            if opts.clip > 0:  # the whole fresh gradient's norm (ZB post-validation's clip)
+                g = g * jnp.minimum(1.0, opts.clip / jnp.sqrt(jnp.sum(g**2)))
             return grads.at[slot].set(pad(g)), loss
 
         # A cond even when every update is fresh (RPD): measured, XLA compiles this program
@@ -277,7 +280,14 @@ def _run(obj: Objective, opts: CoreOptions, noisy: bool, consts, data, plan_arra
         if opts.optimizer is None:
             step_a = lr * g_a
         else:  # the optimizer's update u (to add), from block a's state; x_a past the block is 0
-            u_a, opt = optimizers.update(opts.optimizer, opt, a, g_a, jnp.where(in_block, x_a, 0.0))
+            stale = None
+            if opts.optimizer.needs_stale:  # DC-ASGD: block a of the point the gradient was read at
+                stale = jax.lax.dynamic_slice(state.ring, (read[a] % C, off), (1, P))[0]
+                if opts.velocity:
+                    stale = stale - ex["horizon"][a] * jax.lax.dynamic_slice(state.vel, (read[a] % C, off), (1, P))[0]
+                stale = jnp.where(in_block, stale, 0.0)
+                missed = missed | lag(read[a], state.version[a])
+            u_a, opt = optimizers.update(opts.optimizer, opt, a, g_a, jnp.where(in_block, x_a, 0.0), stale)
             step_a = -(lr * u_a)
         new_a = jnp.where(in_block, x_a - step_a, old)
         ring = jax.lax.dynamic_update_slice(state.ring, new_a[None], (row, off))
@@ -408,7 +418,8 @@ def execute(
         velocity="horizon" in extra,
         ema=float(ema),
         scaled="scale" in extra,
-        optimizer=optimizers.bind(optimizers.resolve(optimizer), obj),
+        optimizer=optimizers.bind_plan(optimizers.bind(optimizers.resolve(optimizer), obj), plan, obj.S),
+        clip=float(plan.clip or 0.0),
     )
     arrays = tuple(on_device(a) for a in (plan.block, plan.batch, plan.read, plan.fresh, plan.slot))
     extra = {k: on_device(v, np.int32 if k == "read_bwd" else obj.dtype) for k, v in extra.items()}

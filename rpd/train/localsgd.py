@@ -29,6 +29,7 @@ from rpd.objectives.base import Objective, ProgramKey, on_device
 from rpd.results import Result
 from rpd.runtime.programs import Program
 from rpd.schedules import Timeline
+from rpd.train import diloco, optimizers
 from rpd.validation import check_gammas, check_int
 
 AXIS = "replica"
@@ -66,40 +67,74 @@ def localsgd_plan(tl: Timeline, n_batches: int) -> dict:
     )
 
 
-def _round_runner(obj: Objective, R: int, T_round: int, track_time: bool, noisy: bool):
+def _round_runner(
+    obj: Objective,
+    R: int,
+    T_round: int,
+    track_time: bool,
+    noisy: bool,
+    optimizer: optimizers.Optimizer | None = None,
+    outer: diloco.Outer | None = None,
+    inner_state: str = "keep",
+):
     seg = obj.layout.segment_ids  # a NumPy index: a constant of the traced program
     D = obj.D
     grad = jax.vmap(obj.value_and_grad, in_axes=(None, 0, 0))  # over local replicas
+    if optimizer is not None:  # DiLoCo's inner optimizer: one state per (replica, block)
+        inner_init = jax.vmap(lambda x: optimizers.init_blocks(optimizer, x, obj.layout))
+        inner_update = jax.vmap(lambda st, g, x: optimizers.update_blocks(optimizer, st, g, x, obj.layout))
+    varying = lambda tree: jax.tree.map(lambda leaf: jax.lax.pcast(leaf, AXIS, to="varying"), tree)
 
     def run(consts, data, batch, valid, t_rel, mb, gamma, key):
         # Shapes inside shard_map: batch/valid/mb [Q, H, R_loc], t_rel [Q, H, R_loc, S].
         R_loc = batch.shape[2]
+        replicas = lambda x: jnp.broadcast_to(x, (R_loc, D))
 
         def local_step(carry, inp):
-            X, buf = carry
+            X, buf, st = carry
             b, ok, t, m = inp
             loss, g = grad(data, X, b)
             if noisy:
                 noise = jax.vmap(lambda m: jax.random.normal(jax.random.fold_in(key, m), (D,), obj.dtype))(m)
                 g = g + consts["grad_noise"] * noise
-            step = jnp.where(ok[:, None], -gamma * g, 0.0)
+            if optimizer is None:
+                step = jnp.where(ok[:, None], -gamma * g, 0.0)
+            else:  # a replica without a microbatch keeps its state
+                u, new = inner_update(st, g, X)
+                step = jnp.where(ok[:, None], gamma * u, 0.0)
+                keep = lambda n, o: jnp.where(ok.reshape(ok.shape + (1,) * (n.ndim - 1)), n, o)
+                st = jax.tree.map(keep, new, st)
             if track_time:
                 buf = buf.at[t[:, seg], jnp.arange(D)[None, :]].add(step)
-            return (X + step, buf), jnp.where(ok, loss, jnp.nan)
+            return (X + step, buf, st), jnp.where(ok, loss, jnp.nan)
 
-        def round_step(xbar, inp):
+        def round_step(carry, inp):
+            xbar, st, ost = carry
             # xbar is replicated (invariant over the mesh). The replicas must be marked as
             # varying before differentiating: the gradient w.r.t. an invariant value is summed
             # over the mesh axis by shard_map's transpose, which would silently turn local
             # steps into synchronous SGD with an R-times step.
-            X = jax.lax.pcast(jnp.broadcast_to(xbar, (R_loc, D)), AXIS, to="varying")
+            X = jax.lax.pcast(replicas(xbar), AXIS, to="varying")
             buf = jnp.zeros((T_round if track_time else 1, D), obj.dtype)
             buf = jax.lax.pcast(buf, AXIS, to="varying")
-            (X, buf), losses = jax.lax.scan(local_step, (X, buf), inp)
+            (X, buf, st), losses = jax.lax.scan(local_step, (X, buf, st), inp)
             # A padding round (no microbatch on any replica, see ``pad_to``) leaves x̄ exactly
             # as it is: averaging R equal copies could move it by rounding.
             live = jax.lax.pmax(jnp.any(inp[1]).astype(jnp.int32), AXIS) > 0
-            xbar_new = jnp.where(live, jax.lax.pmean(jnp.mean(X, axis=0), AXIS), xbar)
+            mean = jax.lax.pmean(jnp.mean(X, axis=0), AXIS)
+            if outer is None:  # plain averaging
+                xbar_new = jnp.where(live, mean, xbar)
+            else:  # DiLoCo: the outer step on the pseudo-gradient Δ = x̄ - mean_r x_r
+                u, ost_new = outer.transform().update(xbar - mean, ost, xbar)
+                xbar_new = jnp.where(live, xbar + u, xbar)
+                ost = jax.tree.map(lambda n, o: jnp.where(live, n, o), ost_new, ost)
+            if optimizer is not None and inner_state == "average":
+                avg = lambda leaf: jax.lax.pcast(
+                    jnp.broadcast_to(jax.lax.pmean(jnp.mean(leaf, axis=0), AXIS), leaf.shape), AXIS, to="varying"
+                )
+                st = diloco.average_state(st, avg)
+            elif optimizer is not None and inner_state == "reset":
+                st = varying(inner_init(replicas(xbar_new)))
             f_ticks = None
             if track_time:
                 # x̄ after tick t is xbar + (sum of the increments landed by t) / R; f(x̄) is
@@ -109,21 +144,33 @@ def _round_runner(obj: Objective, R: int, T_round: int, track_time: bool, noisy:
                     return landed, obj.loss(data, xbar + landed / R)
 
                 _, f_ticks = jax.lax.scan(tick, jnp.zeros_like(xbar), jax.lax.psum(buf, AXIS))
-            return xbar_new, (f_ticks, losses, xbar_new)
+            return (xbar_new, st, ost), (f_ticks, losses, xbar_new)
 
-        xbar, (f_ticks, losses, ends) = jax.lax.scan(round_step, consts["x0"], (batch, valid, t_rel, mb))
+        x0 = consts["x0"]
+        st0 = () if optimizer is None else varying(inner_init(replicas(x0)))
+        ost0 = () if outer is None else outer.transform().init(x0)
+        (xbar, _, _), (f_ticks, losses, ends) = jax.lax.scan(round_step, (x0, st0, ost0), (batch, valid, t_rel, mb))
         return xbar, f_ticks, losses, ends
 
     return run
 
 
 @functools.lru_cache(maxsize=32)
-def _compiled(pk: ProgramKey, R: int, T_round: int, track_time: bool, mesh: Mesh):
+def _compiled(
+    pk: ProgramKey,
+    R: int,
+    T_round: int,
+    track_time: bool,
+    mesh: Mesh,
+    optimizer: optimizers.Optimizer | None = None,
+    outer: diloco.Outer | None = None,
+    inner_state: str = "keep",
+):
     """The jitted ``(consts, data, batch, valid, t_rel, mb, gammas, seed)`` program, cached on the
     objective's program key (see ``Objective.program_key``), built from the numberless
     ``pk.obj``: x0, f* and σ_g come in ``consts`` (``Objective.constants``)."""
     obj = pk.obj
-    run = _round_runner(obj, R, T_round, track_time, pk.noisy)
+    run = _round_runner(obj, R, T_round, track_time, pk.noisy, optimizer, outer, inner_state)
     rep = P(None, None, AXIS)
     sharded = jax.shard_map(
         run,
@@ -141,6 +188,9 @@ def _compiled(pk: ProgramKey, R: int, T_round: int, track_time: bool, mesh: Mesh
         return xbar, curve, losses, round_curve
 
     name = None if pk.id is None else f"rpd.train.localsgd.local_sgd({pk.id}, {R}, {T_round}, {track_time}, {mesh!r})"
+    if optimizer is not None or outer is not None:  # DiLoCo; plain LocalSGD keeps its name
+        stable = (optimizer is None or optimizer.stable) and (outer is None or outer.stable)
+        name = None if name is None or not stable else f"{name[:-1]}, {optimizer!r}, {outer!r}, {inner_state!r})"
     return Program(full, name)
 
 
@@ -175,6 +225,9 @@ def local_sgd(
     track_time: bool = True,
     mesh: Mesh | None = None,
     pad_to: tuple[int, int] | None = None,
+    optimizer=None,
+    outer_optimizer=None,
+    inner_state: str = "keep",
 ) -> Result:
     """LocalSGD driven by its pipeline timeline. Replica r = m mod R runs
 
@@ -192,7 +245,16 @@ def local_sgd(
     of a cost ladder) then share one compilation. The result is the unpadded one: x̄, the
     minibatch losses and the curve are bitwise equal (f(x̄) is evaluated tick by tick, so the
     padding changes no shape it sees); ``round_end_curve``, evaluated in a batch over rounds,
-    may differ in the last bits."""
+    may differ in the last bits.
+
+    DiLoCo (:mod:`rpd.train.diloco`): ``optimizer`` (anything ``rpd.train.optimizers.resolve``
+    takes) is every replica's inner optimizer, x_r <- x_r + gamma * u, one state per replica and
+    block; ``outer_optimizer`` (``rpd.train.diloco.resolve_outer``: None / ``"sgd"`` averaging,
+    ``"nesterov"`` DiLoCo's sgd(0.7, momentum 0.9, Nesterov)) replaces the averaging by
+    x̄ <- x̄ + outer(x̄ - mean_r x_r); ``inner_state`` (keep | average | reset) is what the inner
+    state does at a sync. Within a round the curve is the replica mean x̄ + (landed increments) / R,
+    at the round's last tick f(x̄) after the outer step. The defaults are plain LocalSGD, bit for
+    bit."""
 
     if tl.S != obj.S:
         raise ValueError(f"timeline has S={tl.S} stages but the objective has S={obj.S} blocks")
@@ -207,10 +269,20 @@ def local_sgd(
         T_round = check_int("pad_to[1]", pad_to[1], T_round)
         inputs = [np.concatenate([a, np.zeros((rounds - Q,) + a.shape[1:], a.dtype)]) for a in inputs]
     mesh = replica_mesh(tl.R) if mesh is None else mesh
+    inner = optimizers.bind(optimizers.resolve(optimizer), obj)
+    if inner is not None and inner.correction is not None:
+        raise ValueError(
+            f"optimizer.correction={inner.correction.name}: LocalSGD's replicas apply fresh gradients "
+            "(no staleness), so a staleness correction does not apply"
+        )
+    outer = diloco.resolve_outer(outer_optimizer)
+    inner_state = diloco.check_inner_state(inner_state)
+    if inner is None:  # plain SGD has no state: the three rules coincide, one program
+        inner_state = "keep"
     # Untracked, the tick buffer is not built, so the round length is not part of the program:
     # timelines that differ only in their ticks (other costs) share it.
     pk, consts = ProgramKey(obj), obj.constants()
-    fn = _compiled(pk, tl.R, T_round if track_time else 1, bool(track_time), mesh)
+    fn = _compiled(pk, tl.R, T_round if track_time else 1, bool(track_time), mesh, inner, outer, inner_state)
     xbar, curve, losses, round_curve = fn(
         consts,
         obj.data,
@@ -223,6 +295,9 @@ def local_sgd(
     G = len(gammas)
     if track_time:
         curve = np.asarray(curve)  # [G, Q (padded), T_round (padded)]
+        if outer is not None:  # a round's last tick is its sync: θ after the outer step
+            curve = curve.copy()
+            curve[:, np.arange(Q), p["length"] - 1] = round_curve
         body = np.concatenate([curve[:, q, : p["length"][q]] for q in range(Q)], axis=1)
         axis_vals = np.arange(tl.T + 1)
     else:
@@ -238,6 +313,23 @@ def local_sgd(
         traces={"loss_z": losses, "loss_time": p["loss_time"].reshape(-1)[: tl.N], "round_end_curve": round_curve},
         x_final=np.asarray(xbar),
         meta=dict(
-            S=tl.S, N=tl.N, R=tl.R, H=tl.H, T=tl.T, seed=seed, objective=obj.name, devices=int(mesh.devices.size)
+            S=tl.S,
+            N=tl.N,
+            R=tl.R,
+            H=tl.H,
+            T=tl.T,
+            seed=seed,
+            objective=obj.name,
+            devices=int(mesh.devices.size),
+            **_diloco_meta(inner, outer, inner_state),
         ),
+    )
+
+
+def _diloco_meta(inner, outer, inner_state: str) -> dict:
+    """DiLoCo's choices for a result's meta; nothing for plain LocalSGD (its meta unchanged)."""
+    if inner is None and outer is None:
+        return {}
+    return dict(
+        optimizer=optimizers.describe(inner), outer_optimizer=diloco.describe_outer(outer), inner_state=inner_state
     )

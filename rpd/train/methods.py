@@ -15,7 +15,8 @@ import numpy as np
 from rpd.objectives.base import Objective
 from rpd.results import Result, assemble_curve, record_rows
 from rpd.schedules import Timeline
-from rpd.train import core, optimizers, plans, semantics
+from rpd.train import core, corrections, diloco, optimizers, plans, semantics
+from rpd.train.avgpipe import train_avgpipe
 from rpd.train.localsgd import local_sgd
 from rpd.validation import check_choice, check_gammas, check_int
 
@@ -77,7 +78,9 @@ def run_plan(
     rows = record_rows(event, points)
     C = plans.ring_size(plan, obj.S, diag_stride) if ring_size is None else check_int("ring_size", ring_size)
     n_slots = int(np.max(plan.slot)) + 1 if n_slots is None else check_int("n_slots", n_slots)
-    opt = optimizers.resolve(optimizer)
+    opt = optimizers.bind_plan(optimizers.resolve(optimizer), plan, obj.S)  # a correction's τ_s
+    if opt is not None and opt.needs_stale:  # DC-ASGD reads block a's stale version at every update
+        C = max(C, corrections.stale_ring(plan, obj.S))
     raw, f0, per_update, x_final = core.execute(
         obj,
         plan,
@@ -217,6 +220,8 @@ def train(
     at=None,
     ring_size: int | None = None,
     optimizer=None,
+    outer_optimizer=None,
+    inner_state: str = "keep",
     **options,
 ) -> Result:
     """Train on any timeline with its schedule's semantics (``rpd.train.semantics``); the curve is on
@@ -227,25 +232,30 @@ def train(
     Options: ``predict`` (PipeDream, PipeMare: forward at predicted weights), ``ema`` (the
     velocity's EMA factor, default 0.9), ``t1`` / ``t1_window`` / ``t2`` (PipeMare). An option
     the schedule does not have raises a ValueError naming it. LocalSGD timelines go to
-    :func:`local_sgd`; synchronous schedules, PipeDream-2BW and PipeMare to their plans."""
+    :func:`local_sgd` (with ``optimizer`` as every replica's inner optimizer and DiLoCo's
+    ``outer_optimizer`` / ``inner_state``, see :mod:`rpd.train.diloco`); synchronous schedules,
+    PipeDream-2BW and PipeMare to their plans."""
     kind = tl.kind
     sem = semantics.SEMANTICS.get(kind) or semantics.Semantics(None)  # LocalSGD: no options
     active = semantics.check_options(kind, sem.options, options)
     ema = float(active.get("ema", 0.9))
     if kind == "local_sgd":
-        if optimizers.resolve(optimizer) is not None:
-            raise ValueError("LocalSGD runs plain SGD replicas; an optimizer (DiLoCo) is not supported yet")
+        dl = dict(optimizer=optimizer, outer_optimizer=outer_optimizer, inner_state=inner_state)
         if at is None:
-            return local_sgd(obj, tl, gamma, seed=seed)
+            return local_sgd(obj, tl, gamma, seed=seed, **dl)
         # The model LocalSGD trains is the replicas' average, which exists at round ends:
         # record those and read each asked tick off the last round end at or before it.
-        res = local_sgd(obj, tl, gamma, seed=seed, track_time=False)
+        res = local_sgd(obj, tl, gamma, seed=seed, track_time=False, **dl)
         keep = _explicit_points(at, tl.T) + 1
         idx = np.concatenate([[0], np.searchsorted(res.axis, keep, side="right") - 1])
         return dataclasses.replace(
             res, axis=np.concatenate([[0], keep]), curve=res.curve[:, idx], meta=dict(res.meta, recorded="round ends")
         )
-    if tl.S != obj.S and not tl.synchronous:
+    if kind == "avgpipe":  # replicas and a centre: its own scan (rpd.train.avgpipe)
+        return train_avgpipe(obj, tl, gamma, seed=seed, optimizer=optimizer, at=at)
+    if diloco.resolve_outer(outer_optimizer) is not None or inner_state != "keep":
+        raise ValueError(f"outer_optimizer / inner_state: apply to LocalSGD (DiLoCo) only, not to schedule {kind}")
+    if tl.S != obj.S and tl.n_stages != obj.S and not tl.synchronous:  # replicated stages: S ranks > stages
         raise ValueError(f"timeline has S={tl.S} stages but the objective has S={obj.S} blocks")
     plan, n_slots = semantics.of(tl).plan(tl, obj.S, obj.n_batches, **active)
     if ring_size is not None:  # at least what the plan needs

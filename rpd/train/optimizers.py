@@ -48,6 +48,7 @@ import optax
 
 from rpd.objectives.base import Objective
 from rpd.objectives.nanochat import init_params
+from rpd.train import corrections
 from rpd.validation import check_choice
 
 DEFAULTS: dict[str, dict[str, Any]] = {
@@ -71,6 +72,14 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     },
 }
 NAMES = tuple(DEFAULTS)
+BETA1 = {  # the momentum that delay_beta1 raises, per optimizer (SGD has none)
+    "momentum": ("beta",),
+    "nesterov": ("beta",),
+    "adam": ("b1",),
+    "adamw": ("b1",),
+    "nadam": ("b1",),
+    "muon": ("beta", "adam_b1"),
+}
 MATRICES = ("muon",)  # optimizers that must see each block's weight matrices in their shapes
 STRUCTURED = ("mlp_chain", "nanochat")  # objectives whose blocks :func:`block_shapes` knows
 
@@ -88,10 +97,16 @@ class Optimizer:
     custom: Any = None
     matrices: bool = False
     shapes: tuple[tuple[tuple[int, ...], ...], ...] | None = None
+    correction: corrections.Correction | None = None  # a correction arm (rpd.train.corrections)
 
     @property
     def params(self) -> dict:
         return dict(self.hyper)
+
+    @property
+    def needs_stale(self) -> bool:
+        """Whether ``update`` needs the stale point the gradient was read at (DC-ASGD)."""
+        return self.correction is not None and self.correction.name == "dc_asgd"
 
     @property
     def stable(self) -> bool:
@@ -105,12 +120,32 @@ class Optimizer:
             return self.custom
         return _transform(self.name, self.params)
 
+    def block_transform(self, s: int) -> optax.GradientTransformation:
+        """Block s's transformation: :meth:`transform` with the correction arm for stage s
+        (bound to a plan's delays, :func:`bind_plan`)."""
+        c = self.correction
+        if c is None:
+            return self.transform()
+        tau = c.taus[s]
+        if c.name == "delay_beta1":
+            h = dict(self.params)
+            for k in BETA1[self.name]:
+                h[k] = corrections.delay_beta1(h[k], tau, len(c.taus), c.p["beta_max"])
+            return _transform(self.name, h)
+        if c.name == "pipemare_lr":
+            return corrections.pipemare_lr(self.transform(), tau, c.p["window"])
+        return corrections.dc_asgd(self.transform(), c.p["lam"])
+
 
 def describe(optimizer: Optimizer | None) -> dict:
     """Plain values for a result's meta: the name and the pinned hyper-parameters."""
     if optimizer is None:
         return {"name": "sgd"}
-    return {"name": optimizer.name, **{k: list(v) if isinstance(v, tuple) else v for k, v in optimizer.hyper}}
+    out = {"name": optimizer.name, **{k: list(v) if isinstance(v, tuple) else v for k, v in optimizer.hyper}}
+    if optimizer.correction is not None:  # absent otherwise: earlier metas unchanged
+        c = optimizer.correction
+        out["correction"] = {"name": c.name, **c.p, **({} if c.taus is None else {"taus": list(c.taus)})}
+    return out
 
 
 def _transform(name: str, h: dict) -> optax.GradientTransformation:
@@ -149,10 +184,17 @@ def _transform(name: str, h: dict) -> optax.GradientTransformation:
     raise ValueError(f"unknown optimizer {name!r}")
 
 
-def make(name: str, **hyper) -> Optimizer:
+def make(name: str, *, correction=None, **hyper) -> Optimizer:
     """A named optimizer with its pinned defaults, some overridden by ``hyper`` (an unknown
-    name raises a ValueError listing the known ones)."""
+    name raises a ValueError listing the known ones); ``correction``: a correction arm
+    (:mod:`rpd.train.corrections`: a name, a dict or a Correction)."""
     check_choice("optimizer", name, NAMES)
+    correction = corrections.resolve(correction)
+    if correction is not None and correction.name == "delay_beta1" and name not in BETA1:
+        raise ValueError(
+            f"optimizer.correction=delay_beta1: optimizer {name} has no momentum (β1) to raise; "
+            f"use one of {sorted(BETA1)}"
+        )
     known = DEFAULTS[name]
     unknown = sorted(set(hyper) - set(known))
     if unknown:
@@ -165,15 +207,21 @@ def make(name: str, **hyper) -> Optimizer:
             raise ValueError(f"optimizer {name}: {k} must lie in [0, 1), got {v}")
         if k in ("eps", "eps_root", "weight_decay", "adam_eps_root", "adam_weight_decay") and float(v) < 0:
             raise ValueError(f"optimizer {name}: {k} must be >= 0, got {v}")
-    return Optimizer(name, tuple(sorted(values.items())), matrices=name in MATRICES)
+    return Optimizer(name, tuple(sorted(values.items())), matrices=name in MATRICES, correction=correction)
 
 
-def custom(transform: optax.GradientTransformation, *, matrices: bool = False) -> Optimizer:
+def custom(transform: optax.GradientTransformation, *, matrices: bool = False, correction=None) -> Optimizer:
     """A user's own transformation (optax's convention: updates are added; the core multiplies
-    them by γ). ``matrices``: it must see each block's leaves in their shapes (like Muon)."""
+    them by γ). ``matrices``: it must see each block's leaves in their shapes (like Muon);
+    ``correction``: ``pipemare_lr`` or ``dc_asgd`` (which wrap any transformation)."""
     if not isinstance(transform, optax.GradientTransformation):
         raise TypeError(f"expected an optax.GradientTransformation, got {type(transform).__name__}")
-    return Optimizer("custom", custom=transform, matrices=bool(matrices))
+    correction = corrections.resolve(correction)
+    if correction is not None and correction.name == "delay_beta1":
+        raise ValueError(
+            "optimizer.correction=delay_beta1 rebuilds a named optimizer with a raised β1; a user's transformation has none to raise"
+        )
+    return Optimizer("custom", custom=transform, matrices=bool(matrices), correction=correction)
 
 
 def resolve(optimizer) -> Optimizer | None:
@@ -186,7 +234,11 @@ def resolve(optimizer) -> Optimizer | None:
         optimizer = make(optimizer)
     elif isinstance(optimizer, dict):
         d = dict(optimizer)
-        optimizer = make(d.pop("name", "sgd"), **d)
+        c = {k[len("correction_") :]: d.pop(k) for k in [k for k in d if k.startswith("correction_")]}
+        name = d.pop("correction", None)
+        if c and name is None:
+            raise ValueError(f"optimizer: {sorted('correction_' + k for k in c)} set without optimizer.correction")
+        optimizer = make(d.pop("name", "sgd"), correction=None if name is None else {"name": name, **c}, **d)
     elif isinstance(optimizer, optax.GradientTransformation):
         optimizer = custom(optimizer)
     elif not isinstance(optimizer, Optimizer):
@@ -194,7 +246,16 @@ def resolve(optimizer) -> Optimizer | None:
             "optimizer must be None, a name, a dict, an Optimizer or an optax.GradientTransformation, "
             f"got {type(optimizer).__name__}"
         )
-    return None if optimizer.name == "sgd" and optimizer.custom is None else optimizer
+    plain = optimizer.name == "sgd" and optimizer.custom is None and optimizer.correction is None
+    return None if plain else optimizer
+
+
+def bind_plan(optimizer: Optimizer | None, plan, S: int) -> Optimizer | None:
+    """The optimizer with its correction arm bound to the plan's delays (τ_s per block,
+    :func:`rpd.train.corrections.bind`); unchanged without a correction."""
+    if optimizer is None or optimizer.correction is None:
+        return optimizer
+    return dataclasses.replace(optimizer, correction=corrections.bind(optimizer.correction, plan, S))
 
 
 def block_shapes(obj: Objective) -> tuple[tuple[tuple[int, ...], ...], ...] | None:
@@ -251,14 +312,23 @@ def init_state(optimizer: Optimizer, windows: jax.Array, sizes: tuple[int, ...])
     first sizes[s] entries): flat, one state stacked over blocks (leaves [S, ...]); with shapes,
     a tuple of S states, one per block's leaves."""
     tx = optimizer.transform()
+    if optimizer.correction is not None:  # one transformation per block: stack their states
+        S = len(optimizer.correction.taus)
+        if optimizer.shapes is None:
+            per_block = [optimizer.block_transform(s).init(windows[s]) for s in range(S)]
+            return jax.tree.map(lambda *leaves: jnp.stack(leaves), *per_block)
+        return tuple(optimizer.block_transform(s).init(_split(windows[s], sh)) for s, sh in enumerate(optimizer.shapes))
     if optimizer.shapes is None:
         return jax.vmap(tx.init)(windows)
     return tuple(tx.init(_split(windows[s], shapes)) for s, shapes in enumerate(optimizer.shapes))
 
 
-def update(optimizer: Optimizer, state, a: jax.Array, g: jax.Array, x: jax.Array):
+def update(optimizer: Optimizer, state, a: jax.Array, g: jax.Array, x: jax.Array, stale: jax.Array | None = None):
     """(u [P], state): block a's update from its gradient g [P] and weights x [P] (zero past
-    the block's end), advancing block a's state only."""
+    the block's end), advancing block a's state only; ``stale`` [P]: block a of the point g was
+    read at (DC-ASGD's correction needs it)."""
+    if optimizer.correction is not None:
+        return _corrected_update(optimizer, state, a, g, x, stale)
     tx = optimizer.transform()
     if optimizer.shapes is None:
         mine = jax.tree.map(lambda leaf: leaf[a], state)
@@ -274,3 +344,51 @@ def update(optimizer: Optimizer, state, a: jax.Array, g: jax.Array, x: jax.Array
         return run
 
     return jax.lax.switch(a, [branch(s, shapes) for s, shapes in enumerate(optimizer.shapes)], state, g, x)
+
+
+# ---------------------------------------------------------------- whole vectors (LocalSGD's replicas)
+
+
+def _blocks(optimizer: Optimizer, v: jax.Array, layout) -> list:
+    parts = [v[off : off + size] for off, size in zip(layout.offsets, layout.sizes)]
+    return parts if optimizer.shapes is None else [_split(p, shapes) for p, shapes in zip(parts, optimizer.shapes)]
+
+
+def init_blocks(optimizer: Optimizer, x: jax.Array, layout) -> tuple:
+    """One state per block of the flat vector ``x`` [D] (``layout``: the objective's BlockLayout)."""
+    tx = optimizer.transform()
+    return tuple(tx.init(p) for p in _blocks(optimizer, x, layout))
+
+
+def update_blocks(optimizer: Optimizer, state: tuple, g: jax.Array, x: jax.Array, layout):
+    """(u [D], state): every block's update from the full gradient g [D] at x [D], each block
+    advancing its own state, as the core's per-block :func:`update` does one block at a time."""
+    tx = optimizer.transform()
+    out = [
+        tx.update(gs, st, xs) for gs, st, xs in zip(_blocks(optimizer, g, layout), state, _blocks(optimizer, x, layout))
+    ]
+    u = [o[0] if optimizer.shapes is None else jnp.concatenate([jnp.ravel(leaf) for leaf in o[0]]) for o in out]
+    return jnp.concatenate(u), tuple(o[1] for o in out)
+
+
+def _corrected_update(optimizer: Optimizer, state, a, g, x, stale):
+    """:func:`update` with a correction arm: block s's own transformation, chosen by lax.switch."""
+    extra = optimizer.needs_stale
+    shapes = optimizer.shapes
+
+    def branch(s):
+        tx = optimizer.block_transform(s)
+
+        def run(state, g, x, stale):
+            kw = {"stale": stale if shapes is None else _split(stale, shapes[s])} if extra else {}
+            if shapes is None:
+                mine = jax.tree.map(lambda leaf: leaf[s], state)
+                u, mine = tx.update(g, mine, x, **kw)
+                return u, jax.tree.map(lambda leaf, new: leaf.at[s].set(new), state, mine)
+            u, new = tx.update(_split(g, shapes[s]), state[s], _split(x, shapes[s]), **kw)
+            return _join(u, g.shape[0]), state[:s] + (new,) + state[s + 1 :]
+
+        return run
+
+    stale = jnp.zeros_like(x) if stale is None else stale
+    return jax.lax.switch(a, [branch(s) for s in range(len(optimizer.correction.taus))], state, g, x, stale)

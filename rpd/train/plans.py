@@ -48,6 +48,7 @@ class UpdatePlan(NamedTuple):
     horizon: np.ndarray | None = None  # float [K, S]: forward point w - horizon * u (prediction)
     horizon_bwd: np.ndarray | None = None  # float [K, S]: backward point w - horizon_bwd * u (T2)
     scale: np.ndarray | None = None  # float [K]: step-size multiplier of update k (T1)
+    clip: float | None = None  # global-norm clip of every fresh gradient (ZB post-validation)
 
 
 def versions_before(block_K: np.ndarray, S: int) -> np.ndarray:

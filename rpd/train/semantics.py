@@ -33,7 +33,7 @@ import numpy as np
 
 from rpd.schedules import Timeline
 from rpd.schedules.delays import forward_versions, read_versions
-from rpd.train import semantics_async
+from rpd.train import semantics_async, semantics_parallel
 from rpd.train.plans import UpdatePlan, pipedream_plan, versions_before
 from rpd.validation import check_int, check_real
 
@@ -201,6 +201,8 @@ SYNCHRONOUS = Semantics(lambda tl, S_obj, n_batches, **_: (synchronous_plan(tl, 
 def of(tl: Timeline) -> Semantics:
     """The semantics a timeline trains with: its kind's entry, else the synchronous one for
     every schedule with a flush (LocalSGD trains replicas, :mod:`rpd.train.localsgd`)."""
+    if getattr(tl, "dp_land", None) is not None:  # D data-parallel pipelines (issue 29)
+        return DATA_PARALLEL
     if tl.kind in SEMANTICS:
         return SEMANTICS[tl.kind]
     if tl.synchronous:
@@ -255,3 +257,27 @@ SEMANTICS.update(
         "wpipe": Semantics(lambda tl, S_obj, n_batches, **_: (semantics_async.wpipe_plan(tl, S_obj, n_batches), 1)),
     }
 )
+
+
+def validated_plan(tl: Timeline, S_obj: int, n_batches: int) -> UpdatePlan:
+    """ZB-H2 with optimizer post-validation (:mod:`rpd.schedules.post_validation`): exactly
+    synchronous, the update of flush q on block s landing when its step is final (the eager
+    step, or the redone one after a rollback); with ``tl.clip`` the clipped mean gradient
+    g · min(1, clip / ||g||), as the validated step applies it."""
+    if tl.kind != "zb_h2_pv" or tl.step_end is None:
+        raise ValueError(f"expected a post-validated ZB-H2 timeline, got kind={tl.kind!r}")
+    if S_obj != tl.S:
+        raise ValueError(f"the objective has S={S_obj} blocks; the zb_h2 timeline has {tl.S} stages")
+    q, s, t = _landing_order(np.asarray(tl.step_end, np.int64), tl.kind)
+    plan = _minibatch_plan(q, s, t, q, tl.M, S_obj, n_batches, n_slots=1)
+    return plan._replace(clip=tl.clip)
+
+
+SEMANTICS["zb_h2_pv"] = Semantics(lambda tl, S_obj, n_batches, **_: (validated_plan(tl, S_obj, n_batches), None))
+
+
+# issue 29: PipeDream's replicated stages (1F1B-RR) and D data-parallel pipelines (semantics_parallel)
+SEMANTICS["pipedream_rr"] = Semantics(
+    lambda tl, S_obj, n_batches, **_: semantics_parallel.rr_plan(tl, S_obj, n_batches)
+)
+DATA_PARALLEL = Semantics(lambda tl, S_obj, n_batches, **_: semantics_parallel.dp_plan(tl, S_obj, n_batches))

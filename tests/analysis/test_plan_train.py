@@ -27,25 +27,29 @@ def chain(n_blocks):
 
 @pytest.fixture(scope="module")
 def result():
-    rows = plan(MODEL, HW, ["gpipe", "pipedream", "dualpipe_v"], make, 2, [2])
+    rows = plan(MODEL, HW, ["gpipe", "pipedream", "dualpipe_v", "interleaved"], make, 2, [2])
     return rows, time_to_target(rows, MODEL, HW, make, chain, 16, GRID, points=8)
 
 
 def test_every_row_is_read_at_one_time_and_replays_exactly(result):
     rows, out = result
-    by = {e["schedule"]: e for e in out["rows"]}
+    # interleaved's two chunks per rank train a 4-block model: its own group, its own T and target
+    assert [g["blocks"] for g in out["groups"]] == [2, 4]
+    assert [e["schedule"] for e in out["groups"][1]["rows"]] == ["interleaved"]
+    grp = out["groups"][0]
+    by = {e["schedule"]: e for e in grp["rows"]}
     assert set(by) == {"gpipe", "pipedream"}  # a row the plan refused (DualPipeV needs M >= 2S) is not trained
     assert next(r for r in rows if r.schedule == "dualpipe_v").error
     ends = {}
     for r in rows:
-        if r.schedule == "dualpipe_v":
+        if r.schedule not in by:
             continue
         unit = make(r.schedule, r.S, r.M, r.M, None, 0)
         _, costs, tick, values = staged(MODEL, HW, unit)
         tl = make(r.schedule, r.S, 16, r.M, costs, values)
         ends[r.schedule] = (tl, tick)
     T = min(tl.T * tick for tl, tick in ends.values())
-    assert out["T_s"] == pytest.approx(T, rel=1e-12)  # protocol (i): the shortest run's seconds
+    assert grp["T_s"] == pytest.approx(T, rel=1e-12)  # protocol (i): the shortest run's seconds
     instants = np.linspace(T / 8, T, 8)
     curves = {}
     for name, (tl, tick) in ends.items():
@@ -59,7 +63,7 @@ def test_every_row_is_read_at_one_time_and_replays_exactly(result):
         assert by[name]["loss_at_T"] == pytest.approx(c[i, -1], rel=1e-9)
         curves[name] = c[i]
     target = min(c[3] for c in curves.values())  # the lowest loss at T/2 (instant 4 of 8)
-    assert out["target"] == pytest.approx(target, rel=1e-12)
+    assert grp["target"] == pytest.approx(target, rel=1e-12)
     for name, c in curves.items():
         hit = np.nonzero(c <= target)[0]
         want = None if not hit.size else instants[hit[0]]
@@ -70,8 +74,8 @@ def test_every_row_is_read_at_one_time_and_replays_exactly(result):
 
 def test_a_given_target_and_bad_input():
     rows = plan(MODEL, HW, ["gpipe"], make, 2, [2])
-    out = time_to_target(rows, MODEL, HW, make, chain, 8, GRID, points=4, target=1e9)
-    assert out["rows"][0]["time_to_target_s"] == pytest.approx(out["T_s"] / 4)  # reached at the first instant
+    grp = time_to_target(rows, MODEL, HW, make, chain, 8, GRID, points=4, target=1e9)["groups"][0]
+    assert grp["rows"][0]["time_to_target_s"] == pytest.approx(grp["T_s"] / 4)  # reached at the first instant
     with pytest.raises(ValueError, match="train.rule"):
         time_to_target(rows, MODEL, HW, make, chain, 8, GRID, rule="fastest")
     with pytest.raises(ValueError, match="train.N"):

@@ -120,7 +120,7 @@ BAD = [
     (["costs.F=0"], "costs.F"),
     (["costs.p2p=one"], "costs.p2p"),
     (["+method.gama_hi=3"], "unknown config key method.gama_hi: valid keys in method are batch_order,"),
-    (["+schedule.SS=4"], "unknown config key schedule.SS: valid keys in schedule are H, M, N, R, S, T,"),
+    (["+schedule.SS=4"], "unknown config key schedule.SS: valid keys in schedule are D, H, M, N, R, S, T,"),
     (
         ["+foo=1"],
         "unknown config key foo: valid keys at the top level are T_rule, compare, compare_T, costs, experiment_name,",

@@ -120,3 +120,39 @@ def test_bad_input_names_the_field():
         entry.run(compose(["pipeline.M=0", "out=null"], "plan"))
     with pytest.raises(ValueError, match=r"schedules\[0\]"):
         entry.run(compose(["schedules=[nope]", "out=null"], "plan"))
+
+
+def test_objective_adds_time_to_target(tmp_path, capsys):
+    """``objective=mlp_chain`` trains each row (here with momentum, the group's own grid narrowed)."""
+    out = tmp_path / "plan.json"
+    cfg = compose(
+        [
+            "model=gpt2_small",
+            "pipeline.S=2",
+            "pipeline.M=2",
+            "schedules=[1f1b,pipedream]",
+            "objective=mlp_chain",
+            "objective.n=32",
+            "objective.width=4",
+            "objective.batch_size=4",
+            "optimizer=momentum",
+            "train.N=8",
+            "train.gamma_lo=-6",
+            "train.gamma_hi=-4",
+            f"out={out}",
+        ],
+        "plan",
+    )
+    entry.run(cfg)
+    assert "time to loss" in capsys.readouterr().out
+    ttt = json.loads(out.read_text())["time_to_target"]
+    assert (
+        ttt["objective"] == "mlp_chain"
+        and ttt["optimizer"] == "momentum"
+        and (ttt["gamma_lo"], ttt["gamma_hi"]) == (-6, -4)
+    )
+    (grp,) = ttt["groups"]
+    assert grp["blocks"] == 2 and {e["schedule"] for e in grp["rows"]} == {"1f1b", "pipedream"}
+    assert all(e["gamma"] in (2.0**-6, 2.0**-5, 2.0**-4) for e in grp["rows"] if e["gamma"] is not None)
+    with pytest.raises(ValueError, match="train.gamma_lo"):
+        entry.run(compose(["objective=mlp_chain", "train.gamma_lo=2", "train.gamma_hi=1", "out=null"], "plan"))

@@ -64,6 +64,7 @@ def test_every_schedule_builds_from_its_config_file(name):
         "local_sgd": lambda: schedules.local_sgd(4, 16, 4, 1, costs=b2f),
         "pipemare": lambda: schedules.pipemare(4, 16, costs=b2f),
         "interleaved": lambda: schedules.interleaved(4, 16, 4, 2, costs=b2f),
+        "pipedream_rr": lambda: schedules.SCHEDULES["pipedream_rr"](4, 16, costs=b2f),  # replicas: null
     }.get(name, lambda: schedules.SCHEDULES[name](4, 16, M, costs=b2f))()
     assert (tl.kind, tl.S, tl.N, tl.M, tl.T) == (direct.kind, 4, 16, direct.M, direct.T)
     np.testing.assert_array_equal(tl.b_time, direct.b_time)

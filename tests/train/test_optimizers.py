@@ -176,12 +176,18 @@ def test_muon_sees_weight_matrices():
 
 
 def test_registry_passes_the_optimizer(quad):
-    """MethodOptions.optimizer reaches the method; LocalSGD refuses one (DiLoCo is not built)."""
+    """MethodOptions.optimizer reaches the method (LocalSGD: the replicas' inner optimizer, with
+    DiLoCo's outer one); the outer optimizer is refused on every other schedule."""
     params = ScheduleParams(S=4, N=8)
     spec = registry.prepare("pd", None, params, registry.MethodOptions(optimizer={"name": "momentum", "beta": 0.5}))
     out = registry.run(spec, quad, GAMMAS[:1])
     assert out.result.meta["optimizer"] == {"name": "momentum", "beta": 0.5}
-    with pytest.raises(ValueError, match="LocalSGD"):
-        registry.prepare("localsgd", None, ScheduleParams(S=4, N=8, R=2, H=2), registry.MethodOptions(optimizer="adam"))
+    lp = ScheduleParams(S=4, N=8, R=2, H=2)
+    opts = registry.MethodOptions(optimizer="adam", outer_optimizer="nesterov", inner_state="reset")
+    meta = registry.run(registry.prepare("localsgd", None, lp, opts), quad, GAMMAS[:1]).result.meta
+    assert meta["optimizer"]["name"] == "adam" and meta["outer_optimizer"]["name"] == "nesterov"
+    assert meta["inner_state"] == "reset"
+    with pytest.raises(ValueError, match="^outer_optimizer=nesterov: applies to LocalSGD"):
+        registry.prepare("pipeline", "gpipe", params, registry.MethodOptions(outer_optimizer="nesterov"))
     with pytest.raises(ValueError, match="optimizer"):
         registry.prepare("pd", None, params, registry.MethodOptions(optimizer="adagrad"))
