@@ -67,9 +67,21 @@ FIGURES = {
         "E11: E3 and E6 under costs (tB = 2tF, p2p c, averaging alpha + beta*D): the averaging "
         "latency alpha at which the winner changes, per S and c (claims below, measured)"
     ),
+    "e13_optim_staleness": (
+        "E13: staleness under momentum and Adam: slowdown in updates to target vs S = 1 and the "
+        "||x - z||^2 local slopes, with and without the correction arms (measured, either way)"
+    ),
     "e14_search": (
         "E14: searched schedules against hand-written ones: makespan against the activation cap; "
         "exact optimum proven, gain over the best hand-written that fits (unit, latency, imbalanced)"
+    ),
+    "e15_workers": (
+        "E15: n workers as pure DP, pure PP, even S x D and PipeDream's partitioner (1F1B-RR): tokens/s "
+        "and memory per device; pipeline inside a node, the partitioner's depth, stashing at 10x (verdicts)"
+    ),
+    "e16_survey": (
+        "E16: the pipeline survey's table measured: every system's bubble, memory, extra work and loss at "
+        "equal simulated time, each qualitative statement with a verdict (AvgPipe, WPipe: reconstructions)"
     ),
     "plan_claims": (
         "The seeds' memory, communication and efficiency claims on GPT-3 1.3B's stages: "
@@ -166,7 +178,10 @@ COST_ORDER = (
     "staleness_scaling",
     "e6_scaling",
     "e4_logistic",
+    "e13_optim_staleness",
     "e14_search",
+    "e15_workers",
+    "e16_survey",
     "plan_claims",
     "e9_frontier",
     "e7_schedules",

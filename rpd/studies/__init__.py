@@ -31,7 +31,10 @@ REGISTRY = {
     "e9_frontier": "rpd.studies.schedule_table",
     "e10_frontier": "rpd.studies.frontier",
     "e11_costs": "rpd.studies.costs_crossover",
+    "e13_optim_staleness": "rpd.studies.optim_staleness",
     "e14_search": "rpd.studies.search",
+    "e15_workers": "rpd.studies.workers",
+    "e16_survey": "rpd.studies.survey",
     "plan_claims": "rpd.studies.plan_claims",
     "staleness_scaling": "rpd.studies.staleness",
 }
