@@ -67,6 +67,10 @@ FIGURES = {
         "E11: E3 and E6 under costs (tB = 2tF, p2p c, averaging alpha + beta*D): the averaging "
         "latency alpha at which the winner changes, per S and c (claims below, measured)"
     ),
+    "e12_optimizers": (
+        "E12: does the paper's ranking hold per optimizer? PD, RPD, LocalSGD / DiLoCo, 2BW, GPipe, 1F1B "
+        "under SGD, momentum, Adam, Muon at equal simulated time, gamma tuned per cell (verdicts measured)"
+    ),
     "e13_optim_staleness": (
         "E13: staleness under momentum and Adam: slowdown in updates to target vs S = 1 and the "
         "||x - z||^2 local slopes, with and without the correction arms (measured, either way)"
@@ -174,6 +178,7 @@ def default_jobs(size: str = "quick") -> int:
 COST_ORDER = (
     "e10_frontier",
     "e5_nanochat",
+    "e12_optimizers",
     "e11_costs",
     "staleness_scaling",
     "e6_scaling",
@@ -329,10 +334,14 @@ def summary_text(reports: Sequence[Report], messages: dict) -> str:
             head += f" ({o.size}, computed in {o.runtime_s:.1f} s{_programs_text(o.programs)}) -> {o.png}"
         lines += ["", head, f"  paper: {messages.get(r.name, '')}"]
         if o is not None:
-            for claim in (o.summary or {}).get("claims", []):  # E9: the seeds' claims, measured
-                lines.append(
-                    f"  claim: {claim['claim']} -> {'holds' if claim['holds'] else 'FAILS'}: {claim['measured']}"
+            for claim in (o.summary or {}).get("claims", []):  # E9 and others: the seeds' claims, measured
+                holds = (
+                    {True: "holds", False: "FAILS", None: "depends"}[claim["holds"]]
+                    if "holds" in claim
+                    else "see verdict"
                 )
+                measured = f": {claim['measured']}" if claim.get("measured") else ""
+                lines.append(f"  claim: {claim['claim']} -> {holds}{measured}")
                 if claim.get("verdict"):
                     lines.append(f"         {claim['verdict']}")
             for c in (o.summary or {}).get("cells", []):  # E10: the winner of every panel

@@ -31,6 +31,7 @@ REGISTRY = {
     "e9_frontier": "rpd.studies.schedule_table",
     "e10_frontier": "rpd.studies.frontier",
     "e11_costs": "rpd.studies.costs_crossover",
+    "e12_optimizers": "rpd.studies.optimizers",
     "e13_optim_staleness": "rpd.studies.optim_staleness",
     "e14_search": "rpd.studies.search",
     "e15_workers": "rpd.studies.workers",

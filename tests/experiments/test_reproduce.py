@@ -10,6 +10,7 @@ import io
 import json
 import sys
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -256,3 +257,20 @@ def test_quick_mode_end_to_end(tmp_path, capsys, monkeypatch):
         assert json.loads((tmp_path / "pf" / entry["numbers"]).read_text())["table"]
     assert code == 0
     assert "What each figure shows" in capsys.readouterr().out
+
+
+def test_summary_text_reads_every_kind_of_claim():
+    """Claims come as E9's (holds, measured), plan_claims' (holds None: depends), E15's (no
+    measured) and E16's (a verdict only): the summary prints each, never a KeyError."""
+    from experiments.manifest import FigureOutcome, Report
+
+    claims = [
+        {"claim": "a", "holds": True, "measured": "1 %"},
+        {"claim": "b", "holds": None, "measured": "2 %", "verdict": "depends on M"},
+        {"claim": "c", "holds": False, "verdict": "slower"},
+        {"claim": "d", "measured": "3 %", "verdict": "agrees"},
+    ]
+    out = FigureOutcome("x", Path("x.png"), Path("x.json"), "quick", {}, 0.1, False, [], {"claims": claims}, Path("."))
+    text = R.summary_text([Report("x", "ok", out, None, 0.1)], {})
+    assert "a -> holds: 1 %" in text and "b -> depends: 2 %" in text and "c -> FAILS" in text
+    assert "d -> see verdict: 3 %" in text and "agrees" in text
