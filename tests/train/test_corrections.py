@@ -1,14 +1,13 @@
 """Correction arms (rpd.train.corrections) against a PipeDream replay written from the formulas."""
 
-import jax
 import numpy as np
 import optax
 import pytest
+from optax_replay import replay_pd
 
 import rpd  # noqa: F401
 from rpd import schedules
 from rpd.objectives.linear import random_quadratic
-from rpd.schedules import BWD, FWD
 from rpd.train import corrections, methods, optimizers, plans
 
 S, N, LR = 4, 10, 2.0**-5
@@ -17,36 +16,6 @@ S, N, LR = 4, 10, 2.0**-5
 @pytest.fixture(scope="module")
 def quad():
     return random_quadratic(n=120, d=24, S=S, batch_size=10, seed=3)
-
-
-def _replay_pd(obj, tl, tx_of, *, grad_hook=None, scale_of=None):
-    """PipeDream op by op: F(m, s) stashes block s of x for m; B(m, s) takes m's gradient at its
-    stash, optionally corrects it (``grad_hook(g_s, x_s, stash_s)``) and moves block s with
-    block s's own transformation ``tx_of(s)`` and state, its update scaled by ``scale_of(s, i)``
-    (i = updates block s received before)."""
-    blocks = [slice(o, o + n) for o, n in zip(obj.layout.offsets, obj.layout.sizes)]
-    grad = jax.jit(obj.value_and_grad)
-    txs = [tx_of(s) for s in range(obj.S)]
-    x = np.asarray(obj.x0).copy()
-    states = [txs[s].init(x[blk]) for s, blk in enumerate(blocks)]
-    count, stash = [0] * obj.S, {}
-    events = sorted(
-        (int(t), s, kind, m)
-        for kind, times in ((FWD, tl.f_time), (BWD, tl.b_time))
-        for (m, s), t in np.ndenumerate(times)
-    )
-    for _, s, kind, m in events:
-        if kind == FWD:
-            stash.setdefault(m, np.zeros(obj.D))[blocks[s]] = x[blocks[s]]
-            continue
-        _, g = grad(obj.data, stash[m], m % obj.n_batches)
-        g = np.asarray(g)[blocks[s]]
-        if grad_hook is not None:
-            g = grad_hook(g, x[blocks[s]], stash[m][blocks[s]])
-        u, states[s] = txs[s].update(g, states[s], x[blocks[s]])
-        x[blocks[s]] += np.asarray(u) * (1.0 if scale_of is None else scale_of(s, count[s]))
-        count[s] += 1
-    return x
 
 
 def test_pd_stage_delays_are_the_closed_form():
@@ -59,7 +28,7 @@ def test_pipemare_lr_equals_the_replay(quad):
     tl = schedules.pipedream(S, N)
     opt = optimizers.make("adam", correction={"name": "pipemare_lr", "window": 3})
     res = methods.pipedream(quad, tl, [LR], optimizer=opt)
-    ref = _replay_pd(
+    ref = replay_pd(
         quad,
         tl,
         lambda s: optax.adam(LR),
@@ -74,7 +43,7 @@ def test_delay_beta1_equals_the_replay(quad):
     tl = schedules.pipedream(S, N)
     res = methods.pipedream(quad, tl, [LR], optimizer=optimizers.make("nesterov", correction="delay_beta1"))
     beta = lambda s: 0.9 + (S - 1 - s) * (0.99 - 0.9) / S
-    ref = _replay_pd(quad, tl, lambda s: optax.sgd(LR, momentum=beta(s), nesterov=True))
+    ref = replay_pd(quad, tl, lambda s: optax.sgd(LR, momentum=beta(s), nesterov=True))
     np.testing.assert_allclose(res.x_final[0], ref, rtol=1e-12, atol=1e-14)
 
 
@@ -86,10 +55,10 @@ def test_dc_asgd_equals_the_replay_at_the_stashed_point(quad):
     res = methods.pipedream(
         quad, tl, [LR], optimizer={"name": "momentum", "correction": "dc_asgd", "correction_lam": lam}
     )
-    ref = _replay_pd(
+    ref = replay_pd(
         quad, tl, lambda s: optax.sgd(LR, momentum=0.9), grad_hook=lambda g, w, v: g + lam * g * g * (w - v)
     )
-    plain = _replay_pd(quad, tl, lambda s: optax.sgd(LR, momentum=0.9))
+    plain = replay_pd(quad, tl, lambda s: optax.sgd(LR, momentum=0.9))
     np.testing.assert_allclose(res.x_final[0], ref, rtol=1e-12, atol=1e-14)
     assert np.abs(res.x_final[0] - plain).max() > 1e-6  # the correction moved the iterates
 
