@@ -324,6 +324,19 @@ def _programs_text(programs: dict | None) -> str:
     return f", {programs['compiled']} programs compiled, {programs['from_cache']} from the cache{seconds}"
 
 
+def _cell_text(c: dict) -> str:
+    """One panel's line: E10's (winner, Pareto front, first to the target) or E12's (the ranking
+    per optimizer and the paper's claim on it)."""
+    if "front" in c:
+        return (
+            f"  {c['objective']} S={c['S']} {c['costs']}: lowest loss at the budget "
+            f"{' = '.join(c['best'])} ({c['best_loss']:.4g}); Pareto front "
+            f"{', '.join(c['front'])}; first to the target {' = '.join(c['fastest'])}"
+        )
+    ranking = ", ".join(c.get("ranking", [])[:4]) or "none ran"
+    return f"  {c['objective']} {c.get('optimizer', '')}: lowest first {ranking}; {c.get('verdict', '')}"
+
+
 def summary_text(reports: Sequence[Report], messages: dict) -> str:
     """What each figure shows: status, the paper's message and the study's table."""
     lines = ["", "=" * 78, "What each figure shows", "=" * 78]
@@ -344,12 +357,8 @@ def summary_text(reports: Sequence[Report], messages: dict) -> str:
                 lines.append(f"  claim: {claim['claim']} -> {holds}{measured}")
                 if claim.get("verdict"):
                     lines.append(f"         {claim['verdict']}")
-            for c in (o.summary or {}).get("cells", []):  # E10: the winner of every panel
-                lines.append(
-                    f"  {c['objective']} S={c['S']} {c['costs']}: lowest loss at the budget "
-                    f"{' = '.join(c['best'])} ({c['best_loss']:.4g}); Pareto front "
-                    f"{', '.join(c['front'])}; first to the target {' = '.join(c['fastest'])}"
-                )
+            for c in (o.summary or {}).get("cells", []):  # E10 and E12: the winner of every panel
+                lines.append(_cell_text(c))
             lines.append(F.format_table(o.table[:MAX_ROWS]))
             if len(o.table) > MAX_ROWS:
                 lines.append(f"  ... {len(o.table) - MAX_ROWS} more rows in {o.numbers}")

@@ -270,7 +270,13 @@ def test_summary_text_reads_every_kind_of_claim():
         {"claim": "c", "holds": False, "verdict": "slower"},
         {"claim": "d", "measured": "3 %", "verdict": "agrees"},
     ]
-    out = FigureOutcome("x", Path("x.png"), Path("x.json"), "quick", {}, 0.1, False, [], {"claims": claims}, Path("."))
+    cells = [  # E12's panels: a ranking and a verdict per (objective, optimizer)
+        {"objective": "q", "optimizer": "adam", "ranking": ["PD", "RPD"], "verdict": "holds: PD 1 vs 2"},
+        {"objective": "q", "optimizer": "muon", "ranking": [], "verdict": "n/a"},
+    ]
+    summary = {"claims": claims, "cells": cells}
+    out = FigureOutcome("x", Path("x.png"), Path("x.json"), "quick", {}, 0.1, False, [], summary, Path("."))
     text = R.summary_text([Report("x", "ok", out, None, 0.1)], {})
+    assert "q adam: lowest first PD, RPD; holds: PD 1 vs 2" in text and "q muon: lowest first none ran; n/a" in text
     assert "a -> holds: 1 %" in text and "b -> depends: 2 %" in text and "c -> FAILS" in text
     assert "d -> see verdict: 3 %" in text and "agrees" in text
