@@ -203,8 +203,11 @@ def _check_values(cfg) -> None:
     B = check_int("objective.batch_size", o.batch_size)
     if user_factory(o) is not None:  # the user's factory checks its own arguments
         return
-    if o.rotate and name not in ("random_quadratic", "nesterov_quadratic"):
-        raise ValueError(f"objective.rotate applies to random_quadratic and nesterov_quadratic, not to {name}")
+    for basis in ("rotate", "align"):
+        if o[basis] and name not in ("random_quadratic", "nesterov_quadratic"):
+            raise ValueError(f"objective.{basis} applies to random_quadratic and nesterov_quadratic, not to {name}")
+    if o.rotate and o.align:
+        raise ValueError("objective.rotate and objective.align exclude each other (a random or the axis basis)")
     if name == "mlp_chain":
         n, W = check_int("objective.n", o.n), check_int("objective.width", o.width)
         if n % B:

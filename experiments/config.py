@@ -95,6 +95,7 @@ class ObjectiveConfig:
     grad_noise: float = 0.0  # sigma_g of i.i.d. Gaussian noise on every block gradient
     seed: int = 0  # data seed (numpy.random.default_rng)
     rotate: bool = False  # random / Nesterov quadratic: Hessian Q Λ Qᵀ (same spectrum, a seeded random rotation)
+    align: bool = False  # random / Nesterov quadratic: Hessian Λ, diagonal (same spectrum on the axes)
     # small LM ("nanochat"); batch_size and seed above apply too
     text_path: Optional[str] = None  # any UTF-8 text; null: the cached corpus (python -m rpd.objectives.corpus fetch)
     seq_len: int = 32

@@ -16,10 +16,18 @@ from rpd.objectives.nanochat import nanochat
 # objective.name -> the rpd.objectives factory call of a checked objective node, with S blocks
 OBJECTIVES = {
     "random_quadratic": lambda o, S: objectives.random_quadratic(
-        o.n, o.d, S, o.batch_size, seed=o.seed, rotate=bool(o.rotate)
+        o.n, o.d, S, o.batch_size, seed=o.seed, rotate=bool(o.rotate), align=bool(o.align)
     ),
     "nesterov_quadratic": lambda o, S: objectives.nesterov_quadratic(
-        o.n, o.d, S, o.batch_size, mu=o.mu, condition_number=o.condition_number, seed=o.seed, rotate=bool(o.rotate)
+        o.n,
+        o.d,
+        S,
+        o.batch_size,
+        mu=o.mu,
+        condition_number=o.condition_number,
+        seed=o.seed,
+        rotate=bool(o.rotate),
+        align=bool(o.align),
     ),
     "logistic_regression": lambda o, S: objectives.logistic_regression(
         o.n, o.d, S, o.batch_size, lam=o.lam, grad_noise=o.grad_noise, seed=o.seed

@@ -91,7 +91,7 @@ def run_config(cfg) -> dict:
         if o["name"] != "logistic_regression":
             o["lam"] = None
     if not o.get("_target_") and o["name"] not in ("random_quadratic", "nesterov_quadratic"):
-        o["rotate"] = None
+        o["rotate"] = o["align"] = None
     if m["gammas"] is None:
         m["gammas"] = checks.gammas(cfg.method)
     m.pop("gamma_lo"), m.pop("gamma_hi")

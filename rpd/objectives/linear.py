@@ -94,6 +94,18 @@ def _rotated(X: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return X @ (V @ Q.T)
 
 
+def _aligned(X: np.ndarray) -> np.ndarray:
+    """X V (A = XᵀX / n = V Λ Vᵀ): the Hessian becomes (XV)ᵀ(XV) / n = Λ, the same spectrum on the
+    coordinate axes (the axis-aligned control of ``rotate``)."""
+    _, V = np.linalg.eigh(X.T @ X / X.shape[0])
+    return X @ V
+
+
+def _basis(rotate: bool, align: bool) -> None:
+    if rotate and align:
+        raise ValueError("objective.rotate and objective.align exclude each other (a random or the axis basis)")
+
+
 def _least_squares(name, X, w_star, S, batch_size, meta, mu=None) -> Objective:
     """f(x) = ||X x - y||^2 / (2n) with y = X w*, so f* = 0 exactly. ``mu`` (Nesterov's A =
     tridiag(-1, 2, -1) + mu I) gives e^T A e in O(d) instead of the dense d^2 product."""
@@ -120,18 +132,24 @@ def _least_squares(name, X, w_star, S, batch_size, meta, mu=None) -> Objective:
     )
 
 
-def random_quadratic(n: int, d: int, S: int, batch_size: int, seed: int = 0, rotate: bool = False) -> Objective:
+def random_quadratic(
+    n: int, d: int, S: int, batch_size: int, seed: int = 0, rotate: bool = False, align: bool = False
+) -> Objective:
     """f(x) = ||X x - y||^2 / (2n), X ~ N(0,1)^{n x d}, w* ~ N(0, I), y = X w*; f* = 0,
     L = lambda_max(X^T X / n). ``rotate``: X is replaced by X M so that the Hessian is Q Λ Qᵀ,
     Λ today's spectrum, Q a rotation drawn after w* from the same generator (so every earlier
-    draw, and the unrotated objective, are unchanged)."""
+    draw, and the unrotated objective, are unchanged). ``align``: X is replaced by X V so that the
+    Hessian is Λ itself, diagonal (the same spectrum on the coordinate axes)."""
     n, d, S, batch_size = _check_sizes(n, d, S, batch_size)
+    _basis(rotate, align)
     rng = np.random.default_rng(check_int("seed", seed, 0))
     X = rng.standard_normal((n, d))
     w_star = rng.standard_normal(d)
     meta = dict(kind="random_quadratic", seed=seed)
     if rotate:
         X, meta = _rotated(X, rng), dict(meta, rotate=True)
+    if align:
+        X, meta = _aligned(X), dict(meta, align=True)
     return _least_squares("random_quadratic", X, w_star, S, batch_size, meta)
 
 
@@ -156,13 +174,16 @@ def nesterov_quadratic(
     condition_number: float | None = None,
     seed: int = 0,
     rotate: bool = False,
+    align: bool = False,
 ) -> Objective:
     """Nesterov's worst-case quadratic as least squares: A = tridiag(-1, 2, -1) + mu I,
     X = sqrt(n) Q C^T with Q from the reduced QR of Z ~ N(0,1)^{n x d} and A = C C^T, so that
     X^T X / n = A; then w* ~ N(0, I) and y = X w*. Needs n >= d. Give ``mu`` or a target
     ``condition_number`` (which overrides mu). ``rotate``: the Hessian becomes Q Λ Qᵀ (Λ the
-    spectrum of A, Q a rotation drawn after w*); the loss then uses the dense Hessian."""
+    spectrum of A, Q a rotation drawn after w*); ``align``: the Hessian becomes Λ, diagonal (the
+    axis-aligned control); either way the loss then uses the dense Hessian."""
     n, d, S, batch_size = _check_sizes(n, d, S, batch_size)
+    _basis(rotate, align)
     if n < d:
         raise ValueError(f"n must be >= d for Nesterov's quadratic (X^T X / n = A), got n={n}, d={d}")
     if condition_number is not None:
@@ -178,6 +199,8 @@ def nesterov_quadratic(
     meta = dict(kind="nesterov_quadratic", mu=mu, seed=seed)
     if rotate:  # no longer tridiagonal: the loss's O(d) form does not apply
         return _least_squares("nesterov_quadratic", _rotated(X, rng), w_star, S, batch_size, dict(meta, rotate=True))
+    if align:  # diagonal: the tridiagonal O(d) form does not apply either
+        return _least_squares("nesterov_quadratic", _aligned(X), w_star, S, batch_size, dict(meta, align=True))
     return _least_squares("nesterov_quadratic", X, w_star, S, batch_size, meta, mu)
 
 

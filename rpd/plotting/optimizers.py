@@ -15,7 +15,8 @@ from rpd.results import pow2_label
 
 NAMES = {
     "nesterov_quadratic": "Nesterov quadratic (E3)",
-    "rotated_quadratic": "rotated quadratic",
+    "aligned_quadratic": "its spectrum on the axes",
+    "rotated_quadratic": "its spectrum rotated",
     "logistic_regression": "logistic regression (E4)",
     "mlp_chain": "MLP chain",
     "nanochat": "char LM (E5; held-out loss)",

@@ -43,3 +43,22 @@ def test_default_is_unchanged():
     assert float(b.data["X"][7, 5]) == -0.38890780250511936
     assert float(b.loss(b.data, np.ones(12))) == 7.038928730450216  # Nesterov's O(d) loss kept
     assert "rotate" not in a.meta
+
+
+@pytest.mark.parametrize("kind", ["random", "nesterov"])
+def test_align_puts_the_same_spectrum_on_the_axes(kind):
+    """objective.align: the control of rotate, Hessian Λ itself (diagonal), gradient H (x − w*)."""
+    build = {
+        "random": lambda: random_quadratic(n=60, d=12, S=3, batch_size=6, seed=4, align=True),
+        "nesterov": lambda: nesterov_quadratic(n=60, d=12, S=3, batch_size=6, mu=0.05, seed=4, align=True),
+    }[kind]
+    plain, al = BUILDERS[kind](False), build()
+    A, H = _hessian(plain), _hessian(al)
+    np.testing.assert_allclose(np.sort(np.diag(H)), np.linalg.eigvalsh(A), rtol=1e-10)
+    assert np.abs(H - np.diag(np.diag(H))).max() < 1e-10 * np.abs(H).max()  # diagonal to rounding
+    x = np.random.default_rng(1).standard_normal(al.D)
+    w = np.asarray(al.data["w_star"])
+    np.testing.assert_allclose(jax.grad(lambda z: al.loss(al.data, z))(x), H @ (x - w), rtol=1e-10, atol=1e-12)
+    assert al.meta["align"] is True
+    with pytest.raises(ValueError, match="exclude each other"):
+        random_quadratic(n=60, d=12, S=3, batch_size=6, rotate=True, align=True)
