@@ -49,12 +49,15 @@ def replay(obj: Objective, tl: Timeline, gamma: float) -> np.ndarray:
     return np.array(curve)
 
 
-def replay_pipemare(obj: Objective, tl: Timeline, gamma: float) -> np.ndarray:
+def replay_pipemare(obj: Objective, tl: Timeline, gamma: float, every: int = 1) -> np.ndarray:
     """PipeMare op by op, stage by stage, one weight version (ZOO.md §3.14): F(m, s) computes
     a_{s+1} = stage_s(x_s, a_s) with the current x_s and keeps a_s; B(m, s) takes the VJP of
     stage s at (the current x_s, the kept a_s) of the cotangent B(m, s+1) passed down (the
-    loss's gradient at a_S for s = S-1) and applies the weight part to x_s. Returns the final
-    x [D]; the reference for ``rpd.train.methods.train`` on a PipeMare timeline."""
+    loss's gradient at a_S for s = S-1) and applies the weight part to x_s. ``every`` = k > 1 is
+    AMPNet (fairscale's event loop, ``min_update_interval``): the weight parts are summed per
+    stage and every k-th backward of a stage applies x_s -= γ·(sum), a trailing partial group
+    never. Returns the final x [D]; the reference for ``rpd.train.methods.train`` on a PipeMare
+    (or AMPNet) timeline."""
     chain = obj.chain
     if chain is None:
         raise ValueError(f"objective {obj.name!r} does not expose its stage chain")
@@ -68,6 +71,8 @@ def replay_pipemare(obj: Objective, tl: Timeline, gamma: float) -> np.ndarray:
     head = jax.jit(jax.grad(lambda out, target: chain.head(obj.data, out, target)))
     penalty = jax.jit(jax.grad(chain.penalty)) if chain.penalty is not None else None
     x = np.asarray(obj.x0, dtype=np.float64).copy()
+    acc = [np.zeros(b.stop - b.start) for b in blocks]  # per stage: the weight parts not yet applied
+    count = [0] * S
     acts: dict[tuple[int, int], object] = {}  # (m, s) -> a_s of microbatch m
     targets, delta = {}, {}
     events = sorted(
@@ -82,6 +87,9 @@ def replay_pipemare(obj: Objective, tl: Timeline, gamma: float) -> np.ndarray:
         else:
             d = head(acts.pop((m, S)), targets[m]) if s == S - 1 else delta.pop(m)
             g, delta[m] = vjp[s](x[blocks[s]], acts.pop((m, s)), d)
-            g = np.asarray(g) + (np.asarray(penalty(x[blocks[s]])) if penalty is not None else 0.0)
-            x[blocks[s]] -= gamma * g
+            acc[s] += np.asarray(g) + (np.asarray(penalty(x[blocks[s]])) if penalty is not None else 0.0)
+            count[s] += 1
+            if count[s] % every == 0:
+                x[blocks[s]] -= gamma * acc[s]
+                acc[s][:] = 0.0
     return x

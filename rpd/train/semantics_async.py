@@ -47,6 +47,21 @@ def _pieces(tl: Timeline, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return mb[o].astype(np.int64), block[o].astype(np.int32), time[o].astype(np.int32)
 
 
+def _step_plan(tl: Timeline, k: int, n_batches: int, vF: np.ndarray, **extra) -> UpdatePlan:
+    """The plan of every piece (:func:`_pieces`): microbatch m's gradient on its block, read at
+    the version its forward saw (``k * vF[m]`` block updates), landing at its step's tick."""
+    m, a, t = _pieces(tl, k)
+    return UpdatePlan(
+        block=a,
+        batch=(m % n_batches).astype(np.int32),
+        read=(k * vF[m]).astype(np.int32),
+        fresh=np.ones(len(m), bool),
+        slot=np.zeros(len(m), np.int32),
+        time=t,
+        **{name: f(m, a) for name, f in extra.items()},
+    )
+
+
 def ampnet_plan(tl: Timeline, S_obj: int, n_batches: int) -> UpdatePlan:
     """AMPNet's plan (module doc): piece (m, g) of stage g's update computes microbatch m's
     two-point gradient (forward at vF[m], backward through stages q >= g at vB[m, q]) and adds it
@@ -57,18 +72,12 @@ def ampnet_plan(tl: Timeline, S_obj: int, n_batches: int) -> UpdatePlan:
         raise ValueError(f"the objective has S={S_obj} blocks; AMPNet's timeline has {tl.n_stages} stages")
     k = int(tl.M)
     vF, vB = step_versions(tl, k)
-    m, a, t = _pieces(tl, k)
-    current = versions_before(a, S_obj)[:-1]
-    later = np.arange(S_obj)[None, :] >= a[:, None]
-    return UpdatePlan(
-        block=a,
-        batch=(m % n_batches).astype(np.int32),
-        read=(k * vF[m]).astype(np.int32),
-        fresh=np.ones(len(m), bool),
-        slot=np.zeros(len(m), np.int32),
-        time=t,
-        read_bwd=np.where(later, k * vB[m], current).astype(np.int32),
-    )
+
+    def read_bwd(m, a):  # blocks at or after a: the version B saw; before a: the current one
+        later = np.arange(S_obj)[None, :] >= a[:, None]
+        return np.where(later, k * vB[m], versions_before(a, S_obj)[:-1]).astype(np.int32)
+
+    return _step_plan(tl, k, n_batches, vF, read_bwd=read_bwd)
 
 
 def wpipe_plan(tl: Timeline, S_obj: int, n_batches: int) -> UpdatePlan:
@@ -83,13 +92,4 @@ def wpipe_plan(tl: Timeline, S_obj: int, n_batches: int) -> UpdatePlan:
         )
     k = int(tl.M)
     vF, _ = step_versions(tl, k)
-    m, a, t = _pieces(tl, k)
-    return UpdatePlan(
-        block=a,
-        batch=(m % n_batches).astype(np.int32),
-        read=(k * vF[m]).astype(np.int32),
-        fresh=np.ones(len(m), bool),
-        slot=np.zeros(len(m), np.int32),
-        time=t,
-        scale=np.full(len(m), 1.0 / k),
-    )
+    return _step_plan(tl, k, n_batches, vF, scale=lambda m, a: np.full(len(m), 1.0 / k))

@@ -12,7 +12,6 @@ from rpd import registry, schedules
 from rpd.objectives.linear import random_quadratic
 from rpd.objectives.mlp import mlp_chain
 from rpd.registry.schedules import ScheduleParams
-from rpd.schedules import BWD, FWD
 from rpd.train import methods, optimizers, plans
 
 GAMMAS = [2.0**-6, 2.0**-4]
@@ -109,31 +108,6 @@ def test_each_block_keeps_its_own_state(quad):
             u, states[a] = update(np.asarray(g)[blocks[a]], states[a], x[blocks[a]])
             x[blocks[a]] += np.asarray(u)
         np.testing.assert_allclose(res.x_final[i], x, rtol=1e-13, atol=1e-15)
-
-
-def _replay_pd(obj, tl, tx):
-    """PipeDream op by op (rpd.train.replay's walk): F(m, s) stashes block s of x for m; B(m, a)
-    takes m's gradient at its stash and moves block a with block a's own optimizer state."""
-    blocks = _blocks(obj)
-    grad, update = jax.jit(obj.value_and_grad), jax.jit(tx.update)
-    x = np.asarray(obj.x0).copy()
-    states = [tx.init(x[blk]) for blk in blocks]
-    stash = {}
-    events = sorted(
-        [
-            (int(t), s, kind, m)
-            for kind, times in ((FWD, tl.f_time), (BWD, tl.b_time))
-            for (m, s), t in np.ndenumerate(times)
-        ]
-    )
-    for _, s, kind, m in events:
-        if kind == FWD:
-            stash.setdefault(m, np.zeros(obj.D))[blocks[s]] = x[blocks[s]]
-        else:
-            _, g = grad(obj.data, stash[m], m % obj.n_batches)
-            u, states[s] = update(np.asarray(g)[blocks[s]], states[s], x[blocks[s]])
-            x[blocks[s]] += np.asarray(u)
-    return x
 
 
 @pytest.mark.parametrize(

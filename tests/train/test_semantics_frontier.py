@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from rpd import objectives
-from rpd.schedules import BWD, FWD, family
+from rpd.schedules import family
 from rpd.schedules.costs import CostModel
 from rpd.train import methods, semantics
+from rpd.train.replay import replay_pipemare
 
 S, GAMMA = 4, 0.05
 B2F = CostModel(F=1, B=2, p2p=1)
@@ -32,49 +33,12 @@ def test_gems_is_minibatch_sgd_landing_after_the_allreduce(quad):
     np.testing.assert_array_equal(np.unique(plan.time), tl.flush_time)
 
 
-def _replay_ampnet(obj, tl, gamma, k):
-    """AMPNet op by op (fairscale's event loop): F(m, s) runs stage s at the current x_s; B(m, s)
-    takes the VJP at the current x_s on the kept activation and adds the weight part to stage
-    s's accumulator; every k-th backward of a stage applies x_s -= γ·(sum) and zeroes it."""
-    chain = obj.chain
-    blocks = _blocks(obj)
-    stage = [jax.jit(lambda xs, a, s=s: chain.stage(obj.data, s, xs, a)) for s in range(obj.S)]
-    vjp = [
-        jax.jit(lambda xs, a, d, s=s: jax.vjp(lambda p, b: chain.stage(obj.data, s, p, b), xs, a)[1](d))
-        for s in range(obj.S)
-    ]
-    head = jax.jit(jax.grad(lambda out, target: chain.head(obj.data, out, target)))
-    penalty = jax.jit(jax.grad(chain.penalty)) if chain.penalty is not None else None
-    x = np.asarray(obj.x0, dtype=np.float64).copy()
-    acc = [np.zeros(b.stop - b.start) for b in blocks]
-    count = [0] * obj.S
-    acts, targets, delta = {}, {}, {}
-    events = sorted(
-        [(int(tl.f_time[m, s]), s, FWD, m) for m, s in np.ndindex(tl.f_time.shape)]
-        + [(int(tl.b_time[m, s]), s, BWD, m) for m, s in np.ndindex(tl.b_time.shape)]
-    )
-    for _, s, kind, m in events:
-        if kind == FWD:
-            if s == 0:
-                acts[m, 0], targets[m] = chain.inputs(obj.data, m % obj.n_batches)
-            acts[m, s + 1] = stage[s](x[blocks[s]], acts[m, s])
-            continue
-        d = head(acts.pop((m, obj.S)), targets[m]) if s == obj.S - 1 else delta.pop(m)
-        g, delta[m] = vjp[s](x[blocks[s]], acts.pop((m, s)), d)
-        acc[s] += np.asarray(g) + (np.asarray(penalty(x[blocks[s]])) if penalty is not None else 0.0)
-        count[s] += 1
-        if count[s] % k == 0:
-            x[blocks[s]] -= gamma * acc[s]
-            acc[s][:] = 0.0
-    return x
-
-
 @pytest.mark.parametrize("k, costs", [(1, None), (3, B2F)], ids=["k1_unit", "k3_b2f"])
 def test_ampnet_equals_the_literal_event_loop(k, costs):
     mlp = objectives.mlp_chain(n=64, width=6, S=S, batch_size=4, seed=1)
     tl = family.ampnet(S, 18, k, costs=costs)
     res = methods.train(mlp, tl, [0.05])
-    np.testing.assert_allclose(res.x_final[0], _replay_ampnet(mlp, tl, 0.05, k), atol=1e-12)
+    np.testing.assert_allclose(res.x_final[0], replay_pipemare(mlp, tl, 0.05, every=k), atol=1e-12)
     plan, _ = semantics.of(tl).plan(tl, S, mlp.n_batches)
     assert np.all(np.asarray(plan.read) % k == 0) and np.all(np.diff(plan.time) >= 0)
 
