@@ -35,8 +35,7 @@ from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD
 S, MS = 8, (8, 16, 32, 64)
 
 
-def make(name, S, N, M, costs, values):
-    return registry.build(name, registry.ScheduleParams(S=S, N=N, M=M), costs, values)
+make = registry.timeline
 
 
 def straightforward_row(model, hw, name: str, M: int) -> dict | None:

@@ -186,11 +186,6 @@ def build_model(m, recompute: str) -> layers.Model:
     return layers.gpt_model(cfg, recompute, name=m.name)
 
 
-def make_timeline(name: str, S: int, N: int, M: int, costs, values: int):
-    """The registry's timeline of ``name`` (its defaults for every other field)."""
-    return registry.build(name, registry.ScheduleParams(S=S, N=N, M=M), costs, values)
-
-
 def run(cfg) -> dict:
     """The whole command without hydra: the plan's JSON (also written to ``cfg.out``)."""
     cfg = OmegaConf.merge(OmegaConf.structured(PlanConfig), cfg)
@@ -232,7 +227,7 @@ def run(cfg) -> dict:
         model,
         hw,
         names,
-        make_timeline,
+        registry.timeline,
         cfg.pipeline.S,
         M,
         optimizer=settings["optimizer"],
@@ -312,7 +307,7 @@ def train_rows(cfg, rows, model, hw, settings) -> dict:
         rows,
         model,
         hw,
-        make_timeline,
+        registry.timeline,
         lambda n_blocks: build_objective(cfg.objective, n_blocks),
         t.N,
         2.0 ** np.arange(lo, hi + 1),

@@ -42,6 +42,7 @@ from rpd.registry.schedules import (
     objective_blocks,  # noqa: F401  (re-exported)
     register_schedule,
     resolve,  # noqa: F401  (re-exported)
+    timeline,
 )
 
 __all__ = [
@@ -59,4 +60,5 @@ __all__ = [
     "register_method",
     "register_schedule",
     "run",
+    "timeline",
 ]

@@ -188,6 +188,12 @@ def _make(entry: ScheduleEntry, p: ScheduleParams, N: int, costs: CostModel | No
     return tl
 
 
+def timeline(name: str, S: int, N: int, M: int, costs: CostModel | None = None, values: int = 0) -> Timeline:
+    """``build`` with the schedule's defaults for every field but S, N and M: the plan's schedule
+    maker (``rpd.model.plan.Maker``)."""
+    return build(name, ScheduleParams(S=S, N=N, M=M), costs, values)
+
+
 def build(name: str, params: ScheduleParams, costs: CostModel | None = None, values: int = 0) -> Timeline:
     """The timeline of schedule ``name``: N microbatches, or under ``params.T`` the smallest N
     (whole flushes for flush schedules) whose timeline reaches T ticks."""

@@ -54,12 +54,8 @@ class Config:
 QUICK: dict = {}  # pure timing arithmetic: the paper size takes seconds
 
 
-def make(name, S, N, M, costs, values):
-    return registry.build(name, registry.ScheduleParams(S=S, N=N, M=M), costs, values)
-
-
 def _row(model, hw, name, S, M, how="even"):
-    r = plan_one(model, hw, name, make, S, M, how=how)
+    r = plan_one(model, hw, name, registry.timeline, S, M, how=how)
     if r.error:
         raise ValueError(f"{name} at S={S}, M={M}: {r.error}")
     return r
@@ -70,7 +66,7 @@ def activation_claim(model, hw, sizes) -> tuple[dict, list[dict]]:
     for S, M in sizes:
         for name in ("gpipe", "1f1b"):
             r = _row(model, hw, name, S, M)
-            st, *_ = staged(model, hw, make(name, S, M, M, None, 0))
+            st, *_ = staged(model, hw, registry.timeline(name, S, M, M))
             held = np.asarray(r.peak_activation_bytes) / st.act
             claim = np.full(S, M) if name == "gpipe" else np.minimum(S - np.arange(S), M)
             rows.append(dict(claim="activations", schedule=name, S=S, M=M, held=held.tolist(), claimed=claim.tolist()))

@@ -76,8 +76,12 @@ def placement_claim(cfg: Config, models: dict, hw) -> tuple[dict, list[dict]]:
             how = cfg.placement_partition
             inside = evaluate(model, fast, partition(model, cfg.node, how, fast), (nodes,) * cfg.node, "PP in node")
             across = evaluate(model, slow, partition(model, nodes, how, slow), (cfg.node,) * nodes, "DP in node")
-            sync_in = plan_one(model, fast, "1f1b", _make, cfg.node, cfg.global_batch // nodes, D=nodes, how=how)
-            sync_across = plan_one(model, slow, "1f1b", _make, nodes, cfg.global_batch // cfg.node, D=cfg.node, how=how)
+            sync_in = plan_one(
+                model, fast, "1f1b", registry.timeline, cfg.node, cfg.global_batch // nodes, D=nodes, how=how
+            )
+            sync_across = plan_one(
+                model, slow, "1f1b", registry.timeline, nodes, cfg.global_batch // cfg.node, D=cfg.node, how=how
+            )
             levels = [(cfg.node, cfg.nvlink_bandwidth), (nodes, cfg.ib_bandwidth)]
             hier = pipedream_hierarchical(*model_inputs(model, hw), levels)
             top_dp = len(hier.stages) == 1 and hier.stages[0][2] > 1 and len(hier.inner[0].stages) > 1
@@ -120,10 +124,6 @@ def placement_claim(cfg: Config, models: dict, hw) -> tuple[dict, list[dict]]:
         f"{sum(agree)} of {len(agree)}"
     )
     return dict(claim="pipeline inside a node, data parallelism across nodes", holds=holds, verdict=verdict), rows
-
-
-def _make(name, S, N, M, costs, values):
-    return registry.build(name, registry.ScheduleParams(S=S, N=N, M=M), costs, values)
 
 
 def depth_claim(table: list[dict]) -> dict:

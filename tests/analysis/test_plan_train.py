@@ -17,8 +17,7 @@ MODEL = layers.preset("gpt2_small")
 GRID = 2.0 ** np.arange(-4, 1)
 
 
-def make(name, S, N, M, costs, values):
-    return registry.build(name, registry.ScheduleParams(S=S, N=N, M=M), costs, values)
+make = registry.timeline
 
 
 def chain(n_blocks):

@@ -38,7 +38,7 @@ HW = hardware.preset("a100_80g")
 @pytest.fixture(scope="module")
 def tiny():
     m = layers.preset("gpt2_small")
-    return m, plan(m, HW, list(registry.SCHEDULES), entry.make_timeline, 2, 4)
+    return m, plan(m, HW, list(registry.SCHEDULES), registry.timeline, 2, 4)
 
 
 def test_every_schedule_gets_a_row_sorted_by_tokens_per_s_among_those_that_fit(tiny):
@@ -71,9 +71,7 @@ def test_max_delay_of_pipedream_is_s_minus_one():
 
 def test_a_memory_cap_turns_rows_into_does_not_fit():
     m = layers.preset("gpt2_small")
-    rows = plan(
-        m, HW, ["gpipe", "1f1b"], entry.make_timeline, 2, 8, memory_cap=3 * 2**30
-    )  # 1F1B 2.4 GiB, GPipe 6.9 GiB
+    rows = plan(m, HW, ["gpipe", "1f1b"], registry.timeline, 2, 8, memory_cap=3 * 2**30)  # 1F1B 2.4 GiB, GPipe 6.9 GiB
     assert [(r.schedule, r.fits) for r in rows] == [("1f1b", True), ("gpipe", False)]
 
 

@@ -8,6 +8,7 @@ import pytest
 from hydra_helpers import compose
 
 from experiments import plan as entry
+from rpd import registry
 from rpd.model import hardware
 from rpd.model.layers import Layer, Model
 from rpd.model.plan import plan
@@ -35,7 +36,7 @@ TOY = Model(
 
 
 def _row(D, overlap=False, name="1f1b"):
-    return plan(TOY, HW, [name], entry.make_timeline, 2, 2, D=D, overlap_allreduce=overlap, how="layers")[0]
+    return plan(TOY, HW, [name], registry.timeline, 2, 2, D=D, overlap_allreduce=overlap, how="layers")[0]
 
 
 def test_two_pipelines_double_the_tokens_and_add_the_ring_all_reduce_after_the_flush():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from rpd import registry
 from rpd.model import hardware, layers
 from rpd.model.plan import plan_one
 from rpd.studies import plan_claims as pc
@@ -34,7 +35,7 @@ def test_rows_are_the_plans_numbers(out):
     for r in out.table:
         if r["claim"] not in ("efficiency", "stages"):
             continue
-        row = plan_one(model, hw, "1f1b", pc.make, r["S"], r["M"], how=r["partition"])
+        row = plan_one(model, hw, "1f1b", registry.timeline, r["S"], r["M"], how=r["partition"])
         got = r["efficiency"] if r["claim"] == "efficiency" else 1 - r["bubble"]
         assert got == pytest.approx(1 - row.bubble_total, rel=1e-12)
         # a whole-layer partition with the head on the last stage cannot beat balanced stages
@@ -45,7 +46,7 @@ def test_p2p_counts_two_values_per_microbatch_and_boundary():
     """Independent count: 1F1B at S = 4, M = 8 on GPT-2 small: an interior rank sends M activations
     (s·h values each) forward and M gradients back, 16-bit."""
     model, hw = layers.preset("gpt2_small"), hardware.preset("a100_80g")
-    row = plan_one(model, hw, "1f1b", pc.make, 4, 8)
+    row = plan_one(model, hw, "1f1b", registry.timeline, 4, 8)
     assert row.p2p_bytes_per_step[1] == row.p2p_bytes_per_step[2] == 2 * 8 * 1024 * 768 * 2
     assert row.p2p_bytes_per_step[0] == row.p2p_bytes_per_step[3] == 8 * 1024 * 768 * 2  # one neighbour
 
