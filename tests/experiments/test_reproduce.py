@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from experiments import figure as F
+from experiments import report
 from experiments import reproduce_paper_figures as R
 from rpd import studies
 from rpd.io import store
@@ -276,7 +277,7 @@ def test_summary_text_reads_every_kind_of_claim():
     ]
     summary = {"claims": claims, "cells": cells}
     out = FigureOutcome("x", Path("x.png"), Path("x.json"), "quick", {}, 0.1, False, [], summary, Path("."))
-    text = R.summary_text([Report("x", "ok", out, None, 0.1)], {})
+    text = report.summary_text([Report("x", "ok", out, None, 0.1)], {})
     assert "q adam: lowest first PD, RPD; holds: PD 1 vs 2" in text and "q muon: lowest first none ran; n/a" in text
     assert "a -> holds: 1 %" in text and "b -> depends: 2 %" in text and "c -> FAILS" in text
     assert "d -> see verdict: 3 %" in text and "agrees" in text
