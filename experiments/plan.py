@@ -35,6 +35,7 @@ from experiments import checks
 from experiments import config as C
 from experiments.objectives import build_objective
 from rpd import registry
+from rpd.analysis import tuning
 from rpd.analysis.plan_train import format_times, time_to_target
 from rpd.model import hardware as hw_lib
 from rpd.model import layers
@@ -44,7 +45,7 @@ from rpd.model.profile import load_profile
 from rpd.model.workers import configurations, format_configs
 from rpd.plotting.plan import frontier_figure
 from rpd.runtime.interrupt import run_main
-from rpd.validation import check_int
+from rpd.validation import check_choice, check_int, check_real
 
 log = logging.getLogger(__name__)
 
@@ -205,6 +206,14 @@ def run(cfg) -> dict:
         train_grid(cfg)
         check_int("train.N", cfg.train.N)
         check_int("train.points", cfg.train.points)
+        check_choice("train.rule", cfg.train.rule, tuning.RULES)
+        if cfg.train.target is not None:
+            check_real("train.target", cfg.train.target, allow_zero=True)
+        try:  # the objective's own checks, before the plan's work
+            build_objective(cfg.objective, cfg.pipeline.S)
+        except (ValueError, TypeError) as exc:
+            field = str(exc).split(" ", 1)[0]  # a message that starts with its field: name it in full
+            raise type(exc)(f"objective.{exc}" if field in cfg.objective else f"objective: {exc}") from None
     names = list(registry.SCHEDULES) if cfg.schedules is None else list(cfg.schedules)
     for i, n in enumerate(names):
         if n not in registry.SCHEDULES:
@@ -327,7 +336,7 @@ def train_rows(cfg, rows, model, hw, settings) -> dict:
 def main(cfg) -> None:
     try:
         run(cfg)
-    except (ValueError, TypeError) as exc:  # bad input: one line, exit 2
+    except (ValueError, TypeError, OSError) as exc:  # bad input (a missing file too): one line, exit 2
         checks.refuse(exc)
 
 

@@ -154,3 +154,7 @@ def test_objective_adds_time_to_target(tmp_path, capsys):
     assert all(e["gamma"] in (2.0**-6, 2.0**-5, 2.0**-4) for e in grp["rows"] if e["gamma"] is not None)
     with pytest.raises(ValueError, match="train.gamma_lo"):
         entry.run(compose(["objective=mlp_chain", "train.gamma_lo=2", "train.gamma_hi=1", "out=null"], "plan"))
+    with pytest.raises(ValueError, match=r"train\.rule"):
+        entry.run(compose(["objective=mlp_chain", "train.rule=fastest", "out=null"], "plan"))
+    with pytest.raises(ValueError, match=r"^objective\.n must be a multiple"):
+        entry.run(compose(["objective=mlp_chain", "objective.n=7", "out=null"], "plan"))
