@@ -318,6 +318,7 @@ def run_spec(cfg) -> registry.RunSpec:
         advance=s.advance,
         elastic=s.elastic,
         replicas=None if s.replicas is None else tuple(s.replicas),
+        concat=s.concat,
         D=s.D,
         overlap_allreduce=s.overlap_allreduce,
         noam=s.noam,

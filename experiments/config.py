@@ -225,6 +225,7 @@ class ScheduleConfig:
     advance: Optional[int] = None  # avgpipe: advance-forward depth in [0, M / pipelines]; null: 0 (1F1B)
     elastic: Optional[float] = None  # avgpipe: EASGD's moving rate alpha; null: 0.9 / pipelines
     replicas: Optional[List[int]] = None  # pipedream_rr: workers of each stage (S entries); null: one each
+    concat: Optional[str] = None  # chimera, M > S: direct | forward_doubling | backward_halving; null: direct
     D: int = 1  # flush schedules: D data-parallel pipelines, D·M per step (rpd.schedules.data_parallel)
     overlap_allreduce: bool = False  # with D > 1: each rank all-reduces after its last backward, during the drain
 

@@ -36,6 +36,8 @@ def chart(cfg) -> dict:
     ops = np.stack([t.kind, t.stage, t.mb, t.rank, t.start, t.end, t.fused]).astype(np.int64)
     scale = max(1, int(cfg.costs.F))
     title = f"{pipeline.name}: S = {tl.S}, N = {tl.N}" + (f", M = {tl.M}" if tl.M else "")
+    if tl.concat not in (None, "direct"):  # Chimera's forward doubling / backward halving
+        title += f", {tl.concat.replace('_', ' ')}" + (" (ops on half microbatches)" if tl.pieces > 1 else "")
     panel = dict(title=title, ops=ops, scale=scale)
     wasted = getattr(tl, "wasted", None)  # ZB-H2 post-validation: forwards a rollback threw away
     if wasted is not None:
@@ -50,6 +52,7 @@ def chart(cfg) -> dict:
         "S": tl.S,
         "N": tl.N,
         "M": tl.M,
+        "concat": tl.concat,
         "makespan": int(tl.T),
         "period": int(tl.period()),
         "bubble_total": tl.bubble_ratio(),

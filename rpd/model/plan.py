@@ -109,7 +109,7 @@ def p2p_bytes(tl: Timeline, out: np.ndarray) -> np.ndarray:
     g, m, r = t.stage[b], t.mb[b], t.rank[b]
     cross = (g > 0) & (rank_f[np.maximum(g - 1, 0), m] != r)
     np.add.at(sent, r[cross], out[np.maximum(g - 1, 0)[cross]])
-    return sent
+    return sent / tl.pieces  # a piece of a microbatch sends 1/pieces of its values
 
 
 def replicas(tl: Timeline) -> int:

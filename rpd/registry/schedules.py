@@ -42,6 +42,7 @@ class ScheduleParams:
     advance: int | None = None  # AvgPipe: advance-forward depth in [0, M / pipelines] (default 0: 1F1B)
     elastic: float | None = None  # AvgPipe: EASGD's moving rate α (default 0.9 / pipelines)
     replicas: tuple | None = None  # pipedream_rr: replicas of each stage (default one each)
+    concat: str | None = None  # Chimera with M > S: direct | forward_doubling | backward_halving
     D: int | None = None  # data-parallel pipelines around a synchronous schedule (default 1; issue 29)
     overlap_allreduce: bool | None = None  # with D > 1: the all-reduce starts during the drain
     cut: str | None = None  # with T: "end" (the point after T ticks, the default) or "authors"
@@ -64,6 +65,7 @@ DEFAULTS: Mapping[str, Callable[[int], Any]] = {  # field -> its default as a fu
     "advance": lambda S: 0,
     "elastic": lambda S: None,
     "replicas": lambda S: None,
+    "concat": lambda S: "direct",
 }
 NOT_INT = (
     "overlapped",
@@ -74,6 +76,7 @@ NOT_INT = (
     "replicas",
     "advance",
     "elastic",
+    "concat",
 )  # checked by the constructor
 
 
@@ -140,7 +143,13 @@ for _entry in (
         "dualpipe_v", family.dualpipe_v, ("M",), flush=True, defaults={"M": lambda S: 2 * S}, doc="DualPipeV"
     ),
     ScheduleEntry(
-        "chimera", family.chimera, ("M",), flush=True, allreduce=True, aliases={"D": "S"}, doc="Chimera, two pipelines"
+        "chimera",
+        family.chimera,
+        ("M", "concat"),
+        flush=True,
+        allreduce=True,
+        aliases={"D": "S"},
+        doc="Chimera, two pipelines",
     ),
     ScheduleEntry("pipedream_2bw", family.pipedream_2bw, ("M",), flush=True, doc="PipeDream-2BW"),
     ScheduleEntry("pipemare", family.pipemare, (), doc="PipeMare: PD's order, no stashing"),

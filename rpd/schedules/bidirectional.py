@@ -36,6 +36,28 @@ D = 2 the anchor never starts a second unit (a one-microbatch pipeline ends befo
 spawn one) and drops every microbatch after the first two; for D >= 6 and N > 2D it starts a
 new unit at *every* return of a microbatch while others are in flight, so units collide on a
 worker in the same slot.
+
+**N > D: direct concatenation, forward doubling, backward halving** (paper §3.5;
+:func:`chimera_concat_order`, the one place the rule lives). The order above is the paper's
+*direct concatenation*. The other two are a **reconstruction**: neither the paper's §3.5 text nor
+its Figure 6 was reachable here, and the anchor implements neither. What was read is a reader's
+note of §3.5 (``UnbearableFate/PaperReadingNote``, ``DL&NN/pipelines.md`` @09e5656c): forward
+doubling "removes the intermediate bubbles, but it leads to two times activation memory
+consumption", and both "have more space to overlap p2p communication (in the forward passes)
+than the classic 1F1B schedule". The reading implemented is the one with those three
+properties: the anchor's timetable is built at twice the granularity the ops run at, and each
+slot runs its two halves back to back.
+
+* ``forward_doubling``: the timetable of ceil(M/2) double microbatches; slot (g, v) runs
+  microbatches 2v and 2v + 1 one after the other (forward slots carry two microbatches, so a
+  unit holds D per direction and the activations double).
+* ``backward_halving``: the timetable of the M microbatches; slot (g, j) runs the two halves of
+  microbatch j one after the other (each backward is two half-microbatch ops; activations as
+  direct). It is forward doubling on 2M half-size microbatches, which is how
+  :func:`rpd.schedules.family.chimera` times it.
+
+Measured (tests, docs/schedules.md): at B = 2F forward doubling's bubble equals direct
+concatenation's at F = B, e.g. D = 4, M = 8: 11.1 % against direct's 20.0 %.
 """
 
 from __future__ import annotations
@@ -43,7 +65,9 @@ from __future__ import annotations
 import numpy as np
 
 from rpd.schedules.ir import BWD, FWD, Order, ops
-from rpd.validation import check_int
+from rpd.validation import check_choice, check_int
+
+CONCAT = ("direct", "forward_doubling", "backward_halving")  # how a flush of M > D is built (§3.5)
 
 
 def _check(D: int, M: int) -> tuple[int, int]:
@@ -102,4 +126,24 @@ def chimera_order(D: int, M: int) -> Order:
         if len(np.unique(slot)) != len(slot):
             raise AssertionError(f"chimera_order: two ops of worker {w} share a slot")
         out.append(ops(rows[np.argsort(slot, kind="stable")].tolist()))
+    return out
+
+
+def chimera_concat_order(D: int, M: int, concat: str = "direct") -> Order:
+    """Chimera's order for one flush of M microbatches built by ``concat`` (module docstring):
+    ``direct`` is :func:`chimera_order`; ``forward_doubling`` is :func:`chimera_order` of
+    ceil(M/2) double microbatches with every op on v run as its microbatches 2v, 2v + 1 back to
+    back. ``backward_halving`` is forward doubling on 2M half microbatches (op on piece p =
+    half p % 2 of microbatch p // 2), so this returns that order on 2M pieces."""
+    D, M = _check(D, M)
+    concat = check_choice("concat", concat, CONCAT)
+    if concat == "direct":
+        return chimera_order(D, M)
+    if concat == "backward_halving":
+        return chimera_concat_order(D, 2 * M, "forward_doubling")
+    out = []
+    for a in chimera_order(D, -(-M // 2)):
+        rows = np.repeat(a, 2, axis=0)
+        rows[:, 2] = 2 * rows[:, 2] + np.tile([0, 1], len(a))
+        out.append(rows[rows[:, 2] < M])
     return out

@@ -76,6 +76,34 @@ def timed(
     )
 
 
+def merge_pieces(tl: Timeline, pieces: int, costs: CostModel | None, **fields) -> Timeline:
+    """``tl``, timed on microbatches split into ``pieces`` consecutive pieces (piece p is part
+    p % pieces of microbatch p // pieces), reported per microbatch: F(m, g) starts with its first
+    piece, its gradient is complete with its last; the table keeps every piece's op (labelled
+    with its microbatch; ``pieces`` says each holds 1/pieces of a microbatch's activations).
+    ``costs``: the per-microbatch cost model the pieces' halves were derived from."""
+    N, G = tl.N // pieces, tl.n_stages
+    if N * pieces != tl.N or tl.split:
+        raise ValueError(f"cannot merge {tl.N} pieces of an unsplit timeline into groups of {pieces}")
+    t = tl.table
+    return Timeline(
+        kind=tl.kind,
+        S=tl.S,
+        N=N,
+        f_time=tl.f_time.reshape(N, pieces, G).min(axis=1),
+        b_time=tl.b_time.reshape(N, pieces, G).max(axis=1),
+        M=None if tl.M is None else tl.M // pieces,
+        v=tl.v,
+        n_stages_=tl.n_stages_,
+        table_=t._replace(mb=(t.mb // pieces).astype(t.mb.dtype)),
+        costs=costs,
+        flush_time=tl.flush_time,
+        overlapped=tl.overlapped,
+        pieces=pieces,
+        **fields,
+    )
+
+
 def _barrier_fields(kind: str, group_end) -> dict:
     if group_end is None:
         return {}

@@ -11,11 +11,15 @@ chunk. Bad parameters raise a ValueError naming the parameter before any work.
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
+
 from rpd.schedules import orders, readiness
 from rpd.schedules import post_validation as post_validation_
 from rpd.schedules.avgpipe import avgpipe
-from rpd.schedules.bidirectional import chimera_order
-from rpd.schedules.build import order_of, timed
+from rpd.schedules.bidirectional import CONCAT, chimera_concat_order
+from rpd.schedules.build import merge_pieces, order_of, timed
 from rpd.schedules.costs import CostModel
 from rpd.schedules.frontier import ampnet_order, gems_order, replicated, wpipe_order
 from rpd.schedules.ir import concat, shift_mb
@@ -23,7 +27,7 @@ from rpd.schedules.round_robin import pipedream_rr
 from rpd.schedules.search import searched
 from rpd.schedules.timeline import Timeline
 from rpd.schedules.v_shape import dualpipe_v_order, zbv_order
-from rpd.validation import check_int
+from rpd.validation import check_choice, check_int
 
 MAX_OPS = 50_000_000  # ~3 GB of op tables: beyond it a timeline is refused before any allocation
 
@@ -218,15 +222,45 @@ def dualpipe_v(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeli
     return _flushes("dualpipe_v", dualpipe_v_order(S, M), S, N, M, costs, split=True, n_stages=2 * S, v=2)
 
 
-def chimera(S: int, N: int, M: int, costs: CostModel | None = None, values: int = 0) -> Timeline:
+def chimera(
+    S: int, N: int, M: int, costs: CostModel | None = None, values: int = 0, concat: str = "direct"
+) -> Timeline:
     """Chimera with two pipelines in opposite directions over S (= D, even) workers (ZOO.md
     §3.11). Each worker holds two stage replicas whose gradients are all-reduced at the end of
-    each flush: ``costs.allreduce_ticks(values)`` ticks, ``values`` per stage."""
+    each flush: ``costs.allreduce_ticks(values)`` ticks, ``values`` per stage. ``concat``: how
+    a flush of M > S microbatches is built, "direct" (the anchor), "forward_doubling" or
+    "backward_halving" (a reconstruction, :mod:`rpd.schedules.bidirectional`); backward halving
+    is timed on 2N half microbatches at half of every op's cost, so costs.F and costs.B must be
+    even, and reported per microbatch (:func:`rpd.schedules.build.merge_pieces`)."""
 
     S, N, M = _check(S, N, M)
     values = check_int("values", values, minimum=0)
+    concat = check_choice("concat", concat, CONCAT)
     gap = 0 if costs is None else _costs(costs).allreduce_ticks(values)
-    return _flushes("chimera", chimera_order(S, M), S, N, M, costs, gap=gap)
+    if concat != "backward_halving":
+        return _flushes("chimera", chimera_concat_order(S, M, concat), S, N, M, costs, gap=gap, concat=concat)
+    one_flush = chimera_concat_order(S, M, concat)  # on 2M pieces
+    pieces = _flushes("chimera", one_flush, S, 2 * N, 2 * M, _halved(costs), gap=gap)
+    return merge_pieces(pieces, 2, costs, concat=concat)
+
+
+def _halved(costs: CostModel | None) -> CostModel:
+    """The cost model of half a microbatch: F and B at half their cost (linear in the microbatch
+    size; the lower efficiency of a smaller microbatch is not modelled), latency and all-reduce
+    unchanged."""
+    c = CostModel() if costs is None else _costs(costs)
+    if c.straggler is not None:
+        raise ValueError(
+            "concat='backward_halving' does not model stragglers (a half microbatch's delay is not defined)"
+        )
+    F, B = np.asarray(c.F), np.asarray(c.B if c.B is not None else 1)
+    if np.any(F % 2) or np.any(B % 2):
+        raise ValueError(
+            "concat='backward_halving' runs half microbatches at half the cost: costs.F and costs.B must be "
+            f"even ticks, got F={c.F}, B={c.B} (scale them, e.g. costs.F=2 costs.B=4)"
+        )
+    half = lambda x: int(x) // 2 if np.ndim(x) == 0 else tuple(int(v) // 2 for v in x)  # noqa: E731
+    return dataclasses.replace(c, F=half(F), B=half(B), I=None, W=None, FB=None)  # Chimera runs no I, W or F&B
 
 
 # ---------------------------------------------------------------- the survey's remaining rows (issue 33)

@@ -14,7 +14,7 @@ from rpd.schedules.timeline import Timeline
 
 def peak_activations(tl: Timeline, until: str | None = None) -> np.ndarray:
     """float [S]: most activations in flight on each rank, in units of A (one microbatch on
-    one full stage; a chunk holds A/v). Allocated at the start of F(m, g), freed at the end
+    one full stage; a chunk holds A/v, a piece of a microbatch A/pieces). Allocated at the start of F(m, g), freed at the end
     of the op named by ``until``: "B" (full backward), "I" (split: the default, counts
     F-not-I) or "W" (split: F-not-W, which also holds the W residues)."""
     t = tl.table
@@ -27,7 +27,7 @@ def peak_activations(tl: Timeline, until: str | None = None) -> np.ndarray:
     G, N = tl.n_stages, tl.N
     free_at = np.full((G, N), -1, np.int64)
     rel = np.isin(t.kind, release)
-    free_at[t.stage[rel], t.mb[rel]] = t.end[rel]
+    np.maximum.at(free_at, (t.stage[rel], t.mb[rel]), t.end[rel])  # a microbatch's last piece
     f = t.kind == FWD
     alloc_t, rank = t.start[f], t.rank[f]
     free_t = free_at[t.stage[f], t.mb[f]]
@@ -42,7 +42,7 @@ def peak_activations(tl: Timeline, until: str | None = None) -> np.ndarray:
     base = np.concatenate([[0.0], level])[starts]
     peak = np.zeros(tl.S)
     np.maximum.at(peak, who, level - base[who])
-    return peak / tl.v
+    return peak / (tl.v * tl.pieces)  # a piece of a microbatch holds 1/pieces of its activations
 
 
 def weight_versions(tl: Timeline) -> np.ndarray:

@@ -66,6 +66,8 @@ class Timeline:
     flush_time: np.ndarray | None = None  # int [n_flush]
     overlapped: bool = False  # flushes may overlap (optimizer post-validation)
     i_time: np.ndarray | None = None  # int [N, n_stages]: last tick of I (split backward)
+    concat: str | None = None  # Chimera: how a flush of M > S microbatches is built (bidirectional.CONCAT)
+    pieces: int = 1  # ops per (microbatch, stage) in the table: Chimera's backward halving runs halves
 
     # ------------------------------------------------------------------ shape and ops
 

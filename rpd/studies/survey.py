@@ -20,7 +20,8 @@ ranks, M = ``M_factor``·S microbatches per step, two steps; columns:
 
 AvgPipe and WPipe are reconstructions (:mod:`rpd.schedules.avgpipe`, :mod:`rpd.schedules.frontier`);
 ZB-H2 runs with sail-sg's optimizer post-validation and no rollback; XPipe / SpecTrain is
-PipeDream with weight prediction.
+PipeDream with weight prediction; Chimera also runs with forward doubling and backward halving
+(M = 2S > S; a reconstruction, :mod:`rpd.schedules.bidirectional`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ SYSTEMS = (
     ("GEMS", "gems", {}, {}),
     ("DAPPLE / 1F1B", "1f1b", {}, {}),
     ("Chimera", "chimera", {}, {}),
+    ("Chimera, forward doubling", "chimera", {"concat": "forward_doubling"}, {}),
+    ("Chimera, backward halving", "chimera", {"concat": "backward_halving"}, {}),
     ("Megatron interleaved", "interleaved", {}, {}),
     ("ZB-H1", "zb_h1", {}, {}),
     ("ZB-H2", "zb_h2", {"post_validation": True}, {}),
@@ -64,6 +67,11 @@ SYSTEMS = (
 EXTRA = {
     "GEMS": ("none", "all-reduce of both replicas' stages (2 stage-weight vectors)"),
     "Chimera": ("none", "all-reduce of both replicas' stages (2 stage-weight vectors)"),
+    "Chimera, forward doubling": ("none", "all-reduce of both replicas' stages (2 stage-weight vectors)"),
+    "Chimera, backward halving": (
+        "none (half-microbatch backwards; their lower efficiency is not modelled)",
+        "all-reduce of both replicas' stages (2 stage-weight vectors)",
+    ),
     "ZB-H2": (
         "on a rollback: the step redone, min(2(S-1-s), M-1) forwards rerun",
         "grad-norm chain 0 -> S-1 -> 0 (2 scalars)",

@@ -105,6 +105,8 @@ def test_fixed_time_takes_whole_flushes():
 BAD = [  # (overrides, text the error must contain); the defaults are S = 8, N = 400
     (["method=pipeline", "schedule=pipedream_2bw", "schedule.M=2"], "schedule.M >= schedule.S - 1"),
     (["method=pipeline", "schedule=chimera", "schedule.S=3", "schedule.N=9"], "even number of workers schedule.S"),
+    (["method=pipeline", "schedule=chimera", "schedule.concat=halving"], "schedule.concat must be one of"),
+    (["method=pipeline", "schedule=chimera", "schedule.concat=backward_halving"], "costs.F and costs.B must be even"),
     (["method=pipeline", "schedule=interleaved", "schedule.M=12", "schedule.N=24"], "schedule.M mod schedule.group"),
     (["method=pipeline", "schedule=interleaved", "schedule.v=0"], "schedule.v must be >= 1"),
     (["method=pipeline", "schedule=dualpipe_v", "schedule.M=4"], "schedule.M >= 2S"),

@@ -17,12 +17,17 @@ def test_rows_hold_the_closed_forms():
     assert load("e16_survey") is survey
     S, M = 4, 8
     t = {r["system"]: r for r in _rows(S, M)}
-    assert len(t) == 15
+    assert len(t) == 17
     gp = (S - 1) / (M + S - 1)  # fill-drain, per flush, at any tF:tB
     assert t["GPipe"]["bubble_F=B"] == pytest.approx(gp) and t["GPipe"]["bubble_B=2F"] == pytest.approx(gp)
     assert t["GPipe"]["activations"] == M and t["DAPPLE / 1F1B"]["activations"] == S
     assert t["Chimera"]["bubble_F=B"] == pytest.approx((S - 2) / (2 * M + S - 2))  # ZOO §3.11, D - 2 idle slots
     assert t["GEMS"]["activations"] == 1 and t["GEMS"]["weights"] == 2 and t["Chimera"]["weights"] == 2
+    fd, bh = t["Chimera, forward doubling"], t["Chimera, backward halving"]  # M = 2S (rpd.schedules.bidirectional)
+    assert fd["bubble_B=2F"] == pytest.approx((S - 2) / (2 * M + S - 2))
+    assert fd["bubble_B=2F"] < t["Chimera"]["bubble_B=2F"]
+    assert bh["bubble_B=2F"] == pytest.approx((S - 2) / (4 * M + S - 2))
+    assert fd["activations"] == 2 * t["Chimera"]["activations"] and bh["activations"] == t["Chimera"]["activations"]
     assert t["PipeDream"]["weights"] == S and t["XPipe / SpecTrain"]["weights"] == S + 1
     assert t["PipeDream-2BW"]["weights"] == 2 and t["WPipe"]["weights"] == 1.5 and t["AvgPipe"]["weights"] == 3
     assert t["ZB-H2"]["bubble_B=2F"] < t["ZB-H1"]["bubble_B=2F"] < t["DAPPLE / 1F1B"]["bubble_B=2F"]
@@ -44,6 +49,6 @@ def test_verdicts_follow_the_rows():
 @pytest.mark.slow
 def test_quick_study_runs_and_every_system_trains():
     out = survey.run(make_config(survey.Config, "quick", survey.QUICK))
-    assert len(out.table) == 15 and all(np.isfinite(r["loss"]) for r in out.table)
+    assert len(out.table) == 17 and all(np.isfinite(r["loss"]) for r in out.table)
     assert {c["verdict"] for c in out.summary["claims"]} <= {"agrees", "disagrees", "depends"}
     json.dumps(out.summary)

@@ -42,6 +42,7 @@ SYNC = {
     "zb_v": lambda c: schedules.zb_v(S, N, M, costs=c),
     "dualpipe_v": lambda c: schedules.dualpipe_v(S, N, M, costs=c),
     "chimera": lambda c: schedules.chimera(S, N, M, costs=c, values=100),
+    "chimera_fd": lambda c: schedules.chimera(S, N, M, costs=c, values=100, concat="forward_doubling"),
 }
 COSTS = [None, CostModel(F=1, B=2, I=1, W=1, p2p=1, allreduce=(2, 0.01))]
 
@@ -90,6 +91,17 @@ def test_chimera_lands_after_its_allreduce():
     plan = semantics.synchronous_plan(tl, S, 10)
     np.testing.assert_array_equal(plan.time, tl.flush_time[plan.read[:, 0]])
     assert np.all(tl.flush_time > tl.b_time.reshape(-1, M, S).max(axis=(1, 2)))  # the all-reduce's gap
+
+
+def test_chimera_backward_halving_is_minibatch_sgd(quad):
+    """Halves of a microbatch are one microbatch to the semantics: one step per flush of M,
+    landing after the all-reduce, at the merged timeline's times."""
+    tl = schedules.chimera(S, N, M, costs=CostModel(F=2, B=4, allreduce=(3, 0)), values=1, concat="backward_halving")
+    res = methods.train(quad, tl, [GAMMA])
+    np.testing.assert_allclose(res.x_final[0], _minibatch_sgd(quad, GAMMA, N // M), atol=1e-13)
+    plan = semantics.synchronous_plan(tl, S, 10)
+    np.testing.assert_array_equal(plan.time, tl.flush_time[plan.read[:, 0]])
+    assert plan.n_micro == M and res.axis[-1] == tl.T
 
 
 def test_2bw_is_sgd_with_a_one_step_stale_gradient(quad):
