@@ -22,12 +22,19 @@ STYLE = {  # label -> (marker, colour): synchronous filled circles-ish, asynchro
     "ZB-V": ("<", "C5"),
     "DualPipeV": (">", "C6"),
     "Chimera": ("P", "C7"),
+    "Chimera FD": ("P", "#1B9E77"),  # forward doubling / backward halving: Chimera's marker
+    "Chimera BH": ("P", "#A6761D"),
     "PipeDream": ("X", "C8"),
     "PipeDream+pred": ("x", "C8"),
     "2BW": ("*", "C9"),
     "PipeMare": ("h", "#333333"),
     "PipeMare T1+T2": ("H", "#999999"),
     "LocalSGD": ("d", "#8B4513"),
+    "GEMS": ("p", "#E7298A"),
+    "AMPNet": ("8", "#66A61E"),
+    "AvgPipe": ("+", "#D95F02"),
+    "WPipe": ("$W$", "#7570B3"),
+    "ZB-H2+PV": ("v", "#E6AB02"),  # ZB-H2's marker in its own colour
 }
 NAMES = {
     "nesterov_quadratic": "Nesterov quadratic",

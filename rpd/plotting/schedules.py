@@ -27,10 +27,29 @@ MARKERS = dict(
     zb_v="<",
     dualpipe_v=">",
     chimera="P",
+    chimera_fd="P",  # Chimera's marker in its own colour
+    chimera_bh="P",
     pipedream="X",
     pipedream_2bw="*",
     pipemare="h",
+    gems="p",
+    ampnet="8",
+    avgpipe="d",
+    wpipe="H",
+    zb_h2_pv="v",  # ZB-H2's marker in its own colour
 )
+R_TICKS = (0, 10, 25, 50, 100, 200, 500, 1000, 2000)  # E9's r_ideal axis, %
+# one colour per schedule, in MARKERS' order
+COLORS = [f"C{i}" for i in range(10)] + [
+    "#333333",
+    "#8B4513",
+    "#E7298A",
+    "#66A61E",
+    "#7570B3",
+    "#E6AB02",
+    "#1B9E77",
+    "#A6761D",
+]
 
 
 def schedule_gantt(panels: list[dict], path) -> Path:
@@ -135,21 +154,34 @@ NAMES = dict(
     zb_v="ZB-V",
     dualpipe_v="DualPipeV",
     chimera="Chimera",
+    chimera_fd="Chimera, fwd doubling",
+    chimera_bh="Chimera, bwd halving",
     pipedream="PipeDream",
     pipedream_2bw="PipeDream-2BW",
     pipemare="PipeMare",
+    gems="GEMS",
+    ampnet="AMPNet",
+    avgpipe="AvgPipe",
+    wpipe="WPipe",
+    zb_h2_pv="ZB-H2 + post-val.",
 )
 
 
-SHORT = dict(interleaved="interleaved", pipedream_2bw="2BW")
+SHORT = dict(
+    interleaved="interleaved",
+    pipedream_2bw="2BW",
+    zb_h2_pv="ZB-H2+PV",
+    chimera_fd="Chimera FD",
+    chimera_bh="Chimera BH",
+)
 
 
 def _weights_label(rows: list[dict], name: str) -> str:
     """Weights held on the busiest rank, in stages: "S" when it equals S at every S."""
-    held = {r["S"]: r["weight_memory"] for r in rows if r["schedule"] == name and r["status"] == "ok"}
-    if len(held) > 1 and all(w == S for S, w in held.items()):
+    held = [(r["S"], r["weight_memory"]) for r in rows if r["schedule"] == name and r["status"] == "ok"]
+    if len({S for S, _ in held}) > 1 and all(w == S for S, w in held):
         return "S"
-    return "/".join(f"{w:g}" for w in sorted(set(held.values())))
+    return "/".join(f"{w:g}" for w in sorted({w for _, w in held}))  # every M (WPipe's depends on it)
 
 
 def _pct(x) -> str:
@@ -167,7 +199,7 @@ def frontier_table_figure(
     ok = [r for r in rows if r["status"] == "ok" and r["costs"] == costs]
     S_values = sorted({r["S"] for r in ok})
     names = [n for n in MARKERS if any(r["schedule"] == n for r in ok)]
-    palette = dict(zip(MARKERS, [f"C{i}" for i in range(10)] + ["#333333"]))
+    palette = dict(zip(MARKERS, COLORS))
     width = 4.8 * len(S_values) + 2.6
     with paper_style():
         fig = Figure(figsize=(width, 15.2))
@@ -203,6 +235,7 @@ def frontier_table_figure(
                     lambda r: 100 * (r / 100) / (1 + r / 100),
                 ),
             )
+            sec.set_yticks(R_TICKS)  # fixed: r_ideal grows without bound as f_total nears 100 % (GEMS)
             sec.set_ylabel("r_ideal, % of compute", fontsize=8)
             sec.tick_params(labelsize=7)
         axes[0].set_ylabel("bubble f_total, % of wall time")
@@ -249,9 +282,9 @@ def frontier_table_figure(
                 )
             same = [" = ".join(v) for v in curves.values() if len(v) > 1]
             if same:
-                ax.text(
+                ax.text(  # below the top, where GEMS's bubble runs
                     0.98,
-                    0.97,
+                    0.80,
                     "equal curves:\n" + "\n".join(same),
                     transform=ax.transAxes,
                     ha="right",

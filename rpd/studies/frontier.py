@@ -23,6 +23,16 @@ recorded at ``points`` ticks evenly spaced up to the budget, so time to target h
 of budget/points. LocalSGD's model is the replicas' average, which exists at round ends: its
 curve is read there (the last round end at or before each recorded tick). Schedules whose constraint rules them out are listed with the reason (e.g.
 none at M = 2S; 2BW needs M >= S − 1).
+
+The survey's remaining systems (issue 33) are rows too, built as E9 and E16 build them: GEMS,
+AMPNet (M = its update interval: a step every M backwards of one stream), AvgPipe (two
+pipelines, no advance), WPipe, ZB-H2 with sail-sg's optimizer post-validation (no rollback) and
+Chimera with forward doubling / backward halving (E9's ``chimera_fd`` / ``chimera_bh``).
+WPipe trains one objective block per stage, 2S (the registry's ``blocks``), as E16 does. On the
+linear chains the 2S-block objective is the same function (the same data, w* and f*, only cut
+finer), so its loss compares with the S-block rows; its memory is counted in the S-block units
+(a chunk's weights and activations are half a stage's). The MLP chain and the LM with 2S blocks
+are deeper models, not the same objective: there WPipe's row is n/a, with that reason.
 """
 
 from __future__ import annotations
@@ -37,9 +47,10 @@ from rpd.analysis import tuning
 from rpd.objectives import corpus
 from rpd.objectives.nanochat import nanochat
 from rpd.plotting.frontier import frontier_figure
+from rpd.registry.schedules import objective_blocks
 from rpd.results import StudyOutput
 from rpd.schedules import memory
-from rpd.studies.schedule_table import SCALE, build, cost_model
+from rpd.studies.schedule_table import SCALE, build, cost_model, schedule_of
 from rpd.train import methods
 
 # (label, schedule name, options of its semantics)
@@ -52,15 +63,23 @@ VARIANTS = (
     ("ZB-V", "zb_v", {}),
     ("DualPipeV", "dualpipe_v", {}),
     ("Chimera", "chimera", {}),
+    ("Chimera FD", "chimera_fd", {}),  # E9's rows: forward doubling / backward halving (M = 2S > S)
+    ("Chimera BH", "chimera_bh", {}),
     ("PipeDream", "pipedream", {}),
     ("PipeDream+pred", "pipedream", {"predict": True}),
     ("2BW", "pipedream_2bw", {}),
     ("PipeMare", "pipemare", {}),
     ("PipeMare T1+T2", "pipemare", {"t1": True, "t2": True}),
     ("LocalSGD", "local_sgd", {}),
+    ("GEMS", "gems", {}),
+    ("AMPNet", "ampnet", {}),
+    ("AvgPipe", "avgpipe", {}),
+    ("WPipe", "wpipe", {}),
+    ("ZB-H2+PV", "zb_h2_pv", {}),  # E9's row: ZB-H2 with optimizer post-validation, no rollback
 )
 COST_SETTINGS = {"F=B": ("F=B", 1, 1, 0), "B=2F+lat": ("B=2F", 1, 2, 1)}  # label -> (E9 label, f, b, p2p)
 OBJECTIVES = ("nesterov_quadratic", "logistic_regression", "mlp_chain", "nanochat")
+BLOCK_FREE = ("nesterov_quadratic", "logistic_regression")  # the same function cut into any number of blocks
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,6 +166,17 @@ def make_objective(name: str, S: int, cfg: Config):
     raise ValueError(f"objectives: unknown {name!r}; valid: {list(OBJECTIVES)}")
 
 
+def objective_for(objective: str, S: int, name: str, cfg: Config, made: dict):
+    """The objective schedule ``name`` trains at S ranks, with its A (``made``: by block count,
+    filled as needed). ``ValueError`` where its block count gives another objective."""
+    blocks = objective_blocks(schedule_of(name), S)
+    if blocks != S and objective not in BLOCK_FREE:
+        raise ValueError(f"{name} trains {blocks} blocks: {objective} with {blocks} blocks is a deeper model")
+    if blocks not in made:
+        made[blocks] = make_objective(objective, blocks, cfg)
+    return made[blocks]
+
+
 def timeline(name: str, S: int, N: int, M: int, H: int, setting: str) -> schedules.Timeline:
     label, f, b, c = COST_SETTINGS[setting]
     costs = cost_model(name, f, b, c)
@@ -164,7 +194,7 @@ def peak_memory(tl: schedules.Timeline, A: int, W: float, opts: dict) -> dict:
     return dict(act_A=float(acts[r]), weights_W=float(weights[r]), memory=float(per_rank[r]))
 
 
-def _cell(cfg: Config, obj, A: int, objective: str, S: int, setting: str, grid: np.ndarray) -> list[dict]:
+def _cell(cfg: Config, made: dict, objective: str, S: int, setting: str, grid: np.ndarray) -> list[dict]:
     N, M = cfg.mb_per_S * S, cfg.M_factor * S
     _, f, b, _ = COST_SETTINGS[setting]
     budget = N * (f + b) * SCALE  # ticks: N microbatches of one stage's F + B, no bubble
@@ -176,8 +206,9 @@ def _cell(cfg: Config, obj, A: int, objective: str, S: int, setting: str, grid: 
             continue
         row = dict(objective=objective, S=S, costs=setting, schedule=label, budget=budget / SCALE)
         try:
+            obj, A = objective_for(objective, S, name, cfg, made)
             tl = timeline(name, S, N, M, cfg.H, setting)
-        except ValueError as err:  # a schedule's own constraint
+        except ValueError as err:  # a schedule's own constraint, or WPipe's 2S blocks
             rows.append(dict(row, status="n/a", reason=str(err)))
             continue
         ring = None if tl.synchronous or name == "local_sgd" else 2 * S + 4  # one compile for both costs
@@ -192,7 +223,7 @@ def _cell(cfg: Config, obj, A: int, objective: str, S: int, setting: str, grid: 
             status="ok",
             T=tl.T / SCALE,
             M=tl.M,
-            **peak_memory(tl, A, obj.D / obj.S, opts),
+            **peak_memory(tl, A, obj.D / S, opts),  # W: one stage's weights (WPipe: two blocks)
             n_diverged=int(res.diverged.sum()),
         )
         for rule, s in sel.items():
@@ -242,9 +273,9 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
     for objective in cfg.objectives:
         grid = tuning.pow2_grid(*cfg.gamma_exps[objective])
         for S in cfg.lm_S_values if objective == "nanochat" else cfg.S_values:
-            obj, A = make_objective(objective, S, cfg)
+            made = {S: make_objective(objective, S, cfg)}  # by block count
             for setting in cfg.costs:
-                cell = _cell(cfg, obj, A, objective, S, setting, grid)
+                cell = _cell(cfg, made, objective, S, setting, grid)
                 for r in cell:
                     if r["status"] == "ok":
                         key = f"{objective}/S{S}/{setting}/{r['schedule']}"

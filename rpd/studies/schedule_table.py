@@ -1,10 +1,13 @@
 """E9: the seeds' schedule comparison table, measured (SPEC §10.4; ZOO.md §8).
 
-Every schedule of the family at S ∈ {4, 8, 16}, M ∈ {S, 4S, 16S}, two flushes (N = 2M), under
+Every schedule of the family, and the survey's remaining systems (issue 33, E16's conventions:
+GEMS, AMPNet with M = its ``min_update_interval``, AvgPipe with two pipelines and no advance,
+WPipe's 2S stages, ZB-H2 with sail-sg's optimizer post-validation, ``zb_h2_pv``, no
+rollback, and Chimera's forward doubling and backward halving, ``chimera_fd`` / ``chimera_bh``), at S ∈ {4, 8, 16}, M ∈ {S, 4S, 16S}, two flushes (N = 2M), under
 two cost settings -- F = B (the seeds' unit) and B = 2F with I = W = F for the split-backward
 schedules, so split and unsplit schedules do the same work -- each without and with a p2p
-latency of one F. Costs are per stage; the interleaved (v = 2) and V schedules run chunks at
-half a stage's cost, so every timeline is simulated in quarter-F ticks and reported in units of
+latency of one F. Costs are per stage; the interleaved (v = 2), V and WPipe schedules run chunks
+at half a stage's cost, so every timeline is simulated in quarter-F ticks and reported in units of
 one stage's F. Reported per cell: makespan T, bubble in both conventions (f_total = idle /
 (T·S), r_ideal = idle / compute), the period (ZB-H2 / ZB-V also without the flush barrier),
 peak activations per rank in units of A (split: F-not-I and F-not-W), weight versions, weight
@@ -26,8 +29,14 @@ from rpd.schedules.costs import CostModel
 
 SCALE = 4  # ticks per unit of F: a chunk of a v = 2 schedule costs half a stage, I = W = B/2
 COSTS = {"F=B": (1, 1), "B=2F": (1, 2)}
-CHUNKED = ("interleaved", "zb_v", "dualpipe_v")
+CHUNKED = ("interleaved", "zb_v", "dualpipe_v", "wpipe")
 SPLIT = ("zb_h1", "zb_h2", "zb_v", "dualpipe_v")
+# a row's key -> (registry schedule, its constructor options), for rows that are not a plain name
+ROWS = {
+    "zb_h2_pv": ("zb_h2", {"post_validation": True}),
+    "chimera_fd": ("chimera", {"concat": "forward_doubling"}),  # M > S: a reconstruction (bidirectional)
+    "chimera_bh": ("chimera", {"concat": "backward_halving"}),
+}
 ORDER = (
     "gpipe",
     "1f1b",
@@ -37,9 +46,16 @@ ORDER = (
     "zb_v",
     "dualpipe_v",
     "chimera",
+    "chimera_fd",
+    "chimera_bh",
     "pipedream",
     "pipedream_2bw",
     "pipemare",
+    "gems",
+    "ampnet",
+    "avgpipe",
+    "wpipe",
+    "zb_h2_pv",
 )
 PICTURE_SIZE = dict(S=4, M=8)
 
@@ -56,8 +72,14 @@ class Config:
 QUICK: dict = {}  # the whole table takes seconds
 
 
+def schedule_of(name: str) -> str:
+    """The registry schedule a row runs."""
+    return ROWS.get(name, (name, {}))[0]
+
+
 def cost_model(name: str, f: int, b: int, c: int) -> CostModel:
     """Quarter-F ticks; per chunk for the chunked schedules."""
+    name = schedule_of(name)
     per = SCALE // (2 if name in CHUNKED else 1)
     if name in SPLIT:
         return CostModel(F=f * per, I=b * per // 2, W=b * per // 2, p2p=c * SCALE)
@@ -65,6 +87,10 @@ def cost_model(name: str, f: int, b: int, c: int) -> CostModel:
 
 
 def build(name: str, S: int, M: int, N: int, costs: CostModel, **kw) -> schedules.Timeline:
+    """The timeline of row ``name`` (a schedule, or a key of :data:`ROWS`); for AMPNet M is the
+    update interval of one stream of N microbatches."""
+    name, options = ROWS.get(name, (name, {}))
+    kw = options | kw
     if name in ("pipedream", "pipemare"):
         return schedules.SCHEDULES[name](S, N, costs=costs)
     if name == "interleaved":
@@ -279,7 +305,7 @@ def pictures(names, b: int = 2) -> dict[str, np.ndarray]:
     S, M = PICTURE_SIZE["S"], PICTURE_SIZE["M"]
     out = {}
     for name in names:
-        tl = build(name, S, M, M, cost_model(name, 1, max(b, 2) if name in SPLIT else b, 0))
+        tl = build(name, S, M, M, cost_model(name, 1, max(b, 2) if schedule_of(name) in SPLIT else b, 0))
         t = tl.table
         out[name] = np.stack([t.kind, t.stage, t.mb, t.rank, t.start, t.end, t.fused]).astype(np.int64)
     return out

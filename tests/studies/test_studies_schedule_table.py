@@ -5,6 +5,8 @@ import json
 
 import pytest
 
+from rpd import registry
+from rpd.schedules.costs import CostModel
 from rpd.studies import schedule_table as st
 
 
@@ -39,6 +41,38 @@ def test_closed_forms_in_stage_units(out, S, M):
     g = cell(out, "gpipe", S, M, "F=B")
     assert g["bubble_f_total"] == pytest.approx((S - 1) / (M + S - 1))
     assert g["bubble_r_ideal"] == pytest.approx((S - 1) / M)
+
+
+# the survey's rows (issue 33): registry name, its options, costs per op at F = B in quarter-F ticks
+SURVEY_ROWS = {
+    "gems": ("gems", {}, dict(F=4, B=4)),
+    "ampnet": ("ampnet", {}, dict(F=4, B=4)),
+    "avgpipe": ("avgpipe", {}, dict(F=4, B=4)),
+    "wpipe": ("wpipe", {}, dict(F=2, B=2)),  # 2S stages, chunks at half a stage
+    "zb_h2_pv": ("zb_h2", {"post_validation": True}, dict(F=4, I=2, W=2)),
+    "chimera_fd": ("chimera", {"concat": "forward_doubling"}, dict(F=4, B=4)),
+    "chimera_bh": ("chimera", {"concat": "backward_halving"}, dict(F=4, B=4)),
+}
+
+
+@pytest.mark.parametrize("row", SURVEY_ROWS)
+def test_survey_rows_are_the_registry_timelines(out, row):
+    name, options, costs = SURVEY_ROWS[row]
+    S = M = 4
+    tl = registry.build(name, registry.ScheduleParams(S=S, N=2 * M, M=M, **options), CostModel(**costs))
+    got = cell(out, row, S, M, "F=B")
+    assert got["status"] == "ok"
+    assert got["bubble_f_total"] == tl.bubble_ratio() and got["T"] == tl.T / st.SCALE
+
+
+def test_survey_rows_columns(out):
+    S, M = 8, 32
+    assert cell(out, "gems", S, M)["act_max"] == 1 and cell(out, "gems", S, M)["weight_memory"] == 2
+    assert cell(out, "avgpipe", S, M)["weight_versions"] == 3  # two replicas and the centre
+    assert cell(out, "wpipe", S, M)["weight_memory"] == 1.5 and cell(out, "wpipe", S, S)["weight_memory"] == 2
+    # post-validation overlaps the flushes: shorter than ZB-H2 with its barrier, never longer
+    assert cell(out, "zb_h2_pv", S, M)["T"] < cell(out, "zb_h2", S, M)["T"]
+    assert "T_overlapped" not in cell(out, "zb_h2_pv", S, M)
 
 
 def test_latency_costs_1f1b_more_than_gpipe(out):
