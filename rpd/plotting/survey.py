@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from rpd.plotting.style import paper_style, save
@@ -40,13 +41,22 @@ def survey_figure(out, path) -> Path:
         tab.auto_set_font_size(False)
         tab.set_fontsize(8)
         tab.scale(1.0, 1.25)
+        tab.auto_set_column_width([0])  # the longest system names (Chimera's variants) in full
         ax_t.set_title(f"E16: the survey's table measured (S = {S0}, M = {mine[0]['M']})", fontsize=10, loc="left")
         lines = [f"{c['verdict']}: {c['claim']}" for c in out.summary.get("claims", [])]
         ax_t.text(0.0, -0.02, "\n".join(lines), transform=ax_t.transAxes, fontsize=7, va="top", ha="left")
         axis = out.arrays[f"S{S0}/axis"]
+        colors = colormaps["tab20"].colors  # one colour per system, up to 20; dashed from the 11th
         for i, r in enumerate(mine):
             y = out.arrays[f"S{S0}/{r['system']}"]
-            ax_c.plot(axis[: len(y)], y, label=r["system"], linewidth=1.2, linestyle=("-", "--")[i // 10])
+            ax_c.plot(
+                axis[: len(y)],
+                y,
+                label=r["system"],
+                color=colors[i % 20],
+                linewidth=1.2,
+                linestyle=("-", "--")[i // 10],
+            )
         ax_c.set_yscale("log")
         ax_c.set_xlabel("simulated time (units of one stage's F), B = 2F")
         ax_c.set_ylabel("f - f* at the tuned γ (Nesterov's quadratic)")
