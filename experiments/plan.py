@@ -216,8 +216,9 @@ def run(cfg) -> dict:
             raise type(exc)(f"objective.{exc}" if field in cfg.objective else f"objective: {exc}") from None
     names = list(registry.SCHEDULES) if cfg.schedules is None else list(cfg.schedules)
     for i, n in enumerate(names):
-        if n not in registry.SCHEDULES:
-            raise ValueError(f"schedules[{i}] must be one of {sorted(registry.SCHEDULES)}, got {n!r}")
+        if n not in registry.SCHEDULES and n not in registry.VARIANTS:
+            valid = sorted(registry.SCHEDULES) + sorted(registry.VARIANTS)
+            raise ValueError(f"schedules[{i}] must be one of {valid}, got {n!r}")
     M = OmegaConf.to_container(cfg.pipeline, resolve=True)["M"]
     M = [check_int("pipeline.M", M)] if not isinstance(M, list) else M
     D = check_int("pipeline.D", cfg.pipeline.D)

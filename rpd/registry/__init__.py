@@ -35,6 +35,7 @@ from rpd.registry.methods import (
 from rpd.registry.schedules import (
     DEFAULTS,  # noqa: F401  (re-exported)
     SCHEDULES,
+    VARIANTS,  # noqa: F401  (re-exported)
     ScheduleEntry,
     ScheduleParams,
     build,
@@ -43,6 +44,7 @@ from rpd.registry.schedules import (
     register_schedule,
     resolve,  # noqa: F401  (re-exported)
     timeline,
+    variant,  # noqa: F401  (re-exported)
 )
 
 __all__ = [

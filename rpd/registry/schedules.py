@@ -197,10 +197,25 @@ def _make(entry: ScheduleEntry, p: ScheduleParams, N: int, costs: CostModel | No
     return tl
 
 
+# Named variants: a registered schedule with some of its fields fixed, accepted wherever a list of
+# schedules is given by name (the plan's ``schedules=``, E9's and E10's rows).
+VARIANTS: dict[str, tuple[str, dict]] = {
+    "zb_h2_pv": ("zb_h2", {"post_validation": True}),  # sail-sg's optimizer post-validation
+    "chimera_fd": ("chimera", {"concat": "forward_doubling"}),  # M > S (rpd.schedules.bidirectional)
+    "chimera_bh": ("chimera", {"concat": "backward_halving"}),  # even costs.F, costs.B
+}
+
+
+def variant(name: str) -> tuple[str, dict]:
+    """(registered schedule, fixed fields) of a schedule or variant name."""
+    return VARIANTS.get(name, (name, {}))
+
+
 def timeline(name: str, S: int, N: int, M: int, costs: CostModel | None = None, values: int = 0) -> Timeline:
-    """``build`` with the schedule's defaults for every field but S, N and M: the plan's schedule
-    maker (``rpd.model.plan.Maker``)."""
-    return build(name, ScheduleParams(S=S, N=N, M=M), costs, values)
+    """``build`` with the schedule's defaults for every field but S, N and M (and a variant's
+    fixed fields, :data:`VARIANTS`): the plan's schedule maker (``rpd.model.plan.Maker``)."""
+    base, fixed = variant(name)
+    return build(base, ScheduleParams(S=S, N=N, M=M, **fixed), costs, values)
 
 
 def build(name: str, params: ScheduleParams, costs: CostModel | None = None, values: int = 0) -> Timeline:

@@ -21,7 +21,7 @@ from typing import Callable
 
 import numpy as np
 
-from rpd import schedules
+from rpd import registry, schedules
 from rpd.plotting.schedules import frontier_table_figure, schedule_gantt
 from rpd.results import StudyOutput
 from rpd.schedules import memory
@@ -31,12 +31,6 @@ SCALE = 4  # ticks per unit of F: a chunk of a v = 2 schedule costs half a stage
 COSTS = {"F=B": (1, 1), "B=2F": (1, 2)}
 CHUNKED = ("interleaved", "zb_v", "dualpipe_v", "wpipe")
 SPLIT = ("zb_h1", "zb_h2", "zb_v", "dualpipe_v")
-# a row's key -> (registry schedule, its constructor options), for rows that are not a plain name
-ROWS = {
-    "zb_h2_pv": ("zb_h2", {"post_validation": True}),
-    "chimera_fd": ("chimera", {"concat": "forward_doubling"}),  # M > S: a reconstruction (bidirectional)
-    "chimera_bh": ("chimera", {"concat": "backward_halving"}),
-}
 ORDER = (
     "gpipe",
     "1f1b",
@@ -73,8 +67,8 @@ QUICK: dict = {}  # the whole table takes seconds
 
 
 def schedule_of(name: str) -> str:
-    """The registry schedule a row runs."""
-    return ROWS.get(name, (name, {}))[0]
+    """The registry schedule a row runs (a row may be a :data:`rpd.registry.VARIANTS` name)."""
+    return registry.variant(name)[0]
 
 
 def cost_model(name: str, f: int, b: int, c: int) -> CostModel:
@@ -87,9 +81,9 @@ def cost_model(name: str, f: int, b: int, c: int) -> CostModel:
 
 
 def build(name: str, S: int, M: int, N: int, costs: CostModel, **kw) -> schedules.Timeline:
-    """The timeline of row ``name`` (a schedule, or a key of :data:`ROWS`); for AMPNet M is the
+    """The timeline of row ``name`` (a schedule, or a :data:`rpd.registry.VARIANTS` name); for AMPNet M is the
     update interval of one stream of N microbatches."""
-    name, options = ROWS.get(name, (name, {}))
+    name, options = registry.variant(name)
     kw = options | kw
     if name in ("pipedream", "pipemare"):
         return schedules.SCHEDULES[name](S, N, costs=costs)

@@ -75,6 +75,18 @@ def test_a_memory_cap_turns_rows_into_does_not_fit():
     assert [(r.schedule, r.fits) for r in rows] == [("1f1b", True), ("gpipe", False)]
 
 
+def test_named_variants_get_rows():
+    """A variant (rpd.registry.VARIANTS) is a row like any schedule: Chimera with forward doubling
+    holds twice direct concatenation's activations and is faster at M = 2S; backward halving
+    needs even ticks, which the plan's costs do not give (a refused row, with the reason)."""
+    m = layers.preset("gpt2_small")
+    by = {r.schedule: r for r in plan(m, HW, ["chimera", "chimera_fd", "chimera_bh"], registry.timeline, 4, 8)}
+    fd, direct = by["chimera_fd"], by["chimera"]
+    assert max(fd.peak_activation_bytes) == pytest.approx(2 * max(direct.peak_activation_bytes))
+    assert fd.step_time_s < direct.step_time_s and fd.allreduce_bytes_per_step == direct.allreduce_bytes_per_step
+    assert "costs.F and costs.B must be even" in by["chimera_bh"].error
+
+
 def test_the_command_prints_the_table_and_writes_the_json(tmp_path, capsys):
     out = tmp_path / "plan.json"
     cfg = compose(
