@@ -321,6 +321,7 @@ def run_spec(cfg) -> registry.RunSpec:
         concat=s.concat,
         D=s.D,
         overlap_allreduce=s.overlap_allreduce,
+        local_steps=s.local_steps,
         noam=s.noam,
         R=s.R,
         H=s.H,

@@ -228,6 +228,7 @@ class ScheduleConfig:
     concat: Optional[str] = None  # chimera, M > S: direct | forward_doubling | backward_halving; null: direct
     D: int = 1  # flush schedules: D data-parallel pipelines, D·M per step (rpd.schedules.data_parallel)
     overlap_allreduce: bool = False  # with D > 1: each rank all-reduces after its last backward, during the drain
+    local_steps: int = 1  # with D > 1: flushes between parameter averagings (LocalSGD / DiLoCo across pipelines)
 
 
 @dataclasses.dataclass

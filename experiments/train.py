@@ -97,7 +97,10 @@ def run_config(cfg) -> dict:
     m.pop("gamma_lo"), m.pop("gamma_hi")
     spec = checks.run_spec(cfg)
     m.update(dataclasses.asdict(spec.options))
-    key["schedule"] = dict(name=spec.pipeline.name, **dataclasses.asdict(spec.pipeline.params))
+    params = dataclasses.asdict(spec.pipeline.params)
+    if params["local_steps"] is None:  # one local step (DDP): the key such runs had before the field
+        del params["local_steps"]
+    key["schedule"] = dict(name=spec.pipeline.name, **params)
     if cfg.compare_T is not None:  # the curves are cut there: another result
         key["compare_T"] = {"T": int(cfg.compare_T), "cut": cfg.schedule.cut or "end"}
     key["code"] = "any" if cfg.reuse_other_code else provenance.code_identity()

@@ -19,7 +19,7 @@ from rpd.registry.schedules import ScheduleParams, _entry_of, build, check_sched
 from rpd.results import Result
 from rpd.schedules import Timeline, delays, memory
 from rpd.schedules.costs import CostModel
-from rpd.train import diloco, methods, optimizers, semantics
+from rpd.train import diloco, methods, optimizers, semantics, semantics_parallel
 from rpd.validation import check_choice, check_int
 
 
@@ -123,12 +123,12 @@ def _local_sgd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> Meth
     diloco_kw = dict(optimizer=o.optimizer, outer_optimizer=o.outer_optimizer, inner_state=o.inner_state or "keep")
     res = methods.local_sgd(obj, tl, gammas, seed=seed, track_time=not lm, **diloco_kw)
     if not lm:
-        res = _cut(res, pipe.params)
-        if o.stride > 1:
-            keep = (res.axis % o.stride == 0) | (res.axis == res.axis[-1])
-            res = dataclasses.replace(res, axis=res.axis[keep], curve=res.curve[:, keep])
-    extra = dict(N=tl.N, K=tl.K, T=tl.T, R=tl.R, H=tl.H, **delays.table_summary(np.zeros(1)))
-    return MethodRun(res, res.axis, simtime.block_updates_at(tl.update_time, res.axis), extra)
+        res = methods.every(_cut(res, pipe.params), o.stride)
+    # D pipelines: the tick of every (flush, block) update; LocalSGD: of every block step
+    times = res.traces.pop("update_time", tl.update_time)
+    R, H = res.meta["R"], res.meta["H"]
+    extra = dict(N=tl.N, K=len(times), T=tl.T, R=R, H=H, **delays.table_summary(np.zeros(1)))
+    return MethodRun(res, res.axis, simtime.block_updates_at(times, res.axis), extra)
 
 
 def _sgd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> MethodRun:
@@ -181,7 +181,9 @@ def _pipeline(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> Metho
     """Any schedule with its own semantics (``rpd.train.methods.train``), curves against ticks."""
 
     tl = pipe.timeline(obj)
-    if tl.kind == "local_sgd":  # train() hands LocalSGD to methods.local_sgd; keep its stride rule
+    diloco_set = diloco.resolve_outer(o.outer_optimizer) is not None or (o.inner_state or "keep") != "keep"
+    if tl.kind == "local_sgd" or semantics_parallel.local_rounds(tl, diloco_set):
+        # train() hands LocalSGD (and D pipelines' local rounds) to methods.local_sgd; keep its stride rule
         out = _local_sgd(obj, pipe, gammas, seed, o)
         return dataclasses.replace(out, extra=dict(out.extra, schedule=pipe.name, **timeline_summary(tl)))
     res = methods.train(
@@ -252,8 +254,6 @@ def _check_options(entry: MethodEntry, o: MethodOptions, tl: Timeline, prefix: s
     except (TypeError, ValueError) as err:
         raise type(err)(str(err) if str(err).startswith("optimizer") else f"optimizer: {err}") from None
     correction = None if optimizer is None or optimizer.correction is None else optimizer.correction.name
-    if correction is not None and tl.kind == "local_sgd":
-        raise ValueError(f"optimizer.correction={correction}: LocalSGD's replicas apply fresh gradients (no staleness)")
     if correction == "dc_asgd" and tl.kind == "pipemare":
         raise ValueError("optimizer.correction=dc_asgd: PipeMare's gradient reads two points; DC-ASGD needs one")
     try:
@@ -261,9 +261,12 @@ def _check_options(entry: MethodEntry, o: MethodOptions, tl: Timeline, prefix: s
         inner_state = diloco.check_inner_state(o.inner_state or "keep")
     except (TypeError, ValueError) as err:
         raise type(err)(str(err)) from None
-    if tl.kind != "local_sgd" and (outer is not None or inner_state != "keep"):
+    uses_diloco = outer is not None or inner_state != "keep"
+    if uses_diloco and tl.kind != "local_sgd" and not semantics_parallel.local_rounds(tl, diloco=True):
         what = f"outer_optimizer={outer.name}" if outer is not None else f"inner_state={inner_state}"
-        raise ValueError(f"{what}: applies to LocalSGD (DiLoCo) only, not to schedule {tl.kind}")
+        raise ValueError(f"{what}: applies to LocalSGD (DiLoCo) and D > 1 pipelines only, not to schedule {tl.kind}")
+    if correction is not None and (tl.kind == "local_sgd" or semantics_parallel.local_rounds(tl, uses_diloco)):
+        raise ValueError(f"optimizer.correction={correction}: LocalSGD's replicas apply fresh gradients (no staleness)")
     if "delta" in entry.options:
         check_int(f"{prefix}delta", o.delta, 0)
     used = {f: getattr(o, f) for f in entry.options if f in semantics.OPTION_NAMES}

@@ -45,6 +45,7 @@ class ScheduleParams:
     concat: str | None = None  # Chimera with M > S: direct | forward_doubling | backward_halving
     D: int | None = None  # data-parallel pipelines around a synchronous schedule (default 1; issue 29)
     overlap_allreduce: bool | None = None  # with D > 1: the all-reduce starts during the drain
+    local_steps: int | None = None  # with D > 1: flushes between parameter averagings (default 1: DDP)
     cut: str | None = None  # with T: "end" (the point after T ticks, the default) or "authors"
     # (after T - 1: the authors' curve[:T]; rpd.analysis.simtime.cut_to)
 
@@ -184,6 +185,8 @@ def resolve(name: str, params: ScheduleParams) -> ScheduleParams:
         kept[f] = entry.defaults.get(f, DEFAULTS[f])(params.S) if value is None else value
     if params.D not in (None, 1):  # D pipelines (rpd.schedules.data_parallel); D = 1 keeps old keys
         kept.update(D=params.D, overlap_allreduce=bool(params.overlap_allreduce))
+        if params.local_steps not in (None, 1):  # local_steps = 1 keeps old keys too
+            kept.update(local_steps=params.local_steps)
     return ScheduleParams(**kept)
 
 
@@ -193,7 +196,7 @@ def _make(entry: ScheduleEntry, p: ScheduleParams, N: int, costs: CostModel | No
         kw["values"] = values
     tl = entry.build(p.S, N, costs=costs, **kw)
     if p.D not in (None, 1):
-        tl = data_parallel(tl, p.D, costs, values, bool(p.overlap_allreduce))
+        tl = data_parallel(tl, p.D, costs, values, bool(p.overlap_allreduce), p.local_steps or 1)
     return tl
 
 
@@ -261,6 +264,12 @@ def check_schedule(
         check_int(f"{prefix}D", params.D)
         if params.D > 1 and not entry.flush:
             raise ValueError(f"{prefix}D > 1 needs a schedule with a flush, got {name}")
+    if params.local_steps is not None:
+        check_int(f"{prefix}local_steps", params.local_steps)
+        if params.local_steps > 1 and not entry.flush:
+            raise ValueError(f"{prefix}local_steps > 1 needs a schedule with a flush, got {name}")
+        if params.local_steps > 1 and params.D in (None, 1):
+            raise ValueError(f"{prefix}local_steps > 1 needs {prefix}D > 1 pipelines to average, got D=1")
     if entry.flush and p.T is None and p.N % p.M:
         raise ValueError(f"{prefix}N must be a whole number of flushes of {prefix}M microbatches, got N={p.N}, M={p.M}")
     n = p.M if entry.flush else 1

@@ -12,6 +12,15 @@ timeline stands for all D, and the all-reduce is placed in it:
 - ``overlap=True``: a rank starts its all-reduce as soon as its own last backward (B or W) of the
   flush has ended, during the drain; the next flush waits for the last all-reduce to end.
 
+LocalSGD across the pipelines (``local_steps = H > 1``): each pipeline runs H flushes on its own
+replica with no communication, then the D replicas average their *parameters* (a ring all-reduce
+of the same ``values`` and cost, overlapped or not in the same way) in place of the per-flush
+gradient all-reduce. The gap follows every H-th flush and the last (a partial round) only; a
+block's update of an inner flush lands at the end of its stage's last backward of the flush,
+that of a round's last flush at the end of its rank's averaging (as with H = 1, whose timeline
+is the gradient all-reduce's, unchanged). ``dp_sync[i]`` is the tick at whose end round i's
+averaging is over everywhere.
+
 Each flush starts after a barrier, so a flush's ops keep their offsets from the flush's start
 whatever the gaps: the order is timed once without all-reduce, the per-flush gap read off it,
 and timed again with those gaps by the one timer (exact, stragglers included).
@@ -33,12 +42,16 @@ from rpd.validation import check_int
 @dataclasses.dataclass(frozen=True, eq=False)
 class DataParallelTimeline(Timeline):
     """One of D pipelines. ``dp_allreduce`` (int [S]): ticks of each rank's all-reduce;
-    ``dp_land`` (int [n_flush, n_stages]): the tick at whose end stage g's update of flush q lands."""
+    ``dp_land`` (int [n_flush, n_stages]): the tick at whose end stage g's update of flush q lands;
+    ``local_steps``: flushes per averaging round; ``dp_sync`` (int [n_rounds]): the tick at whose
+    end round i's all-reduce is over (with one local step, ``flush_time``)."""
 
     D: int = 1
     overlap: bool = False
     dp_allreduce: np.ndarray | None = None
     dp_land: np.ndarray | None = None
+    local_steps: int = 1
+    dp_sync: np.ndarray | None = None
 
 
 def _order(tl: Timeline) -> list[np.ndarray]:
@@ -65,10 +78,27 @@ def _flush_ends(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
     return end, last
 
 
-def data_parallel(tl: Timeline, D: int, costs: CostModel | None = None, values=0, overlap: bool = False):
+def round_ends(n_flush: int, local_steps: int) -> np.ndarray:
+    """bool [n_flush]: the flushes after which the replicas average (every H-th and the last)."""
+    q = np.arange(n_flush)
+    return ((q + 1) % local_steps == 0) | (q == n_flush - 1)
+
+
+def data_parallel(
+    tl: Timeline,
+    D: int,
+    costs: CostModel | None = None,
+    values=0,
+    overlap: bool = False,
+    local_steps: int = 1,
+):
     """``tl`` (a synchronous schedule with a barrier per flush, timed under ``costs``) as one of D
-    data-parallel pipelines (module doc). ``values``: numbers per global stage (int or per stage)."""
+    data-parallel pipelines (module doc). ``values``: numbers per global stage (int or per stage);
+    ``local_steps``: flushes between parameter averagings (1: a gradient all-reduce per flush)."""
     D = check_int("D", D)
+    H = check_int("local_steps", local_steps)
+    if H > 1 and D == 1:
+        raise ValueError(f"local_steps > 1 needs D > 1 pipelines to average, got local_steps={H}, D=1")
     if not tl.synchronous or tl.M is None or tl.overlapped:
         raise ValueError(f"D > 1 pipelines need a flush (a synchronous schedule with a barrier), got {tl.kind!r}")
     if tl.kind in ("chimera", "gems"):
@@ -85,8 +115,9 @@ def data_parallel(tl: Timeline, D: int, costs: CostModel | None = None, values=0
     per_rank = np.bincount(rank_of, weights=vals, minlength=tl.S)
     ticks = np.array([costs.allreduce_ticks(2 * (D - 1) / D * v) if D > 1 else 0 for v in per_rank.tolist()], np.int64)
     end, last = _flush_ends(tl)
+    sync = round_ends(len(end), H)  # [Q]: flushes followed by an all-reduce
     finish = (last if overlap else end[:, None]) + ticks[None, :]  # [Q, S]: all-reduce over
-    gap = np.maximum(finish.max(axis=1) - end, 0)  # [Q]
+    gap = np.where(sync, np.maximum(finish.max(axis=1) - end, 0), 0)  # [Q]
     order = _order(tl)
     kw = dict(S=tl.S, N=tl.N, M=tl.M, costs=costs, split=tl.split, v=tl.v, barrier_every=tl.M)
     if tl.n_stages_ is not None:
@@ -95,5 +126,16 @@ def data_parallel(tl: Timeline, D: int, costs: CostModel | None = None, values=0
     end2, last2 = _flush_ends(base)
     finish2 = (last2 if overlap else end2[:, None]) + ticks[None, :]
     land = finish2[:, rank_of] - 1  # [Q, G]
+    if H > 1:  # an inner flush's step is local: it lands with its stage's last backward
+        local = base.b_time.reshape(len(end2), tl.M, G).max(axis=1)
+        land = np.where(sync[:, None], land, local)
     fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(Timeline)}
-    return DataParallelTimeline(**fields, D=D, overlap=bool(overlap), dp_allreduce=ticks, dp_land=land)
+    return DataParallelTimeline(
+        **fields,
+        D=D,
+        overlap=bool(overlap),
+        dp_allreduce=ticks,
+        dp_land=land,
+        local_steps=H,
+        dp_sync=np.asarray(base.flush_time)[sync],
+    )

@@ -13,6 +13,11 @@ copies per time step or x̄ for every time step.
 
 Replicas are the leading axis of the state, sharded with ``shard_map`` over mesh axis
 "replica"; R need not equal the device count (R / n_devices replicas per device, vmapped).
+
+The same runner trains D data-parallel pipelines with local steps
+(:mod:`rpd.train.semantics_parallel`): R = D replicas, a local step the mean gradient of a
+flush's ``n_micro`` = M microbatches (batches b .. b + M - 1), landing per block at the
+D-pipeline timeline's ticks (:func:`round_plan` reads either timeline).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from rpd.objectives.base import Objective, ProgramKey, on_device
 from rpd.results import Result
 from rpd.runtime.programs import Program
 from rpd.schedules import Timeline
-from rpd.train import diloco, optimizers
+from rpd.train import diloco, optimizers, semantics_parallel
 from rpd.validation import check_gammas, check_int
 
 AXIS = "replica"
@@ -64,7 +69,23 @@ def localsgd_plan(tl: Timeline, n_batches: int) -> dict:
         length=length,
         T_round=int(length.max()),
         loss_time=tl.f_time[mc, S - 1],  # when the last-stage forward of m ran
+        R=R,
+        n_micro=1,
+        sync=np.asarray(tl.sync_time),
+        n_steps=N,
     )
+
+
+def round_plan(tl: Timeline, S_obj: int, n_batches: int) -> dict:
+    """The round plan of a LocalSGD timeline (:func:`localsgd_plan`) or of D pipelines with local
+    steps (:func:`rpd.train.semantics_parallel.dp_rounds_plan`): the arrays above plus ``R``,
+    ``n_micro`` (microbatch gradients averaged per local step), ``sync`` (round-end ticks) and
+    ``n_steps`` (local steps of all replicas)."""
+    if tl.kind == "local_sgd":
+        if tl.S != S_obj:
+            raise ValueError(f"timeline has S={tl.S} stages but the objective has S={S_obj} blocks")
+        return localsgd_plan(tl, n_batches)
+    return semantics_parallel.dp_rounds_plan(tl, S_obj, n_batches)
 
 
 def _round_runner(
@@ -76,10 +97,20 @@ def _round_runner(
     optimizer: optimizers.Optimizer | None = None,
     outer: diloco.Outer | None = None,
     inner_state: str = "keep",
+    n_micro: int = 1,
 ):
     seg = obj.layout.segment_ids  # a NumPy index: a constant of the traced program
     D = obj.D
-    grad = jax.vmap(obj.value_and_grad, in_axes=(None, 0, 0))  # over local replicas
+    if n_micro == 1:
+        value_and_grad = obj.value_and_grad
+    else:  # a flush: the mean of n_micro microbatch gradients (as rpd.train.core's n_micro)
+        micro = jnp.arange(n_micro, dtype=jnp.int32)
+
+        def value_and_grad(data, x, b):
+            losses, grads = jax.vmap(lambda bb: obj.value_and_grad(data, x, bb))((b + micro) % obj.n_batches)
+            return losses.mean(), grads.mean(axis=0)
+
+    grad = jax.vmap(value_and_grad, in_axes=(None, 0, 0))  # over local replicas
     if optimizer is not None:  # DiLoCo's inner optimizer: one state per (replica, block)
         inner_init = jax.vmap(lambda x: optimizers.init_blocks(optimizer, x, obj.layout))
         inner_update = jax.vmap(lambda st, g, x: optimizers.update_blocks(optimizer, st, g, x, obj.layout))
@@ -165,12 +196,13 @@ def _compiled(
     optimizer: optimizers.Optimizer | None = None,
     outer: diloco.Outer | None = None,
     inner_state: str = "keep",
+    n_micro: int = 1,
 ):
     """The jitted ``(consts, data, batch, valid, t_rel, mb, gammas, seed)`` program, cached on the
     objective's program key (see ``Objective.program_key``), built from the numberless
     ``pk.obj``: x0, f* and σ_g come in ``consts`` (``Objective.constants``)."""
     obj = pk.obj
-    run = _round_runner(obj, R, T_round, track_time, pk.noisy, optimizer, outer, inner_state)
+    run = _round_runner(obj, R, T_round, track_time, pk.noisy, optimizer, outer, inner_state, n_micro)
     rep = P(None, None, AXIS)
     sharded = jax.shard_map(
         run,
@@ -188,6 +220,8 @@ def _compiled(
         return xbar, curve, losses, round_curve
 
     name = None if pk.id is None else f"rpd.train.localsgd.local_sgd({pk.id}, {R}, {T_round}, {track_time}, {mesh!r})"
+    if name is not None and n_micro != 1:  # D pipelines' flushes; LocalSGD keeps its name
+        name = f"{name[:-1]}, n_micro={n_micro})"
     if optimizer is not None or outer is not None:  # DiLoCo; plain LocalSGD keeps its name
         stable = (optimizer is None or optimizer.stable) and (outer is None or outer.stable)
         name = None if name is None or not stable else f"{name[:-1]}, {optimizer!r}, {outer!r}, {inner_state!r})"
@@ -209,9 +243,9 @@ def _start_value(pk: ProgramKey) -> Program:
 
 
 def round_shape(tl: Timeline) -> tuple[int, int]:
-    """(rounds, ticks of the longest round, its averaging included) of a LocalSGD timeline: the
-    shape of the program that runs it (see ``pad_to`` of :func:`local_sgd`)."""
-    sync = np.asarray(tl.sync_time)
+    """(rounds, ticks of the longest round, its averaging included) of a LocalSGD or D-pipeline
+    timeline: the shape of the program that runs it (see ``pad_to`` of :func:`local_sgd`)."""
+    sync = np.asarray(tl.sync_time if tl.kind == "local_sgd" else tl.dp_sync)
     start = np.concatenate([[0], sync[:-1] + 1])
     return int(len(sync)), int((sync - start + 1).max())
 
@@ -254,12 +288,15 @@ def local_sgd(
     x̄ <- x̄ + outer(x̄ - mean_r x_r); ``inner_state`` (keep | average | reset) is what the inner
     state does at a sync. Within a round the curve is the replica mean x̄ + (landed increments) / R,
     at the round's last tick f(x̄) after the outer step. The defaults are plain LocalSGD, bit for
-    bit."""
+    bit.
 
-    if tl.S != obj.S:
-        raise ValueError(f"timeline has S={tl.S} stages but the objective has S={obj.S} blocks")
+    A D-pipeline timeline (:mod:`rpd.schedules.data_parallel`) runs as LocalSGD with R = D
+    replicas, one flush per local step (:mod:`rpd.train.semantics_parallel`); its result is
+    named after the schedule, its meta has R = D, H = ``local_steps`` and M, and its traces add
+    ``update_time`` (the tick of every (flush, block) update)."""
+
     gammas = check_gammas(gamma)
-    p = localsgd_plan(tl, obj.n_batches)
+    p = round_plan(tl, obj.S, obj.n_batches)
     inputs = [p["batch"], p["valid"], p["t_rel"], p["mb"]]
     Q, T_round = len(p["length"]), p["T_round"]
     if pad_to is not None:
@@ -268,7 +305,8 @@ def local_sgd(
         rounds = check_int("pad_to[0]", pad_to[0], Q)
         T_round = check_int("pad_to[1]", pad_to[1], T_round)
         inputs = [np.concatenate([a, np.zeros((rounds - Q,) + a.shape[1:], a.dtype)]) for a in inputs]
-    mesh = replica_mesh(tl.R) if mesh is None else mesh
+    R, n_steps = p["R"], p["n_steps"]
+    mesh = replica_mesh(R) if mesh is None else mesh
     inner = optimizers.bind(optimizers.resolve(optimizer), obj)
     if inner is not None and inner.correction is not None:
         raise ValueError(
@@ -282,7 +320,7 @@ def local_sgd(
     # Untracked, the tick buffer is not built, so the round length is not part of the program:
     # timelines that differ only in their ticks (other costs) share it.
     pk, consts = ProgramKey(obj), obj.constants()
-    fn = _compiled(pk, tl.R, T_round if track_time else 1, bool(track_time), mesh, inner, outer, inner_state)
+    fn = _compiled(pk, R, T_round if track_time else 1, bool(track_time), mesh, inner, outer, inner_state, p["n_micro"])
     xbar, curve, losses, round_curve = fn(
         consts,
         obj.data,
@@ -302,21 +340,25 @@ def local_sgd(
         axis_vals = np.arange(tl.T + 1)
     else:
         body = np.asarray(round_curve)
-        axis_vals = np.concatenate([[0], tl.sync_time + 1])
-    losses = np.asarray(losses).reshape(G, -1)[:, : tl.N]  # (round, step, replica) order = m order
+        axis_vals = np.concatenate([[0], p["sync"] + 1])
+    losses = np.asarray(losses).reshape(G, -1)[:, :n_steps]  # (round, step, replica) order = m order
+    traces = {"loss_z": losses, "loss_time": p["loss_time"].reshape(-1)[:n_steps], "round_end_curve": round_curve}
+    lsgd = tl.kind == "local_sgd"
+    if not lsgd:
+        traces["update_time"] = p["update_time"]
+    shape = dict(R=tl.R, H=tl.H) if lsgd else dict(R=R, H=tl.local_steps, M=tl.M, D=tl.D, schedule=tl.kind)
     return Result(
-        method="localsgd",
+        method="localsgd" if lsgd else tl.kind,
         gammas=gammas,
         axis=axis_vals,
         axis_name="sim_time",
         curve=np.concatenate([np.full((G, 1), f0), body], axis=1),
-        traces={"loss_z": losses, "loss_time": p["loss_time"].reshape(-1)[: tl.N], "round_end_curve": round_curve},
+        traces=traces,
         x_final=np.asarray(xbar),
         meta=dict(
             S=tl.S,
             N=tl.N,
-            R=tl.R,
-            H=tl.H,
+            **shape,
             T=tl.T,
             seed=seed,
             objective=obj.name,

@@ -15,7 +15,7 @@ import numpy as np
 from rpd.objectives.base import Objective
 from rpd.results import Result, assemble_curve, record_rows
 from rpd.schedules import Timeline
-from rpd.train import core, corrections, diloco, optimizers, plans, semantics
+from rpd.train import core, corrections, diloco, optimizers, plans, semantics, semantics_parallel
 from rpd.train.avgpipe import train_avgpipe
 from rpd.train.localsgd import local_sgd
 from rpd.validation import check_choice, check_gammas, check_int
@@ -233,16 +233,20 @@ def train(
     velocity's EMA factor, default 0.9), ``t1`` / ``t1_window`` / ``t2`` (PipeMare). An option
     the schedule does not have raises a ValueError naming it. LocalSGD timelines go to
     :func:`local_sgd` (with ``optimizer`` as every replica's inner optimizer and DiLoCo's
-    ``outer_optimizer`` / ``inner_state``, see :mod:`rpd.train.diloco`); synchronous schedules,
-    PipeDream-2BW and PipeMare to their plans."""
+    ``outer_optimizer`` / ``inner_state``, see :mod:`rpd.train.diloco`); so do D pipelines with
+    local steps, or with DiLoCo's options (``semantics_parallel.local_rounds``: LocalSGD across
+    the pipelines, recorded every ``stride`` ticks); synchronous schedules, PipeDream-2BW and
+    PipeMare to their plans."""
     kind = tl.kind
     sem = semantics.SEMANTICS.get(kind) or semantics.Semantics(None)  # LocalSGD: no options
     active = semantics.check_options(kind, sem.options, options)
     ema = float(active.get("ema", 0.9))
-    if kind == "local_sgd":
-        dl = dict(optimizer=optimizer, outer_optimizer=outer_optimizer, inner_state=inner_state)
+    dl = dict(optimizer=optimizer, outer_optimizer=outer_optimizer, inner_state=inner_state)
+    uses_diloco = diloco.resolve_outer(outer_optimizer) is not None or inner_state != "keep"
+    if kind == "local_sgd" or semantics_parallel.local_rounds(tl, uses_diloco):
         if at is None:
-            return local_sgd(obj, tl, gamma, seed=seed, **dl)
+            res = local_sgd(obj, tl, gamma, seed=seed, **dl)
+            return res if kind == "local_sgd" else every(res, stride)  # LocalSGD: every tick, as before
         # The model LocalSGD trains is the replicas' average, which exists at round ends:
         # record those and read each asked tick off the last round end at or before it.
         res = local_sgd(obj, tl, gamma, seed=seed, track_time=False, **dl)
@@ -253,8 +257,10 @@ def train(
         )
     if kind == "avgpipe":  # replicas and a centre: its own scan (rpd.train.avgpipe)
         return train_avgpipe(obj, tl, gamma, seed=seed, optimizer=optimizer, at=at)
-    if diloco.resolve_outer(outer_optimizer) is not None or inner_state != "keep":
-        raise ValueError(f"outer_optimizer / inner_state: apply to LocalSGD (DiLoCo) only, not to schedule {kind}")
+    if uses_diloco:
+        raise ValueError(
+            f"outer_optimizer / inner_state: apply to LocalSGD (DiLoCo) and D > 1 pipelines only, not to schedule {kind}"
+        )
     if tl.S != obj.S and tl.n_stages != obj.S and not tl.synchronous:  # replicated stages: S ranks > stages
         raise ValueError(f"timeline has S={tl.S} stages but the objective has S={obj.S} blocks")
     plan, n_slots = semantics.of(tl).plan(tl, obj.S, obj.n_batches, **active)
@@ -279,3 +285,11 @@ def train(
     )
     res.traces["update_time"] = np.asarray(plan.time)  # [K]: the tick each update lands
     return res
+
+
+def every(res: Result, stride: int) -> Result:
+    """``res`` recorded every ``stride`` ticks of its axis (and at its last point)."""
+    if check_int("stride", stride) == 1:
+        return res
+    keep = (res.axis % stride == 0) | (res.axis == res.axis[-1])
+    return dataclasses.replace(res, axis=res.axis[keep], curve=res.curve[:, keep])

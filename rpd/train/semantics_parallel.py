@@ -14,6 +14,12 @@
   gradients at W_q, averaged (minibatch SGD with batch D·M·b); block s's update lands at the end
   of stage s's all-reduce (``tl.dp_land[q, s]``). The pipelines' microbatches of flush q are the
   D·M consecutive batches q·D·M .. q·D·M + D·M - 1 (pipeline d takes d·M .. d·M + M - 1).
+- **D pipelines with local steps** (``tl.local_steps`` = H > 1, or DiLoCo's optimizers): LocalSGD
+  with D replicas, one per pipeline, run by :mod:`rpd.train.localsgd`. A local step is a flush:
+  replica d's step f is the mean gradient of the same batches f·D·M + d·M + j (j < M) at the
+  replica's own iterate; block s's increment lands at ``tl.dp_land[f, s]``; after every H flushes
+  (and the last) the replicas are averaged (or DiLoCo's outer step), ending at ``tl.dp_sync``.
+  :func:`dp_rounds_plan` is LocalSGD's round plan read off the D-pipeline timeline.
 """
 
 from __future__ import annotations
@@ -86,9 +92,9 @@ def rr_plan(tl: Timeline, S_obj: int, n_batches: int) -> tuple[UpdatePlan, int]:
     return plan, n_slots
 
 
-def dp_plan(tl: Timeline, S_obj: int, n_batches: int) -> tuple[UpdatePlan, None]:
-    """D synchronous pipelines (module doc): one update per block per flush, the mean of D·M
-    microbatch gradients at W_q, landing at ``tl.dp_land[q, s]``."""
+def _block_land(tl: Timeline, S_obj: int) -> np.ndarray:
+    """int [n_flush, S_obj]: the tick block s's update of flush q lands (``tl.dp_land``; a chunked
+    schedule on one block per rank: the last of the rank's stages)."""
     per_stage = np.asarray(tl.dp_land, np.int64)  # [Q, n_stages]
     if S_obj == tl.n_stages:
         block = np.arange(tl.n_stages)
@@ -100,6 +106,15 @@ def dp_plan(tl: Timeline, S_obj: int, n_batches: int) -> tuple[UpdatePlan, None]
     land = np.full((per_stage.shape[0], S_obj), -1, np.int64)
     for g in range(tl.n_stages):
         land[:, block[g]] = np.maximum(land[:, block[g]], per_stage[:, g])
+    return land
+
+
+def dp_plan(tl: Timeline, S_obj: int, n_batches: int) -> tuple[UpdatePlan, None]:
+    """D synchronous pipelines (module doc): one update per block per flush, the mean of D·M
+    microbatch gradients at W_q, landing at ``tl.dp_land[q, s]``."""
+    if tl.local_steps > 1:  # not one minibatch step per flush: replicas (dp_rounds_plan)
+        raise ValueError(f"local_steps={tl.local_steps}: D pipelines with local steps train as LocalSGD replicas")
+    land = _block_land(tl, S_obj)
     Q = land.shape[0]
     q = np.repeat(np.arange(Q, dtype=np.int32), S_obj)
     s = np.tile(np.arange(S_obj, dtype=np.int32), Q)
@@ -121,4 +136,44 @@ def dp_plan(tl: Timeline, S_obj: int, n_batches: int) -> tuple[UpdatePlan, None]
             n_micro=DM,
         ),
         None,
+    )
+
+
+def local_rounds(tl: Timeline, diloco: bool = False) -> bool:
+    """Whether D pipelines train as LocalSGD replicas (:func:`dp_rounds_plan`): D > 1 and local
+    steps, or DiLoCo's optimizers (``diloco``: an outer optimizer or an inner-state rule given)."""
+    return getattr(tl, "dp_sync", None) is not None and tl.D > 1 and (tl.local_steps > 1 or diloco)
+
+
+def dp_rounds_plan(tl: Timeline, S_obj: int, n_batches: int) -> dict:
+    """D pipelines with local steps (module doc) as :func:`rpd.train.localsgd.localsgd_plan`'s
+    round plan, shaped [rounds, H local steps, D replicas, ...]; a local step is a flush of
+    ``n_micro`` = M microbatches, ``batch`` the first of them. ``update_time`` [Q·S_obj]: the
+    tick of every (flush, block) update, in landing order."""
+    if getattr(tl, "dp_sync", None) is None:
+        raise ValueError(f"expected a D-pipeline timeline (rpd.schedules.data_parallel), got kind={tl.kind!r}")
+    land = _block_land(tl, S_obj)  # [Q, S_obj]
+    Q, H, D, M = land.shape[0], int(tl.local_steps), int(tl.D), int(tl.M)
+    rounds = -(-Q // H)
+    f = np.arange(rounds * H).reshape(rounds, H)  # flush of (round, local step)
+    fc = np.minimum(f, Q - 1)
+    sync = np.asarray(tl.dp_sync, np.int64)
+    start = np.concatenate([[0], sync[:-1] + 1])  # first tick of each round
+    t_rel = np.where((f < Q)[..., None], land[fc] - start[:, None, None], 0)  # [rounds, H, S_obj]
+    step = f[..., None] * D + np.arange(D)  # local step id, (flush, replica) order: [rounds, H, D]
+    loss_tick = tl.f_time[:, tl.n_stages - 1].reshape(Q, M).max(axis=1)  # a flush's last loss
+    return dict(
+        batch=((step * M) % n_batches).astype(np.int32),
+        valid=np.broadcast_to((f < Q)[..., None], step.shape),
+        t_rel=np.broadcast_to(t_rel[:, :, None, :], step.shape + (S_obj,)).astype(np.int32),
+        mb=step.astype(np.int32),
+        start=start,
+        length=sync - start + 1,
+        T_round=int((sync - start + 1).max()),
+        loss_time=np.repeat(loss_tick, D),
+        R=D,
+        n_micro=M,
+        sync=sync,
+        n_steps=Q * D,
+        update_time=np.sort(land.ravel()),
     )
