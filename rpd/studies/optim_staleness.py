@@ -17,7 +17,8 @@ the optimizer's whole γ grid (vmapped). Two numbers per (optimizer, arm, S):
   consecutive S ≥ 2 (the S⁴ study's measure, :mod:`rpd.studies.staleness`, here under each
   optimizer).
 
-``rotate`` runs the quadratic with its Hessian in a random eigenbasis (objective.rotate).
+``rotate`` runs the quadratic with its Hessian in a random eigenbasis (objective.rotate), ``align``
+with its Hessian diagonal (objective.align, the axis-aligned control).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class Config:
     N: int = 256  # microbatches for every S (K = N·S)
     seed: int = 0
     rotate: bool = False
+    align: bool = False  # the Hessian diagonal (objective.align): the axis-aligned control
     optimizers: tuple[str, ...] = ("sgd", "momentum", "adam")
     arms: tuple[str, ...] = ("none", "pipemare_lr", "delay_beta1", "dc_asgd")
     target: float = 1e-3  # f - f* <= target · (f(x⁰) - f*)
@@ -79,8 +81,15 @@ def _cells(cfg: Config) -> list[tuple[str, str, int]]:
     return cells
 
 
+def objective(cfg: Config, S: int):
+    """The random quadratic cut into S blocks (as given, rotated or aligned)."""
+    return objectives.random_quadratic(
+        cfg.n, cfg.d, S, cfg.batch_size, seed=cfg.seed, rotate=cfg.rotate, align=cfg.align
+    )
+
+
 def _run(cfg: Config, name: str, arm: str, S: int) -> methods.Result:
-    obj = objectives.random_quadratic(cfg.n, cfg.d, S, cfg.batch_size, seed=cfg.seed, rotate=cfg.rotate)
+    obj = objective(cfg, S)
     grid = tuning.pow2_grid(*GRIDS[name])
     tl = schedules.pipedream(S, cfg.N)
     return methods.pipedream(
@@ -176,7 +185,8 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
         "study": "e13_optim_staleness",
         "config": dataclasses.asdict(cfg),
         "objective": f"random quadratic n={cfg.n}, d={cfg.d}, B={cfg.batch_size}, seed {cfg.seed}"
-        + (", Hessian rotated (objective.rotate)" if cfg.rotate else ""),
+        + (", Hessian rotated (objective.rotate)" if cfg.rotate else "")
+        + (", Hessian diagonal (objective.align)" if cfg.align else ""),
         "method": (
             f"PipeDream 1F1B at each S, N={cfg.N} microbatches; updates to target = fewest microbatches "
             f"to f - f* <= {cfg.target:g}·(f(x⁰) - f*) over the optimizer's γ grid; slowdown = that over "

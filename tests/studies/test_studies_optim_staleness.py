@@ -1,5 +1,7 @@
 """E13 (rpd.studies.optim_staleness): its counting rules, and the quick study end to end."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -21,6 +23,22 @@ def test_cells_run_s1_once_and_skip_beta1_without_momentum():
         ("adam", "none", 2),
         ("adam", "delay_beta1", 2),
     ]
+
+
+def test_the_objective_follows_rotate_and_align():
+    """study.align puts E13's spectrum on the axes (the diagonal control), rotate in a random basis."""
+    cfg = study.Config(n=48, d=8, batch_size=6)
+
+    def hessian(obj):
+        X = np.asarray(obj.data["X"])
+        return X.T @ X / len(X)
+
+    H = hessian(study.objective(cfg, 2))
+    A = hessian(study.objective(dataclasses.replace(cfg, align=True), 2))
+    R = hessian(study.objective(dataclasses.replace(cfg, rotate=True), 2))
+    np.testing.assert_allclose(A, np.diag(np.diag(A)), atol=1e-10)
+    np.testing.assert_allclose(np.linalg.eigvalsh(A), np.linalg.eigvalsh(H), rtol=1e-9)
+    assert np.sum((R - np.diag(np.diag(R))) ** 2) > 0.1 * np.sum(R**2)
 
 
 @pytest.mark.slow
