@@ -19,7 +19,7 @@
 (f) RPD at large S, E6's setting (logistic regression, d = 512, B = 1, σ_g = 0.5, δ = S² − S/2,
     E6's 10 γ): the core's time per update and its compile time (the first run less the best
     run) with each of its two z-reads: one gather of the S block windows (one kernel; the
-    core's above ``core.SLICED_READS_UP_TO`` blocks) and one dynamic slice per block,
+    core's above ``ring_reads.SLICED_READS_UP_TO`` blocks) and one dynamic slice per block,
     concatenated (S kernels; the core's up to it), both compiled in this process, best of
     ``--repeats`` interleaved, outputs checked identical; and
     at S = 128, E6's whole K, the plan-sized ring (``plans.ring_size``) against a ring of
@@ -45,7 +45,7 @@ import rpd  # noqa: E402,F401
 from rpd import objectives, schedules  # noqa: E402
 from rpd.analysis import tuning  # noqa: E402
 from rpd.studies import pd_vs_rpd  # noqa: E402
-from rpd.train import core, methods, plans, replay  # noqa: E402
+from rpd.train import core, methods, plans, replay, ring_reads  # noqa: E402
 
 
 def bench_e1() -> None:
@@ -210,12 +210,12 @@ def bench_large_S(repeats: int, S_values=(8, 32, 128), K: int = 40_000) -> None:
             n=cfg.n, d=cfg.d, S=S, batch_size=cfg.batch_size, lam=cfg.lam, grad_noise=cfg.grad_noise, seed=cfg.seed
         )
 
-    # each read gets its own program cache: the core's _gather is read when a program is traced
+    # each read gets its own program cache: the core's ring_reads.gather is read when a program is traced
     reads = {
-        "gather": (core._gather_windows, functools.lru_cache(core._program.__wrapped__)),
-        "slices": (core._gather_slices, functools.lru_cache(core._program.__wrapped__)),
+        "gather": (ring_reads.gather_windows, functools.lru_cache(core._program.__wrapped__)),
+        "slices": (ring_reads.gather_slices, functools.lru_cache(core._program.__wrapped__)),
     }
-    kept = core._gather, core._program
+    kept = ring_reads.gather, core._program
     try:
         for S in S_values:
             obj = objective(S)
@@ -226,7 +226,7 @@ def bench_large_S(repeats: int, S_values=(8, 32, 128), K: int = 40_000) -> None:
             times, outs, first = {name: [] for name in reads}, {}, {}
             for r in range(repeats + 1):  # round 0 compiles each read's program
                 for name, (read, programs) in reads.items():
-                    core._gather, core._program = read, programs
+                    ring_reads.gather, core._program = read, programs
                     t = time.perf_counter()
                     outs[name] = core.execute(obj, plan, record, 10, gammas, 0, ring_size=C)
                     dt = time.perf_counter() - t
@@ -244,7 +244,7 @@ def bench_large_S(repeats: int, S_values=(8, 32, 128), K: int = 40_000) -> None:
                 f"{cg:.2f} s vs {cs:.2f} s  ->  {cs / cg:.2f}x; outputs identical"
             )
     finally:
-        core._gather, core._program = kept
+        ring_reads.gather, core._program = kept
     # E6's S = 128 RPD run whole: the ring the plan needs against δ + 1 rows
     S = 128
     obj = objective(S)

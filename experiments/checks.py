@@ -2,9 +2,10 @@
 holds the schemas): what a type cannot express (S >= 1, a non-empty γ grid, n >= d for
 Nesterov's quadratic, S >= 3 for the LM, ...) checked in :func:`validate` before any objective
 is built, with the dotted config path as the argument name (``schedule.S must be >= 1, got 0``);
-the memory estimate's terms; ``+`` keys checked against the schemas (:func:`check_keys`,
-:func:`typed`); and the library objects a config stands for (:func:`cost_model`,
-:func:`run_spec`). The names are also reachable as ``experiments.config.<name>``."""
+the memory estimate's terms; and ``+`` keys checked against the schemas (:func:`check_keys`,
+:func:`typed`). The library
+objects a config stands for (:func:`~experiments.specs.cost_model`,
+:func:`~experiments.specs.run_spec`) are :mod:`experiments.specs`."""
 
 from __future__ import annotations
 
@@ -26,12 +27,12 @@ from experiments.config import (
     _value,
 )
 from experiments.objectives import user_factory
+from experiments.specs import objective_blocks, optimizer_of, outer_optimizer_of, run_spec
 from rpd import registry
-from rpd.analysis import simtime, tuning
+from rpd.analysis import tuning
 from rpd.io.tracking import MODES
 from rpd.objectives.nanochat import stage_sizes
 from rpd.runtime import budget
-from rpd.schedules.costs import CostModel
 from rpd.train import diloco, optimizers
 from rpd.validation import check_choice, check_int, check_real
 
@@ -250,117 +251,6 @@ def _check_values(cfg) -> None:
             check_real("objective.mu", o.mu, allow_zero=True)
     if name == "logistic_regression":
         check_real("objective.lam", o.lam, allow_zero=True)
-
-
-def cost_model(c) -> CostModel:
-    """The ``rpd.schedules.costs.CostModel`` of a costs config node (checked, naming ``costs.<field>``)."""
-    alpha = check_real("costs.allreduce_alpha", c.allreduce_alpha, allow_zero=True)
-    beta = check_real("costs.allreduce_beta", c.allreduce_beta, allow_zero=True)
-    if c.allreduce_values is not None:
-        check_int("costs.allreduce_values", c.allreduce_values, 0)
-    p = check_real("costs.straggler_p", c.straggler_p, allow_zero=True)
-    if p > 1:
-        raise ValueError(f"costs.straggler_p must be <= 1, got {p}")
-    ticks = check_int("costs.straggler_ticks", c.straggler_ticks, 0)
-    return CostModel(
-        F=c.F,
-        B=c.B,
-        I=c.I,
-        W=c.W,
-        FB=c.FB,
-        p2p=c.p2p,
-        allreduce=(alpha, beta),
-        straggler=(p, ticks) if p > 0 and ticks > 0 else None,
-        seed=c.seed,
-    )
-
-
-def optimizer_of(cfg) -> dict | None:
-    """The optimizer node of a config as ``{"name": ..., hyper-parameters...}`` (its set fields;
-    ``rpd.train.optimizers.resolve`` checks them), None where the schema has none."""
-    node = getattr(cfg, "optimizer", None)
-    if node is None:
-        return None
-    d = {k: v for k, v in to_container(node).items() if v is not None}
-    return None if d == {"name": "sgd"} else d  # plain SGD: the core's original path
-
-
-def outer_optimizer_of(cfg) -> dict | None:
-    """LocalSGD's outer optimizer node as ``{"name": ..., "lr": ..., "beta": ...}`` (set fields;
-    ``rpd.train.diloco.resolve_outer`` checks them), None where the schema has none."""
-    node = getattr(cfg, "outer_optimizer", None)
-    return None if node is None else {k: v for k, v in to_container(node).items() if v is not None}
-
-
-def objective_blocks(cfg) -> int:
-    """Blocks of the objective a config trains: schedule.S, or 2 * schedule.S for WPipe (its two
-    groups split each rank's weights; ``rpd.registry.objective_blocks``)."""
-    return registry.objective_blocks(run_spec(cfg).pipeline.name, cfg.schedule.S)
-
-
-def run_spec(cfg) -> registry.RunSpec:
-    """The checked, resolved (method, schedule, options, costs) of a config (``rpd.registry``):
-    errors name the field (``schedule.M``, ``method.t1``, ``costs.B``)."""
-    m, s = cfg.method, cfg.schedule
-    params = registry.ScheduleParams(
-        S=s.S,
-        N=s.N,
-        T=s.T,
-        M=s.M,
-        v=s.v,
-        group=s.group,
-        overlapped=s.overlapped,
-        post_validation=s.post_validation,
-        clip=s.clip,
-        rollback_p=s.rollback_p,
-        rollback_trace=None if s.rollback_trace is None else tuple(s.rollback_trace),
-        pipelines=s.pipelines,
-        advance=s.advance,
-        elastic=s.elastic,
-        replicas=None if s.replicas is None else tuple(s.replicas),
-        concat=s.concat,
-        D=s.D,
-        overlap_allreduce=s.overlap_allreduce,
-        local_steps=s.local_steps,
-        noam=s.noam,
-        R=s.R,
-        H=s.H,
-        cut=check_choice("schedule.cut", s.cut, simtime.CUTS) if s.cut else None,
-    )
-    options = registry.MethodOptions(
-        stride=m.stride,
-        delta=m.delta,
-        delays=_value(m.delays),
-        block_order=_value(m.block_order),
-        batch_order=_value(m.batch_order),
-        predict=m.predict,
-        ema=m.ema,
-        t1=m.t1,
-        t1_window=m.t1_window,
-        t2=m.t2,
-        optimizer=optimizer_of(cfg),
-        outer_optimizer=outer_optimizer_of(cfg),
-        inner_state=_value(getattr(cfg, "inner_state", "keep")),
-    )
-    return registry.prepare(
-        _value(m.name),
-        _value(s.name),
-        params,
-        options,
-        cost_model(cfg.costs),
-        cfg.costs.allreduce_values,
-        method_prefix="method.",
-        schedule_prefix="schedule.",
-    )
-
-
-def to_container(cfg) -> dict:
-    """A plain, resolved dict (enums as their names) of a config node."""
-    if dataclasses.is_dataclass(cfg):
-        cfg = OmegaConf.structured(cfg)
-    if isinstance(cfg, DictConfig):
-        return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    return dict(cfg)
 
 
 def check_keys(cfg, schema=TrainConfig, prefix: str = "") -> None:

@@ -5,8 +5,7 @@ value of the wrong type fails at compose time naming the field (``full_key: sche
 added with ``+`` fails in :func:`typed` (:func:`check_keys`, listing the valid keys); and
 names with a fixed set of choices are enums (``objective.name=foo`` fails listing the choices).
 Value checks that a type cannot express (S >= 1, a non-empty γ grid, n >= d for Nesterov's
-quadratic, S >= 3 for the LM, ...) run in :func:`experiments.checks.validate` (also reachable as
-``experiments.config.validate``), before any objective is built,
+quadratic, S >= 3 for the LM, ...) run in :func:`experiments.checks.validate`, before any objective is built,
 with the library's own checks (``rpd.validation``, ``rpd.analysis.tuning.pow2_grid``) and the dotted
 config path as the argument name: ``schedule.S must be >= 1, got 0``.
 

@@ -38,6 +38,7 @@ from experiments.tables import column_order, format_table  # noqa: F401  (re-exp
 from experiments.wandb_log import log_figure
 from rpd import studies
 from rpd.io import store
+from rpd.io.atomic import atomic_write
 from rpd.io.provenance import git_commit, provenance
 from rpd.io.tracking import require_wandb
 from rpd.results import StudyOutput
@@ -241,9 +242,7 @@ def draw(
         "summary": out.summary,
         "table": out.table,
     }
-    store.atomic_write(
-        numbers, json.dumps(store.to_jsonable(record), indent=1, sort_keys=True, allow_nan=False).encode()
-    )
+    atomic_write(numbers, json.dumps(store.to_jsonable(record), indent=1, sort_keys=True, allow_nan=False).encode())
     return FigureOutcome(
         name,
         png,

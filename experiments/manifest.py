@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import NamedTuple, Sequence
 
 from rpd.io import store
+from rpd.io.atomic import atomic_write
 from rpd.io.provenance import provenance
 
 
@@ -72,5 +73,5 @@ def write_manifest(
         "provenance": run_provenance,
         "figures": figures,
     }
-    store.atomic_write(path, json.dumps(store.to_jsonable(manifest), indent=1, sort_keys=True).encode())
+    atomic_write(path, json.dumps(store.to_jsonable(manifest), indent=1, sort_keys=True).encode())
     return path

@@ -31,7 +31,7 @@ import numpy as np
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from experiments import checks
+from experiments import checks, specs
 from experiments import config as C
 from experiments.objectives import build_objective
 from rpd import registry
@@ -312,7 +312,7 @@ def train_rows(cfg, rows, model, hw, settings) -> dict:
     """Each row's schedule trained on ``cfg.objective`` with ``cfg.optimizer``: time to target."""
     t = cfg.train
     lo, hi = train_grid(cfg)
-    opt = checks.optimizer_of(cfg)
+    opt = specs.optimizer_of(cfg)
     result = time_to_target(
         rows,
         model,

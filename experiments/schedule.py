@@ -17,7 +17,7 @@ import hydra
 import numpy as np
 from omegaconf import DictConfig
 
-from experiments import checks
+from experiments import checks, specs
 from experiments import config as C
 from rpd.io import store
 from rpd.plotting.schedules import schedule_gantt
@@ -30,7 +30,7 @@ def chart(cfg) -> dict:
     cfg = checks.typed(cfg, C.ChartConfig)
     checks.validate(cfg)
     store.check_root(Path(cfg.out).resolve().parent, field="out")
-    pipeline = checks.run_spec(cfg).pipeline
+    pipeline = specs.run_spec(cfg).pipeline
     tl = pipeline.timeline()
     t = tl.table
     ops = np.stack([t.kind, t.stage, t.mb, t.rank, t.start, t.end, t.fused]).astype(np.int64)

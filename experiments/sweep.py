@@ -24,10 +24,11 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from experiments import checks
+from experiments import checks, specs
 from experiments import config as C
 from experiments import objectives as objective_of
-from rpd.io import store, sweeps
+from rpd.io import sweeps
+from rpd.io.atomic import atomic_write
 
 EQUAL_TIME = "equal_time.json"  # in a sweep directory: the one simulated time T of its rows
 T_RULE = "the shortest time any row of the sweep needs for its schedule.N microbatches (protocol (i))"
@@ -116,9 +117,9 @@ def sweep_time(cfgs) -> int | None:
     shortest = None
     for c in typed:
         checks.validate(c)
-        pipeline = checks.run_spec(c).pipeline
+        pipeline = specs.run_spec(c).pipeline
         averaging = c.costs.allreduce_alpha or c.costs.allreduce_beta
-        obj = objective_of.build_objective(c.objective, checks.objective_blocks(c)) if averaging else None
+        obj = objective_of.build_objective(c.objective, specs.objective_blocks(c)) if averaging else None
         T = int(pipeline.timeline(obj).T)
         shortest = T if shortest is None else min(shortest, T)
     return shortest
@@ -147,7 +148,7 @@ class EqualTime(Callback):
             return
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        store.atomic_write(sweep_dir / EQUAL_TIME, json.dumps({"T": T, "rule": T_RULE}).encode())
+        atomic_write(sweep_dir / EQUAL_TIME, json.dumps({"T": T, "rule": T_RULE}).encode())
         print(
             f"comparing the {len(cfgs)} rows at one simulated time T = {T} ticks ({T_RULE}); "
             f"compare_T=<ticks> sets another, compare=equal_n compares after N microbatches",

@@ -33,7 +33,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from experiments import checks, sweep, wandb_log
+from experiments import checks, specs, sweep, wandb_log
 from experiments import config as C
 from experiments import objectives as objective_of
 from rpd import registry
@@ -68,7 +68,7 @@ def run_config(cfg) -> dict:
     defaults it resolves filled in (``rpd.registry.prepare``), so e.g. ``schedule.H`` does not
     split PD runs. The LM's key holds the SHA-256 of its text (``rpd.objectives.corpus.identity``). Logger,
     paths and the experiment name are left out."""
-    full = checks.to_container(cfg)
+    full = specs.to_container(cfg)
     key = {k: full[k] for k in ("objective", "method", "schedule", "costs")}
     o, m = key["objective"], key["method"]
     if o.get("_target_"):  # a user's objective: every key may reach it, so all are kept
@@ -95,7 +95,7 @@ def run_config(cfg) -> dict:
     if m["gammas"] is None:
         m["gammas"] = checks.gammas(cfg.method)
     m.pop("gamma_lo"), m.pop("gamma_hi")
-    spec = checks.run_spec(cfg)
+    spec = specs.run_spec(cfg)
     m.update(dataclasses.asdict(spec.options))
     params = dataclasses.asdict(spec.pipeline.params)
     if params["local_steps"] is None:  # one local step (DDP): the key such runs had before the field
@@ -135,8 +135,8 @@ def train(cfg) -> tuple[dict, dict, str]:
     """The computation of one job (no I/O): curves, summary and status ("ok" / "diverged")."""
     t0 = time.perf_counter()
     grid = checks.gammas(cfg.method)
-    spec = checks.run_spec(cfg)
-    obj = objective_of.build_objective(cfg.objective, checks.objective_blocks(cfg))
+    spec = specs.run_spec(cfg)
+    obj = objective_of.build_objective(cfg.objective, specs.objective_blocks(cfg))
     lm = obj.name == "nanochat"
     results, sim_time, block_update, extra = [], None, None, {}
     if cfg.compare_T is not None and spec.pipeline.timeline(obj).T < cfg.compare_T:

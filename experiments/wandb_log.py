@@ -27,8 +27,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from experiments import checks, sweep
 from experiments import config as C
+from experiments import specs, sweep
 from rpd.io import store, tracking
 from rpd.io.provenance import provenance
 
@@ -251,7 +251,7 @@ def log_train_run(cfg, path: str | Path) -> str | None:
     key, summary, curves = run.config, run.summary, run.curves
     meta = sweep_meta(cfg.experiment_name, key)
     config = {
-        **checks.to_container(cfg),
+        **specs.to_container(cfg),
         **key,
         "results": {"hash": path.name, "path": str(path.resolve()), "status": run.status},
         "provenance": _provenance(),

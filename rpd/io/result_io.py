@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rpd.io.store import atomic_write
+from rpd.io.atomic import atomic_write
 from rpd.results import Result, gamma_label
 
 if TYPE_CHECKING:

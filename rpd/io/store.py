@@ -31,7 +31,6 @@ import json
 import math
 import numbers
 import os
-import secrets
 import shutil
 import threading
 import time
@@ -46,6 +45,7 @@ try:  # POSIX; on Windows there is no flock and run_lock only serialises threads
 except ImportError:  # pragma: no cover
     fcntl = None
 
+from rpd.io.atomic import atomic_write, fsync_dir
 from rpd.runtime import interrupt
 from rpd.validation import check_choice
 
@@ -124,45 +124,6 @@ def check_root(root: str | os.PathLike, field: str = "results_root") -> bool:
 def run_dir(root: str | os.PathLike, config: Mapping) -> Path:
     """Where a sweep stores the run of ``config``: ``root/<config_hash>``."""
     return Path(root) / config_hash(config)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # not every platform can open a directory
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _create_temp(path: Path) -> tuple[int, Path]:
-    """A new temporary file beside ``path``, created mode 0o666 so the kernel applies the
-    umask (``tempfile.mkstemp`` would make it 0600, and ``os.replace`` keeps that mode)."""
-    while True:
-        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
-        try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), tmp
-        except FileExistsError:  # pragma: no cover - 48 random bits
-            continue
-
-
-def atomic_write(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the new one, never a part.
-    The file gets mode ``0o666 & ~umask``, like one made with ``open(path, "wb")``."""
-    path = Path(path)
-    fd, tmp = _create_temp(path)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
 
 
 LOCK = ".lock"  # in a run directory: what run_lock flocks
@@ -264,7 +225,7 @@ def save_run(
     with run_lock(path):  # one writer at a time (re-entrant for a caller that holds it)
         _clear_broken(path)
         (path / MARKER).unlink(missing_ok=True)  # a rewrite is incomplete until its marker lands
-        _fsync_dir(path)
+        fsync_dir(path)
         for name, data in blobs.items():
             atomic_write(path / name, data)
         interrupt.check()

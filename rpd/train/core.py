@@ -39,8 +39,9 @@ each block. A read outside the ring, forward or backward, is flagged inside the 
 on the host after the run (:class:`RingOverflowError`): never a silent wrong read.
 
 Per update the work is O(block size): the update reads and writes one block window; the full
-mixed point z^k is gathered only when a gradient is computed, and the full iterate only when it
-is recorded; a stage-wise update reads one block of z_B^k and two activation rows of its slot.
+mixed point z^k is gathered only when a gradient is computed (:mod:`rpd.train.ring_reads`), and
+the full iterate only when it is recorded; a stage-wise update reads one block of z_B^k and two
+activation rows of its slot.
 ``make_run`` builds one jitted function for fixed shapes; step sizes are traced and vmapped, so
 a whole gamma grid is one compile and one scan.
 """
@@ -55,9 +56,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from rpd.objectives import chain
-from rpd.objectives.base import BlockLayout, Objective, ProgramKey, on_device
+from rpd.objectives.base import Objective, ProgramKey, on_device
 from rpd.runtime.programs import Program
-from rpd.train import optimizers
+from rpd.train import optimizers, ring_reads
 from rpd.train.chain_rows import ChainRows
 from rpd.train.plans import UpdatePlan, last_writes, plan_extras, stage_wise
 
@@ -92,61 +93,6 @@ class CoreOptions(NamedTuple):
     scaled: bool = False  # per-update step-size multipliers (plan carries scale)
     optimizer: object = None  # rpd.train.optimizers.Optimizer, bound to the objective; None: SGD
     clip: float = 0.0  # > 0: a fresh gradient g becomes g * min(1, clip / ||g||) (global-norm clip)
-
-
-# Up to this many blocks a read is one dynamic slice per block; above it, one gather of the S
-# windows. Both read the same values bit for bit. Measured (benchmarks/bench_core.py f, RPD on
-# E6's logistic regression, 10 γ): the slices run 7–26 % faster per update at S = 4–16, the
-# gather at S = 32–128 within 3–9 % of them; XLA compiles about 10 ms per kernel, and the
-# slices are S kernels per read, so the gather compiles 1.4–1.7× faster at S = 4–32 and 4× at
-# S = 128 (E6 at paper size: 76 → 63 s).
-SLICED_READS_UP_TO = 8
-
-
-def _gather(ring: jax.Array, version_S: jax.Array, layout: BlockLayout, vel=None, horizon_S=None) -> jax.Array:
-    """The [D] vector whose block r is version version_S[r] of block r, read from the ring;
-    given the velocity ring ``vel``, moved along it: w_r - horizon_S[r] * u_r (per block: PD
-    with prediction on the MLP chain runs ~15% faster than with h expanded to [D])."""
-    read = _gather_slices if layout.S <= SLICED_READS_UP_TO else _gather_windows
-    return read(ring, version_S, layout, vel, horizon_S)
-
-
-def _gather_slices(ring, version_S, layout: BlockLayout, vel=None, horizon_S=None) -> jax.Array:
-    """One dynamic slice per block (static offset and size, dynamic row), concatenated:
-    contiguous copies, ~2x faster per update than an element-wise gather of D (row, column)
-    pairs."""
-    rows = version_S % ring.shape[0]
-
-    def block(r, off, size):
-        w = jax.lax.dynamic_slice(ring, (rows[r], jnp.int32(off)), (1, size))[0]
-        if vel is None:
-            return w
-        return w - horizon_S[r] * jax.lax.dynamic_slice(vel, (rows[r], jnp.int32(off)), (1, size))[0]
-
-    return jnp.concatenate([block(r, off, size) for r, (off, size) in enumerate(zip(layout.offsets, layout.sizes))])
-
-
-def _gather_windows(ring, version_S, layout: BlockLayout, vel=None, horizon_S=None) -> jax.Array:
-    """One gather of the S windows (row version_S[r] mod C, columns offset_r .. offset_r + P;
-    the ring's P padding columns keep every window in bounds) into [S, P], then the first
-    size_r entries of each row: one kernel whatever S is."""
-    S, P = layout.S, max(layout.sizes)
-    starts = jnp.stack([version_S % ring.shape[0], jnp.asarray(layout.offsets, jnp.int32)], axis=1)
-    dims = jax.lax.GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0,), start_index_map=(0, 1))
-    windows = lambda a: jax.lax.gather(a, starts, dims, (1, P), mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS)
-    w = windows(ring)
-    if vel is not None:
-        w = w - horizon_S[:, None] * windows(vel)
-    if all(size == P for size in layout.sizes):
-        return w.reshape(S * P)
-    return w.reshape(S * P)[_compact_index(layout.sizes)]
-
-
-@functools.lru_cache(maxsize=256)
-def _compact_index(sizes: tuple[int, ...]) -> np.ndarray:
-    """Positions in the flattened [S, P] windows of the D coordinates (block r's first size_r)."""
-    P = max(sizes)
-    return np.concatenate([r * P + np.arange(size) for r, size in enumerate(sizes)]).astype(np.int32)
 
 
 def _gradient(obj: Objective, opts: CoreOptions, data):
@@ -198,7 +144,7 @@ def _run(obj: Objective, opts: CoreOptions, noisy: bool, consts, data, plan_arra
     nan = jnp.full((), jnp.nan, obj.dtype)
 
     def point(state, read, horizon):
-        return _gather(state.ring, read, obj.layout, *((state.vel, horizon) if opts.velocity else ()))
+        return ring_reads.gather(state.ring, read, obj.layout, *((state.vel, horizon) if opts.velocity else ()))
 
     def slot_gradient(state, a, b, read, fresh, slot, ex):
         """(grads, inflight, g_a [P], loss): a fresh update computes the whole gradient (one- or
@@ -300,7 +246,7 @@ def _run(obj: Objective, opts: CoreOptions, noisy: bool, consts, data, plan_arra
         version = state.version.at[a].add(1)
         snapshots = jax.lax.cond(
             rec < opts.n_records,
-            lambda s: s.at[rec].set(_gather(ring, version, obj.layout)),
+            lambda s: s.at[rec].set(ring_reads.gather(ring, version, obj.layout)),
             lambda s: s,
             state.snapshots,
         )
@@ -308,7 +254,10 @@ def _run(obj: Objective, opts: CoreOptions, noisy: bool, consts, data, plan_arra
         if opts.diag_stride:
 
             def diag(_):
-                x, z = _gather(state.ring, state.version, obj.layout), _gather(state.ring, read, obj.layout)
+                x, z = (
+                    ring_reads.gather(state.ring, state.version, obj.layout),
+                    ring_reads.gather(state.ring, read, obj.layout),
+                )
                 gx, gz = obj.full_grad_data(data, x), obj.full_grad_data(data, z)
                 return jnp.stack([jnp.sum((x - z) ** 2), jnp.sum((gx - gz) ** 2), jnp.sum(gx**2)])
 
@@ -320,7 +269,7 @@ def _run(obj: Objective, opts: CoreOptions, noisy: bool, consts, data, plan_arra
     K = plan_arrays[0].shape[0]
     xs = ((jnp.arange(K),) + tuple(plan_arrays) + (record,), dict(extra or {}))
     final, per_update = jax.lax.scan(step, state, xs)
-    x_final = _gather(final.ring, final.version, obj.layout)
+    x_final = ring_reads.gather(final.ring, final.version, obj.layout)
     return final.snapshots[:-1], per_update, x_final, final.missed
 
 

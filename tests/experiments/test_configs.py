@@ -253,7 +253,7 @@ def test_finite_blowups_are_diverged_and_never_chosen(tmp_path):
 
 
 def test_wandb_offline_run_has_group_tags_and_both_axes(tmp_path):
-    from rpd.io import tracking
+    from rpd.io import offline_run, tracking
 
     out = train.run(
         _compose(
@@ -271,7 +271,7 @@ def test_wandb_offline_run_has_group_tags_and_both_axes(tmp_path):
     )
     assert out.status == "ok"
     (run_dir,) = (tmp_path / "wandb").glob("offline-run-*")
-    back = tracking.read_offline_run(run_dir)
+    back = offline_run.read_offline_run(run_dir)
     assert back.group == "e3_nesterov" and set(back.tags) >= {"localsgd", "S3"}
     rows = [r for r in back.history if "loss/f_minus_fstar" in r]
     assert len(rows) == out.curves["axis/sim_time"].size

@@ -23,7 +23,7 @@ from experiments import checks, sweep, train, wandb_log  # noqa: E402
 from experiments import config as C  # noqa: E402
 from experiments import figure as F  # noqa: E402
 from rpd import studies  # noqa: E402
-from rpd.io import store, sweeps, tracking
+from rpd.io import offline_run, store, sweeps, tracking
 from rpd.results import StudyOutput  # noqa: E402
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -72,7 +72,7 @@ def logged(wandb_env):
         mp.setattr(sweep, "job_dir", lambda: job)
         out = train.run(_compose([f"results_root={res}", *TINY, "logger=wandb"]))
     (run_dir,) = (job / "wandb").glob("offline-run-*")
-    return first, out, tracking.read_offline_run(run_dir), run_dir
+    return first, out, offline_run.read_offline_run(run_dir), run_dir
 
 
 def test_stored_run_is_logged_without_recomputing(logged):
@@ -157,7 +157,7 @@ def test_online_without_a_server_falls_back_to_offline_within_the_timeout(wandb_
     lg.finish()
     assert time.monotonic() - t0 < 20
     assert run_dir.name.startswith("offline-run-") and run_dir.is_relative_to(wandb_env / "online")
-    assert tracking.read_offline_run(run_dir).summary["x"] == 1.5
+    assert offline_run.read_offline_run(run_dir).summary["x"] == 1.5
 
 
 def test_init_timeout_is_validated():
@@ -222,7 +222,7 @@ def test_figure_logs_its_image_table_and_numbers(wandb_env, monkeypatch, capsys)
     )
     F.run_and_report(cfg)
     (run_dir,) = (logs / "wandb").glob("offline-run-*")
-    back = tracking.read_offline_run(run_dir)
+    back = offline_run.read_offline_run(run_dir)
     assert f"wandb run {back.id}" in capsys.readouterr().out
     assert back.name == "fake_wandb/quick/scale3" and back.group == "fake_wandb"
     assert {"figure", "fake_wandb", "quick"} <= set(back.tags)
@@ -281,4 +281,4 @@ def test_cli_logs_under_its_hydra_job_dir_and_links_the_id(wandb_env, tmp_path):
     link = json.loads((job / "result.json").read_text())
     assert run_dir.name.endswith(link["wandb_id"])
     assert store.load_run(link["result"]).summary["wandb_id"] == link["wandb_id"]
-    assert tracking.read_offline_run(run_dir).name == "e3_nesterov/localsgd/S3/H2/N8"
+    assert offline_run.read_offline_run(run_dir).name == "e3_nesterov/localsgd/S3/H2/N8"

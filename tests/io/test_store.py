@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from rpd.io import store
+from rpd.io import atomic, store
 
 CFG = {"method": {"name": "pd"}, "schedule": {"S": 8, "N": 400}, "gammas": [0.25, 0.5]}
 
@@ -36,14 +36,14 @@ def test_failure_records_the_error(tmp_path):
 
 def test_atomic_write_keeps_old_content_when_replace_fails(tmp_path, monkeypatch):
     target = tmp_path / "f.json"
-    store.atomic_write(target, b"old")
+    atomic.atomic_write(target, b"old")
 
     def boom(src, dst):
         raise OSError("disk gone")
 
-    monkeypatch.setattr(store.os, "replace", boom)
+    monkeypatch.setattr(atomic.os, "replace", boom)
     with pytest.raises(OSError, match="disk gone"):
-        store.atomic_write(target, b"new")
+        atomic.atomic_write(target, b"new")
     assert target.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["f.json"]  # temp file removed
 
@@ -60,7 +60,7 @@ def test_crash_before_marker_leaves_no_complete_run(tmp_path, monkeypatch, exist
             raise KeyboardInterrupt  # a kill between the data files and the marker
         real_replace(src, dst)
 
-    monkeypatch.setattr(store.os, "replace", crash_on_marker)
+    monkeypatch.setattr(atomic.os, "replace", crash_on_marker)
     with pytest.raises(KeyboardInterrupt):
         store.save_run(path, {**CFG, "seed": 1}, _curves(), {"gamma": 0.25})
     monkeypatch.undo()

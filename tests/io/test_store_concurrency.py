@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rpd.io import store, sweeps
+from rpd.io import atomic, store, sweeps
 
 ROOT = Path(__file__).resolve().parents[2]
 CFG = {"method": {"name": "pd"}, "schedule": {"S": 4}}
@@ -162,7 +162,7 @@ def test_files_respect_the_umask(tmp_path, umask):
     old = os.umask(umask)
     try:
         path = store.save_run(tmp_path / "run", CFG, {"x": np.arange(3)}, {"a": 1})
-        store.atomic_write(tmp_path / "figure.json", b"{}")
+        atomic.atomic_write(tmp_path / "figure.json", b"{}")
         sweeps.link_job(tmp_path / "job", path, status="ok")
     finally:
         os.umask(old)

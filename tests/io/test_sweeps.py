@@ -15,7 +15,7 @@ from hydra_helpers import ROOT, TINY_LINEAR
 from hydra_helpers import compose as _compose
 
 from experiments import sweep, train
-from rpd.io import store, sweeps
+from rpd.io import store, sweep_results, sweeps
 
 TINY_E3 = [o for o in TINY_LINEAR if not o.startswith("method.")] + [
     "schedule.R=3",
@@ -142,24 +142,24 @@ def test_a_row_reopens_as_its_result(e3_sweep):
     tmp, _ = e3_sweep
     df = sweeps.load_sweep(tmp / "multirun")
     for row in df.itertuples():
-        res = sweeps.load_result(row)
+        res = sweep_results.load_result(row)
         run = store.load_run(row.result)
         assert res.axis_name == "sim_time" and res.axis[-1] <= row.T
         assert res.curve.shape == (len(res.gammas), len(res.axis))
         assert res.curve[run.summary["tuning/index"], -1] == pytest.approx(row.final_selected, rel=1e-12)
         assert res.method == row.method and res.meta["status"] == row.status
     with pytest.raises(ValueError, match="no stored run"):
-        sweeps.load_result({"result": None})
+        sweep_results.load_result({"result": None})
 
 
 def test_time_to_target_reads_each_rows_selected_curve(e3_sweep):
     """Issue 26's missing column: the first simulated time each row's selected curve reaches the
     target (E10's rule by default: the lowest value any row has at half the common T)."""
     tmp, _ = e3_sweep
-    df = sweeps.time_to_target(sweeps.load_sweep(tmp / "multirun"))
+    df = sweep_results.time_to_target(sweeps.load_sweep(tmp / "multirun"))
     picked = {}
     for row in df.itertuples():
-        res = sweeps.load_result(row)
+        res = sweep_results.load_result(row)
         picked[row.job] = (res.axis, res.curve[res.meta["summary"]["tuning/index"]], row.T)
     half = min(T for *_, T in picked.values()) / 2
     target = min(c[np.searchsorted(a, half, side="right") - 1] for a, c, _ in picked.values())
@@ -169,6 +169,6 @@ def test_time_to_target_reads_each_rows_selected_curve(e3_sweep):
         hit = [t for t, v in zip(a, c) if v <= target and t <= T]
         assert (math.isnan(row.time_to_target) and not hit) or row.time_to_target == hit[0]
     assert df["time_to_target"].notna().any()  # the row that sets the target reaches it by T/2
-    easy = sweeps.time_to_target(sweeps.load_sweep(tmp / "multirun"), target=1e30)
+    easy = sweep_results.time_to_target(sweeps.load_sweep(tmp / "multirun"), target=1e30)
     assert (easy["time_to_target"] == [picked[j][0][0] for j in easy["job"]]).all()  # at once
     assert sweeps.main(["ls", str(tmp / "multirun"), "--target", "auto", "--columns", "job,time_to_target"]) == 0

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from rpd.io import tracking
+from rpd.io import offline_run, tracking
 
 
 @pytest.fixture
@@ -65,7 +65,7 @@ def test_offline_run_is_written_and_read_back(offline_env):
     run_dir = log.run_dir
     log.finish()
     assert run_dir.name.startswith("offline-run-") and run_dir.is_relative_to(offline_env)
-    back = tracking.read_offline_run(run_dir)
+    back = offline_run.read_offline_run(run_dir)
     assert back.group == "E1" and back.tags == ("rpd", "S8")
     assert back.config["objective"] == {"d": 512} and back.config["gamma"] == 0.25
     assert back.config["meta"] == {"experiment": "E1", "method": "rpd", "S": 8}
@@ -107,12 +107,12 @@ def test_finish_waits_for_a_complete_log(offline_env):
     log.log_metrics({"loss/f": np.ones(2)}, sim_time=np.arange(2))
     run_dir = log.run_dir
     log.finish()
-    assert tracking._wait_until_complete(run_dir, timeout=0.0)  # already complete on return
+    assert offline_run.wait_until_complete(run_dir, timeout=0.0)  # already complete on return
     (wandb_log,) = run_dir.glob("run-*.wandb")
     truncated = offline_env / "truncated" / "run-x.wandb"
     truncated.parent.mkdir()
     truncated.write_bytes(wandb_log.read_bytes()[:200])  # header and the first records only
-    assert not tracking._wait_until_complete(truncated.parent, timeout=0.1)
+    assert not offline_run.wait_until_complete(truncated.parent, timeout=0.1)
 
 
 def test_disabled_run_finishes_without_waiting(offline_env):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hydra_helpers import compose
 
-from experiments import checks, train
+from experiments import checks, specs, train
 from experiments import config as C
 from experiments import objectives as objective_of
 from rpd import objectives, registry, schedules
@@ -56,7 +56,7 @@ def test_every_schedule_builds_from_its_config_file(name):
     cfg = _compose(["method=pipeline", f"schedule={name}", "schedule.S=4", "schedule.N=16", "costs=b2f"])
     assert C._value(cfg.schedule.name) == name
     checks.validate(cfg)
-    tl = checks.run_spec(cfg).pipeline.timeline()
+    tl = specs.run_spec(cfg).pipeline.timeline()
     b2f = CostModel(F=1, B=2, I=1, W=1)
     M = 8 if name == "dualpipe_v" else 4
     direct = {
@@ -77,7 +77,7 @@ def test_costs_change_the_timeline_by_the_closed_forms():
     PipeDream at unit cost: T = 2N + 2S - 2, and the unit cost model is the readiness timeline."""
     gpipe = {"S": 4, "N": 16, "M": 4}
     for costs, tFB in (("unit", 2), ("b2f", 3)):
-        tl = checks.run_spec(
+        tl = specs.run_spec(
             _compose(
                 [
                     "method=pipeline",
@@ -88,9 +88,9 @@ def test_costs_change_the_timeline_by_the_closed_forms():
             )
         ).pipeline.timeline()
         assert tl.T == 4 * (4 + 4 - 1) * tFB
-    pd = checks.run_spec(_compose(["schedule.S=4", "schedule.N=16"])).pipeline
+    pd = specs.run_spec(_compose(["schedule.S=4", "schedule.N=16"])).pipeline
     assert pd.name == "pipedream" and pd.costs.is_unit and pd.timeline().T == 2 * 16 + 2 * 4 - 2
-    latency = checks.run_spec(_compose(["schedule.S=4", "schedule.N=16", "costs=b2f_latency"])).pipeline.timeline()
+    latency = specs.run_spec(_compose(["schedule.S=4", "schedule.N=16", "costs=b2f_latency"])).pipeline.timeline()
     assert latency.T == schedules.pipedream(4, 16, costs=CostModel(F=1, B=2, p2p=1)).T > 3 * (16 + 4 - 1)
 
 

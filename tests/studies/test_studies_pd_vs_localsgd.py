@@ -8,7 +8,7 @@ import pytest
 import rpd  # noqa: F401
 from rpd import schedules
 from rpd.analysis import tuning
-from rpd.studies import load
+from rpd.studies import load, pd_vs_localsgd_claims
 from rpd.studies import pd_vs_localsgd as study
 from rpd.train import methods
 
@@ -157,12 +157,12 @@ def test_claims_count_the_noise_seeds():
         entry("localsgd_H5", 0.45, [0.44, 0.41, 0.5]),
         entry("localsgd_H30", 0.7, [0.7, 0.3, 0.8]),
     ]
-    h5, h30 = study.claim_checks("logistic_regression", entries)
+    h5, h30 = pd_vs_localsgd_claims.claim_checks("logistic_regression", entries)
     assert h5["holds"] and h5["measured"] == "H=5 0.45 vs PD 0.5; holds in 2/3 noise seeds (each at its own γ)"
     assert (
         h30["holds"] and h30["measured"] == "worst is localsgd_H30 (0.7); holds in 2/3 noise seeds (each at its own γ)"
     )
-    (e3,) = study.claim_checks("nesterov_quadratic", entries)
+    (e3,) = pd_vs_localsgd_claims.claim_checks("nesterov_quadratic", entries)
     # PD below every LocalSGD: seed 0 (0.44 < 0.5), seed 1 (0.3 < 0.4), seed 2 (0.5 < 0.6) say no
     assert not e3["holds"] and "0/3 noise seeds" in e3["measured"]
 

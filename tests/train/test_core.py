@@ -7,7 +7,7 @@ import pytest
 import rpd  # noqa: F401
 from rpd import schedules
 from rpd.objectives.linear import logistic_regression, random_quadratic
-from rpd.train import core, methods, plans
+from rpd.train import core, methods, plans, ring_reads
 from rpd.train.replay import replay
 
 
@@ -233,7 +233,7 @@ def test_the_two_ring_reads_are_the_same_values_bit_for_bit(sizes, velocity):
         version = rng.integers(0, 50, layout.S).astype(np.int32)
         reads = [
             jax.jit(read, static_argnums=2)(ring, version, layout, vel, horizon)
-            for read in (core._gather_slices, core._gather_windows)
+            for read in (ring_reads.gather_slices, ring_reads.gather_windows)
         ]
         assert reads[0].shape == (D,)
         np.testing.assert_array_equal(reads[0], reads[1])

@@ -121,14 +121,14 @@ def test_bad_values_name_the_field(quad, kw, match):
 def test_hydra_localsgd_outer_nesterov_inner_state():
     """``method=localsgd outer_optimizer=nesterov inner_state=keep`` composes into DiLoCo's
     options; the default group is plain averaging; a non-LocalSGD method refuses them."""
-    from experiments import checks
+    from experiments import checks, specs
     from tests.hydra_helpers import TINY_LINEAR, compose
 
     tiny = TINY_LINEAR + ["schedule.R=2", "schedule.H=2"]
-    spec = checks.run_spec(compose(tiny + ["method=localsgd", "outer_optimizer=nesterov", "inner_state=keep"]))
+    spec = specs.run_spec(compose(tiny + ["method=localsgd", "outer_optimizer=nesterov", "inner_state=keep"]))
     assert diloco.resolve_outer(spec.options.outer_optimizer) == diloco.Outer("nesterov", 0.7, 0.9)
     assert spec.options.inner_state == "keep"
-    plain = checks.run_spec(compose(tiny + ["method=localsgd"]))
+    plain = specs.run_spec(compose(tiny + ["method=localsgd"]))
     assert diloco.resolve_outer(plain.options.outer_optimizer) is None
     with pytest.raises(ValueError, match="^outer_optimizer=nesterov: applies to method=localsgd"):
         checks.validate(compose(TINY_LINEAR + ["method=pd", "outer_optimizer=nesterov"]))

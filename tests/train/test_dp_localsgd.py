@@ -118,12 +118,12 @@ def test_diloco_inner_adam_outer_nesterov_equals_optax(quad, inner_state):
 def test_pipeline_method_runs_local_steps_and_diloco():
     """``method=pipeline schedule.D=2 schedule.local_steps=2`` through the hydra config and the
     registry; DiLoCo's options are accepted with D > 1 and refused with D = 1."""
-    from experiments import checks
+    from experiments import specs
     from experiments.train import run_config
     from tests.hydra_helpers import TINY_LINEAR, compose
 
     base = TINY_LINEAR + ["method=pipeline", "schedule=1f1b", "schedule.M=2", "schedule.D=2"]
-    spec = checks.run_spec(compose(base + ["schedule.local_steps=2", "optimizer=adam", "outer_optimizer=nesterov"]))
+    spec = specs.run_spec(compose(base + ["schedule.local_steps=2", "optimizer=adam", "outer_optimizer=nesterov"]))
     assert spec.pipeline.params.local_steps == 2
     obj = random_quadratic(n=32, d=12, S=3, batch_size=4, seed=0)
     out = registry.run(spec, obj, [0.01])
@@ -133,6 +133,6 @@ def test_pipeline_method_runs_local_steps_and_diloco():
     keys = [run_config(compose(base + [f"schedule.local_steps={h}"]))["schedule"] for h in (1, 2)]
     assert "local_steps" not in keys[0] and keys[1]["local_steps"] == 2  # H = 1: the key runs had before
     with pytest.raises(ValueError, match="^outer_optimizer=nesterov: applies to LocalSGD"):
-        checks.run_spec(
+        specs.run_spec(
             compose(TINY_LINEAR + ["method=pipeline", "schedule=1f1b", "schedule.M=2", "outer_optimizer=nesterov"])
         )

@@ -1,0 +1,129 @@
+"""The library objects a config stands for, resolved from the entry points' typed configs
+(:mod:`experiments.config`) with errors naming the dotted field: the schedule, its costs and the
+method's options through ``rpd.registry`` (:func:`run_spec`), the cost model (:func:`cost_model`),
+the optimizer nodes (:func:`optimizer_of`, :func:`outer_optimizer_of`), the objective's block
+count (:func:`objective_blocks`), and a config node as a plain dict (:func:`to_container`). The
+value checks that run before any of this are :mod:`experiments.checks`."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from omegaconf import DictConfig, OmegaConf
+
+from experiments.config import _value
+from rpd import registry
+from rpd.analysis import simtime
+from rpd.schedules.costs import CostModel
+from rpd.validation import check_choice, check_int, check_real
+
+
+def cost_model(c) -> CostModel:
+    """The ``rpd.schedules.costs.CostModel`` of a costs config node (checked, naming ``costs.<field>``)."""
+    alpha = check_real("costs.allreduce_alpha", c.allreduce_alpha, allow_zero=True)
+    beta = check_real("costs.allreduce_beta", c.allreduce_beta, allow_zero=True)
+    if c.allreduce_values is not None:
+        check_int("costs.allreduce_values", c.allreduce_values, 0)
+    p = check_real("costs.straggler_p", c.straggler_p, allow_zero=True)
+    if p > 1:
+        raise ValueError(f"costs.straggler_p must be <= 1, got {p}")
+    ticks = check_int("costs.straggler_ticks", c.straggler_ticks, 0)
+    return CostModel(
+        F=c.F,
+        B=c.B,
+        I=c.I,
+        W=c.W,
+        FB=c.FB,
+        p2p=c.p2p,
+        allreduce=(alpha, beta),
+        straggler=(p, ticks) if p > 0 and ticks > 0 else None,
+        seed=c.seed,
+    )
+
+
+def optimizer_of(cfg) -> dict | None:
+    """The optimizer node of a config as ``{"name": ..., hyper-parameters...}`` (its set fields;
+    ``rpd.train.optimizers.resolve`` checks them), None where the schema has none."""
+    node = getattr(cfg, "optimizer", None)
+    if node is None:
+        return None
+    d = {k: v for k, v in to_container(node).items() if v is not None}
+    return None if d == {"name": "sgd"} else d  # plain SGD: the core's original path
+
+
+def outer_optimizer_of(cfg) -> dict | None:
+    """LocalSGD's outer optimizer node as ``{"name": ..., "lr": ..., "beta": ...}`` (set fields;
+    ``rpd.train.diloco.resolve_outer`` checks them), None where the schema has none."""
+    node = getattr(cfg, "outer_optimizer", None)
+    return None if node is None else {k: v for k, v in to_container(node).items() if v is not None}
+
+
+def objective_blocks(cfg) -> int:
+    """Blocks of the objective a config trains: schedule.S, or 2 * schedule.S for WPipe (its two
+    groups split each rank's weights; ``rpd.registry.objective_blocks``)."""
+    return registry.objective_blocks(run_spec(cfg).pipeline.name, cfg.schedule.S)
+
+
+def run_spec(cfg) -> registry.RunSpec:
+    """The checked, resolved (method, schedule, options, costs) of a config (``rpd.registry``):
+    errors name the field (``schedule.M``, ``method.t1``, ``costs.B``)."""
+    m, s = cfg.method, cfg.schedule
+    params = registry.ScheduleParams(
+        S=s.S,
+        N=s.N,
+        T=s.T,
+        M=s.M,
+        v=s.v,
+        group=s.group,
+        overlapped=s.overlapped,
+        post_validation=s.post_validation,
+        clip=s.clip,
+        rollback_p=s.rollback_p,
+        rollback_trace=None if s.rollback_trace is None else tuple(s.rollback_trace),
+        pipelines=s.pipelines,
+        advance=s.advance,
+        elastic=s.elastic,
+        replicas=None if s.replicas is None else tuple(s.replicas),
+        concat=s.concat,
+        D=s.D,
+        overlap_allreduce=s.overlap_allreduce,
+        local_steps=s.local_steps,
+        noam=s.noam,
+        R=s.R,
+        H=s.H,
+        cut=check_choice("schedule.cut", s.cut, simtime.CUTS) if s.cut else None,
+    )
+    options = registry.MethodOptions(
+        stride=m.stride,
+        delta=m.delta,
+        delays=_value(m.delays),
+        block_order=_value(m.block_order),
+        batch_order=_value(m.batch_order),
+        predict=m.predict,
+        ema=m.ema,
+        t1=m.t1,
+        t1_window=m.t1_window,
+        t2=m.t2,
+        optimizer=optimizer_of(cfg),
+        outer_optimizer=outer_optimizer_of(cfg),
+        inner_state=_value(getattr(cfg, "inner_state", "keep")),
+    )
+    return registry.prepare(
+        _value(m.name),
+        _value(s.name),
+        params,
+        options,
+        cost_model(cfg.costs),
+        cfg.costs.allreduce_values,
+        method_prefix="method.",
+        schedule_prefix="schedule.",
+    )
+
+
+def to_container(cfg) -> dict:
+    """A plain, resolved dict (enums as their names) of a config node."""
+    if dataclasses.is_dataclass(cfg):
+        cfg = OmegaConf.structured(cfg)
+    if isinstance(cfg, DictConfig):
+        return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    return dict(cfg)
