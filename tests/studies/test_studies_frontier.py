@@ -11,25 +11,28 @@ S = 4
 SURVEY = ("GEMS", "AMPNet", "AvgPipe", "WPipe", "ZB-H2+PV", "Chimera FD", "Chimera BH")  # issue 33's rows
 
 
-@pytest.fixture(scope="module")
-def out():
-    cfg = make_config(
+def small(variants, **kw):
+    """E10 at a test's size: S = 4, the quadratic and the MLP chain, tiny problems."""
+    return make_config(
         frontier.Config,
         "full",
         objectives=("nesterov_quadratic", "mlp_chain"),
-        variants=tuple(v[0] for v in frontier.VARIANTS if v[0] not in SURVEY),
+        variants=variants,
         S_values=(S,),
         mb_per_S=8,
         points=16,
         n=120,
         d=16,
         batch_size=5,
-        mlp_n=64,
-        mlp_width=6,
-        mlp_batch=4,
         gamma_exps={"nesterov_quadratic": (-6, -1), "mlp_chain": (-4, 1)},
+        **kw,
     )
-    return frontier.run(cfg)
+
+
+@pytest.fixture(scope="module")
+def out():
+    variants = tuple(v[0] for v in frontier.VARIANTS if v[0] not in SURVEY)
+    return frontier.run(small(variants, mlp_n=64, mlp_width=6, mlp_batch=4))
 
 
 def rows(out, objective, costs):
@@ -49,19 +52,7 @@ def test_every_variant_runs_or_says_why(out):
 @pytest.fixture(scope="module")
 def survey():
     """The survey's rows and ZB-H2 on the quadratic (the MLP chain: WPipe's n/a, no training)."""
-    cfg = make_config(
-        frontier.Config,
-        "full",
-        objectives=("nesterov_quadratic", "mlp_chain"),
-        variants=("ZB-H2", "Chimera", *SURVEY),
-        S_values=(S,),
-        mb_per_S=8,
-        points=16,
-        n=120,
-        d=16,
-        batch_size=5,
-        gamma_exps={"nesterov_quadratic": (-6, -1), "mlp_chain": (-4, 1)},
-    )
+    cfg = small(("ZB-H2", "Chimera", *SURVEY))
     return frontier.run(dataclasses.replace(cfg, objectives=("nesterov_quadratic",))), cfg
 
 
