@@ -257,7 +257,7 @@ def _halved(costs: CostModel | None) -> CostModel:
     if np.any(F % 2) or np.any(B % 2):
         raise ValueError(
             "concat='backward_halving' runs half microbatches at half the cost: costs.F and costs.B must be "
-            f"even ticks, got F={c.F}, B={c.B} (scale them, e.g. costs.F=2 costs.B=4)"
+            f"even ticks, got F={c.F}, B={c.B} (scale every cost by 2: costs.F=2 costs.B=4, and costs.I=2 costs.W=2 where I and W are set)"
         )
     half = lambda x: int(x) // 2 if np.ndim(x) == 0 else tuple(int(v) // 2 for v in x)  # noqa: E731
     return dataclasses.replace(c, F=half(F), B=half(B), I=None, W=None, FB=None)  # Chimera runs no I, W or F&B
