@@ -6,24 +6,15 @@ import json
 
 import pytest
 from hydra_helpers import compose
+from toy_hardware import toy_hardware
 
 from experiments import plan as entry
 from rpd import registry
-from rpd.model import hardware
 from rpd.model.layers import Layer, Model
 from rpd.model.plan import plan
 
-# 1 TFLOP/s at full efficiency: a 1 GFLOP op takes 1 ms; p2p free; all-reduce 1 GB/s + 10 µs
-HW = hardware.Hardware(
-    "toy",
-    peak_flops=1e12,
-    memory_bytes=2**34,
-    p2p_bandwidth=1e15,
-    allreduce_bandwidth=1e9,
-    efficiency=1.0,
-    p2p_latency=0.0,
-    allreduce_latency=1e-5,
-)
+# 1 TFLOP/s, p2p free, all-reduce 1 GB/s + 10 µs
+HW = toy_hardware(allreduce_latency=1e-5)
 # two one-layer stages: F = I = W = 1 ms each; stage 0 holds 1,000 values, stage 1 1,000,000
 TOY = Model(
     "toy",

@@ -7,23 +7,14 @@ import json
 import numpy as np
 import pytest
 from hydra_helpers import compose
+from toy_hardware import toy_hardware
 
 from experiments import plan as entry
-from rpd.model import hardware
 from rpd.model.layers import Layer, Model
 from rpd.model.workers import configurations, evaluate, even_config, pipedream_config
 
-# 1 TFLOP/s at full efficiency: a 1 GFLOP op takes 1 ms; p2p free; all-reduce 1 GB/s, no latency
-HW = hardware.Hardware(
-    "toy",
-    peak_flops=1e12,
-    memory_bytes=2**34,
-    p2p_bandwidth=1e15,
-    allreduce_bandwidth=1e9,
-    efficiency=1.0,
-    p2p_latency=0.0,
-    allreduce_latency=0.0,
-)
+# 1 TFLOP/s, p2p free, all-reduce 1 GB/s with no latency
+HW = toy_hardware()
 # four one-layer "blocks": F = I = W = 1 ms, the third's 3 ms each (3, 3, 9, 3 ms per microbatch)
 TOY = Model(
     "toy",
