@@ -1,4 +1,4 @@
-"""The plan command's cost (issue 28): GPT-3 1.3B on A100s at S = 8, every registered schedule,
+"""The plan command's cost: GPT-3 1.3B on A100s at S = 8, every registered schedule,
 M in {8, 16, 32, 64}, against a straightforward implementation, side by side in one process.
 
 "rpd": :func:`rpd.model.plan.plan` as ``python -m experiments.plan`` runs it (each schedule
@@ -84,7 +84,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
-    model, hw = layers.preset("gpt3_1.3b"), hardware.preset("a100_80g")
+    model, hw = layers.preset("gpt3_1.3b"), hardware.preset("a100_80g_flat")
     names = list(registry.SCHEDULES)
     t0 = time.perf_counter()
     plan(model, hw, names, make, S, list(MS))  # cold: the searched schedule's search runs here (then cached)

@@ -1,4 +1,4 @@
-"""Which schedule for this model on this device: the plan over every registered schedule (SPEC §12).
+"""Which schedule for this model on this device: the plan over every registered schedule (docs/plan.md).
 
     python -m experiments.plan model=gpt2_medium hardware=a100_80g pipeline.S=4 pipeline.M=8
     python -m experiments.plan model=gpt3_1.3b pipeline.S=8 "pipeline.M=[8,16,32,64]" optimizer=sgd
@@ -29,20 +29,22 @@ from typing import Any, Dict, List, Optional
 import hydra
 import numpy as np
 from hydra.core.config_store import ConfigStore
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
-from experiments import checks, specs
+from experiments import checks, compose_check, specs
 from experiments import config as C
 from experiments.objectives import build_objective
+from experiments.plan_search import knobs, workers_search
 from rpd import registry
 from rpd.analysis import tuning
 from rpd.analysis.plan_train import format_times, time_to_target
 from rpd.model import hardware as hw_lib
 from rpd.model import layers
+from rpd.model.answer import answer, breakdown_lines, choose, describe, knob_lines, parse_bytes
 from rpd.model.partition import partition_model
 from rpd.model.plan import format_table, plan, to_json
 from rpd.model.profile import load_profile
-from rpd.model.workers import configurations, format_configs
 from rpd.plotting.plan import frontier_figure
 from rpd.runtime.interrupt import run_main
 from rpd.validation import check_choice, check_int, check_real
@@ -98,7 +100,8 @@ class ModelConfig:
 
 @dataclasses.dataclass
 class HardwareConfig:
-    """``rpd.model.hardware.Hardware``: FLOP/s, bytes, bytes/s, seconds."""
+    """``rpd.model.hardware.Hardware``: FLOP/s, bytes, bytes/s, seconds; the node and the compute
+    model (configs/hardware/: a100_80g and h100_80g the DGX nodes, *_flat the first plan's)."""
 
     name: str = "a100_80g"
     peak_flops: float = 312e12
@@ -108,6 +111,12 @@ class HardwareConfig:
     p2p_latency: float = 5e-6
     allreduce_bandwidth: float = 25e9
     allreduce_latency: float = 20e-6
+    gpus_per_node: int = 1
+    intra_bandwidth: Optional[float] = None
+    intra_latency: float = 0.0
+    gemm_efficiency: Optional[float] = None
+    hbm_bandwidth: Optional[float] = None
+    traffic: float = 0.0
 
 
 @dataclasses.dataclass
@@ -117,6 +126,10 @@ class PipelineConfig:
     partition: Partition = Partition.even
     D: int = 1  # data-parallel pipelines (global batch D·M·micro_batch)
     overlap_allreduce: bool = False  # the DP all-reduce starts during the drain
+    TP: int = 1  # tensor-parallel ranks per stage, inside one node
+    SP: bool = False  # sequence parallelism (with TP > 1)
+    v: Optional[int] = None  # interleaved: chunks per rank (null: 2)
+    global_batch: Optional[int] = None  # n_workers: microbatches per step over all pipelines (null: n_workers)
 
 
 @dataclasses.dataclass
@@ -149,11 +162,15 @@ class PlanConfig:
     precision: Precision = Precision.bf16_mixed
     recompute: Recompute = Recompute.none
     grad_bytes: Optional[int] = None  # 4 (fp32 main gradients, Megatron) or 2; null: 4
-    memory_cap: Optional[float] = None  # bytes per device; null: hardware.memory_bytes
+    memory_cap: Optional[Any] = None  # per device: bytes or a size (40GiB, 80GB); null: hardware.memory_bytes
+    margin: float = 0.05  # a row fits when its peak is at most (1 - margin) x the cap
+    zero: int = 0  # 1: the distributed optimizer (master weights, optimizer state sharded over D)
+    attention: str = "standard"  # standard | flash (no a*s^2 scores kept)
+    tp_overlap: bool = False  # TP collectives hidden under compute where they fit
     n_workers: Optional[int] = None  # S, D and replication chosen for this many workers (rpd.model.workers)
     schedules: Optional[List[str]] = None  # null: every registered schedule
     tick_s: Optional[float] = None  # null: the smallest op / 100
-    out: Optional[str] = "plan.json"
+    out: Optional[str] = None  # null: plan.json in the hydra run directory
     figure: Optional[str] = None  # a PNG of step time against peak bytes
 
 
@@ -164,8 +181,8 @@ def _v(x):
     return x.value if isinstance(x, enum.Enum) else x
 
 
-def build_model(m, recompute: str) -> layers.Model:
-    """The :class:`~rpd.model.layers.Model` of a model config node."""
+def build_model(m, recompute: str, par: layers.Parallel = layers.NO_TP) -> layers.Model:
+    """The :class:`~rpd.model.layers.Model` of a model config node, per TP rank."""
     if _v(m.kind) == "profile":
         if not m.profile:
             raise ValueError("model.profile must name a JSON or CSV file when model.kind=profile")
@@ -184,24 +201,25 @@ def build_model(m, recompute: str) -> layers.Model:
         norm=m.norm,
         positions=m.positions,
     )
-    return layers.gpt_model(cfg, recompute, name=m.name)
+    return layers.gpt_model(cfg, recompute, name=m.name, par=par)
 
 
 def run(cfg) -> dict:
-    """The whole command without hydra: the plan's JSON (also written to ``cfg.out``)."""
+    """The whole command without hydra: the plan's JSON (also written to ``cfg.out``, else to the
+    hydra run directory when there is one)."""
     cfg = OmegaConf.merge(OmegaConf.structured(PlanConfig), cfg)
-    model = build_model(cfg.model, _v(cfg.recompute))
-    h = cfg.hardware
-    hw = hw_lib.Hardware(
-        name=h.name,
-        peak_flops=h.peak_flops,
-        efficiency=h.efficiency,
-        memory_bytes=h.memory_bytes,
-        p2p_bandwidth=h.p2p_bandwidth,
-        p2p_latency=h.p2p_latency,
-        allreduce_bandwidth=h.allreduce_bandwidth,
-        allreduce_latency=h.allreduce_latency,
+    hw = hw_lib.Hardware(**OmegaConf.to_container(cfg.hardware, resolve=True))
+    par = layers.Parallel(
+        TP=check_int("pipeline.TP", cfg.pipeline.TP),
+        SP=bool(cfg.pipeline.SP),
+        attention=cfg.attention,
+        tp_overlap=bool(cfg.tp_overlap),
     )
+    model = build_model(cfg.model, _v(cfg.recompute), par)
+    cap = parse_bytes(cfg.memory_cap) if cfg.memory_cap is not None else float(hw.memory_bytes)
+    margin = check_real("margin", cfg.margin, allow_zero=True)
+    if margin >= 1:
+        raise ValueError(f"margin must be < 1, got {margin}")
     if cfg.objective is not None:  # the training half's input, checked before any work
         train_grid(cfg)
         check_int("train.N", cfg.train.N)
@@ -231,70 +249,85 @@ def run(cfg) -> dict:
         "precision": _v(cfg.precision),
         "recompute": _v(cfg.recompute),
         "partition": _v(cfg.pipeline.partition),
-        "memory_cap": cfg.memory_cap if cfg.memory_cap is not None else hw.memory_bytes,
+        "memory_cap": cap,
+        "margin": margin,
+        "TP": par.TP,
+        "SP": par.SP,
+        "v": cfg.pipeline.v,
+        "zero": check_choice("zero", cfg.zero, (0, 1)),
+        "attention": par.attention,
     }
-    rows = plan(
-        model,
-        hw,
-        names,
-        registry.timeline,
-        cfg.pipeline.S,
-        M,
+    kw = dict(
         optimizer=settings["optimizer"],
         precision=settings["precision"],
-        memory_cap=cfg.memory_cap,
+        memory_cap=cap,
         how=settings["partition"],
         tick_s=cfg.tick_s,
         grad_bytes=cfg.grad_bytes,
-        D=D,
         overlap_allreduce=settings["overlap_allreduce"],
+        SP=par.SP,
+        zero=settings["zero"],
+        recompute=settings["recompute"],
+        margin=margin,
     )
-    print(
-        f"{model.name}: {model.params:,} parameters, {len(model.layers)} layers; {hw.name}; S={cfg.pipeline.S}, "
-        f"D={D}, {settings['optimizer']}, {settings['precision']}, recompute {settings['recompute']}"
-    )
-    print(format_table(rows))
-    out = to_json(model, hw, rows, settings)
-    if settings["partition"] == "pipedream":
-        part = partition_model(model, hw, cfg.pipeline.S * D, grad_bytes=cfg.grad_bytes or 4)
-        out["partitioner"] = {
-            "workers": part.workers,
-            "stages": [list(x) for x in part.stages],
-            "bottleneck_s": part.bottleneck,
-        }
+    if cfg.n_workers is not None:  # TP x PP x DP x M for n workers: only that search
+        out = workers_search(cfg, hw, par, kw, settings, build_model)
+    else:
+        rows = plan(model, hw, names, registry.timeline, cfg.pipeline.S, M, D=D, TP=par.TP, v=cfg.pipeline.v, **kw)
+        lines = answer(rows, cap, margin)
+        print("\n".join(lines))
         print(
-            f"PipeDream's partitioner on {cfg.pipeline.S * D} workers: {part.workers} used, (first, last, "
-            f"replicas) {list(part.stages)}, {part.bottleneck * 1e3:.3f} ms per microbatch"
+            f"{model.name}: {model.params:,} parameters per TP rank, {len(model.layers)} layers; {hw.name}; "
+            f"TP={par.TP}{' SP' if par.SP else ''}, S={cfg.pipeline.S}, D={D}, zero={settings['zero']}, "
+            f"{settings['optimizer']}, {settings['precision']}, recompute {settings['recompute']}, "
+            f"attention {par.attention}"
         )
-    if cfg.objective is not None:
-        out["time_to_target"] = train_rows(cfg, rows, model, hw, settings)
-        print(format_times(out["time_to_target"]))
-    if cfg.n_workers is not None:  # issue 29: depth, data parallelism and replication for n workers
-        configs = configurations(
-            model,
-            hw,
-            check_int("n_workers", cfg.n_workers),
-            how=settings["partition"],
-            optimizer=settings["optimizer"],
-            precision=settings["precision"],
-            grad_bytes=cfg.grad_bytes or 4,
-            memory_cap=cfg.memory_cap,
-            tick_s=cfg.tick_s,
-        )
-        print(f"{cfg.n_workers} workers, PipeDream 1F1B-RR (rpd.model.workers), best first:")
-        print(format_configs(configs))
-        out["workers"] = [dataclasses.asdict(c) for c in configs]
-    if cfg.out:
-        Path(cfg.out).write_text(json.dumps(out, indent=1))
-        print(f"wrote {cfg.out}")
-    if cfg.figure:
-        points = [
-            (max(r.peak_bytes) / 2**30, r.step_time_s * 1e3 / r.M, r.schedule, r.M, bool(r.fits))
-            for r in rows
-            if r.error is None
-        ]
-        frontier_figure(points, cfg.figure, title=f"{model.name} on {cfg.pipeline.S} x {hw.name}")
-        print(f"wrote {cfg.figure}")
+        print(format_table(rows))
+        out = to_json(model, hw, rows, settings)
+        out["answer"] = lines
+        chosen = choose(rows)[0] or choose(rows)[1]
+        if chosen is not None:
+            print(f"bytes per rank of the answer ({describe(chosen)}):")
+            print("\n".join(breakdown_lines(chosen)))
+        else:
+            tried = knobs(cfg, hw, par, names, M, D, kw, build_model)
+            print("what would fit (each knob alone, from rows computed with it):")
+            print("\n".join(knob_lines(tried)))
+            out["knobs"] = {k: [dataclasses.asdict(r) for r in v] for k, v in tried.items()}
+        if settings["partition"] == "pipedream":
+            part = partition_model(model, hw, cfg.pipeline.S * D, grad_bytes=cfg.grad_bytes or 4)
+            out["partitioner"] = {
+                "workers": part.workers,
+                "stages": [list(x) for x in part.stages],
+                "bottleneck_s": part.bottleneck,
+            }
+            print(
+                f"PipeDream's partitioner on {cfg.pipeline.S * D} workers: {part.workers} used, (first, last, "
+                f"replicas) {list(part.stages)}, {part.bottleneck * 1e3:.3f} ms per microbatch"
+            )
+        if cfg.objective is not None:
+            out["time_to_target"] = train_rows(cfg, rows, model, hw, settings)
+            print(format_times(out["time_to_target"]))
+        if cfg.figure:
+            points = [  # the table's units: ms per step, GiB on the worst rank
+                (max(r.peak_bytes) / 2**30, r.step_time_s * 1e3, r.schedule, r.M, bool(r.fits))
+                for r in rows
+                if r.error is None
+            ]
+            frontier_figure(
+                points,
+                cfg.figure,
+                title=f"{model.name} on {cfg.pipeline.S} x {hw.name}",
+                cap_gib=cap / 2**30,
+                margin=margin,
+            )
+            print(f"wrote {cfg.figure}")
+    path = cfg.out
+    if path is None and HydraConfig.initialized():
+        path = str(Path(HydraConfig.get().runtime.output_dir) / "plan.json")
+    if path:
+        Path(path).write_text(json.dumps(out, indent=1))
+        print(f"wrote {path}")
     return out
 
 
@@ -342,4 +375,4 @@ def main(cfg) -> None:
 
 
 if __name__ == "__main__":
-    run_main(main)  # Ctrl-C: a clean message and exit 130
+    run_main(compose_check.one_line(main, "plan"))  # Ctrl-C: a clean message and exit 130

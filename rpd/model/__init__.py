@@ -1,14 +1,16 @@
-"""A real model on the pipeline (SPEC §12): layers with parameters, FLOPs and bytes
+"""A real model on the pipeline (docs/plan.md): layers with parameters, FLOPs and bytes
 (:mod:`~rpd.model.layers`, :mod:`~rpd.model.profile`), a device (:mod:`~rpd.model.hardware`),
 contiguous stages and their costs in ticks (:mod:`~rpd.model.stages`), PipeDream's partitioner with
-replicated stages (:mod:`~rpd.model.partition`), bytes per rank of any timed schedule
+replicated stages (:mod:`~rpd.model.partition`), tensor and sequence parallelism per rank
+(:mod:`~rpd.model.tensor`), the node's links (:mod:`~rpd.model.topology`), compute from the work
+(:mod:`~rpd.model.compute`), bytes per rank of any timed schedule
 (:mod:`~rpd.model.memory`) and the plan over every schedule (:mod:`~rpd.model.plan`).
 Plain values in and out; the schedules come from :mod:`rpd.schedules` or a maker the caller
 passes (the registry sits above this layer). ``rpd.model.partition`` is the module; the
 partition of G stages by a rule is :func:`rpd.model.stages.partition`."""
 
 from rpd.model.hardware import Hardware
-from rpd.model.layers import GPTConfig, Layer, Model, gpt_model, mlp_model, nanochat_model, preset
+from rpd.model.layers import GPTConfig, Layer, Model, Parallel, gpt_model, mlp_model, nanochat_model, preset
 from rpd.model.memory import RankMemory, rank_memory
 from rpd.model.partition import Partition, partition_model, pipedream, pipedream_hierarchical
 from rpd.model.plan import Row, format_table, plan, to_json
@@ -20,6 +22,7 @@ __all__ = [
     "Hardware",
     "Layer",
     "Model",
+    "Parallel",
     "Partition",
     "RankMemory",
     "Row",

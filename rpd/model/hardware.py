@@ -1,9 +1,24 @@
-"""A device and its links (SPEC §12): FLOP/s with an efficiency, memory, p2p and all-reduce.
+"""A device, its node and its links (docs/plan.md): FLOP/s, memory, p2p and collectives.
 
-Presets from NVIDIA's data sheets (dense bf16 tensor-core peaks, 80 GiB HBM) with inter-node
-links, where pipeline stages usually sit: one HDR InfiniBand port (200 Gb/s = 25 GB/s) per A100,
-one NDR port (400 Gb/s = 50 GB/s) per H100, a few microseconds of latency. ``efficiency`` is the
-share of the peak the layers' matmuls reach (model FLOP utilisation of a perfect pipeline).
+Two kinds of preset (:data:`PRESETS`):
+
+* ``a100_80g_flat``, ``h100_80g_flat``: the flat devices of the first plan (named ``a100_80g``
+  and ``h100_80g`` before the DGX nodes took those names), kept for every study and config that
+  used them (their numbers do not change): one GPU per node (every link is its
+  InfiniBand port: HDR 200 Gb/s = 25 GB/s per A100, NDR 400 Gb/s = 50 GB/s per H100) and a
+  constant ``efficiency`` 0.5 of the dense bf16 peak for every FLOP.
+* ``a100_80g``, ``h100_80g``: the DGX A100 and DGX H100 nodes (8 GPUs on NVLink, 300 / 450 GB/s per direction per
+  GPU; 8 InfiniBand ports per node, one per GPU), HBM bandwidth 2.039 / 3.35 TB/s, and compute
+  timed by :mod:`rpd.model.compute` (each GEMM at its own achieved FLOP/s, memory-bound work at
+  HBM speed) with ``gemm_efficiency`` and ``traffic`` fitted once per preset (docs/plan.md).
+
+Links: a TP group sits inside one node (its collectives on ``intra_bandwidth``); ranks are
+placed as Megatron does, TP fastest, then DP, then PP (:mod:`rpd.model.topology`). A collective
+or message that stays in one node uses the intra-node link; one that crosses nodes uses the
+inter-node figures, ``p2p_bandwidth`` per GPU for messages and ``allreduce_bandwidth`` per GPU
+for collectives, times the group's members per node (each has its own port; NCCL's rings and
+trees spread a collective over them), at most ``intra_bandwidth``. ``gpus_per_node`` 1 (the
+default) makes every link inter-node: the flat presets.
 """
 
 from __future__ import annotations
@@ -19,7 +34,10 @@ GiB = 2**30
 class Hardware:
     """One device: ``peak_flops`` FLOP/s, ``efficiency`` in (0, 1], ``memory_bytes``; a p2p link of
     ``p2p_bandwidth`` bytes/s and ``p2p_latency`` s; all-reduce bus bandwidth ``allreduce_bandwidth``
-    bytes/s per device and latency ``allreduce_latency`` s (ring: 2(D-1)/D of the bytes)."""
+    bytes/s per device and latency ``allreduce_latency`` s (ring: 2(D-1)/D of the bytes).
+    ``gpus_per_node``, ``intra_bandwidth`` (bytes/s per direction), ``intra_latency``: the node
+    (module docstring). ``gemm_efficiency`` None: every FLOP at ``efficiency`` × peak; set: the
+    compute model of :mod:`rpd.model.compute` with ``hbm_bandwidth`` bytes/s and ``traffic``."""
 
     name: str
     peak_flops: float
@@ -29,6 +47,12 @@ class Hardware:
     efficiency: float = 0.5
     p2p_latency: float = 5e-6
     allreduce_latency: float = 20e-6
+    gpus_per_node: int = 1
+    intra_bandwidth: float | None = None
+    intra_latency: float = 0.0
+    gemm_efficiency: float | None = None
+    hbm_bandwidth: float | None = None
+    traffic: float = 0.0
 
     def __post_init__(self):
         check_real("hardware.peak_flops", self.peak_flops)
@@ -40,6 +64,21 @@ class Hardware:
             raise ValueError(f"hardware.efficiency must be <= 1, got {eff}")
         check_real("hardware.p2p_latency", self.p2p_latency, allow_zero=True)
         check_real("hardware.allreduce_latency", self.allreduce_latency, allow_zero=True)
+        check_int("hardware.gpus_per_node", self.gpus_per_node)
+        if self.gpus_per_node > 1 and self.intra_bandwidth is None:
+            raise ValueError(f"hardware.intra_bandwidth must be set when hardware.gpus_per_node={self.gpus_per_node}")
+        if self.intra_bandwidth is not None:
+            check_real("hardware.intra_bandwidth", self.intra_bandwidth)
+        check_real("hardware.intra_latency", self.intra_latency, allow_zero=True)
+        check_real("hardware.traffic", self.traffic, allow_zero=True)
+        if self.gemm_efficiency is not None:
+            g = check_real("hardware.gemm_efficiency", self.gemm_efficiency)
+            if g > 1:
+                raise ValueError(f"hardware.gemm_efficiency must be <= 1, got {g}")
+            if self.hbm_bandwidth is None:
+                raise ValueError("hardware.hbm_bandwidth must be set with hardware.gemm_efficiency")
+        if self.hbm_bandwidth is not None:
+            check_real("hardware.hbm_bandwidth", self.hbm_bandwidth)
 
     @property
     def flops(self) -> float:
@@ -49,9 +88,26 @@ class Hardware:
     def compute_seconds(self, flops: float) -> float:
         return float(flops) / self.flops
 
-    def p2p_seconds(self, nbytes: float) -> float:
-        """One message: latency + bytes / bandwidth (nothing to send takes no time)."""
-        return 0.0 if nbytes <= 0 else self.p2p_latency + float(nbytes) / self.p2p_bandwidth
+    def p2p_seconds(self, nbytes: float, intra: bool = False) -> float:
+        """One message: latency + bytes / bandwidth (nothing to send takes no time); ``intra``:
+        inside a node (NVLink), else over the sender's inter-node port."""
+        if nbytes <= 0:
+            return 0.0
+        if intra and self.intra_bandwidth is not None:
+            return self.intra_latency + float(nbytes) / self.intra_bandwidth
+        return self.p2p_latency + float(nbytes) / self.p2p_bandwidth
+
+    def collective_link(self, per_node: int, n: int) -> tuple[float, float]:
+        """(bus bandwidth bytes/s, latency s) of a collective over ``n`` ranks with ``per_node``
+        of them in each node: one node -> the intra-node link; across nodes -> ``per_node``
+        inter-node ports, at most the intra-node link (module docstring)."""
+        per_node, n = check_int("per_node", per_node), check_int("n", n)
+        if per_node >= n and self.intra_bandwidth is not None:
+            return self.intra_bandwidth, self.intra_latency
+        bw = self.allreduce_bandwidth * per_node
+        if self.intra_bandwidth is not None:
+            bw = min(bw, self.intra_bandwidth)
+        return bw, self.allreduce_latency
 
     @staticmethod
     def ring_bytes(nbytes: float, D: int) -> float:
@@ -59,17 +115,64 @@ class Hardware:
         D = check_int("D", D)
         return 2.0 * (D - 1) / D * float(nbytes)
 
-    def allreduce_seconds(self, nbytes: float, D: int) -> float:
+    def allreduce_seconds(self, nbytes: float, D: int, per_node: int = 1) -> float:
+        """A ring all-reduce of ``nbytes`` over D ranks, ``per_node`` of them in each node."""
         moved = self.ring_bytes(nbytes, D)
-        return 0.0 if moved <= 0 else self.allreduce_latency + moved / self.allreduce_bandwidth
+        if moved <= 0:
+            return 0.0
+        bw, lat = self.collective_link(per_node, D)
+        return lat + moved / bw
 
+    def half_seconds(self, nbytes: float, D: int, per_node: int = 1) -> float:
+        """A reduce-scatter or an all-gather of ``nbytes`` (the whole tensor) over D ranks: each
+        rank sends (D-1)/D of them, half an all-reduce's bytes."""
+        moved = self.ring_bytes(nbytes, D) / 2
+        if moved <= 0:
+            return 0.0
+        bw, lat = self.collective_link(per_node, D)
+        return lat + moved / bw
+
+
+# (gemm_efficiency, traffic) of each DGX preset, fitted once on its published runs
+# (rpd.studies.plan_accuracy.fit; docs/plan.md)
+DGX_FIT = {"a100_80g": (0.6812, 1.5), "h100_80g": (0.75, 2.25)}
 
 PRESETS: dict[str, Hardware] = {
-    "a100_80g": Hardware(
-        "a100_80g", peak_flops=312e12, memory_bytes=80 * GiB, p2p_bandwidth=25e9, allreduce_bandwidth=25e9
+    "a100_80g_flat": Hardware(
+        "a100_80g_flat", peak_flops=312e12, memory_bytes=80 * GiB, p2p_bandwidth=25e9, allreduce_bandwidth=25e9
     ),
+    "h100_80g_flat": Hardware(
+        "h100_80g_flat", peak_flops=989e12, memory_bytes=80 * GiB, p2p_bandwidth=50e9, allreduce_bandwidth=50e9
+    ),
+    # DGX A100 (NVIDIA DGX A100 data sheet; A100 80GB data sheet): 8 A100 80GB SXM, NVLink 3 at
+    # 600 GB/s per GPU both directions, 8 x 200 Gb/s HDR InfiniBand compute ports, HBM2e 2,039 GB/s
+    "a100_80g": Hardware(
+        "a100_80g",
+        peak_flops=312e12,
+        memory_bytes=80 * GiB,
+        p2p_bandwidth=25e9,
+        allreduce_bandwidth=25e9,
+        gpus_per_node=8,
+        intra_bandwidth=300e9,
+        intra_latency=5e-6,
+        hbm_bandwidth=2.039e12,
+        gemm_efficiency=DGX_FIT["a100_80g"][0],
+        traffic=DGX_FIT["a100_80g"][1],
+    ),
+    # DGX H100 (NVIDIA DGX H100 data sheet; H100 SXM data sheet): 8 H100 80GB SXM, NVLink 4 at
+    # 900 GB/s per GPU both directions, 8 x 400 Gb/s NDR InfiniBand compute ports, HBM3 3.35 TB/s
     "h100_80g": Hardware(
-        "h100_80g", peak_flops=989e12, memory_bytes=80 * GiB, p2p_bandwidth=50e9, allreduce_bandwidth=50e9
+        "h100_80g",
+        peak_flops=989e12,
+        memory_bytes=80 * GiB,
+        p2p_bandwidth=50e9,
+        allreduce_bandwidth=50e9,
+        gpus_per_node=8,
+        intra_bandwidth=450e9,
+        intra_latency=5e-6,
+        hbm_bandwidth=3.35e12,
+        gemm_efficiency=DGX_FIT["h100_80g"][0],
+        traffic=DGX_FIT["h100_80g"][1],
     ),
 }
 

@@ -1,4 +1,5 @@
-"""A model as the pipeline sees it: a list of layers with parameters, FLOPs and bytes (SPEC §12).
+"""A model as the pipeline sees it: a list of layers with parameters, FLOPs and bytes
+(docs/plan.md#the-model-rpdmodellayers).
 
 A :class:`Layer` carries what a stage needs to be timed and sized: its parameters, its forward
 FLOPs and the two halves of its backward (I: the gradient with respect to the input, W: with
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from rpd.model import tensor
 from rpd.validation import check_choice, check_int, check_real
 
 RECOMPUTE = ("none", "selective", "full")
@@ -58,6 +60,15 @@ class Layer:
     time_fwd: float | None = None
     time_i: float | None = None
     time_w: float | None = None
+    # per rank, for rpd.model.compute (TP and the fitted compute model; defaults: no TP)
+    gemms: tuple = ()  # forward GEMMs (m, n, k, count, has_weights): weight GEMMs recur in I and W
+    traffic: float = 0.0  # bytes the forward writes (memory-bound work at HBM speed)
+    recompute: str = "none"  # what B recomputes: "selective" (the attention core) or "full"
+    tp: int = 1
+    tp_bytes: float = 0.0  # bytes of the tensor each TP collective moves
+    tp_fwd: tuple = (0, 0)  # (collectives, halves) in F (rpd.model.tensor.collectives)
+    tp_bwd: tuple = (0, 0)
+    tp_overlap: bool = False  # TP collectives hidden under the layer's compute where they fit
 
     def __post_init__(self):
         check_int(f"{self.name}.params", self.params, minimum=0)
@@ -181,66 +192,138 @@ def _norm_params(cfg: GPTConfig) -> int:
     return 2 * cfg.d_model if cfg.norm == "layernorm" else cfg.d_model
 
 
-def block_layer(cfg: GPTConfig, i: int, recompute: str = "none") -> Layer:
-    """Transformer layer i (module docstring for the formulas)."""
+@dataclasses.dataclass(frozen=True)
+class Parallel:
+    """How each layer runs on its ranks: ``TP`` tensor-parallel ranks in a node, ``SP`` sequence
+    parallelism, ``attention`` standard or flash (:mod:`rpd.model.tensor`), ``tp_overlap``: the TP
+    collectives hidden under the layer's compute where they fit."""
+
+    TP: int = 1
+    SP: bool = False
+    attention: str = "standard"
+    tp_overlap: bool = False
+
+    def __post_init__(self):
+        check_int("pipeline.TP", self.TP)
+        check_choice("attention", self.attention, tensor.ATTENTION)
+        if self.SP and self.TP == 1:
+            raise ValueError("pipeline.SP=true needs pipeline.TP > 1 (sequence parallelism splits over the TP ranks)")
+
+
+NO_TP = Parallel()
+
+
+def block_layer(cfg: GPTConfig, i: int, recompute: str = "none", par: Parallel = NO_TP) -> Layer:
+    """Transformer layer i on one of ``par.TP`` ranks (module docstring and
+    :mod:`rpd.model.tensor` for the formulas)."""
     check_choice("recompute", recompute, RECOMPUTE)
     h, a, s, b = cfg.d_model, cfg.n_head, cfg.seq, cfg.micro_batch
+    t, sp = par.TP, par.SP
+    if t > 1 and (a % t or h % t):
+        raise ValueError(f"pipeline.TP={t} must divide model.n_head={a} and model.d_model={h}")
     f = 4 * h if cfg.ffn is None else cfg.ffn
     k = 3 if cfg.gated else 2  # MLP matrices
     matmul = 4 * h * h + k * h * f
-    biases = (4 * h + (k - 1) * f + h) if cfg.bias else 0
-    params = matmul + biases + 2 * _norm_params(cfg)
+    split_biases = (3 * h + (k - 1) * f) if cfg.bias else 0  # QKV and the first MLP matrix: by columns
+    whole_biases = 2 * h if cfg.bias else 0  # after the row-parallel matrices: on every rank
+    params = matmul + split_biases + whole_biases + 2 * _norm_params(cfg)
+    if t > 1:
+        params = -(-(matmul + split_biases) // t) + whole_biases + 2 * _norm_params(cfg)
     fwd = 2 * b * s * matmul + 4 * b * s * s * h
     sbh = s * b * h
-    mlp_act = 3 * sbh + (6 if cfg.gated else 4) * s * b * f
-    act = 11 * sbh + 5 * a * s * s * b + mlp_act + 4 * sbh
-    act_w = 2 * s * b * (3 * h + f) + 2 * s * b * (5 * h + (k - 1) * f)
+    if t == 1 and not sp and par.attention == "standard":  # the first plan's arithmetic, to the byte
+        mlp_act = 3 * sbh + (6 if cfg.gated else 4) * s * b * f
+        act = 11 * sbh + 5 * a * s * s * b + mlp_act + 4 * sbh
+        act_w = 2 * s * b * (3 * h + f) + 2 * s * b * (5 * h + (k - 1) * f)
+        if recompute == "selective":
+            act -= 5 * a * s * s * b
+        elif recompute == "full":  # only the input is kept; W recomputes from it, so all of it waits for W
+            act = act_w = 2 * sbh
+    else:
+        act = round(tensor.activation_bytes(h, a, s, b, f, cfg.gated, t, sp, recompute, par.attention))
+        whole_w = 2 * s * b * (3 * h + f) + 2 * s * b * (5 * h + (k - 1) * f)
+        act_w = act if recompute == "full" else round(whole_w / t)
     extra = 0.0
-    if recompute == "selective":
-        act, extra = act - 5 * a * s * s * b, 4.0 * b * s * s * h
-    elif recompute == "full":  # only the input is kept; W recomputes from it, so all of it waits for W
-        act, extra = 2 * sbh, float(fwd)
-        act_w = act
+    if recompute == "selective" and par.attention == "standard":
+        extra = 4.0 * b * s * s * h / t
+    elif recompute == "full":
+        extra = float(fwd) / t
+    d = h // a
+    gemms = (
+        (s * b, 3 * h // t, h, 1, True),
+        (s, s, d, b * a // t, False),  # scores Q K^T, per head
+        (s, d, s, b * a // t, False),  # scores x V
+        (s * b, h, h // t, 1, True),
+        (s * b, (k - 1) * f // t, h, 1, True),
+        (s * b, h, f // t, 1, True),
+    )
+    fwd_c, bwd_c = tensor.collectives(sp, recompute) if t > 1 else ((0, 0), (0, 0))
     return Layer(
         name=f"layer{i}",
         params=params,
-        flops_fwd=float(fwd),
-        flops_i=float(fwd + 4 * b * s * s * h),
-        flops_w=float(2 * b * s * matmul),
+        flops_fwd=float(fwd) / t,
+        flops_i=float(fwd + 4 * b * s * s * h) / t,
+        flops_w=float(2 * b * s * matmul) / t,
         act_bytes=act,
         act_w_bytes=min(act_w, act),
-        out_bytes=2 * sbh,
+        out_bytes=2 * sbh // t,
         kind="block",
         flops_recompute=extra,
+        gemms=gemms,
+        traffic=tensor.traffic_bytes(h, a, s, b, f, cfg.gated, t, sp, par.attention),
+        recompute=recompute,
+        tp=t,
+        tp_bytes=2.0 * sbh,
+        tp_fwd=fwd_c,
+        tp_bwd=bwd_c,
+        tp_overlap=par.tp_overlap,
     )
 
 
-def gpt_model(cfg: GPTConfig, recompute: str = "none", name: str = "gpt") -> Model:
-    """Embedding, ``n_layer`` transformer layers, output layer (module docstring)."""
+def gpt_model(cfg: GPTConfig, recompute: str = "none", name: str = "gpt", par: Parallel = NO_TP) -> Model:
+    """Embedding, ``n_layer`` transformer layers, output layer (module docstring), each on one of
+    ``par.TP`` ranks: the vocabulary split in TP too (one all-reduce of the embedding's output in
+    F, one of the head's input gradient in B)."""
     check_choice("recompute", recompute, RECOMPUTE)
     h, s, b, V = cfg.d_model, cfg.seq, cfg.micro_batch, cfg.vocab
+    t, sp = par.TP, par.SP
+    q = t if sp else 1  # what sequence parallelism splits
     sbh = s * b * h
+    vt = -(-V // t)  # vocabulary rows per rank
+    coll = (1, 1) if sp else (1, 2)
     emb = Layer(
         name="embedding",
-        params=V * h + (s * h if cfg.positions == "learned" else 0),
-        act_bytes=sbh,
-        out_bytes=2 * sbh,
+        params=vt * h + (s * h if cfg.positions == "learned" else 0),
+        act_bytes=sbh // q,
+        out_bytes=2 * sbh // t,
         kind="embedding",
+        traffic=2.0 * sbh / q,
+        tp=t,
+        tp_bytes=2.0 * sbh,
+        tp_fwd=coll if t > 1 else (0, 0),
+        tp_overlap=par.tp_overlap,
     )
-    head_flops = 2.0 * b * s * h * V
+    head_flops = 2.0 * b * s * h * vt
     head = Layer(
         name="lm_head",
-        params=_norm_params(cfg) + (0 if cfg.tied else h * V),
+        params=_norm_params(cfg) + (0 if cfg.tied else h * vt),
         flops_fwd=head_flops,
         flops_i=head_flops,
         flops_w=head_flops,
-        act_bytes=4 * sbh + 4 * s * b * V,
-        act_w_bytes=2 * sbh + 2 * s * b * V,
+        act_bytes=4 * sbh // q + 4 * s * b * vt,
+        act_w_bytes=2 * sbh // q + 2 * s * b * vt,
         kind="head",
-        tied_params=h * V if cfg.tied else 0,
+        tied_params=h * vt if cfg.tied else 0,
         tied_to="embedding" if cfg.tied else None,
+        gemms=((s * b, vt, h, 1, True),),
+        traffic=4.0 * sbh / q + 4.0 * s * b * vt,
+        tp=t,
+        tp_bytes=2.0 * sbh,
+        tp_fwd=(1, 1) if t > 1 and sp else (0, 0),
+        tp_bwd=coll if t > 1 else (0, 0),
+        tp_overlap=par.tp_overlap,
     )
-    blocks = tuple(block_layer(cfg, i, recompute) for i in range(cfg.n_layer))
+    blocks = tuple(block_layer(cfg, i, recompute, par) for i in range(cfg.n_layer))
     return Model(name=name, layers=(emb, *blocks, head), tokens_per_microbatch=s * b)
 
 

@@ -1,6 +1,7 @@
-"""Bytes per rank of a timed schedule (SPEC §12): static state and activations in flight.
+"""Bytes per rank of a timed schedule: static state and activations in flight
+(docs/plan.md#bytes-per-rank-rpdmodelmemory).
 
-Static bytes per value a rank holds (SPEC §12, Megatron's accounting):
+Static bytes per value a rank holds (Megatron's accounting):
 
 =================  ======  =================================================================
 weights            2 / 4   16-bit under ``bf16_mixed``, fp32 under ``fp32``; times the
@@ -13,6 +14,8 @@ optimizer state    0/4/8   SGD none, momentum one fp32 copy, Adam two
 =================  ======  =================================================================
 
 so Adam in bf16 mixed precision is 18 B per value and Adam − SGD is 8 B per value of the rank.
+ZeRO-1 (Megatron's distributed optimizer, ``zero=1``) shards the master copy and the optimizer
+state over the D data-parallel replicas: 2 + 4 + 12/D B per value with Adam (6 + 12/D).
 LocalSGD's R replicas of a block each carry all of it. A tied matrix held on two ranks counts on
 both (once when one rank holds both ends, as a V schedule's rank 0 does).
 
@@ -34,7 +37,7 @@ from rpd.model.stages import Stages
 from rpd.schedules import memory as sched_memory
 from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD
 from rpd.schedules.timeline import Timeline
-from rpd.validation import check_choice
+from rpd.validation import check_choice, check_int
 
 # fp32 state bytes per parameter of each optimizer of rpd.train.optimizers (Muon: one momentum
 # buffer for its matrices; its Adam on the other leaves is not counted)
@@ -63,7 +66,17 @@ class RankMemory:
         return self.static + self.activations + self.buffers
 
     def breakdown(self) -> dict[str, list[float]]:
-        return {f.name: getattr(self, f.name).tolist() for f in dataclasses.fields(self)}
+        """Bytes per rank by kind, named for the reader (``offloaded``: nothing is, in rpd)."""
+        return {
+            "weights": self.weights.tolist(),
+            "master_weights": self.master.tolist(),
+            "gradients": self.grads.tolist(),
+            "optimizer": self.optimizer.tolist(),
+            "stashed_versions": self.stash.tolist(),
+            "activations": self.activations.tolist(),
+            "buffers": self.buffers.tolist(),
+            "offloaded": [0.0] * len(self.weights),
+        }
 
 
 def held(tl: Timeline) -> np.ndarray:
@@ -110,10 +123,19 @@ def activation_peak(tl: Timeline, act, act_w) -> np.ndarray:
 
 
 def rank_memory(
-    tl: Timeline, st: Stages, optimizer: str = "adam", precision: str = "bf16_mixed", grad_bytes: int | None = None
+    tl: Timeline,
+    st: Stages,
+    optimizer: str = "adam",
+    precision: str = "bf16_mixed",
+    grad_bytes: int | None = None,
+    zero: int = 0,
+    D: int = 1,
 ) -> RankMemory:
-    """:class:`RankMemory` of timeline ``tl`` whose global stages are ``st``."""
+    """:class:`RankMemory` of timeline ``tl`` whose global stages are ``st``; ``zero`` 1: master
+    weights and optimizer state sharded over ``D`` data-parallel replicas."""
     check_choice("optimizer", optimizer, OPTIMIZER_BYTES)
+    check_choice("zero", zero, (0, 1))
+    shard = float(check_int("pipeline.D", D)) if zero else 1.0
     check_choice("precision", precision, PRECISIONS)
     grad_bytes = 4 if grad_bytes is None else check_choice("grad_bytes", grad_bytes, (2, 4))
     w_bytes, master_bytes = (2, 4) if precision == "bf16_mixed" else (4, 0)
@@ -127,9 +149,9 @@ def rank_memory(
     return RankMemory(
         weights=copies * values * w_bytes,
         stash=np.asarray(stash, float),
-        master=copies * values * master_bytes,
+        master=copies * values * master_bytes / shard,
         grads=copies * values * grad_bytes,
-        optimizer=copies * values * OPTIMIZER_BYTES[optimizer],
+        optimizer=copies * values * OPTIMIZER_BYTES[optimizer] / shard,
         activations=activation_peak(tl, st.act, st.act_w),
         buffers=buffers,
     )

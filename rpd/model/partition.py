@@ -1,4 +1,5 @@
-"""PipeDream's partitioner (Narayanan et al., SOSP 2019, §3.1; SPEC §12): layers into contiguous
+"""PipeDream's partitioner (Narayanan et al., SOSP 2019, §3.1;
+docs/plan.md#stages-and-pipedreams-partitioner-rpdmodelstages-rpdmodelpartition): layers into contiguous
 stages, each replicated over some workers, minimising the slowest stage or boundary.
 
 For layers l with compute time tₗ (forward + backward, seconds per microbatch), parameter bytes

@@ -1,4 +1,4 @@
-"""The plan (SPEC §12): every schedule timed and sized for one model on one device.
+"""The plan (docs/plan.md#the-plan-command): every schedule timed and sized for one model on one device.
 
 :func:`plan` takes plain values and a schedule maker, ``make(name, S, N, M, costs, values) ->
 Timeline`` (the entry point passes the registry's; this layer imports none), and for each
@@ -30,6 +30,17 @@ device is unchanged in form (D cancels); bytes per rank do not change (no shardi
 asynchronous schedules (no flush: PipeDream, PipeMare, 2BW, LocalSGD) have no point where D
 pipelines' gradients meet in this model and are refused for D > 1.
 
+Tensor parallelism is in the model (its layers are per rank, :mod:`rpd.model.tensor`); the plan
+places TP × D × S ranks (:mod:`rpd.model.topology`): p2p over NVLink when the whole job sits in
+one node, the DP collectives over the ports of the DP group's members in each node. ``zero`` 1
+(the distributed optimizer): the gradients reduce-scattered and the 16-bit weights all-gathered
+in place of the all-reduce (the same ring bytes for 16-bit gradients, 6 instead of 8 per value
+for fp32 ones), master weights and optimizer state sharded over D (:mod:`rpd.model.memory`).
+``overlap_allreduce="backward"``: Megatron's overlapped gradient reduction, which starts with a
+rank's last backward rather than after it. ``v``: the interleaved schedule's chunks per rank
+(default the registry's). ``margin``: a row fits when its worst rank's peak is at most
+(1 − margin) × the cap.
+
 A schedule that refuses (M) (DualPipeV needs M >= 2S, Chimera an even S, ...) gets a row with
 ``error`` set and ``fits`` false.
 """
@@ -45,6 +56,8 @@ from rpd.model.hardware import Hardware
 from rpd.model.layers import Model
 from rpd.model.memory import held, rank_memory
 from rpd.model.stages import partition, stage_costs, stages
+from rpd.model.topology import place
+from rpd.schedules import family
 from rpd.schedules import memory as sched_memory
 from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD
 from rpd.schedules.timeline import Timeline
@@ -61,6 +74,12 @@ class Row:
     S: int
     M: int
     D: int = 1
+    TP: int = 1
+    SP: bool = False
+    v: int | None = None
+    zero: int = 0
+    recompute: str = "none"
+    synchronous: bool | None = None
     step_time_s: float | None = None
     bubble_total: float | None = None
     bubble_ideal: float | None = None
@@ -134,27 +153,58 @@ def _allreduce_bytes(tl: Timeline, st, p: np.ndarray, hw: Hardware, grad_bytes: 
 
 
 def dp_allreduce_seconds(
-    tl: Timeline, grads: np.ndarray, hw: Hardware, D: int, tick_s: float, overlap: bool = False
+    tl: Timeline,
+    grads: np.ndarray,
+    hw: Hardware,
+    D: int,
+    tick_s: float,
+    overlap: bool | str = False,
+    per_node: int = 1,
+    gather: np.ndarray | None = None,
 ) -> float:
     """Seconds the D-pipeline all-reduce adds to one flush of ``tl`` (module docstring);
-    ``grads`` [S] gradient bytes per rank."""
-    ar = np.array([hw.allreduce_seconds(b, D) for b in grads])
+    ``grads`` [S] gradient bytes per rank; ``gather`` [S]: ZeRO-1's weight bytes, a
+    reduce-scatter of the gradients and an all-gather of these in place of the all-reduce.
+    ``overlap`` "backward" (Megatron's overlapped reduction): the all-reduce or reduce-scatter
+    starts with each rank's last backward, the all-gather runs under a forward op of the next step
+    (its shortest), each exposed only where it does not fit."""
+    ag = np.zeros(tl.S)
+    if gather is None:
+        ar = np.array([hw.allreduce_seconds(b, D, per_node) for b in grads])
+    else:
+        ar = np.array([hw.half_seconds(b, D, per_node) for b in grads])
+        ag = np.array([hw.half_seconds(w, D, per_node) for w in gather])
+        if overlap != "backward":  # the all-gather after the reduce-scatter
+            ar, ag = ar + ag, np.zeros(tl.S)
     if not overlap:
         return float(ar.max())
     t = tl.table
     bwd = np.isin(t.kind, (BWD, BWD_I, BWD_W))
     last = np.zeros(tl.S)
-    np.maximum.at(last, t.rank[bwd], t.end[bwd].astype(float))
-    return float(max(0.0, (last * tick_s + ar).max() - tl.T * tick_s))
+    when = t.start if overlap == "backward" else t.end
+    np.maximum.at(last, t.rank[bwd], when[bwd].astype(float))
+    exposed = max(0.0, (last * tick_s + ar).max() - tl.T * tick_s)
+    if ag.any():  # Megatron's overlapped parameter gather: under the next step's first forward op
+        fwd = t.kind == FWD
+        first = np.full(tl.S, np.inf)
+        np.minimum.at(first, t.rank[fwd], (t.end[fwd] - t.start[fwd]).astype(float))
+        exposed += float(np.maximum(0.0, ag - np.where(np.isfinite(first), first, 0.0) * tick_s).max())
+    return float(exposed)
 
 
 def staged(
-    model: Model, hw: Hardware, unit: Timeline, how: str = "even", tick_s: float | None = None, grad_bytes: int = 4
+    model: Model,
+    hw: Hardware,
+    unit: Timeline,
+    how: str = "even",
+    tick_s: float | None = None,
+    grad_bytes: int = 4,
+    p2p_intra: bool = False,
 ):
     """The model cut into ``unit``'s global stages (S, or S·v chunks): (stages, their cost model,
     seconds per tick, the largest stage's parameter count), for timing ``unit``'s schedule."""
     st = stages(model, partition(model, unit.n_stages, how, hw), hw)
-    costs, tick = stage_costs(st, hw, tick_s, replicas=replicas(unit), grad_bytes=grad_bytes)
+    costs, tick = stage_costs(st, hw, tick_s, replicas=replicas(unit), grad_bytes=grad_bytes, p2p_intra=p2p_intra)
     return st, costs, tick, int(st.params.max())
 
 
@@ -173,32 +223,43 @@ def plan_one(
     tick_s: float | None = None,
     grad_bytes: int | None = None,
     D: int = 1,
-    overlap_allreduce: bool = False,
+    overlap_allreduce: bool | str = False,
+    TP: int = 1,
+    SP: bool = False,
+    v: int | None = None,
+    zero: int = 0,
+    recompute: str = "none",
+    margin: float = 0.0,
 ) -> Row:
     """The :class:`Row` of schedule ``name`` at S ranks, M microbatches per step and pipeline,
-    D pipelines."""
+    D pipelines; ``model`` is per TP rank (built with ``TP``, ``SP``, ``recompute``)."""
+    label = dict(schedule=name, S=S, M=M, D=D, TP=TP, SP=SP, v=v, zero=zero, recompute=recompute)
+    make = with_v(make, v)
     try:
         unit = make(name, S, M, M, None, 0)
+        where = place(hw, TP, D, S)
     except (ValueError, TypeError) as exc:
-        return Row(schedule=name, S=S, M=M, D=D, error=f"{type(exc).__name__}: {exc}")
+        return Row(**label, error=f"{type(exc).__name__}: {exc}")
+    label["synchronous"] = bool(unit.synchronous)
     if D > 1 and not unit.synchronous:
-        return Row(schedule=name, S=S, M=M, D=D, error="ValueError: D > 1 needs a flush (a synchronous schedule)")
+        return Row(**label, error="ValueError: D > 1 needs a flush (a synchronous schedule)")
     gb = 4 if grad_bytes is None else grad_bytes
-    st, costs, tick, values = staged(model, hw, unit, how, tick_s, gb)
+    st, costs, tick, values = staged(model, hw, unit, how, tick_s, gb, where.p2p_intra)
     one, two = make(name, S, M, M, costs, values), make(name, S, 2 * M, M, costs, values)
     busy = float(two.busy().sum() - one.busy().sum())
-    mem = rank_memory(two, st, optimizer, precision, grad_bytes)
-    dp_s = dp_allreduce_seconds(one, mem.grads, hw, D, tick, overlap_allreduce) if D > 1 else 0.0
+    mem = rank_memory(two, st, optimizer, precision, grad_bytes, zero, D)
+    gather = mem.weights if zero else None
+    dp_s = 0.0
+    if D > 1:
+        dp_s = dp_allreduce_seconds(one, mem.grads, hw, D, tick, overlap_allreduce, where.dp_per_node, gather)
     step = two.T - one.T + dp_s / tick  # ticks, the all-reduce's share fractional
     step_s = step * tick
-    cap = float(hw.memory_bytes if memory_cap is None else memory_cap)
+    cap = float(hw.memory_bytes if memory_cap is None else memory_cap) * (1.0 - margin)
     p = _rank_values(two, st)
-    ar = _allreduce_bytes(two, st, p, hw, gb, M) + np.array([hw.ring_bytes(b, D) for b in mem.grads])
+    dp_bytes = mem.grads if gather is None else (mem.grads + gather) / 2  # RS + AG: half a ring each
+    ar = _allreduce_bytes(two, st, p, hw, gb, M) + np.array([hw.ring_bytes(b, D) for b in dp_bytes])
     return Row(
-        schedule=name,
-        S=S,
-        M=M,
-        D=D,
+        **label,
         step_time_s=step_s,
         bubble_total=1 - busy / (step * S),
         bubble_ideal=(step * S - busy) / busy,
@@ -216,6 +277,19 @@ def plan_one(
         dp_allreduce_s=dp_s,
         memory=mem.breakdown(),
     )
+
+
+def with_v(make: Maker, v: int | None) -> Maker:
+    """``make`` with the interleaved schedule at ``v`` chunks per rank (None: ``make``'s own)."""
+    if v is None:
+        return make
+
+    def made(name, S, N, M, costs=None, values=0):
+        if name == "interleaved":
+            return family.interleaved(S, N, M, v, costs)
+        return make(name, S, N, M, costs, values)
+
+    return made
 
 
 def _rank_values(tl: Timeline, st) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""A model from a user's profile file: measured time and bytes per layer (SPEC §12).
+"""A model from a user's profile file: measured time and bytes per layer (docs/plan.md#the-plan-command).
 
 JSON: ``{"name": ..., "tokens_per_microbatch": ..., "layers": [{...}, ...]}`` or just the list
 of layers. CSV: one row per layer with a header. Fields per layer:

@@ -1,4 +1,5 @@
-"""Layers into contiguous stages, and a stage's costs in the schedules' integer ticks (SPEC §12).
+"""Layers into contiguous stages, and a stage's costs in the schedules' integer ticks
+(docs/plan.md#stages-and-pipedreams-partitioner-rpdmodelstages-rpdmodelpartition).
 
 A partition of a :class:`~rpd.model.layers.Model` into G global stages (G = S, or S·v chunks for
 the interleaved and V schedules) is a tuple of (first, stop) layer ranges:
@@ -29,6 +30,7 @@ import math
 
 import numpy as np
 
+from rpd.model.compute import layer_seconds
 from rpd.model.hardware import Hardware
 from rpd.model.layers import Model
 from rpd.schedules.costs import CostModel
@@ -57,18 +59,6 @@ class Stages:
     @property
     def G(self) -> int:
         return len(self.bounds)
-
-
-def layer_seconds(model: Model, hw: Hardware) -> np.ndarray:
-    """float [L, 3]: F, I, W seconds of each layer (measured when the profile has them)."""
-    out = np.empty((len(model.layers), 3))
-    for j, x in enumerate(model.layers):
-        out[j] = (
-            x.time_fwd if x.time_fwd is not None else hw.compute_seconds(x.flops_fwd),
-            x.time_i if x.time_i is not None else hw.compute_seconds(x.flops_i + x.flops_recompute),
-            x.time_w if x.time_w is not None else hw.compute_seconds(x.flops_w),
-        )
-    return out
 
 
 def _balanced(cost, L: int, G: int) -> tuple[tuple[int, int], ...]:
@@ -182,17 +172,19 @@ def stage_costs(
     resolution: int = 100,
     replicas: int = 1,
     grad_bytes: int = 4,
+    p2p_intra: bool = False,
 ) -> tuple[CostModel, float]:
     """(CostModel, tick_s) of the stages (module docstring). ``replicas`` > 1: the all-reduce of a
     stage's gradients (``grad_bytes`` per value) over that many copies, for the schedules that
-    average replicas (Chimera, LocalSGD): ``CostModel.allreduce`` per value."""
+    average replicas (Chimera, LocalSGD): ``CostModel.allreduce`` per value. ``p2p_intra``: every
+    stage boundary inside one node (:mod:`rpd.model.topology`), p2p over the intra-node link."""
     times = np.concatenate([st.t_f, st.t_i, st.t_w])
     if tick_s is None:
         positive = times[times > 0]
         tick_s = (float(positive.min()) if positive.size else 1e-6) / check_int("resolution", resolution)
     tick_s = check_real("tick_s", tick_s)
     ticks = lambda t: tuple(max(1, int(round(v / tick_s))) for v in t)  # noqa: E731
-    p2p = max((hardware.p2p_seconds(b) for b in st.out[:-1]), default=0.0)
+    p2p = max((hardware.p2p_seconds(b, p2p_intra) for b in st.out[:-1]), default=0.0)
     replicas = check_int("replicas", replicas)
     allreduce = (0.0, 0.0)
     if replicas > 1:

@@ -1,5 +1,5 @@
 """A fixed number of workers: pipeline depth, data parallelism and replication chosen together
-(issue 29; SPEC §12).
+(docs/plan.md#a-fixed-number-of-workers-rpdmodelworkers-n_workers).
 
 Every configuration is PipeDream's: contiguous stages, stage g on r_g workers taking microbatches
 round-robin (1F1B-RR, :mod:`rpd.schedules.round_robin`), weights stashed, a replicated stage's

@@ -1,5 +1,5 @@
 """The seeds' claims on memory, communication and efficiency, measured on a real model's stages
-(issue 28; E9 checks their bubble claims the same way).
+(docs/plan.md#the-seeds-claims-on-memory-and-communication; E9 checks their bubble claims the same way).
 
 Every number comes from the plan's machinery (:func:`rpd.model.plan.plan_one`: a schedule timed
 under the model's per-stage costs on the hardware, bytes per rank from its timeline), for
@@ -42,7 +42,7 @@ from rpd.results import StudyOutput
 @dataclasses.dataclass(frozen=True)
 class Config:
     model: str = "gpt3_1.3b"
-    hardware: str = "a100_80g"
+    hardware: str = "a100_80g_flat"  # the first plan's flat A100 (rpd.model.hardware)
     sizes: tuple[tuple[int, int], ...] = ((4, 2), (4, 4), (4, 8), (4, 16), (8, 4), (8, 8), (8, 16), (8, 32))
     eff_S: int = 8
     partitions: tuple[str, ...] = ("even", "time")  # rpd.model.stages: the efficiency claim under each

@@ -1,5 +1,5 @@
-"""E14: schedules found by search against the hand-written ones (issue 31), makespan against the
-per-rank activation cap.
+"""E14: schedules found by search against the hand-written ones (docs/schedules.md#schedules-found-by-search), makespan
+against the per-rank activation cap.
 
 For each pipeline size (S ranks, one stage each, M microbatches, one flush) and each cost model,
 every integer cap from 1 to 2S (in A, one microbatch's activations on one stage, counted from the
@@ -48,7 +48,7 @@ HAND_WRITTEN = {  # name -> constructor of one flush (S, N = M, M, costs)
     "zb_h1": family.zb_h1,
     "zb_h2": family.zb_h2,
 }
-NAMES = {"gpt2_medium": "GPT-2 medium", "gpt3_1.3b": "GPT-3 1.3B", "a100_80g": "A100 80GB", "h100_80g": "H100 80GB"}
+NAMES = {"gpt2_medium": "GPT-2 medium", "gpt3_1.3b": "GPT-3 1.3B", "a100_80g_flat": "A100 80GB", "h100_80g_flat": "H100 80GB"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +59,7 @@ class Config:
     time_limit: float = 10.0  # seconds of CP-SAT per instance
     workers: int | None = None  # CP-SAT threads (None: the search's default)
     model: str = "gpt2_medium"  # the imbalanced costs
-    hardware: str = "a100_80g"
+    hardware: str = "a100_80g_flat"  # the first plan's flat A100 (rpd.model.hardware)
 
 
 QUICK: dict = dict(sizes=((4, 8),), time_limit=2.0)

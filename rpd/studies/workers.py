@@ -1,4 +1,5 @@
-"""E15: a fixed number of workers, pipeline × data parallelism × replication (issue 29).
+"""E15: a fixed number of workers, pipeline × data parallelism × replication
+(docs/plan.md#a-fixed-number-of-workers-rpdmodelworkers-n_workers).
 
 For each model (``gpt3_1.3b``, ``gpt2_medium``: their stage profiles from :mod:`rpd.model.layers`)
 and each worker count n (8..64), every configuration of :func:`rpd.model.workers.configurations`
@@ -45,7 +46,7 @@ from rpd.results import StudyOutput
 @dataclasses.dataclass(frozen=True)
 class Config:
     models: tuple[str, ...] = ("gpt3_1.3b", "gpt2_medium")
-    hardware: str = "a100_80g"
+    hardware: str = "a100_80g_flat"  # the first plan's flat A100 (rpd.model.hardware)
     workers: tuple[int, ...] = (8, 16, 32, 64)
     node: int = 8  # GPUs per node
     nvlink_bandwidth: float = 300e9  # bytes/s inside a node (A100 NVLink 3, one direction)

@@ -12,7 +12,7 @@ from rpd.model import hardware, layers
 from rpd.model.plan import plan, staged
 from rpd.train import methods
 
-HW = hardware.preset("a100_80g")
+HW = hardware.preset("a100_80g_flat")
 MODEL = layers.preset("gpt2_small")
 GRID = 2.0 ** np.arange(-4, 1)
 

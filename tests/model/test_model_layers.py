@@ -1,4 +1,5 @@
-"""rpd.model.layers / profile / hardware: the published parameter counts and formulas (SPEC §12)."""
+"""rpd.model.layers / profile / hardware: the published parameter counts and formulas
+(docs/plan.md#the-model-rpdmodellayers)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""rpd.model.stages / memory: costs from the model and the memory laws of SPEC §12."""
+"""rpd.model.stages / memory: costs from the model and the memory laws of docs/plan.md#bytes-per-rank-rpdmodelmemory."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from rpd.model.stages import partition, stage_costs, stages
 from rpd.schedules import family
 from rpd.schedules import memory as sched_memory
 
-HW = hardware.preset("a100_80g")
+HW = hardware.preset("a100_80g_flat")
 
 
 def _setup(S, name="gpt2_small", recompute="none", how="even"):

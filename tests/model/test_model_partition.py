@@ -1,4 +1,5 @@
-"""rpd.model.partition: PipeDream's partitioner against brute force (SPEC §12, issue 29)."""
+"""rpd.model.partition: PipeDream's partitioner against brute force
+(docs/plan.md#stages-and-pipedreams-partitioner-rpdmodelstages-rpdmodelpartition)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from rpd.model import hardware, layers
 from rpd.model.partition import model_inputs, partition_model, pipedream, pipedream_hierarchical
 from rpd.model.stages import partition, stages
 
-HW = hardware.preset("a100_80g")
+HW = hardware.preset("a100_80g_flat")
 
 
 def _compositions(i: int, j: int):

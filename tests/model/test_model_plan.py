@@ -1,4 +1,4 @@
-"""rpd.model.plan and ``python -m experiments.plan``: a tiny plan's rows and JSON (SPEC §12)."""
+"""rpd.model.plan and ``python -m experiments.plan``: a tiny plan's rows and JSON (docs/plan.md#the-plan-command)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ ROW_FIELDS = {
     "allreduce_bytes_per_step",
     "max_delay",
 }
-HW = hardware.preset("a100_80g")
+HW = hardware.preset("a100_80g_flat")
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""D data-parallel pipelines and partition=pipedream in the plan (issue 29), values by hand."""
+"""D data-parallel pipelines and partition=pipedream in the plan (docs/plan.md#data-parallelism), values by hand."""
 
 from __future__ import annotations
 

@@ -45,7 +45,7 @@ def test_rows_are_the_plans_numbers(out):
 def test_p2p_counts_two_values_per_microbatch_and_boundary():
     """Independent count: 1F1B at S = 4, M = 8 on GPT-2 small: an interior rank sends M activations
     (s·h values each) forward and M gradients back, 16-bit."""
-    model, hw = layers.preset("gpt2_small"), hardware.preset("a100_80g")
+    model, hw = layers.preset("gpt2_small"), hardware.preset("a100_80g_flat")
     row = plan_one(model, hw, "1f1b", registry.timeline, 4, 8)
     assert row.p2p_bytes_per_step[1] == row.p2p_bytes_per_step[2] == 2 * 8 * 1024 * 768 * 2
     assert row.p2p_bytes_per_step[0] == row.p2p_bytes_per_step[3] == 8 * 1024 * 768 * 2  # one neighbour

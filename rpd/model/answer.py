@@ -1,0 +1,124 @@
+"""The plan's answer, not only its table (docs/plan.md#the-answer): which row to use, what to change
+when nothing fits, and the chosen row's bytes per rank.
+
+* :func:`parse_bytes`: a memory cap with its unit, ``40GiB``, ``80GB``, ``8.5e10`` (bytes);
+  GB = 10⁹ bytes, GiB = 2³⁰.
+* :func:`answer`: the first lines of the plan -- the fastest *synchronous* row that fits (its
+  worst rank's peak at most (1 − margin) × the cap), then the fastest row that fits overall when
+  that one is asynchronous, with its stale delay (updates between the weights a gradient was
+  computed on and the ones it is applied to).
+* :func:`knob_lines`: when nothing fits, what does, from rows the caller computed with one knob
+  changed each (recomputation, TP, ZeRO, more stages, a smaller micro-batch).
+* :func:`breakdown_lines`: the chosen row's bytes per rank by kind.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rpd.model.plan import Row
+
+UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+UNITS |= {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+KINDS = (
+    "weights",
+    "master_weights",
+    "gradients",
+    "optimizer",
+    "stashed_versions",
+    "activations",
+    "offloaded",
+    "buffers",
+)
+
+
+def parse_bytes(value, field: str = "memory_cap") -> float:
+    """Bytes of ``value``: a number (bytes) or a string with a unit (module docstring)."""
+    if isinstance(value, bool):
+        raise TypeError(f"{field} must be bytes or a size like 40GiB, got {value!r}")
+    if isinstance(value, (int, float)):
+        out = float(value)
+    else:
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", str(value))
+        if m is None or m.group(2).lower() not in UNITS:
+            raise ValueError(f"{field} must be bytes or a size like 40GiB, 80GB, 512MiB; got {value!r}")
+        out = float(m.group(1)) * UNITS[m.group(2).lower()]
+    if not out > 0:
+        raise ValueError(f"{field} must be > 0, got {value!r}")
+    return out
+
+
+def describe(r: Row) -> str:
+    """One row as a configuration a user can type."""
+    v = f", v={r.v}" if r.schedule == "interleaved" and r.v else ""
+    sp = ", SP" if r.SP else ""
+    z = f", zero={r.zero}" if r.zero else ""
+    return f"{r.schedule}{v} with TP={r.TP}{sp}, S={r.S}, D={r.D}, M={r.M}{z}, recompute={r.recompute}"
+
+
+def _speed(r: Row, cap: float) -> str:
+    return (
+        f"{r.tokens_per_s:,.0f} tokens/s, step {r.step_time_s * 1e3:,.1f} ms, MFU {r.mfu:.1%}, "
+        f"peak {max(r.peak_bytes) / 2**30:.1f} of {cap / 2**30:.1f} GiB"
+    )
+
+
+def choose(rows: list[Row]) -> tuple[Row | None, Row | None]:
+    """(fastest synchronous row that fits, fastest row that fits) by tokens/s."""
+    ok = [r for r in rows if r.error is None and r.fits]
+    sync = [r for r in ok if r.synchronous is not False]
+    key = lambda r: r.tokens_per_s  # noqa: E731
+    return (max(sync, key=key) if sync else None), (max(ok, key=key) if ok else None)
+
+
+def answer(rows: list[Row], cap: float, margin: float) -> list[str]:
+    """The plan's first lines (module docstring); ``cap`` bytes per device."""
+    best_sync, best = choose(rows)
+    if best is None:
+        return [f"nothing fits in {cap / 2**30:.1f} GiB per device with a {margin:.0%} margin"]
+    lines = []
+    if best_sync is not None:
+        lines.append(f"use: {describe(best_sync)}: {_speed(best_sync, cap)} ({margin:.0%} margin)")
+    else:
+        lines.append(f"no synchronous schedule fits in {cap / 2**30:.1f} GiB with a {margin:.0%} margin")
+    if best is not best_sync and best.synchronous is False:
+        gain = best.tokens_per_s / best_sync.tokens_per_s - 1 if best_sync is not None else None
+        more = f", {gain:+.0%} over the synchronous answer" if gain is not None else ""
+        lines.append(
+            f"fastest overall (asynchronous, gradients stale by up to {best.max_delay} updates, weights "
+            f"in {best.weight_versions} versions): {describe(best)}: {_speed(best, cap)}{more}"
+        )
+    return lines
+
+
+def knob_lines(tried: dict[str, list[Row]]) -> list[str]:
+    """For each knob (its label -> the rows computed with it), what fits and the fastest of it."""
+    out = []
+    for knob, rows in tried.items():
+        fit = [r for r in rows if r.error is None and r.fits]
+        if fit:
+            best = max(fit, key=lambda r: r.tokens_per_s)
+            names = sorted({r.schedule for r in fit})
+            out.append(
+                f"  {knob}: {len(fit)} of {len(rows)} rows fit ({', '.join(names)}); fastest "
+                f"{best.schedule} M={best.M}, {best.tokens_per_s:,.0f} tokens/s, peak "
+                f"{max(best.peak_bytes) / 2**30:.1f} GiB"
+            )
+        else:
+            out.append(f"  {knob}: none of {len(rows)} rows fits")
+    return out
+
+
+def breakdown_lines(r: Row, limit: int = 8) -> list[str]:
+    """Bytes per rank by kind (GiB) of row ``r``: every rank up to ``limit`` ranks, else the first,
+    the worst and the last."""
+    mem = r.memory
+    S = len(mem["weights"])
+    worst = max(range(S), key=lambda i: r.peak_bytes[i])
+    ranks = list(range(S)) if S <= limit else sorted({0, worst, S - 1})
+    head = "rank  " + "  ".join(f"{k:>16}" for k in (*KINDS, "peak")) + "  (GiB)"
+    lines = [head]
+    for i in ranks:
+        cells = [mem[k][i] / 2**30 for k in KINDS] + [r.peak_bytes[i] / 2**30]
+        lines.append(f"{i:>4}  " + "  ".join(f"{c:>16.2f}" for c in cells) + ("  worst" if i == worst else ""))
+    return lines

@@ -1,0 +1,137 @@
+"""N workers as TP × PP × DP, with M microbatches per pipeline: the fastest that fits, synchronous
+and asynchronous (docs/plan.md#n-workers).
+
+Candidates: TP a divisor of ``gpus_per_node`` (and of the heads and the hidden size), PP a
+divisor of N / TP up to the model's blocks, DP = N / (TP·PP), and a global batch of ``B``
+microbatches cut into M = B / DP per pipeline (DP must divide B); for each the synchronous
+schedules (1F1B; interleaved with v = 2 where every rank gets whole layers; ZB-H1) and, where
+DP = 1, the asynchronous PipeDream. A configuration uses TP·PP·DP workers, at most N (PP may
+leave some idle when no divisor fits: the count is reported).
+
+:func:`search` orders the candidates by an upper bound of their tokens/s -- every rank busy on
+its share of the model's F + I + W with no bubble, p2p or DP collective -- and skips those that
+cannot fit (their static bytes alone, weights + gradients + master + optimizer of an even share,
+above the cap) and, once a fitting one is known, those whose bound is below it (branch and
+bound). :func:`brute_force` times every candidate with :func:`rpd.model.plan.plan_one` (the
+straightforward loop; the same winners, tested).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from rpd.model.compute import layer_seconds
+from rpd.model.hardware import Hardware
+from rpd.model.layers import Model
+from rpd.model.memory import OPTIMIZER_BYTES
+from rpd.model.plan import Maker, Row, plan_one
+from rpd.validation import check_int
+
+SYNC = ("1f1b", "interleaved", "zb_h1")
+ASYNC = ("pipedream",)
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    TP: int
+    PP: int
+    DP: int
+    M: int
+    schedule: str
+    v: int | None = None
+
+    @property
+    def workers(self) -> int:
+        return self.TP * self.PP * self.DP
+
+
+def candidates(n: int, B: int, hw: Hardware, blocks: int, heads: int, hidden: int) -> list[Candidate]:
+    """Every (TP, PP, DP, M, schedule) of ``n`` workers and a global batch of ``B`` microbatches."""
+    n, B = check_int("n_workers", n), check_int("pipeline.global_batch", B)
+    out = []
+    for TP in (1, 2, 4, 8, 16):
+        if TP > hw.gpus_per_node or hw.gpus_per_node % TP or heads % TP or hidden % TP or n % TP:
+            continue
+        for PP in range(1, min(n // TP, blocks) + 1):
+            if (n // TP) % PP:
+                continue
+            DP = n // (TP * PP)
+            if B % DP:
+                continue
+            M = B // DP
+            for name in SYNC:
+                if name == "interleaved":
+                    if PP == 1 or blocks % (2 * PP) or M % PP:
+                        continue
+                    out.append(Candidate(TP, PP, DP, M, name, 2))
+                elif name != "zb_h1" or PP > 1:
+                    out.append(Candidate(TP, PP, DP, M, name))
+            if DP == 1 and PP > 1:
+                out += [Candidate(TP, PP, 1, M, name) for name in ASYNC]
+    return out
+
+
+def _static_bytes(model: Model, c: Candidate, kw: dict) -> float:
+    """Bytes the fullest rank holds at least: an even share of the weights and their state."""
+    mixed = kw.get("precision", "bf16_mixed") == "bf16_mixed"
+    shard = c.DP if kw.get("zero", 0) else 1
+    per_value = (2 if mixed else 4) + (kw.get("grad_bytes") or 4)
+    per_value += ((4 if mixed else 0) + OPTIMIZER_BYTES[kw.get("optimizer", "adam")]) / shard
+    return model.params / c.PP * per_value
+
+
+def _bound(model: Model, c: Candidate, secs: float) -> float:
+    """Tokens/s no schedule of ``c`` can beat (module docstring; 1 % over it for the ticks'
+    rounding of each op)."""
+    return 1.01 * c.DP * model.tokens_per_microbatch * c.PP / secs
+
+
+def _evaluate(models, hw, make, c: Candidate, kw) -> Row:
+    return plan_one(models(c.TP), hw, c.schedule, make, c.PP, c.M, D=c.DP, TP=c.TP, v=c.v, **kw)
+
+
+def search(
+    models: Callable[[int], Model], hw: Hardware, make: Maker, n: int, B: int, cap: float, **kw
+) -> tuple[list[Row], int]:
+    """(rows timed, best first; how many candidates were timed) for ``n`` workers. ``models(TP)``:
+    the model per TP rank; ``kw``: :func:`rpd.model.plan.plan_one`'s settings (optimizer, zero,
+    grad_bytes, margin, SP, recompute, ...)."""
+    base = models(1)
+    blocks = sum(1 for x in base.layers if x.kind == "block")
+    heads_hidden = kw.pop("shape")
+    cands = candidates(n, B, hw, blocks, *heads_hidden)
+    margin = kw.get("margin", 0.0)
+    secs = {}
+    bounds = []
+    for c in cands:
+        if c.TP not in secs:
+            secs[c.TP] = float(layer_seconds(models(c.TP), hw).sum())
+        static = _static_bytes(models(c.TP), c, kw)
+        bounds.append((_bound(models(c.TP), c, secs[c.TP]), static <= cap * (1 - margin), c))
+    bounds.sort(key=lambda x: -x[0])
+    rows, best_sync, best_any, timed = [], 0.0, 0.0, 0
+    for bound, may_fit, c in bounds:
+        if not may_fit:
+            continue
+        sync = c.schedule in SYNC
+        if bound <= (best_sync if sync else best_any):
+            continue
+        r = _evaluate(models, hw, make, c, dict(kw, memory_cap=cap))
+        timed += 1
+        rows.append(r)
+        if r.error is None and r.fits:
+            if sync:
+                best_sync = max(best_sync, r.tokens_per_s)
+            best_any = max(best_any, r.tokens_per_s)
+    return sorted(rows, key=lambda r: (r.error is not None, not r.fits, -(r.tokens_per_s or 0.0))), timed
+
+
+def brute_force(
+    models: Callable[[int], Model], hw: Hardware, make: Maker, n: int, B: int, cap: float, **kw
+) -> list[Row]:
+    """Every candidate timed (the straightforward loop :func:`search` is checked against)."""
+    blocks = sum(1 for x in models(1).layers if x.kind == "block")
+    cands = candidates(n, B, hw, blocks, *kw.pop("shape"))
+    rows = [_evaluate(models, hw, make, c, dict(kw, memory_cap=cap)) for c in cands]
+    return sorted(rows, key=lambda r: (r.error is not None, not r.fits, -(r.tokens_per_s or 0.0)))

@@ -1,0 +1,56 @@
+"""Where the ranks of a TP × PP × DP job sit, and which link each transfer crosses (docs/plan.md).
+
+Ranks are numbered as Megatron numbers them, tensor parallel fastest, then data parallel, then
+pipeline: rank = tp + TP·(dp + DP·pp), and node = rank // gpus_per_node. So
+
+* a TP group (TP consecutive ranks) must sit inside one node: TP divides ``gpus_per_node``
+  (refused otherwise);
+* a DP group (stride TP) has min(DP, gpus_per_node // TP) members in each node (at least 1);
+  its collectives use that many inter-node ports when it spans nodes
+  (:meth:`rpd.model.hardware.Hardware.collective_link`);
+* stage p sends to stage p + 1 over NVLink when both sit in one node, over InfiniBand
+  otherwise; the plan times every boundary by the slowest one, so p2p is inter-node as soon as
+  the pipeline (S·TP·DP ranks for its every replica) spans more than one node.
+
+With ``gpus_per_node`` 1 (the flat presets) every p2p and every collective is inter-node.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from rpd.model.hardware import Hardware
+from rpd.validation import check_int
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """TP × DP × S ranks on ``hardware``'s nodes (module docstring)."""
+
+    TP: int
+    DP: int
+    S: int
+    gpus_per_node: int
+
+    @property
+    def workers(self) -> int:
+        return self.TP * self.DP * self.S
+
+    @property
+    def dp_per_node(self) -> int:
+        """Members of one DP group in each node it touches."""
+        return max(1, min(self.DP, self.gpus_per_node // self.TP))
+
+    @property
+    def p2p_intra(self) -> bool:
+        """Every stage boundary inside one node."""
+        return self.TP * self.DP * self.S <= self.gpus_per_node
+
+
+def place(hw: Hardware, TP: int = 1, DP: int = 1, S: int = 1) -> Placement:
+    """The :class:`Placement` of a job; TP must divide ``hardware.gpus_per_node``."""
+    TP, DP, S = check_int("pipeline.TP", TP), check_int("pipeline.D", DP), check_int("pipeline.S", S)
+    g = hw.gpus_per_node
+    if TP > 1 and (TP > g or g % TP):
+        raise ValueError(f"pipeline.TP={TP} must divide hardware.gpus_per_node={g} (a TP group sits inside one node)")
+    return Placement(TP=TP, DP=DP, S=S, gpus_per_node=g)
