@@ -23,7 +23,7 @@
     concatenated (S kernels; the core's up to it), both compiled in this process, best of
     ``--repeats`` interleaved, outputs checked identical; and
     at S = 128, E6's whole K, the plan-sized ring (``plans.ring_size``) against a ring of
-    δ + 1 rows (issue 14's measurement), once each after a compile.
+    δ + 1 rows, once each after a compile.
 
     .venv/bin/python benchmarks/bench_core.py            # all sections
     .venv/bin/python benchmarks/bench_core.py a          # or any of a b c d e f

@@ -5,7 +5,7 @@
 
 Both implementations run side by side in this process on the same inputs, their results are
 compared (they must be equal), and wall and CPU times (best of --repeat for rpd, one run for the
-loop) are printed with the speed-up. Targets (issue 2): E2 for S = 2..150 in <= 2 s; timeline +
+loop) are printed with the speed-up. Targets: E2 for S = 2..150 in <= 2 s; timeline +
 delay table for S = 150, N = 1500 in <= 0.2 s.
 """
 
@@ -24,8 +24,8 @@ from rpd.schedules import delays
 
 
 def loop_pipedream(S, N, noam=None):
-    """SPEC §2.1 as a Python loop over time steps and stages; returns a list of steps, each a
-    list with (kind, m) or None per stage."""
+    """PipeDream's readiness rule (docs/science.md#schedules) as a Python loop over time steps and stages; returns a
+    list of steps, each a list with (kind, m) or None per stage."""
     noam = S if noam is None else noam
     f_done = [[-1] * N for _ in range(S)]
     b_done = [[-1] * N for _ in range(S)]

@@ -17,7 +17,7 @@ and for ``time_order``; the reference loop runs --ref-repeat times (best shown).
 
 Last line: E2 (``rpd.studies.delay_law.run(Config())``: PD at unit costs for S = 2..150, N = 10 S,
 the ``pipedream_many`` path), CPU time by ``time.process_time`` and wall time, best of
---e2-repeat calls. Targets (issue 9): <= 0.3 s per constructor at S = 64, N = 1024, >= 30x the
+--e2-repeat calls. Targets: <= 0.3 s per constructor at S = 64, N = 1024, >= 30x the
 reference loop; E2 <= 2 s CPU.
 """
 

@@ -1,5 +1,5 @@
 """Ctrl-C at random moments: does every interrupted run exit 130 with one line and store
-nothing as complete? (issue 26)
+nothing as complete?
 
     .venv/bin/python benchmarks/stress_interrupt.py                # 60 tries, about 6 minutes
     .venv/bin/python benchmarks/stress_interrupt.py --tries 50 --hog 2  # under a CPU hog

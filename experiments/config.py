@@ -37,7 +37,6 @@ class ObjectiveName(enum.Enum):
 # The names of the registries (rpd.registry): registering a method or a schedule is the only
 # step, its name becomes a config choice here (a misspelling fails at compose time).
 MethodName = enum.Enum("MethodName", {name: name for name in registry.METHODS})
-ScheduleName = enum.Enum("ScheduleName", {name: name for name in registry.SCHEDULES})
 
 
 class Delays(enum.Enum):  # RPD's delay model; "pd" = PipeDream's exact delay table
@@ -102,10 +101,15 @@ class ObjectiveConfig:
     heads: int = 4
     heldout_frac: float = 0.1
     heldout_batches: int = 8
-    # a user's objective: an import path ``mymodule.make``, called with S and the objective.*
-    # keys its signature names, plus ``options`` (name is then only a label)
+    # a user's objective: an import path ``mymodule.make``, called with S, the objective.* keys
+    # of ``args`` that its signature names, and ``options``; its name and sizes are the
+    # returned Objective's (the name and sizes above are then not used)
     _target_: Optional[str] = None
     options: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    # a user's objective: the objective.* keys its factory is called with, the others take the
+    # factory's own defaults; experiments.train sets those given on its command line (or in a
+    # plain dict passed to experiments.train.run). null: every key its signature names
+    args: Optional[List[str]] = None
 
 
 @dataclasses.dataclass
@@ -141,12 +145,15 @@ class OptimizerName(enum.Enum):  # rpd.train.optimizers.NAMES
     adamw = "adamw"
     nadam = "nadam"
     muon = "muon"
+    nesterov_async = "nesterov_async"
+    adam_rotated = "adam_rotated"
 
 
 class CorrectionName(enum.Enum):  # rpd.train.corrections.NAMES
     pipemare_lr = "pipemare_lr"
     delay_beta1 = "delay_beta1"
     dc_asgd = "dc_asgd"
+    error_feedback = "error_feedback"
 
 
 @dataclasses.dataclass
@@ -158,22 +165,26 @@ class OptimizerConfig:
     name: OptimizerName = OptimizerName.sgd
     beta: Optional[float] = None  # momentum, nesterov, muon: momentum factor (optax trace: t = g + beta t)
     nesterov: Optional[bool] = None  # muon: Nesterov momentum
-    b1: Optional[float] = None  # adam, adamw, nadam
+    b1: Optional[float] = None  # adam, adamw, nadam, nesterov_async, adam_rotated
     b2: Optional[float] = None
     eps: Optional[float] = None  # adam, adamw, nadam, muon
     eps_root: Optional[float] = None  # adam, adamw, nadam
-    weight_decay: Optional[float] = None  # adamw (decoupled, times the learning rate), muon
+    weight_decay: Optional[float] = None  # adamw (decoupled, times the learning rate), muon, nesterov_async, adam_rotated
     ns_steps: Optional[int] = None  # muon: Newton-Schulz iterations
     ns_coeffs: Optional[List[float]] = None  # muon: Newton-Schulz coefficients (a, b, c)
     adam_b1: Optional[float] = None  # muon: Adam on the non-matrix leaves
     adam_b2: Optional[float] = None
     adam_eps_root: Optional[float] = None
     adam_weight_decay: Optional[float] = None
+    momentum_decay: Optional[float] = None  # nesterov_async: torch NAdam's ψ (0.004)
+    beta_max: Optional[float] = None  # nesterov_async: the β1 the most-delayed stage tends to (0.99)
+    shampoo_beta: Optional[float] = None  # adam_rotated: EMA of the gradient covariances (< 0: b2)
+    frequency: Optional[int] = None  # adam_rotated: updates between basis refreshes (10)
     # a correction arm for staleness (rpd.train.corrections), applied per stage; null: none
     correction: Optional[CorrectionName] = None
     correction_window: Optional[int] = None  # pipemare_lr: warm-up K in updates per block; null: a quarter
     correction_beta_max: Optional[float] = None  # delay_beta1: the β1 the most-delayed stage tends to (0.99)
-    correction_lam: Optional[float] = None  # dc_asgd: λ of g + λ g⊙g⊙(w_t - w_stale) (0.04)
+    correction_lam: Optional[float] = None  # dc_asgd: λ of g + λ g⊙g⊙(w_t - w_stale) (0.04); error_feedback: λ (1)
 
 
 class OuterOptimizerName(enum.Enum):  # rpd.train.diloco.OUTER_NAMES
@@ -204,7 +215,7 @@ class ScheduleConfig:
     schedule (PD, RPD, SGD: pipedream; LocalSGD: local_sgd; pipeline: pipedream). Each schedule
     reads S, N (or T) and its own fields; the others are ignored (and left out of a run's key)."""
 
-    name: Optional[ScheduleName] = None
+    name: Optional[str] = None  # a registered schedule (rpd.registry.SCHEDULES), checked before any work
     S: int = 8  # ranks = stages = blocks (chunked schedules: S * v stages on S ranks, S blocks)
     N: int = 400  # microbatches (protocol (i)); flush schedules: a multiple of M
     noam: Optional[int] = None  # pipedream: max microbatches in flight; null: S; 1: naive model parallelism
@@ -228,12 +239,13 @@ class ScheduleConfig:
     D: int = 1  # flush schedules: D data-parallel pipelines, D·M per step (rpd.schedules.data_parallel)
     overlap_allreduce: bool = False  # with D > 1: each rank all-reduces after its last backward, during the drain
     local_steps: int = 1  # with D > 1: flushes between parameter averagings (LocalSGD / DiLoCo across pipelines)
+    params: Dict[str, Any] = dataclasses.field(default_factory=dict)  # the schedule's own parameters, by name
 
 
 @dataclasses.dataclass
 class CostsConfig:
-    """``rpd.schedules.costs.CostModel`` (SPEC §10.1), integer ticks. The defaults are unit costs: every F
-    and B one tick (split-backward schedules: F = I = W = 1), which is the paper's time step."""
+    """``rpd.schedules.costs.CostModel`` (docs/schedules.md#time-costs-and-the-one-timer), integer ticks. The defaults
+    are unit costs: every F and B one tick (split-backward schedules: F = I = W = 1), which is the paper's time step."""
 
     F: int = 1  # forward, per stage (per chunk for interleaved / V schedules)
     B: Optional[int] = None  # full backward; null: I + W if given, else 1

@@ -92,6 +92,7 @@ def run_spec(cfg) -> registry.RunSpec:
         R=s.R,
         H=s.H,
         cut=check_choice("schedule.cut", s.cut, simtime.CUTS) if s.cut else None,
+        params=tuple(sorted(dict(s.params).items())),
     )
     options = registry.MethodOptions(
         stride=m.stride,

@@ -1,4 +1,4 @@
-"""The house keeps its shape (issue 27), read from the AST, nothing imported: no module of rpd
+"""The house keeps its shape (docs/architecture.md#layers), read from the AST, nothing imported: no module of rpd
 or experiments imports one that imports it back, directly or around a circle (imports inside
 functions and under ``if TYPE_CHECKING`` count: a lazy import does not open a circle); rpd's
 subpackages import each other in one direction only, in the order of :data:`LAYERS`; no module

@@ -24,7 +24,8 @@ def test_wandb_is_an_extra_and_optax_a_dependency():
     assert "wandb" not in deps and {"optax", "pandas", "xarray", "ortools"} <= deps
     assert _names(extras["wandb"]) == {"wandb"}
     assert {"wandb", "pytest", "ruff"} <= _names(extras["test"])  # CI exercises the logger
-    assert extras["cuda"] == ["jax[cuda12]>=0.10.2"]
+    assert extras["cuda12"] == extras["cuda"] == ["jax[cuda12]>=0.10.2"]  # cuda: the older name of cuda12
+    assert extras["cuda13"] == ["jax[cuda13]>=0.10.2"]
 
 
 def test_no_module_imports_wandb_pandas_or_xarray_at_import_time():

@@ -1,1 +1,10 @@
-"""Reading results: simulated time, step-size selection, the paper's theory, labels."""
+"""Reading results: simulated time, step-size selection, the paper's theory, crossovers.
+
+The modules (docs/api.md): :mod:`~rpd.analysis.simtime` (time axes and the equal-time
+protocols), :mod:`~rpd.analysis.tuning` (step-size grids and selectors),
+:mod:`~rpd.analysis.theory` (the bound, fits), :mod:`~rpd.analysis.crossover`.
+"""
+
+from rpd.analysis import crossover, simtime, theory, tuning
+
+__all__ = ["crossover", "simtime", "theory", "tuning"]

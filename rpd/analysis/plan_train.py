@@ -1,5 +1,5 @@
-"""Time to a target loss for the plan's rows (SPEC §12): each schedule's speed and its staleness
-on one axis, simulated wall-clock seconds.
+"""Time to a target loss for the plan's rows (docs/plan.md#time-to-a-target-loss-objective-rpdanalysisplan_train): each
+schedule's speed and its staleness on one axis, simulated wall-clock seconds.
 
 For every row of a plan (:func:`rpd.model.plan.plan`) that timed, the schedule is rebuilt for
 ``N`` microbatches under the same stage costs (:func:`rpd.model.plan.staged`: the model cut into
@@ -8,7 +8,7 @@ the schedule's global stages on the hardware) and trained through its own semant
 chain or the char LM cut into the same stages; ``make_objective(n_blocks)``), over a γ grid, with
 ``optimizer`` (:mod:`rpd.train.optimizers`; None: plain SGD).
 
-Protocol (SPEC §6 (i), in seconds), per objective (rows are grouped by their block count: a
+Protocol (docs/science.md#simulated-time (i), in seconds), per objective (rows are grouped by their block count: a
 schedule with two chunks per rank trains a model of 2S blocks, not comparable with S blocks):
 T = the shortest wall-clock time any row of the group needs for its N microbatches; every row is
 read on one grid of ``points`` instants up to T (seconds / the row's own tick length), γ chosen

@@ -1,4 +1,4 @@
-"""The RPD convergence bound (SPEC §8) and log-log slope fits for the S⁴ study. Host-side NumPy.
+"""The RPD convergence bound (docs/science.md#theory) and log-log slope fits for the S⁴ study. Host-side NumPy.
 
 For RPD with S blocks, K iterations, step γ, smoothness L, block-gradient bound G and delay
 bound δ:
@@ -50,7 +50,7 @@ class SlopeFit(NamedTuple):
 
 
 def pd_delta(S: int) -> int:
-    """PipeDream's maximal steady-state delay ⌊S² − S/2⌋ (SPEC §3)."""
+    """PipeDream's maximal steady-state delay ⌊S² − S/2⌋ (docs/science.md#delays-and-the-delay-law)."""
     S = check_int("S", S)
     return (2 * S * S - S) // 2
 

@@ -1,4 +1,4 @@
-"""Step-size selection over power-of-two grids (SPEC §7). Pure NumPy, host side.
+"""Step-size selection over power-of-two grids (docs/science.md#step-sizes). Pure NumPy, host side.
 
 Input everywhere: ``curves`` of shape [G, n_points] (one row per γ, NaN/inf allowed) and the
 matching ``gammas`` [G]. A *diverged* row (``rpd.results.diverged``: a NaN/inf, or a value above
@@ -21,7 +21,7 @@ x > 0 as +inf (a tail that oscillates and returns exactly to its start is not st
 Among stable γ keep those with tail mean ≤ best + 0.05·|best| (= 1.05·best for best > 0) and
 take the smallest γ; if none is stable, take the smallest tail mean over non-diverged γ.
 
-"reference" selector (SPEC §7, "what the paper actually used"): the rule every published γ was
+"reference" selector (docs/science.md#step-sizes, "what the paper actually used"): the rule every published γ was
 chosen by. The authors' code computes the five statistics above but never applies them: it
 builds each row as ``{"lr": lr, "stable": stable, **metrics}`` and ``metrics`` carries its own
 ``"stable": True`` for every finite curve, which overwrites the verdict. So: over the
@@ -186,7 +186,7 @@ RULES = ("stable", "reference", "best_final")
 def select_gamma(
     curves, gammas, rule: str = "stable", tail_frac: float = 0.2, thresholds: StableThresholds = DEFAULT, start=None
 ) -> Selection:
-    """Choose a γ from curves [G, n_points]. ``rule``: "stable" (SPEC §7, the rule as
+    """Choose a γ from curves [G, n_points]. ``rule``: "stable" (docs/science.md#step-sizes, the rule as
     written), "reference" (the rule the paper's γ were chosen by: the smallest γ whose tail mean
     is within ``near_best`` of the smallest over non-diverged γ, stability not required) or
     "best_final" (smallest last value; ties go to the smaller γ). Never selects a diverged row;
@@ -233,7 +233,7 @@ def format_reports(selection: Selection) -> str:
     return "\n".join(lines)
 
 
-# Which rule chose a figure's γ (SPEC §7), said in the figure and its JSON (no section numbers:
+# Which rule chose a figure's γ (docs/science.md#step-sizes), said in the figure and its JSON (no section numbers:
 # these strings are printed in figure titles).
 AUTHORS_OVERRIDE = (
     "the authors' code computes the stability statistics but never applies them: "

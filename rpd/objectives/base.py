@@ -48,7 +48,7 @@ class BlockLayout:
 
     @classmethod
     def even(cls, D: int, S: int) -> "BlockLayout":
-        """SPEC §1: sizes floor(D/S), the first D mod S blocks one larger."""
+        """docs/science.md#model-and-words: sizes floor(D/S), the first D mod S blocks one larger."""
         base, extra = divmod(D, S)
         return cls(tuple(base + (1 if s < extra else 0) for s in range(S)))
 

@@ -1,4 +1,5 @@
-"""Objectives as explicit stage chains, and the two-point chain gradient (SPEC §1, §11).
+"""Objectives as explicit stage chains, and the two-point chain gradient (docs/science.md#model-and-words,
+docs/schedules.md#training-semantics).
 
 A chain objective computes a_0 = input(batch), a_{s+1} = stage_s(x_s, a_s) for s = 0..S-1
 and the loss head(a_S, target), plus an optional separable penalty Σ_s p(x_s). Pipeline
@@ -14,7 +15,7 @@ x_s and its backward with another, so the gradient they apply is
 two halves are exposed for a pipeline that runs them at different times: :func:`forward` (the
 loss, the kept activations and δ_S) and :func:`stage_vjp` (one stage's backward). An activation
 is any pytree; cotangents are carried for its floating-point leaves only (integer leaves, such
-as token ids or a batch index, are data). For the additive linear chains of SPEC §5
+as token ids or a batch index, are data). For the additive linear chains of docs/science.md#objectives
 (stage_s(x_s, a) = a + X_b[:, s] x_s) the input Jacobian is the identity and the weight
 Jacobian does not depend on x_s, so x^B has no effect there (only the penalty, taken at x^B);
 it matters for nonlinear chains (the MLP chain, the LM).

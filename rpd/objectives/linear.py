@@ -1,4 +1,4 @@
-"""Linear-model objectives of SPEC §5, built on the host exactly as the reference code does.
+"""Linear-model objectives of docs/science.md#objectives, built on the host exactly as the reference code does.
 
 All three are chains of S stages with a_0 = 0 and stage_s(x_s, a) = a + X_b[:, block s] x_s,
 so the chain output is X_b x and the loss acts on it; float64 throughout.

@@ -1,9 +1,9 @@
-"""A nonlinear chain: deep MLP teacher-student regression, one layer per stage (SPEC §11).
+"""A nonlinear chain: deep MLP teacher-student regression, one layer per stage (docs/science.md#objectives).
 
 Stage s maps a_s in R^{B x w} to tanh(a_s W_sᵀ + c_s) (the last stage is linear), block s is
 (W_s, c_s) flattened (w² + w values). Targets come from a teacher of the same architecture, so
 the student can reach the teacher's weights exactly and f* = 0. Unlike the linear chains of
-SPEC §5, the input Jacobian of a stage depends on its weights, so a backward at weights other
+docs/science.md#objectives, the input Jacobian of a stage depends on its weights, so a backward at weights other
 than the forward's (PipeMare, weight prediction) changes the gradient.
 
 Host-side data in ``numpy.random.default_rng(seed)`` order: inputs X ~ N(0, 1)^{n x w}, then

@@ -1,4 +1,4 @@
-"""Small character-level language model ("NanoChat") split into S pipeline stages (SPEC §5).
+"""Small character-level language model ("NanoChat") split into S pipeline stages (docs/science.md#objectives).
 
 The model is an explicit stage chain on one (inputs, targets) batch of token ids [B, T]:
 
@@ -21,6 +21,10 @@ backward weights change the gradient (attention, LayerNorm and GELU Jacobians de
 Initialisation (PyTorch's defaults, as in the authors' code), stage s drawn on the host from
 ``numpy.random.default_rng((seed, s))``: embeddings N(0, 1); every linear weight and bias
 U(−1/√fan_in, 1/√fan_in) in the order weight, bias; LayerNorm scale 1, bias 0.
+
+Matrix products run at :data:`MATMUL_PRECISION` = ``HIGHEST``: full float32 on every device. XLA's
+default lets a GPU multiply float32 in TF32 (10-bit mantissa), which moves gradients by ~1e-3
+relative; with HIGHEST a GPU and a CPU agree to float32 rounding (docs/running.md, "GPU").
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from rpd.validation import check_int
 
 DTYPE = jnp.float32
 LN_EPS = 1e-5
+MATMUL_PRECISION = jax.lax.Precision.HIGHEST  # float32 products in float32, not TF32 (module doc)
 
 
 # ---------------------------------------------------------------- initialisation
@@ -86,7 +91,7 @@ def init_params(seed: int, S: int, vocab_size: int, seq_len: int, width: int) ->
 
 
 def _linear(p: dict, a: jax.Array) -> jax.Array:
-    y = a @ p["w"]
+    y = jnp.matmul(a, p["w"], precision=MATMUL_PRECISION)
     return y + p["b"][None, None, :] if "b" in p else y
 
 
@@ -104,10 +109,10 @@ def embed(p: dict, ids: jax.Array) -> jax.Array:
 def _causal_attention(p: dict, h: jax.Array, heads: int) -> jax.Array:
     B, T, W = h.shape
     q, k, v = (u.reshape(B, T, heads, W // heads) for u in jnp.split(_linear(p["qkv"], h), 3, axis=-1))
-    scores_BHTT = jnp.einsum("bthd,bshd->bhts", q, k) / math.sqrt(W // heads)
+    scores_BHTT = jnp.einsum("bthd,bshd->bhts", q, k, precision=MATMUL_PRECISION) / math.sqrt(W // heads)
     causal_TT = jnp.tril(jnp.ones((T, T), bool))
     scores_BHTT = jnp.where(causal_TT[None, None], scores_BHTT, -jnp.inf)
-    y = jnp.einsum("bhts,bshd->bthd", jax.nn.softmax(scores_BHTT, axis=-1), v)
+    y = jnp.einsum("bhts,bshd->bthd", jax.nn.softmax(scores_BHTT, axis=-1), v, precision=MATMUL_PRECISION)
     return _linear(p["proj"], y.reshape(B, T, W))
 
 

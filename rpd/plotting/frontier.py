@@ -11,31 +11,27 @@ from matplotlib import lines as mpl_lines
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
+from rpd import registry
 from rpd.plotting.style import paper_style, save
 
-STYLE = {  # label -> (marker, colour): synchronous filled circles-ish, asynchronous distinct
-    "GPipe": ("o", "C0"),
-    "1F1B": ("s", "C1"),
-    "interleaved": ("D", "C2"),
-    "ZB-H1": ("^", "C3"),
-    "ZB-H2": ("v", "C4"),
-    "ZB-V": ("<", "C5"),
-    "DualPipeV": (">", "C6"),
-    "Chimera": ("P", "C7"),
-    "Chimera FD": ("P", "#1B9E77"),  # forward doubling / backward halving: Chimera's marker
-    "Chimera BH": ("P", "#A6761D"),
-    "PipeDream": ("X", "C8"),
-    "PipeDream+pred": ("x", "C8"),
-    "2BW": ("*", "C9"),
-    "PipeMare": ("h", "#333333"),
-    "PipeMare T1+T2": ("H", "#999999"),
-    "LocalSGD": ("d", "#8B4513"),
-    "GEMS": ("p", "#E7298A"),
-    "AMPNet": ("8", "#66A61E"),
-    "AvgPipe": ("+", "#D95F02"),
-    "WPipe": ("$W$", "#7570B3"),
-    "ZB-H2+PV": ("v", "#E6AB02"),  # ZB-H2's marker in its own colour
+OPTION_ARMS = {  # a row that is a schedule with options of its semantics: (schedule, marker, colour or None)
+    "PipeDream+pred": ("pipedream", "x", None),
+    "PipeMare T1+T2": ("pipemare", "h", "#999999"),
 }
+
+
+def style(label: str) -> tuple[str, str]:
+    """(marker, colour) of an E10 row, by its label: the registry entry whose compact label it
+    is, or an option arm drawn in its schedule's colour."""
+    if label in OPTION_ARMS:
+        base, marker, colour = OPTION_ARMS[label]
+        return marker, colour or registry.style(base).colour
+    for e in (*registry.SCHEDULES.values(), *registry.VARIANTS.values()):
+        if e.compact == label:
+            return e.marker, e.colour
+    raise KeyError(f"no registered schedule or variant is labelled {label!r}")
+
+
 NAMES = {
     "nesterov_quadratic": "Nesterov quadratic",
     "logistic_regression": "logistic regression",
@@ -61,7 +57,7 @@ _TWO_FIVE = FuncFormatter(lambda v, _: _compact(v) if round(v / 10 ** np.floor(n
 def _panel(ax, rows: list[dict], y: str, title: str) -> None:
     ok = [r for r in rows if r["status"] == "ok" and r.get(y) is not None and np.isfinite(r[y])]
     for r in ok:
-        marker, color = STYLE[r["schedule"]]
+        marker, color = style(r["schedule"])
         on_front = r.get("pareto") and y == "loss_stable"
         ax.scatter(
             r["memory"],
@@ -121,9 +117,8 @@ def _grid(rows: list[dict], y: str, ylabel: str, suptitle: str, path) -> Path:
                 if i == len(objectives) - 1:
                     ax.set_xlabel("peak memory per rank (values)", fontsize=8)
         handles = [
-            mpl_lines.Line2D([], [], marker=m, color=c, linestyle="none", markersize=7, label=k)
-            for k, (m, c) in STYLE.items()
-            if any(r["schedule"] == k for r in rows)
+            mpl_lines.Line2D([], [], marker=style(k)[0], color=style(k)[1], linestyle="none", markersize=7, label=k)
+            for k in dict.fromkeys(r["schedule"] for r in rows)
         ]
         handles.append(mpl_lines.Line2D([], [], color="black", alpha=0.6, label="Pareto front"))
         if y == "loss_stable" and any(r.get("pareto") for r in rows):

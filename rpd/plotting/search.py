@@ -13,16 +13,13 @@ from matplotlib import lines as mpl_lines
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter, NullLocator, ScalarFormatter
 
+from rpd import registry
 from rpd.plotting.style import paper_style, save
 
-HAND_STYLE = {  # name -> (label, marker, colour)
-    "gpipe": ("GPipe", "o", "C0"),
-    "1f1b": ("1F1B", "s", "C1"),
-    "zb_h1": ("ZB-H1", "^", "C2"),
-    "zb_h2": ("ZB-H2", "v", "C4"),
-}
+HAND = ("gpipe", "1f1b", "zb_h1", "zb_h2")  # hand-written schedules drawn beside the searched ones
+HAND_STYLE = {n: (registry.style(n).title, registry.style(n).marker, registry.style(n).colour) for n in HAND}
 HEURISTIC = dict(color="#222222", linestyle="-", linewidth=1.8)
-EXACT = dict(color="C3", linestyle="--", linewidth=1.6, marker="o", markersize=4)
+EXACT = dict(color="#6A3D9A", linestyle="--", linewidth=1.6, marker="o", markersize=4)
 
 
 def search_figure(panels: list[dict], path) -> Path:

@@ -4,8 +4,10 @@ A run is (method, schedule, costs). The schedule registry turns plain values
 (:class:`ScheduleParams`) and a :class:`~rpd.schedules.costs.CostModel` into a timed
 :class:`~rpd.schedules.Timeline`; the method registry trains an objective on it for a whole
 step-size grid and one seed and returns a :class:`MethodRun` (the Result, both time axes and the
-run's summary numbers). Adding a schedule is one :func:`register_schedule` call (plus its config
-file ``configs/schedule/<name>.yaml``); adding a method is one :func:`register_method` call.
+run's summary numbers). A schedule is one :class:`ScheduleEntry` (:mod:`rpd.registry.entry`;
+the built-in ones in :mod:`rpd.registry.catalog`): adding one is its module, one
+:func:`register_schedule` call and its config file ``configs/schedule/<name>.yaml``; adding a
+method is one :func:`register_method` call.
 
 :func:`prepare` checks a (method, schedule, options, costs) choice before any work and returns
 it resolved (defaults filled in, fields the run does not read set to None, which is what a
@@ -20,6 +22,20 @@ schedule and method). Only plain values cross these modules; nothing here import
 
 from __future__ import annotations
 
+from rpd.registry import catalog  # noqa: F401  (registers the built-in schedules)
+from rpd.registry.entry import (
+    DEFAULTS,  # noqa: F401  (re-exported)
+    SCHEDULES,
+    VARIANTS,
+    ScheduleEntry,
+    ScheduleParams,
+    Source,
+    Variant,
+    entry_of,
+    register_schedule,
+    register_variant,
+    style,
+)
 from rpd.registry.methods import (
     METHODS,
     MethodEntry,
@@ -30,26 +46,22 @@ from rpd.registry.methods import (
     prepare,
     register_method,
     run,
-    timeline_summary,  # noqa: F401  (re-exported)
+    timeline_summary,
 )
 from rpd.registry.schedules import (
-    DEFAULTS,  # noqa: F401  (re-exported)
-    SCHEDULES,
-    VARIANTS,  # noqa: F401  (re-exported)
-    ScheduleEntry,
-    ScheduleParams,
     build,
-    check_schedule,  # noqa: F401  (re-exported)
-    objective_blocks,  # noqa: F401  (re-exported)
-    register_schedule,
-    resolve,  # noqa: F401  (re-exported)
+    check_schedule,
+    make,
+    objective_blocks,
+    resolve,
     timeline,
-    variant,  # noqa: F401  (re-exported)
+    variant,
 )
 
 __all__ = [
     "METHODS",
     "SCHEDULES",
+    "VARIANTS",
     "MethodEntry",
     "MethodOptions",
     "MethodRun",
@@ -57,10 +69,21 @@ __all__ = [
     "RunSpec",
     "ScheduleEntry",
     "ScheduleParams",
+    "Source",
+    "Variant",
     "build",
+    "check_schedule",
+    "entry_of",
+    "make",
+    "objective_blocks",
     "prepare",
     "register_method",
     "register_schedule",
+    "register_variant",
+    "resolve",
     "run",
+    "style",
     "timeline",
+    "timeline_summary",
+    "variant",
 ]

@@ -15,7 +15,8 @@ import numpy as np
 from rpd.analysis import simtime
 from rpd.analysis.theory import pd_delta
 from rpd.objectives.base import Objective
-from rpd.registry.schedules import ScheduleParams, _entry_of, build, check_schedule, resolve
+from rpd.registry.entry import ScheduleEntry, ScheduleParams
+from rpd.registry.schedules import _entry_of, build, check_schedule, resolve
 from rpd.results import Result
 from rpd.schedules import Timeline, delays, memory
 from rpd.schedules.costs import CostModel
@@ -56,6 +57,10 @@ class Pipeline:
     params: ScheduleParams
     costs: CostModel | None = None
     values: int | None = None
+
+    @property
+    def entry(self) -> ScheduleEntry:
+        return _entry_of(self.name)
 
     def timeline(self, obj: Objective | None = None) -> Timeline:
         values = self.values if self.values is not None else (max(obj.layout.sizes) if obj is not None else 0)
@@ -167,7 +172,7 @@ def _rpd_defaults(o: MethodOptions, S: int) -> MethodOptions:
 
 
 def timeline_summary(tl: Timeline) -> dict:
-    """A timeline's SPEC §10.3 scalars for a run's summary (maxima over ranks)."""
+    """A timeline's scalars (docs/schedules.md#what-a-timeline-reports) for a run's summary (maxima over ranks)."""
     return {
         "bubble/f_total": tl.bubble_ratio(),
         "bubble/r_ideal": tl.bubble_overhead(),
@@ -181,8 +186,9 @@ def _pipeline(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> Metho
     """Any schedule with its own semantics (``rpd.train.methods.train``), curves against ticks."""
 
     tl = pipe.timeline(obj)
+    sem = pipe.entry.semantics
     diloco_set = diloco.resolve_outer(o.outer_optimizer) is not None or (o.inner_state or "keep") != "keep"
-    if tl.kind == "local_sgd" or semantics_parallel.local_rounds(tl, diloco_set):
+    if sem.runner == "replicas" or semantics_parallel.local_rounds(tl, diloco_set):
         # train() hands LocalSGD (and D pipelines' local rounds) to methods.local_sgd; keep its stride rule
         out = _local_sgd(obj, pipe, gammas, seed, o)
         return dataclasses.replace(out, extra=dict(out.extra, schedule=pipe.name, **timeline_summary(tl)))
@@ -199,6 +205,7 @@ def _pipeline(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> Metho
         t1_window=o.t1_window,
         t2=o.t2,
         optimizer=o.optimizer,
+        semantics=sem,
     )
     times = res.traces.pop("update_time")  # the tick each update lands, per the schedule's semantics
     res = _cut(res, pipe.params)
@@ -247,14 +254,14 @@ class RunSpec:
     options: MethodOptions
 
 
-def _check_options(entry: MethodEntry, o: MethodOptions, tl: Timeline, prefix: str) -> None:
+def _check_options(entry: MethodEntry, o: MethodOptions, tl: Timeline, sem: semantics.Semantics, prefix: str) -> None:
     check_int(f"{prefix}stride", o.stride)
     try:
         optimizer = optimizers.resolve(o.optimizer)
     except (TypeError, ValueError) as err:
         raise type(err)(str(err) if str(err).startswith("optimizer") else f"optimizer: {err}") from None
     correction = None if optimizer is None or optimizer.correction is None else optimizer.correction.name
-    if correction == "dc_asgd" and tl.kind == "pipemare":
+    if correction == "dc_asgd" and sem.two_point:
         raise ValueError("optimizer.correction=dc_asgd: PipeMare's gradient reads two points; DC-ASGD needs one")
     try:
         outer = diloco.resolve_outer(o.outer_optimizer)
@@ -262,17 +269,16 @@ def _check_options(entry: MethodEntry, o: MethodOptions, tl: Timeline, prefix: s
     except (TypeError, ValueError) as err:
         raise type(err)(str(err)) from None
     uses_diloco = outer is not None or inner_state != "keep"
-    if uses_diloco and tl.kind != "local_sgd" and not semantics_parallel.local_rounds(tl, diloco=True):
+    replicas = sem.runner == "replicas"
+    if uses_diloco and not replicas and not semantics_parallel.local_rounds(tl, diloco=True):
         what = f"outer_optimizer={outer.name}" if outer is not None else f"inner_state={inner_state}"
         raise ValueError(f"{what}: applies to LocalSGD (DiLoCo) and D > 1 pipelines only, not to schedule {tl.kind}")
-    if correction is not None and (tl.kind == "local_sgd" or semantics_parallel.local_rounds(tl, uses_diloco)):
+    if correction is not None and (replicas or semantics_parallel.local_rounds(tl, uses_diloco)):
         raise ValueError(f"optimizer.correction={correction}: LocalSGD's replicas apply fresh gradients (no staleness)")
     if "delta" in entry.options:
         check_int(f"{prefix}delta", o.delta, 0)
     used = {f: getattr(o, f) for f in entry.options if f in semantics.OPTION_NAMES}
-    allowed = (
-        semantics.SEMANTICS.get(tl.kind, semantics.Semantics(None)).options if entry.name == "pipeline" else tuple(used)
-    )
+    allowed = sem.options if entry.name == "pipeline" else tuple(used)
     semantics.check_options(tl.kind, allowed, used, prefix)
 
 
@@ -293,7 +299,7 @@ def prepare(
     check_choice(f"{method_prefix}name", method, METHODS)
     entry = METHODS[method]
     name = schedule if schedule is not None else (entry.schedules or (entry.default_schedule,))[0]
-    _entry_of(name, schedule_prefix)
+    schedule_entry = _entry_of(name, schedule_prefix)
     if entry.schedules is not None and name not in entry.schedules:
         raise ValueError(
             f"{schedule_prefix}name={name!r}: method {method} runs {list(entry.schedules)} only "
@@ -308,7 +314,7 @@ def prepare(
     )
     if entry.resolve is not None:
         resolved = entry.resolve(resolved, params.S)
-    _check_options(entry, resolved, smallest, method_prefix)
+    _check_options(entry, resolved, smallest, schedule_entry.semantics, method_prefix)
     return RunSpec(method, Pipeline(name, resolve(name, params), costs, values), resolved)
 
 

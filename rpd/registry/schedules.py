@@ -1,161 +1,19 @@
-"""Schedules by name (the schedule half of :mod:`rpd.registry`): :class:`ScheduleParams`, the
-registered :class:`ScheduleEntry` of every schedule, and the timeline of a name and its
-parameters under a cost model (:func:`build`), checked before any work (:func:`check_schedule`)."""
+"""Schedules by name (the schedule half of :mod:`rpd.registry`): the timeline of a registered
+schedule (:mod:`rpd.registry.entry`) and its parameters under a cost model (:func:`build`),
+checked before any work (:func:`check_schedule`)."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
-from typing import Any
 
 import numpy as np
 
 from rpd.analysis import simtime
-from rpd.schedules import Timeline, family
+from rpd.registry.entry import BOOLS, NOT_INT, SCHEDULES, VARIANTS, ScheduleEntry, ScheduleParams
+from rpd.schedules import Timeline
 from rpd.schedules.costs import CostModel
 from rpd.schedules.data_parallel import data_parallel
 from rpd.validation import check_choice, check_int, qualify
-
-
-@dataclasses.dataclass(frozen=True)
-class ScheduleParams:
-    """Plain schedule parameters; a schedule reads S, N (or T) and its own ``fields``.
-
-    ``T`` set: protocol (ii), the smallest N whose timeline reaches T ticks (in whole flushes
-    for flush schedules); N is then ignored. ``None`` elsewhere: the schedule's default."""
-
-    S: int
-    N: int | None = None  # microbatches
-    T: int | None = None  # target simulated time (ticks)
-    M: int | None = None  # microbatches per flush / minibatch (default S; DualPipeV 2S)
-    v: int | None = None  # interleaved: model chunks per rank (default 2)
-    group: int | None = None  # interleaved: Megatron's microbatch group (default S)
-    overlapped: bool | None = None  # ZB-H2, ZB-V: no barrier between flushes (default False)
-    noam: int | None = None  # PipeDream: max microbatches in flight (default S)
-    R: int | None = None  # LocalSGD: replicas (default S)
-    H: int | None = None  # LocalSGD: local steps per round (default 1)
-    post_validation: bool | None = None  # ZB-H2: time sail-sg's optimizer post-validation (default False)
-    clip: float | None = None  # ZB-H2 post-validation: global-norm clip threshold of the semantics
-    rollback_p: float | None = None  # ZB-H2 post-validation: per-flush rollback probability (default 0)
-    rollback_trace: tuple | None = None  # ZB-H2 post-validation: the flushes rolled back (overrides p)
-    pipelines: int | None = None  # AvgPipe: pipelines sharing the devices (default 2)
-    advance: int | None = None  # AvgPipe: advance-forward depth in [0, M / pipelines] (default 0: 1F1B)
-    elastic: float | None = None  # AvgPipe: EASGD's moving rate α (default 0.9 / pipelines)
-    replicas: tuple | None = None  # pipedream_rr: replicas of each stage (default one each)
-    concat: str | None = None  # Chimera with M > S: direct | forward_doubling | backward_halving
-    D: int | None = None  # data-parallel pipelines around a synchronous schedule (default 1; issue 29)
-    overlap_allreduce: bool | None = None  # with D > 1: the all-reduce starts during the drain
-    local_steps: int | None = None  # with D > 1: flushes between parameter averagings (default 1: DDP)
-    cut: str | None = None  # with T: "end" (the point after T ticks, the default) or "authors"
-    # (after T - 1: the authors' curve[:T]; rpd.analysis.simtime.cut_to)
-
-
-DEFAULTS: Mapping[str, Callable[[int], Any]] = {  # field -> its default as a function of S
-    "M": lambda S: S,
-    "v": lambda S: 2,
-    "group": lambda S: S,
-    "overlapped": lambda S: False,
-    "noam": lambda S: S,
-    "R": lambda S: S,
-    "H": lambda S: 1,
-    "post_validation": lambda S: False,
-    "clip": lambda S: None,
-    "rollback_p": lambda S: 0.0,
-    "rollback_trace": lambda S: None,
-    "pipelines": lambda S: 2,
-    "advance": lambda S: 0,
-    "elastic": lambda S: None,
-    "replicas": lambda S: None,
-    "concat": lambda S: "direct",
-}
-NOT_INT = (
-    "overlapped",
-    "post_validation",
-    "clip",
-    "rollback_p",
-    "rollback_trace",
-    "replicas",
-    "advance",
-    "elastic",
-    "concat",
-)  # checked by the constructor
-
-
-@dataclasses.dataclass(frozen=True)
-class ScheduleEntry:
-    """One schedule: ``build(S, N, costs=..., **{f: params.f for f in fields})`` -> Timeline.
-
-    ``flush``: N is a whole number of flushes (minibatches) of M microbatches. ``allreduce``:
-    ``build`` also takes ``values=`` (numbers averaged / all-reduced per stage, for its
-    ``CostModel.allreduce`` cost). ``defaults`` override :data:`DEFAULTS`; ``aliases`` map the
-    names the constructor's errors use to fields (Chimera calls S "D")."""
-
-    name: str
-    build: Callable[..., Timeline]
-    fields: tuple[str, ...] = ()
-    flush: bool = False
-    allreduce: bool = False
-    defaults: Mapping[str, Callable[[int], Any]] = dataclasses.field(default_factory=dict)
-    aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    doc: str = ""
-    blocks: Callable[[int], int] | None = None  # objective blocks it trains, from S (None: S)
-
-
-SCHEDULES: dict[str, ScheduleEntry] = {}
-
-
-def register_schedule(entry: ScheduleEntry) -> ScheduleEntry:
-    unknown = set(entry.fields) - set(DEFAULTS)
-    if unknown:
-        raise ValueError(
-            f"schedule {entry.name!r}: unknown fields {sorted(unknown)} (ScheduleParams has {sorted(DEFAULTS)})"
-        )
-    if entry.flush and "M" not in entry.fields:
-        raise ValueError(f"schedule {entry.name!r}: a flush schedule needs the field M")
-    SCHEDULES[entry.name] = entry
-    return entry
-
-
-for _entry in (
-    ScheduleEntry("pipedream", family.pipedream, ("noam",), doc="PipeDream async 1F1B, weight stashing"),
-    ScheduleEntry("local_sgd", family.local_sgd, ("R", "H"), allreduce=True, doc="LocalSGD rounds"),
-    ScheduleEntry("gpipe", family.gpipe, ("M",), flush=True, doc="GPipe fill-drain"),
-    ScheduleEntry("1f1b", family.one_f_one_b, ("M",), flush=True, doc="1F1B with flush"),
-    ScheduleEntry(
-        "interleaved", family.interleaved, ("M", "v", "group"), flush=True, doc="interleaved 1F1B, v chunks per rank"
-    ),
-    ScheduleEntry("zb_h1", family.zb_h1, ("M",), flush=True, doc="zero bubble H1"),
-    ScheduleEntry(
-        "zb_h2",
-        family.zb_h2,
-        ("M", "overlapped", "post_validation", "clip", "rollback_p", "rollback_trace"),
-        flush=True,
-        doc="zero bubble H2 (greedy); post_validation: sail-sg's eager steps and rollbacks",
-    ),
-    ScheduleEntry(
-        "searched",
-        family.searched,
-        ("M", "overlapped"),
-        flush=True,
-        doc="found by search under a 2S cap (rpd.schedules.search, heuristic)",
-    ),
-    ScheduleEntry("zb_v", family.zb_v, ("M", "overlapped"), flush=True, doc="zero bubble V"),
-    ScheduleEntry(
-        "dualpipe_v", family.dualpipe_v, ("M",), flush=True, defaults={"M": lambda S: 2 * S}, doc="DualPipeV"
-    ),
-    ScheduleEntry(
-        "chimera",
-        family.chimera,
-        ("M", "concat"),
-        flush=True,
-        allreduce=True,
-        aliases={"D": "S"},
-        doc="Chimera, two pipelines",
-    ),
-    ScheduleEntry("pipedream_2bw", family.pipedream_2bw, ("M",), flush=True, doc="PipeDream-2BW"),
-    ScheduleEntry("pipemare", family.pipemare, (), doc="PipeMare: PD's order, no stashing"),
-):
-    register_schedule(_entry)
 
 
 def objective_blocks(name: str, S: int) -> int:
@@ -182,7 +40,9 @@ def resolve(name: str, params: ScheduleParams) -> ScheduleParams:
     }
     for f in entry.fields:
         value = getattr(params, f)
-        kept[f] = entry.defaults.get(f, DEFAULTS[f])(params.S) if value is None else value
+        kept[f] = entry.default(f, params.S) if value is None else value
+    if entry.params_type is not None or params.params:  # its own parameters, defaults filled in
+        kept["params"] = tuple(sorted(entry.own(dict(params.params)).items()))
     if params.D not in (None, 1):  # D pipelines (rpd.schedules.data_parallel); D = 1 keeps old keys
         kept.update(D=params.D, overlap_allreduce=bool(params.overlap_allreduce))
         if params.local_steps not in (None, 1):  # local_steps = 1 keeps old keys too
@@ -191,7 +51,7 @@ def resolve(name: str, params: ScheduleParams) -> ScheduleParams:
 
 
 def _make(entry: ScheduleEntry, p: ScheduleParams, N: int, costs: CostModel | None, values: int) -> Timeline:
-    kw = {f: getattr(p, f) for f in entry.fields}
+    kw = {f: getattr(p, f) for f in entry.fields} | dict(p.params)
     if entry.allreduce:
         kw["values"] = values
     tl = entry.build(p.S, N, costs=costs, **kw)
@@ -200,18 +60,18 @@ def _make(entry: ScheduleEntry, p: ScheduleParams, N: int, costs: CostModel | No
     return tl
 
 
-# Named variants: a registered schedule with some of its fields fixed, accepted wherever a list of
-# schedules is given by name (the plan's ``schedules=``, E9's and E10's rows).
-VARIANTS: dict[str, tuple[str, dict]] = {
-    "zb_h2_pv": ("zb_h2", {"post_validation": True}),  # sail-sg's optimizer post-validation
-    "chimera_fd": ("chimera", {"concat": "forward_doubling"}),  # M > S (rpd.schedules.bidirectional)
-    "chimera_bh": ("chimera", {"concat": "backward_halving"}),  # even costs.F, costs.B
-}
-
-
 def variant(name: str) -> tuple[str, dict]:
     """(registered schedule, fixed fields) of a schedule or variant name."""
-    return VARIANTS.get(name, (name, {}))
+    v = VARIANTS.get(name)
+    return (name, {}) if v is None else (v.base, dict(v.fixed))
+
+
+def make(name: str, S: int, N: int, M: int | None = None, costs: CostModel | None = None, **params) -> Timeline:
+    """The timeline of schedule or variant ``name`` with one signature for all: N microbatches
+    on S ranks, M per flush where the schedule reads M, the other fields from ``params`` or the
+    schedule's defaults (:meth:`rpd.registry.entry.ScheduleEntry.make`); no D wrapping, no T."""
+    base, fixed = variant(name)
+    return SCHEDULES[base].make(S, N, M, costs, fixed | params)
 
 
 def timeline(name: str, S: int, N: int, M: int, costs: CostModel | None = None, values: int = 0) -> Timeline:
@@ -234,7 +94,8 @@ def build(name: str, params: ScheduleParams, costs: CostModel | None = None, val
 
 def _qualify(message: str, entry: ScheduleEntry, prefix: str) -> str:
     """The library names its arguments (``M must be >= 1``); give them their config path."""
-    return qualify(message, {f: f for f in ("S", "N", "T", *entry.fields)} | dict(entry.aliases), prefix)
+    own = {} if entry.params_type is None else {f.name: f"params.{f.name}" for f in dataclasses.fields(entry.params_type)}
+    return qualify(message, {f: f for f in ("S", "N", "T", *entry.fields)} | own | dict(entry.aliases), prefix)
 
 
 def check_schedule(
@@ -250,10 +111,13 @@ def check_schedule(
         check_int(f"{prefix}N", params.N)
     else:
         check_int(f"{prefix}T", params.T)
-    p = resolve(name, params)
+    try:
+        p = resolve(name, params)
+    except TypeError as exc:  # a parameter of its own it does not have
+        raise TypeError(f"{prefix}{exc}") from None
     for f in entry.fields:
         value = getattr(p, f)
-        if f in ("overlapped", "post_validation"):
+        if f in BOOLS:
             if not isinstance(value, (bool, np.bool_)):
                 raise TypeError(f"{prefix}{f} must be a bool, got {value!r}")
         elif f in NOT_INT:
@@ -280,48 +144,3 @@ def check_schedule(
         if n != params.N:  # the smallest instance's N is not the user's: say what it means
             message = message.replace(f", {prefix}N={n}", f" with only {n} microbatch{'es' if n > 1 else ''}")
         raise type(exc)(message if message.startswith(name) else f"schedule {name}: {message}") from exc
-
-
-for _entry in (  # the survey's remaining rows (issue 33; rpd.schedules.frontier)
-    ScheduleEntry(
-        "gems",
-        family.gems,
-        ("M",),
-        flush=True,
-        allreduce=True,
-        aliases={"D": "S"},
-        defaults={"M": lambda S: S + S % 2},
-        doc="GEMS, two replicas in opposite directions",
-    ),
-    ScheduleEntry(
-        "ampnet", family.ampnet, ("M",), flush=True, doc="AMPNet: async 1F1B, no stashing, a step every M backwards"
-    ),
-    ScheduleEntry(
-        "wpipe",
-        family.wpipe,
-        ("M",),
-        flush=True,
-        doc="WPipe (reconstruction): two interleaved groups, 2BW delay on the input side",
-        blocks=lambda S: 2 * S,
-    ),
-    ScheduleEntry(
-        "avgpipe",
-        family.avgpipe,
-        ("M", "pipelines", "advance", "elastic"),
-        flush=True,
-        defaults={"M": lambda S: S + S % 2},
-        doc="AvgPipe (reconstruction): parallel pipelines, elastic averaging, advance forward",
-    ),
-):
-    register_schedule(_entry)
-
-
-register_schedule(  # issue 29: PipeDream's replicated stages (rpd.schedules.round_robin)
-    ScheduleEntry(
-        "pipedream_rr",
-        family.pipedream_rr,
-        ("replicas",),
-        allreduce=True,
-        doc="PipeDream 1F1B-RR: stage g on replicas[g] workers, microbatches round-robin, weights all-reduced",
-    )
-)

@@ -3,7 +3,7 @@
 Ctrl-C raises ``KeyboardInterrupt`` in the main thread. During an XLA compile (or while worker
 threads of ``rpd.runtime.concurrency`` still run compiled programs) the interpreter's normal shutdown
 after that exception can crash: XLA's threads are still working while Python tears down the
-modules they call into. Measured on this repository (issue 13): a LocalSGD train cell
+modules they call into. Measured on this repository: a LocalSGD train cell
 interrupted 12 s and 20 s in ended in a segmentation fault (exit 139) after the traceback.
 
 The entry points install the handler as their package is imported (``experiments/__init__``),
@@ -19,7 +19,7 @@ Ctrl-C while exiting changes nothing.
 A Ctrl-C can be swallowed. Python raises ``KeyboardInterrupt`` in whatever Python code the
 main thread runs when the signal arrives; if that is a garbage-collection callback (JAX
 registers one), a ``__del__`` or a weakref callback, the interpreter prints "Exception ignored
-in ..." and carries on, and the run would finish and be stored as complete (issue 26: 4 of 8
+in ..." and carries on, and the run would finish and be stored as complete (an audit saw it in 4 of 8
 runs of one audit). So :func:`run_main` installs its own handler, which first *records* the
 request and then raises: :func:`check` raises again wherever a swallowed interrupt must not be
 ignored (the store calls it before it writes a completion marker), and :func:`run_main` exits

@@ -1,4 +1,4 @@
-"""Pipeline schedules as exact integer simulations (SPEC §2, §10).
+"""Pipeline schedules as exact integer simulations (docs/science.md#schedules, docs/schedules.md).
 
 A schedule is an op order per rank (:mod:`~rpd.schedules.ir`, the IR of torch's
 ``pipeline_order``), produced by a readiness rule (PipeDream, LocalSGD:
@@ -7,25 +7,31 @@ A schedule is an op order per rank (:mod:`~rpd.schedules.ir`, the IR of torch's
 :class:`rpd.schedules.costs.CostModel` by one timer (:mod:`~rpd.schedules.timer`). The result is a
 :class:`~rpd.schedules.timeline.Timeline`, which reports makespan, bubbles, activations and
 weight versions; :mod:`~rpd.schedules.torch_format` round-trips orders through
-torch.distributed.pipelining's action strings.
+torch.distributed.pipelining's action strings. Which schedules exist, by name, is the
+registry's (:mod:`rpd.registry`, one entry per schedule); this package builds and measures them.
 """
 
 from rpd.schedules.family import (
-    SCHEDULES,
+    ampnet,
+    avgpipe,
     chimera,
     dualpipe_v,
+    gems,
     gpipe,
     interleaved,
     local_sgd,
     one_f_one_b,
     pipedream,
     pipedream_2bw,
+    pipedream_rr,
     pipemare,
+    searched,
+    wpipe,
     zb_h1,
     zb_h2,
     zb_v,
 )
-from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD, IDLE
+from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD, IDLE, Col, Op
 from rpd.schedules.readiness import ScheduleSpec, local_sgd_many, pipedream_many, simulate_many, validate
 from rpd.schedules.timeline import OpTable, Timeline, render_ascii
 
@@ -35,12 +41,16 @@ __all__ = [
     "BWD_W",
     "FWD",
     "IDLE",
-    "SCHEDULES",
+    "Col",
+    "Op",
     "OpTable",
     "ScheduleSpec",
     "Timeline",
+    "ampnet",
+    "avgpipe",
     "chimera",
     "dualpipe_v",
+    "gems",
     "gpipe",
     "interleaved",
     "local_sgd",
@@ -49,10 +59,13 @@ __all__ = [
     "pipedream",
     "pipedream_2bw",
     "pipedream_many",
+    "pipedream_rr",
     "pipemare",
     "render_ascii",
+    "searched",
     "simulate_many",
     "validate",
+    "wpipe",
     "zb_h1",
     "zb_h2",
     "zb_v",

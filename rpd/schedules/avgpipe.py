@@ -3,7 +3,7 @@
 What was read: the issue's summary (several pipelines share the same devices, each training
 its own replica, coupled by elastic averaging to a centre variable; an "advance forward" depth
 a in [0, M] moves each pipeline between 1F1B (a = 0) and all-forward-first (a = M); 1.7x over
-its baselines) and ZOO.md §3.16's second-hand entry. Not read: the paper itself, its figures,
+its baselines) and a second-hand survey entry (docs/schedules.md#avgpipe). Not read: the paper itself, its figures,
 its code (none was found in the stored repositories or pages) and its exact elastic rule; the
 elastic update below is EASGD's synchronous rule (Zhang, Choromanska and LeCun, NeurIPS 2015),
 recalled, not checked against AvgPipe. Every rule of the reconstruction is in this module

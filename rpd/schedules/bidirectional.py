@@ -1,4 +1,4 @@
-"""Chimera's op order (bidirectional pipelines, SC'21; ZOO.md §3.11), one flush of M microbatches.
+"""Chimera's op order (bidirectional pipelines, SC'21; docs/schedules.md#chimera), one flush of M microbatches.
 
 Anchor: ``Shigangli/Chimera chimera_pipeline_rank.py`` (@6b78ac7d),
 ``AutoGeneratePipelineRank(D, 2, N).get_schedule()`` with its ``MyPipeLine``: D workers, D
@@ -24,7 +24,7 @@ Verified: this is the anchor's per-worker order, op for op (kind, stage, microba
 D = 4 and every N <= 16, for D in {6, 8, 10} and every N <= 2D, and for D = 2, N <= 2: the
 anchor was run offline with its pipelines numbered into units in the order it creates them
 (its ``MyPipeLine(..., up_or_down=True)``, kept in its ``up_pipline_list`` but printed
-``@down@``, is the down pipeline here). The tests hold ZOO.md §3.11's D = 4, N = 4 listing.
+``@down@``, is the down pipeline here). The tests hold the anchor's D = 4, N = 4 listing (docs/schedules.md#chimera).
 The anchor's own microbatch labels repeat from the third unit on (its ``micro_batch_id`` is
 built from ``pipeline_id // 2``); the ids above are this module's, and name the first two
 units as the anchor does (down 0..D/2-1, up D/2..D-1).
@@ -64,7 +64,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rpd.schedules.ir import BWD, FWD, Order, ops
+from rpd.schedules.ir import BWD, FWD, Col, Order, ops
 from rpd.validation import check_choice, check_int
 
 CONCAT = ("direct", "forward_doubling", "backward_halving")  # how a flush of M > D is built (§3.5)
@@ -144,6 +144,6 @@ def chimera_concat_order(D: int, M: int, concat: str = "direct") -> Order:
     out = []
     for a in chimera_order(D, -(-M // 2)):
         rows = np.repeat(a, 2, axis=0)
-        rows[:, 2] = 2 * rows[:, 2] + np.tile([0, 1], len(a))
-        out.append(rows[rows[:, 2] < M])
+        rows[:, Col.MB] = 2 * rows[:, Col.MB] + np.tile([0, 1], len(a))
+        out.append(rows[rows[:, Col.MB] < M])
     return out

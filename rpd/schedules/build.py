@@ -23,13 +23,15 @@ def timed(
     v: int = 1,
     barrier_every: int | None = None,
     gap: int = 0,
+    averaging: bool = False,
     **fields,
 ) -> Timeline:
     """Time ``order`` (one op list per rank) under ``costs`` and package the result.
 
     ``barrier_every``: a global barrier after every that many microbatches (a flush, or a
     LocalSGD round), followed by ``gap`` ticks (an all-reduce / averaging) before the next
-    group's first op; ``None``: no barrier. Extra ``fields`` go to the Timeline (noam, R, H)."""
+    group's first op; ``None``: no barrier; ``averaging``: the barriers are LocalSGD's averagings
+    (``sync_time``), not flushes. Extra ``fields`` go to the Timeline (noam, R, H, sync)."""
     costs = CostModel() if costs is None else costs
     G = S if n_stages is None else n_stages
     flat = flatten(order, G, N)
@@ -71,7 +73,7 @@ def timed(
         table_=table,
         costs=costs,
         i_time=i_time,
-        **_barrier_fields(kind, group_end),
+        **_barrier_fields(averaging, group_end),
         **fields,
     )
 
@@ -98,18 +100,18 @@ def merge_pieces(tl: Timeline, pieces: int, costs: CostModel | None, **fields) -
         table_=t._replace(mb=(t.mb // pieces).astype(t.mb.dtype)),
         costs=costs,
         flush_time=tl.flush_time,
+        sync=tl.sync,
         overlapped=tl.overlapped,
         pieces=pieces,
         **fields,
     )
 
 
-def _barrier_fields(kind: str, group_end) -> dict:
+def _barrier_fields(averaging: bool, group_end) -> dict:
+    """A barrier's ends: LocalSGD's averagings (``sync_time``) or flushes (``flush_time``)."""
     if group_end is None:
         return {}
-    if kind == "local_sgd":
-        return dict(sync_time=group_end)
-    return dict(flush_time=group_end)
+    return dict(sync_time=group_end) if averaging else dict(flush_time=group_end)
 
 
 def order_of(tl: Timeline) -> Order:

@@ -1,5 +1,5 @@
-"""The cost model of simulated time (SPEC §10.1): integer ticks per op, p2p latency, averaging
-cost and seeded straggler noise.
+"""The cost model of simulated time (docs/schedules.md#time-costs-and-the-one-timer): integer ticks per op, p2p latency,
+averaging cost and seeded straggler noise.
 
 Time is counted in integer ticks so every timeline stays exact. A tick is an interval
 [t, t + 1); an op of cost c that starts at tick t occupies ticks t .. t + c - 1 and its result
@@ -53,7 +53,7 @@ class Resolved:
 
 @dataclasses.dataclass(frozen=True)
 class CostModel:
-    """Per-op costs in integer ticks (SPEC §10.1).
+    """Per-op costs in integer ticks (docs/schedules.md#time-costs-and-the-one-timer).
 
     F, B: forward and full-backward cost; I, W: the two halves of a split backward (I + W = B).
     Defaults: B = I + W when both halves are given, else 1; a split-backward schedule given

@@ -1,4 +1,4 @@
-"""D data-parallel pipelines around a synchronous schedule (issue 29, SPEC §12 "Data parallelism").
+"""D data-parallel pipelines around a synchronous schedule (docs/schedules.md#d-data-parallel-pipelines).
 
 D identical pipelines run the same flush schedule on D·M microbatches per step (pipeline d takes
 the step's microbatches d·M .. d·M + M - 1); every rank's gradients meet their D - 1 peers' in a
@@ -119,7 +119,7 @@ def data_parallel(
     finish = (last if overlap else end[:, None]) + ticks[None, :]  # [Q, S]: all-reduce over
     gap = np.where(sync, np.maximum(finish.max(axis=1) - end, 0), 0)  # [Q]
     order = _order(tl)
-    kw = dict(S=tl.S, N=tl.N, M=tl.M, costs=costs, split=tl.split, v=tl.v, barrier_every=tl.M)
+    kw = dict(S=tl.S, N=tl.N, M=tl.M, costs=costs, split=tl.split, v=tl.v, barrier_every=tl.M, sync=True)
     if tl.n_stages_ is not None:
         kw["n_stages"] = tl.n_stages_
     base = timed(tl.kind, order, **kw, gap=gap)  # np.full broadcasts the per-flush gaps

@@ -1,4 +1,4 @@
-"""Exact delays read off a timeline, their closed forms, and the delay law (SPEC §3).
+"""Exact delays read off a timeline, their closed forms, and the delay law (docs/science.md#delays-and-the-delay-law).
 
 With weight stashing, the backward of microbatch m on stage a -- global iteration k -- computes
 ∇_a f(z^k; ξ_m), where block r of the mixed point z^k is block r of x^{j_k^(r)} and
@@ -8,8 +8,8 @@ With weight stashing, the backward of microbatch m on stage a -- global iteratio
 
 "Before" uses the iteration order itself (time step, then stage index): a B at the same step
 on a lower stage counts. That is the convention under which the table equals the closed forms
-of SPEC §3 on every steady-state entry; counting only strictly earlier steps does not (it gives
-larger delays for r > 0). Block r of x^{j} is then exactly the version of block r that F(m, r)
+of docs/science.md#delays-and-the-delay-law on every steady-state entry; counting only strictly earlier steps does not
+(it gives larger delays for r > 0). Block r of x^{j} is then exactly the version of block r that F(m, r)
 read, since stage r itself does no B in the step of F(m, r).
 
 All functions are NumPy on [N, S] / [K, S] integer arrays; nothing loops over time steps.
@@ -144,7 +144,8 @@ def bubble_ratio(tl: Timeline) -> float:
     return tl.bubble_ratio()
 
 
-# ---------------------------------------------------------------- closed forms (SPEC §3)
+# ---------------------------------------------------------------- closed forms
+# (docs/science.md#delays-and-the-delay-law)
 
 
 def steady_state_delay(S: int, a, r) -> np.ndarray:

@@ -1,9 +1,9 @@
-"""The schedule family (SPEC §10.2): one public constructor per schedule, each returning a timed
+"""The schedule family (docs/schedules.md): one public constructor per schedule, each returning a timed
 :class:`~rpd.schedules.timeline.Timeline`.
 
 Synchronous schedules run N = (number of flushes) * M microbatches, flush after flush with a
 barrier between them (``overlapped=True`` for ZB-H2 / ZB-V drops it: each stage steps its
-optimizer locally, as sail-sg's optimizer post-validation allows, ZOO.md §3.7). Asynchronous
+optimizer locally, as sail-sg's optimizer post-validation allows, docs/schedules.md#zb-h2). Asynchronous
 ones (PipeDream, 2BW, PipeMare) run one stream. ``costs=None`` is unit cost: F = B = 1, and
 F = I = W = 1 for the split-backward schedules; costs of the interleaved and V schedules are per
 chunk. Bad parameters raise a ValueError naming the parameter before any work.
@@ -59,6 +59,7 @@ def _flushes(kind, one_flush, S, N, M, costs, *, overlapped=False, gap=0, **kw) 
         overlapped=overlapped,
         barrier_every=None if overlapped else M,
         gap=gap,
+        sync=True,
         **kw,
     )
 
@@ -67,7 +68,7 @@ def _flushes(kind, one_flush, S, N, M, costs, *, overlapped=False, gap=0, **kw) 
 
 
 def pipedream(S: int, N: int, noam: int | None = None, costs: CostModel | None = None) -> Timeline:
-    """PipeDream asynchronous 1F1B with weight stashing (SPEC §2.1).
+    """PipeDream asynchronous 1F1B with weight stashing (docs/schedules.md#pipedream).
 
     At most ``noam`` (default S) microbatches in flight; ``noam=1`` is naive model parallelism.
     Unit costs give T = 2N + 2S - 2 for NOAM >= S and T = 2SN for NOAM = 1. Under ``costs`` the
@@ -79,7 +80,7 @@ def pipedream(S: int, N: int, noam: int | None = None, costs: CostModel | None =
 
 
 def local_sgd(S: int, N: int, R: int, H: int, costs: CostModel | None = None, values: int = 0) -> Timeline:
-    """LocalSGD on the same S-stage pipeline (SPEC §2.2).
+    """LocalSGD on the same S-stage pipeline (docs/schedules.md#localsgd).
 
     R replicas, microbatch m on replica m mod R, rounds of R*H microbatches separated by a
     barrier and an averaging of the replicas that ends with tick ``sync_time[q]``; the averaging
@@ -92,6 +93,7 @@ def local_sgd(S: int, N: int, R: int, H: int, costs: CostModel | None = None, va
     return timed(
         "local_sgd",
         order_of(tl),
+        averaging=True,
         S=tl.S,
         N=tl.N,
         costs=costs,
@@ -106,7 +108,7 @@ def pipedream_2bw(S: int, N: int, M: int, costs: CostModel | None = None) -> Tim
     """PipeDream-2BW (msr-fiddle/pipedream@pipedream_2bw ``forward_backward_pipelining_no_flushes``):
     PipeDream's 1F1B stream with no flush; every M microbatches one coalesced update
     W_{k+1} = W_k - γ Σ ∇f_j(W_{k-1}) from two weight buffers. W_{k-1} is still held when a
-    minibatch's last backward runs only if M >= S - 1 (ZOO.md §3.13), else ValueError."""
+    minibatch's last backward runs only if M >= S - 1 (docs/schedules.md#pipedream-2bw), else ValueError."""
     S, N, M = _check(S, N, M)
     if M < S - 1:
         raise ValueError(f"pipedream_2bw needs M >= S - 1 (two weight versions), got M={M}, S={S}")
@@ -115,7 +117,7 @@ def pipedream_2bw(S: int, N: int, M: int, costs: CostModel | None = None) -> Tim
 
 
 def pipemare(S: int, N: int, costs: CostModel | None = None) -> Timeline:
-    """PipeMare's order: PipeDream's 1F1B stream without weight stashing (ZOO.md §3.14; one
+    """PipeMare's order: PipeDream's 1F1B stream without weight stashing (docs/schedules.md#pipemare; one
     weight version per block, forward and backward read different versions)."""
     tl = readiness.pipedream(S, N)
     return timed("pipemare", order_of(tl), S=tl.S, N=tl.N, costs=_costs(costs), noam=tl.noam)
@@ -125,14 +127,14 @@ def pipemare(S: int, N: int, costs: CostModel | None = None) -> Timeline:
 
 
 def gpipe(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeline:
-    """GPipe fill-drain: per flush every rank runs F(0..M-1) then B(0..M-1) (ZOO.md §3.2).
+    """GPipe fill-drain: per flush every rank runs F(0..M-1) then B(0..M-1) (docs/schedules.md#gpipe).
     T_flush = (M + S - 1)(tF + tB) for any tF:tB; M activations in flight."""
     S, N, M = _check(S, N, M)
     return _flushes("gpipe", orders.gpipe_order(S, M), S, N, M, costs)
 
 
 def one_f_one_b(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeline:
-    """1F1B with flush (PipeDream-Flush / DAPPLE / Megatron, ZOO.md §3.3): GPipe's makespan,
+    """1F1B with flush (PipeDream-Flush / DAPPLE / Megatron, docs/schedules.md#1f1b-with-flush): GPipe's makespan,
     min(S - s, M) activations on rank s."""
     S, N, M = _check(S, N, M)
     return _flushes("1f1b", orders.one_f_one_b_order(S, M), S, N, M, costs)
@@ -140,7 +142,7 @@ def one_f_one_b(S: int, N: int, M: int, costs: CostModel | None = None) -> Timel
 
 def interleaved(S: int, N: int, M: int, v: int, costs: CostModel | None = None, group: int | None = None) -> Timeline:
     """Interleaved 1F1B with v chunks per rank and Megatron's microbatch group size ``group``
-    (default S; S <= group <= M and M mod group in {0} ∪ [S, group)), ZOO.md §3.4.
+    (default S; S <= group <= M and M mod group in {0} ∪ [S, group)), docs/schedules.md#interleaved-1f1b.
     Costs are per chunk. v = 1 is 1F1B."""
     v = check_int("v", v)
     S, N, M = _check(S, N, M, stages_per_rank=v)
@@ -152,7 +154,7 @@ def interleaved(S: int, N: int, M: int, v: int, costs: CostModel | None = None, 
 
 
 def zb_h1(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeline:
-    """ZB-H1 (ZOO.md §3.6): 1F1B with the backward split into I and W, W delayed by r
+    """ZB-H1 (docs/schedules.md#zb-h1): 1F1B with the backward split into I and W, W delayed by r
     microbatches on rank r. Idle per rank (S - 1)(tF + tI - tW) when tW <= tF."""
     S, N, M = _check(S, N, M, per_mb=3)
     return _flushes("zb_h1", orders.zb_h1_order(S, M), S, N, M, costs, split=True)
@@ -171,7 +173,7 @@ def zb_h2(
     rollback_p: float = 0.0,
     rollback_trace=None,
 ) -> Timeline:
-    """ZB-H2 by the greedy rule with the 2p memory cap (ZOO.md §3.7; at most ``max_held``,
+    """ZB-H2 by the greedy rule with the 2p memory cap (docs/schedules.md#zb-h2; at most ``max_held``,
     default 2S, microbatches F-not-W per rank, W residues included). Per-rank span 3M iff
     M >= 2S - 1 at unit costs, but T_flush = 3M + S - 1 as ZB-H1: the gain needs
     ``overlapped=True`` (no barrier between flushes, optimizer post-validation).
@@ -204,7 +206,7 @@ def zb_h2(
 
 
 def zb_v(S: int, N: int, M: int, costs: CostModel | None = None, overlapped: bool = False) -> Timeline:
-    """ZB-V (torch ``ScheduleZBVZeroBubble``, ZOO.md §3.9): two chunks per rank in a V
+    """ZB-V (torch ``ScheduleZBVZeroBubble``, docs/schedules.md#zb-v): two chunks per rank in a V
     (rank r holds stages r and 2S-1-r), split backward. Chunk costs F = I = W give every rank a
     span of 6M chunk ticks; T_flush = 6M + S - 1."""
 
@@ -215,7 +217,7 @@ def zb_v(S: int, N: int, M: int, costs: CostModel | None = None, overlapped: boo
 
 
 def dualpipe_v(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeline:
-    """DualPipeV (torch ``ScheduleDualPipeV``, ZOO.md §3.10): V placement, overlapped F&B
+    """DualPipeV (torch ``ScheduleDualPipeV``, docs/schedules.md#dualpipev): V placement, overlapped F&B
     pairs (cost ``costs.FB``) and a partly split backward. Needs M >= 2S."""
 
     S, N, M = _check(S, N, M, per_mb=3, stages_per_rank=2)
@@ -225,8 +227,8 @@ def dualpipe_v(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeli
 def chimera(
     S: int, N: int, M: int, costs: CostModel | None = None, values: int = 0, concat: str = "direct"
 ) -> Timeline:
-    """Chimera with two pipelines in opposite directions over S (= D, even) workers (ZOO.md
-    §3.11). Each worker holds two stage replicas whose gradients are all-reduced at the end of
+    """Chimera with two pipelines in opposite directions over S (= D, even) workers
+    (docs/schedules.md#chimera). Each worker holds two stage replicas whose gradients are all-reduced at the end of
     each flush: ``costs.allreduce_ticks(values)`` ticks, ``values`` per stage. ``concat``: how
     a flush of M > S microbatches is built, "direct" (the anchor), "forward_doubling" or
     "backward_halving" (a reconstruction, :mod:`rpd.schedules.bidirectional`); backward halving
@@ -263,7 +265,7 @@ def _halved(costs: CostModel | None) -> CostModel:
     return dataclasses.replace(c, F=half(F), B=half(B), I=None, W=None, FB=None)  # Chimera runs no I, W or F&B
 
 
-# ---------------------------------------------------------------- the survey's remaining rows (issue 33)
+# ---------------------------------------------------------------- the survey's remaining rows
 
 
 def gems(S: int, N: int, M: int, costs: CostModel | None = None, values: int = 0) -> Timeline:
@@ -290,25 +292,3 @@ def wpipe(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeline:
     one update per group per period of M microbatches. Costs are per chunk."""
     S, N, M = _check(S, N, M, stages_per_rank=2)
     return timed("wpipe", wpipe_order(S, N, M), S=S, N=N, M=M, costs=_costs(costs), n_stages=2 * S, v=2)
-
-
-SCHEDULES = {
-    "gpipe": gpipe,
-    "1f1b": one_f_one_b,
-    "interleaved": interleaved,
-    "zb_h1": zb_h1,
-    "zb_h2": zb_h2,
-    "zb_v": zb_v,
-    "dualpipe_v": dualpipe_v,
-    "chimera": chimera,
-    "pipedream": pipedream,
-    "pipedream_2bw": pipedream_2bw,
-    "pipemare": pipemare,
-    "local_sgd": local_sgd,
-    "gems": gems,
-    "ampnet": ampnet,
-    "wpipe": wpipe,
-    "searched": searched,
-    "pipedream_rr": pipedream_rr,  # issue 29: replicated stages, rpd.schedules.round_robin
-    "avgpipe": avgpipe,  # issue 33: elastic averaging over parallel pipelines (reconstruction)
-}

@@ -1,11 +1,11 @@
-"""Op orders of the survey's remaining rows (issue 33, SPEC §15): GEMS, AMPNet and WPipe.
+"""Op orders of the survey's remaining rows (docs/schedules.md#gems, #ampnet, #wpipe): GEMS, AMPNet and WPipe.
 
 Each generator returns an :data:`rpd.schedules.ir.Order`; the public constructors
 (:mod:`rpd.schedules.family`: ``gems``, ``ampnet``, ``wpipe``) time it with the one timer.
 Every rule lives here, once, with what was and was not read:
 
 * **GEMS** (Jain et al., SC'20, "GEMS: GPU-enabled memory-aware model-parallelism system";
-  OSU-Nowlab MPI4DL ``GEMS-MASTER``, as SPEC §15 summarises it, the code itself not re-read
+  OSU-Nowlab MPI4DL ``GEMS-MASTER``, as docs/schedules.md#gems summarises it, the code itself not re-read
   here): two model replicas mapped in opposite directions on D ranks. Replica 1 runs stage g on
   rank g, replica 2 stage g on rank D-1-g. Microbatches come in pairs: 2i goes to replica 1,
   2i+1 to replica 2. Rank r runs, per pair, F and B of replica 1's stage r, then F and B of
@@ -21,7 +21,7 @@ Every rule lives here, once, with what was and was not read:
   so a trailing partial group is never applied. The order is
   :func:`rpd.schedules.orders.one_f_one_b_order` with M = N.
 * **WPipe** (Yang et al., ICLR'22, "Group-based interleaved pipeline parallelism"):
-  **reconstruction**, from the abstract and secondary summaries only (ZOO.md §3.16; the paper's
+  **reconstruction**, from the abstract and secondary summaries only (docs/schedules.md#wpipe; the paper's
   figures and code were not read). The model is cut into 2S partitions in two groups; rank r
   holds partition r of group 1 (global stage r) and partition r of group 2 (stage S + r), the
   looped placement of interleaved 1F1B with v = 2. The order is Megatron's interleaved 1F1B
@@ -116,7 +116,7 @@ def step_landings(tl: Timeline, k: int) -> list[np.ndarray]:
 def step_versions(tl: Timeline, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(vF, vB), int [N, n_stages]: the version of stage g (its updates landed, one per k
     backwards) that F(m, g) and the backward of (m, g) run at. AMPNet's 1F1B order gives, at any
-    costs, vF = ⌊max(0, m - (S-1-s))/k⌋ and vB = ⌊m/k⌋ (SPEC §15)."""
+    costs, vF = ⌊max(0, m - (S-1-s))/k⌋ and vB = ⌊m/k⌋ (docs/schedules.md#ampnet)."""
     land = step_landings(tl, k)
     G = tl.n_stages
     vF = np.stack([landed_before(land[g], tl.f_time[:, g]) for g in range(G)], axis=1)

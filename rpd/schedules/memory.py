@@ -1,4 +1,4 @@
-"""What a schedule holds in memory, per rank (SPEC §10.3): activations in flight, weight
+"""What a schedule holds in memory, per rank (docs/schedules.md#memory-accounting): activations in flight, weight
 versions, weights. Functions of a timed :class:`~rpd.schedules.timeline.Timeline`; PipeDream's
 stashed versions come from its delay table (:func:`rpd.schedules.delays.stashed_versions`)."""
 
@@ -55,7 +55,7 @@ def weight_versions(tl: Timeline) -> np.ndarray:
         return frontier.weight_versions(tl)
     if tl.kind == "pipedream":
         return stashed_versions(tl)
-    if tl.kind == round_robin.KIND:  # per replica of each stage (issue 29)
+    if tl.kind == round_robin.KIND:  # per replica of each stage (docs/schedules.md#pipedream-1f1b-rr)
         return round_robin.stashed_versions(tl)
     if tl.kind == "avgpipe":  # one replica per pipeline and the elastic centre (rpd.schedules.avgpipe)
         return np.full(G, tl.pipelines + 1, np.int64)

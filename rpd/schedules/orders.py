@@ -1,4 +1,4 @@
-"""Op orders of the one-direction schedules, one flush of M microbatches (ZOO.md §3.2-§3.7).
+"""Op orders of the one-direction schedules, one flush of M microbatches (docs/schedules.md#gpipe to #zb-h2).
 
 Each generator returns an :data:`rpd.schedules.ir.Order` for microbatches 0..M-1; the public
 constructors (:mod:`rpd.schedules.family`) repeat it per flush and time it.
@@ -45,7 +45,7 @@ def megatron_table(M: int, v: int, group: int) -> list[tuple[int, int]]:
 
 
 def check_interleaved(S: int, M: int, v: int, group: int) -> None:
-    """Megatron's constraints on the interleaved schedule (ZOO.md §3.4, §5)."""
+    """Megatron's constraints on the interleaved schedule (docs/schedules.md#interleaved-1f1b)."""
     if not S <= group <= M:
         raise ValueError(
             f"interleaved: the group size must satisfy S <= group <= M (Megatron), got group={group}, S={S}, M={M}"
@@ -104,7 +104,7 @@ def zb_h1_order(S: int, M: int) -> Order:
 
 
 def zb_h2_order(S: int, M: int, max_pending: np.ndarray | None = None, max_held: int | None = None) -> Order:
-    """ZB-H2 by ZOO.md §3.7's greedy rule at unit costs (F = I = W = 1): at every tick each rank
+    """ZB-H2 by the greedy rule of docs/schedules.md#zb-h2 at unit costs (F = I = W = 1): at every tick each rank
     runs, from the state at the tick's start,
       1. I of its oldest un-I'd microbatch if ready; else
       2. F of its next microbatch if ready, fewer than ``max_pending[r]`` microbatches are
@@ -113,9 +113,9 @@ def zb_h2_order(S: int, M: int, max_pending: np.ndarray | None = None, max_held:
          activation until its W frees it, so W residues count too); else
       3. W of its oldest pending microbatch; else idle.
     This is the deterministic form of sail-sg ``zb.py Graph.manual_order`` with max pending
-    backward 2S (ZOO reports it equal on ranks 1..S-1 and on rank 0 up to an I/W tie). Without
+    backward 2S (equal to it on ranks 1..S-1 and on rank 0 up to an I/W tie). Without
     the F-not-W cap (``max_held=M``) the W's drift to the end of the flush and a rank holds
-    all M microbatches at large M (the cap the schedule review found missing, issue 28)."""
+    all M microbatches at large M (the cap the schedule review found missing)."""
     cap = (2 * (S - 1 - np.arange(S)) + 1) if max_pending is None else np.asarray(max_pending)
     held = 2 * S if max_held is None else int(max_held)
     never = np.iinfo(np.int64).max

@@ -1,4 +1,4 @@
-"""ZB-H2 with sail-sg's optimizer post-validation (ZOO.md §3.7, SPEC §15): eager steps,
+"""ZB-H2 with sail-sg's optimizer post-validation (docs/schedules.md#zb-h2-with-optimizer-post-validation): eager steps,
 speculative forwards and, on a rollback, their rerun, timed by the one timer.
 
 Source read: sail-sg/zero-bubble-pipeline-parallelism @39f2c186
@@ -41,7 +41,7 @@ import numpy as np
 
 from rpd.schedules.build import timed
 from rpd.schedules.costs import CostModel
-from rpd.schedules.ir import BWD_I, BWD_W, FWD, concat, shift_mb
+from rpd.schedules.ir import BWD_I, BWD_W, FWD, Col, concat, shift_mb
 from rpd.schedules.orders import zb_h2_order
 from rpd.schedules.timeline import OpTable, Timeline
 from rpd.schedules.timer import flatten, op_durations, time_order
@@ -121,7 +121,7 @@ def zb_h2_barrier(
     one = zb_h2_order(S, M, max_pending, max_held)
     order = concat([shift_mb(one, q * M) for q in range(N // M)])
     gap = baseline_gap(costs, check_int("step", step, minimum=0))
-    return timed("zb_h2", order, S=S, N=N, M=M, costs=costs, split=True, barrier_every=M, gap=gap)
+    return timed("zb_h2", order, S=S, N=N, M=M, costs=costs, split=True, barrier_every=M, gap=gap, sync=True)
 
 
 def zb_h2_validated(
@@ -138,7 +138,7 @@ def zb_h2_validated(
     max_pending=None,
     max_held: int | None = None,
 ) -> ValidatedTimeline:
-    """ZB-H2 (the greedy order, ZOO.md §3.7) over N // M flushes with optimizer post-validation
+    """ZB-H2 (the greedy order, docs/schedules.md#zb-h2) over N // M flushes with optimizer post-validation
     (module doc): no barrier; rank s's first non-speculative op of flush q+1 waits for the
     validated state of flush q; a rolled-back flush reruns the speculative forwards."""
     S, N, M = check_int("S", S), check_int("N", N), check_int("M", M)
@@ -149,7 +149,7 @@ def zb_h2_validated(
     Q = N // M
     back = rollbacks(Q, rollback_p, seed, trace)
     one = zb_h2_order(S, M, max_pending, max_held)
-    lead = np.array([int(np.argmax(a[:, 0] != FWD)) if np.any(a[:, 0] != FWD) else len(a) for a in one])
+    lead = np.array([int(np.argmax(a[:, Col.KIND] != FWD)) if np.any(a[:, Col.KIND] != FWD) else len(a) for a in one])
     n_spec = np.minimum(speculative_forwards(S, M), lead)
     flushes = [shift_mb(one, q * M) for q in range(Q)]
     ghost_of = {}  # (flush q, j) -> ghost microbatch id >= N of a wasted forward of mb q*M + j

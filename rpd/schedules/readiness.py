@@ -1,11 +1,11 @@
-"""Pipeline schedules as pure integer simulations (SPEC §2).
+"""Pipeline schedules as pure integer simulations (docs/science.md#schedules).
 
 A schedule is simulated once on the host and returned as a :class:`Timeline`: which operation
 (idle / forward F / backward B) each stage does at each time step, and for which microbatch.
 Everything downstream (delay tables, update plans, simulated time) is read off the timeline.
 
 Simulation. With unit-cost F and B and "a result made at step t is usable at step t+1", every
-readiness test of SPEC §2.1/§2.2 is a comparison of per-stage counters, because each stage
+readiness test of docs/science.md#schedules is a comparison of per-stage counters, because each stage
 runs its F's and its B's in microbatch order. With nf_s / nb_s = number of F / B done on stage
 s before step t, and m = nf_s the next forward microbatch:
 
@@ -234,7 +234,7 @@ def _timeline(sp: ScheduleSpec, f_time: np.ndarray, b_time: np.ndarray) -> Timel
 
 
 def pipedream(S: int, N: int, noam: int | None = None) -> Timeline:
-    """PipeDream asynchronous 1F1B with weight stashing (SPEC §2.1).
+    """PipeDream asynchronous 1F1B with weight stashing (docs/science.md#schedules).
 
     At most ``noam`` (default S) microbatches in flight; ``noam=1`` is naive model parallelism.
     Unit costs give T = 2N + 2S - 2 for NOAM >= S and T = 2SN for NOAM = 1.
@@ -248,7 +248,7 @@ def pipedream_many(S_values, N_values, noam: int | None = None) -> list[Timeline
 
 
 def local_sgd(S: int, N: int, R: int, H: int) -> Timeline:
-    """LocalSGD on the same S-stage pipeline (SPEC §2.2).
+    """LocalSGD on the same S-stage pipeline (docs/science.md#schedules).
 
     R replicas, microbatch m on replica m mod R, rounds of R*H microbatches separated by a
     barrier and an averaging of the replicas at the end of step ``sync_time[q]``.

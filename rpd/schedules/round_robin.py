@@ -1,4 +1,4 @@
-"""PipeDream's 1F1B-RR: replicated stages taking microbatches round-robin (issue 29).
+"""PipeDream's 1F1B-RR: replicated stages taking microbatches round-robin (docs/schedules.md#pipedream-1f1b-rr).
 
 PipeDream (Narayanan et al., SOSP'19, §3.3) replicates a slow stage over r workers, as data
 parallelism inside the stage. Read in msr-fiddle/pipedream (``runtime/runtime.py``,
@@ -45,7 +45,7 @@ import numpy as np
 
 from rpd.schedules.build import timed
 from rpd.schedules.costs import CostModel
-from rpd.schedules.ir import BWD, FWD, Order
+from rpd.schedules.ir import BWD, FWD, Col, Order
 from rpd.schedules.timeline import Timeline
 from rpd.validation import check_int
 
@@ -133,9 +133,9 @@ def rr_order(replicas, N: int, depth="runtime") -> Order:
                 seq += [(FWD, mine[w + k]), (BWD, mine[k])]
             seq += [(BWD, m) for m in mine[n - w :]]
             a = np.zeros((len(seq), 4), np.int32)
-            a[:, 0] = [k for k, _ in seq]
-            a[:, 1] = g
-            a[:, 2] = [m for _, m in seq]
+            a[:, Col.KIND] = [k for k, _ in seq]
+            a[:, Col.STAGE] = g
+            a[:, Col.MB] = [m for _, m in seq]
             out.append(a)
     return out
 

@@ -1,5 +1,5 @@
-"""Schedules found, not hand-written (issue 31): the op order of one flush that minimises the step
-time under a per-rank activation-memory cap, as a :class:`~rpd.schedules.timeline.Timeline` like
+"""Schedules found, not hand-written (docs/schedules.md#schedules-found-by-search): the op order of one flush that
+minimises the step time under a per-rank activation-memory cap, as a :class:`~rpd.schedules.timeline.Timeline` like
 every other schedule.
 
 :func:`search` takes the pipeline (S ranks, one stage each, M microbatches), a
@@ -291,6 +291,7 @@ def _timeline(p: Problem, order: Order, info: SearchInfo, flushes: int = 1) -> S
         split=p.split,
         barrier_every=None if overlapped else p.M,
         overlapped=overlapped,
+        sync=True,
     )
     fields = {f.name: getattr(tl, f.name) for f in dataclasses.fields(Timeline)}
     return SearchedTimeline(**fields, search_info=info)

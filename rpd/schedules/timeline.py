@@ -1,10 +1,10 @@
-"""A timed pipeline run, :class:`Timeline`, and what every timeline reports (SPEC §10.3).
+"""A timed pipeline run, :class:`Timeline`, and what every timeline reports (docs/schedules.md#what-a-timeline-reports).
 
 Ticks follow :mod:`rpd.schedules.costs`: an op occupying ticks start .. end-1 has its result from tick
 ``end`` on. ``f_time[m, g]`` is the first tick of F(m, g) (when it reads its weights) and
 ``b_time[m, g]`` the last tick of the op that completes microbatch m's gradient on stage g (B,
 or W when the backward is split): its update "lands at the end of tick b_time", exactly the
-unit-cost convention of SPEC §2 where both are the op's time step. Every downstream consumer
+unit-cost convention of docs/science.md#model-and-words where both are the op's time step. Every downstream consumer
 (delay tables, plans, simulated-time axes) reads these two arrays.
 
 Block updates in iteration order -- by ``b_time``, then stage -- are ``update_stage[k]``,
@@ -34,8 +34,6 @@ class OpTable(NamedTuple):
     fused: np.ndarray  # bool [n]: overlapped with the previous op of its rank (same span)
 
 
-SYNCHRONOUS = ("gpipe", "1f1b", "interleaved", "zb_h1", "zb_h2", "zb_v", "dualpipe_v", "chimera", "naive_flush")
-SPLIT = ("zb_h1", "zb_h2", "zb_v", "dualpipe_v")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -68,6 +66,7 @@ class Timeline:
     i_time: np.ndarray | None = None  # int [N, n_stages]: last tick of I (split backward)
     concat: str | None = None  # Chimera: how a flush of M > S microbatches is built (bidirectional.CONCAT)
     pieces: int = 1  # ops per (microbatch, stage) in the table: Chimera's backward halving runs halves
+    sync: bool = False  # set by the constructor: each flush is one minibatch step at one weight version
 
     # ------------------------------------------------------------------ shape and ops
 
@@ -81,7 +80,7 @@ class Timeline:
 
     @property
     def synchronous(self) -> bool:
-        return self.kind in SYNCHRONOUS
+        return self.sync
 
     @functools.cached_property
     def T(self) -> int:
@@ -190,7 +189,8 @@ class Timeline:
     def update_mb(self) -> np.ndarray:
         return self._updates[2]
 
-    # ------------------------------------------------------------------ metrics (SPEC §10.3)
+    # ------------------------------------------------------------------ metrics
+    # (docs/schedules.md#what-a-timeline-reports)
 
     def busy(self) -> np.ndarray:
         """int64 [S]: ticks each rank computes (a fused pair counts once)."""
@@ -203,7 +203,7 @@ class Timeline:
         return self.T - self.busy()
 
     def bubble_ratio(self) -> float:
-        """f_total = idle / (T * S): the share of wall time the ranks are idle (ZOO.md §0)."""
+        """f_total = idle / (T * S): the share of wall time the ranks are idle (docs/schedules.md#conventions)."""
         return float(self.idle().sum() / (self.T * self.S))
 
     def bubble_overhead(self) -> float:
@@ -226,7 +226,7 @@ class Timeline:
     def period(self) -> int:
         """Steady-state period P: the longest span of any rank in any flush. When flushes may
         overlap (each stage steps locally) this is the time per minibatch; with a barrier the
-        time per minibatch is the flush makespan (ZOO.md §0)."""
+        time per minibatch is the flush makespan (docs/schedules.md#conventions)."""
         return int(self.spans().max())
 
 

@@ -1,4 +1,4 @@
-"""One timer: op orders + a cost model -> op start/end ticks (ZOO.md §2.1, SPEC §10.1).
+"""One timer: op orders + a cost model -> op start/end ticks (docs/schedules.md#time-costs-and-the-one-timer).
 
 Each rank runs its order in sequence. An op starts at
 
@@ -22,7 +22,7 @@ import functools
 
 import numpy as np
 
-from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD, Order
+from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD, Col, Order, describe, grid
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,11 +39,11 @@ class FlatOrder:
 
 
 def flatten(order: Order, n_stages: int, N: int) -> FlatOrder:
-    """Resolve ZOO.md §2.1's dependencies: F(g, j) <- F(g-1, j); B/I(g, j) <- B/I(g+1, j)
-    (F(g, j) at the last stage) and its own F(g, j); W(g, j) <- I(g, j)."""
+    """Resolve the dependencies (docs/schedules.md#dependencies-and-placement): F(g, j) <- F(g-1, j); B/I(g, j) <-
+    B/I(g+1, j) (F(g, j) at the last stage) and its own F(g, j); W(g, j) <- I(g, j)."""
     sizes = np.array([len(a) for a in order], np.int64)
     rows = np.concatenate([np.asarray(a, np.int32).reshape(-1, 4) for a in order])
-    kind, stage, mb = rows[:, 0].astype(np.int8), rows[:, 1], rows[:, 2]
+    kind, stage, mb = rows[:, Col.KIND].astype(np.int8), rows[:, Col.STAGE], rows[:, Col.MB]
     rank = np.repeat(np.arange(len(order), dtype=np.int32), sizes)
     n = len(rows)
     idx = np.arange(n, dtype=np.int64)
@@ -68,7 +68,7 @@ def flatten(order: Order, n_stages: int, N: int) -> FlatOrder:
         stage=stage.astype(np.int32),
         mb=mb.astype(np.int32),
         rank=rank,
-        fused=rows[:, 3].astype(bool),
+        fused=rows[:, Col.FUSED].astype(bool),
         rank_ptr=np.concatenate([[0], np.cumsum(sizes)]),
         dep=dep,
     )
@@ -112,7 +112,7 @@ def time_order(
     flush = np.asarray(flush, np.int64)
     n_flush = int(flush.max(initial=0)) + 1
     gap = np.zeros(n_flush, np.int64) if gap is None else np.asarray(gap, np.int64)
-    start = np.empty(n, np.int64)
+    start = np.full(n, -1, np.int64)  # -1: not timed (names the op a deadlock stops at)
     end = np.empty(n, np.int64)
     stuck = _compiled_kernel()(
         flat.rank_ptr,
@@ -127,11 +127,20 @@ def time_order(
         end,
     )
     if stuck >= 0:
-        raise ValueError(
-            f"the order deadlocks: rank {stuck} waits for an op that can never run "
-            "(an op ordered before its dependency)"
-        )
+        raise ValueError(_deadlock(flat, start, stuck))
     return start, end
+
+
+def _deadlock(flat: FlatOrder, start: np.ndarray, r: int) -> str:
+    """The op rank ``r`` is stuck at and its row of the grid, torch's way (``>>`` marks it)."""
+    lo, hi = int(flat.rank_ptr[r]), int(flat.rank_ptr[r + 1])
+    row = np.stack([flat.kind[lo:hi], flat.stage[lo:hi], flat.mb[lo:hi], flat.fused[lo:hi]], axis=1)
+    at = int(np.argmax(start[lo:hi] < 0))
+    op = describe(row[at, Col.KIND], row[at, Col.STAGE], row[at, Col.MB])
+    return (
+        f"the order deadlocks at {op} on rank {r}: it waits for an op that can never run "
+        f"(an op ordered before its dependency)\n{grid([row], 0, at).replace('rank 0', f'rank {r}', 1)}"
+    )
 
 
 @functools.cache

@@ -1,4 +1,4 @@
-"""torch.distributed.pipelining's text forms of a schedule, both ways (ZOO.md §7). Text only:
+"""torch.distributed.pipelining's text forms of a schedule, both ways (docs/schedules.md#torchs-text-form). Text only:
 torch is never imported.
 
 **Actions.** torch's ``pipeline_order`` maps rank -> list of actions (``None`` = idle). A
@@ -49,7 +49,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD, Order
+from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD, Col, Order
 
 CURRENT_NAMES = {"F": FWD, "I": BWD_I, "W": BWD_W, "B": BWD}
 LEGACY_NAMES = {"F": FWD, "B": BWD_I, "W": BWD_W, "BW": BWD}
@@ -201,7 +201,7 @@ def stage_to_rank(order: Order, *, replicated: bool = False) -> dict[int, int] |
     where: dict[int, set[int]] = {}
     for r, a in enumerate(order):
         a = np.asarray(a).reshape(-1, 4)
-        for g in np.unique(a[:, 1]).tolist():
+        for g in np.unique(a[:, Col.STAGE]).tolist():
             where.setdefault(int(g), set()).add(r)
     if replicated:
         return {g: tuple(sorted(rs)) for g, rs in sorted(where.items())}

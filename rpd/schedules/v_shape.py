@@ -1,4 +1,4 @@
-"""Op orders of the V-placed schedules, one flush of M microbatches (ZOO.md §3.9, §3.10).
+"""Op orders of the V-placed schedules, one flush of M microbatches (docs/schedules.md#zb-v, #dualpipev).
 
 Both schedules run 2S global stages on S ranks in a V (torch
 ``_utils.generate_stage_to_rank_mapping(style="v")``): rank r holds stage ``c0 = r`` (the down
@@ -7,13 +7,13 @@ leg) and stage ``c1 = 2S-1-r`` (the up leg), so stages S-1 and S share rank S-1.
 * :func:`zbv_order` is torch ``ScheduleZBVZeroBubble._calculate_single_rank_operations``
   (``torch/distributed/pipelining/schedules.py``, pytorch/pytorch @00722e648b74).
 * :func:`dualpipe_v_order` is torch ``ScheduleDualPipeV._calculate_single_rank_operations``
-  (same file and commit); ZOO.md §3.10 reports it equal to deepseek ``dualpipev.py`` and
+  (same file and commit); docs/schedules.md#dualpipev reports it equal to deepseek ``dualpipev.py`` and
   Victarry's generator (not re-checked here).
 
 Both were re-implemented from the anchor's text, not copied. Verification: DualPipeV equals,
 op for op, torch's test artifact ``test/distributed/pipelining/artifacts/dualpipev_4rank_10mb.csv``
-(@a2af973f; S = 4, M = 10) and, timed, Victarry's T = 95.5 (ZOO.md §3.10). ZB-V has no torch
-artifact: it is checked only through its counts and ZOO.md §3.9's timed closed form (every
+(@a2af973f; S = 4, M = 10) and, timed, Victarry's T = 95.5 (docs/schedules.md#dualpipev). ZB-V has no torch
+artifact: it is checked only through its counts and the timed closed form of docs/schedules.md#zb-v (every
 rank's span 6M, T_flush = 6M + S - 1 at F = I = W, M >= 2S - 1).
 """
 

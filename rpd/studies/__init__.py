@@ -1,4 +1,4 @@
-"""Paper experiments as studies: one module per figure (SPEC §9).
+"""Paper experiments as studies: one module per figure (docs/science.md#the-papers-experiments).
 
 A study is a module with
 
@@ -36,7 +36,9 @@ REGISTRY = {
     "e14_search": "rpd.studies.search",
     "e15_workers": "rpd.studies.workers",
     "e16_survey": "rpd.studies.survey",
+    "e17_staleness_2026": "rpd.studies.staleness_2026",
     "plan_claims": "rpd.studies.plan_claims",
+    "plan_accuracy": "rpd.studies.plan_accuracy",
     "staleness_scaling": "rpd.studies.staleness",
 }
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from rpd import schedules
 from rpd.analysis import simtime
+from rpd.results import value_at
 from rpd.schedules.costs import CostModel
 from rpd.studies.costs_config import Config
 from rpd.studies.crossover import UNIT
@@ -49,7 +50,7 @@ def series_keys(cfg: Config) -> list[tuple[str, int, int | None]]:
 
 
 def block_values(d: int, S: int) -> int:
-    """D, the values one stage averages: its block, the largest being ⌈d/S⌉ (SPEC §1)."""
+    """D, the values one stage averages: its block, the largest being ⌈d/S⌉ (docs/science.md#model-and-words)."""
     return -(-d // S)
 
 
@@ -85,5 +86,4 @@ def resample(result, budget: int, T_paper: int):
     the same whatever a tick costs. At the unit rung (budget = T_paper) it is every time step."""
     k = np.arange(T_paper + 1, dtype=np.int64)
     ticks = (budget * k) // T_paper
-    idx = np.searchsorted(result.axis, ticks, side="right") - 1
-    return result.curve[:, idx]
+    return value_at(result.axis, result.curve, ticks)

@@ -1,4 +1,5 @@
-"""E11 (SPEC §11): the paper's comparison under real costs, and where its winner changes.
+"""E11 (docs/results.md#e11-the-papers-comparison-under-real-costs): the paper's comparison under real costs, and where
+its winner changes.
 
 E3 (PipeDream against LocalSGD on Nesterov's quadratic, PD wins) and E6 (fixed-time scaling in
 S on logistic regression, LocalSGD wins for S >= 4) are run again on a ladder of cost models,

@@ -1,4 +1,4 @@
-"""E8 (SPEC §9): Randomized PipeDream's best objective against its delay bound δ.
+"""E8 (docs/science.md#the-papers-experiments): Randomized PipeDream's best objective against its delay bound δ.
 
 The E1 objective and budget (:mod:`rpd.studies.pd_vs_rpd`: PD's 1F1B timeline and RPD at every δ
 of a grid that contains the paper's δ values, the same runs and selectors): for every δ and

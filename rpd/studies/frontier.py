@@ -1,4 +1,5 @@
-"""E10: which schedule reaches the lowest loss at a given simulated time and memory (SPEC §11).
+"""E10: which schedule reaches the lowest loss at a given simulated time and memory
+(docs/results.md#e10-every-schedule-trained-loss-against-time-and-memory).
 
 Every schedule of the family trains with its own semantics (``rpd.train.methods.train``) on the same
 objectives, at S ∈ {4, 8, 16} stages, under two cost settings of E9 (``F=B``, no latency; and
@@ -9,7 +10,7 @@ in it, so every schedule runs exactly N (N/M flushes of M = ``M_factor``·S for 
 ones and 2BW) and the budget cuts its curve. Reported per schedule:
 
 - loss at the budget: f − f* (the LM: held-out loss) at the last recorded tick <= budget, with γ
-  from a power-of-two grid by the stable selector (SPEC §7) and by best-final, both kept;
+  from a power-of-two grid by the stable selector (docs/science.md#step-sizes) and by best-final, both kept;
 - time to target: the first recorded tick at which the selected curve is <= the target, the
   loss the best schedule has at half the budget (so the best reaches it by construction; "never"
   is a result);
@@ -24,7 +25,7 @@ of budget/points. LocalSGD's model is the replicas' average, which exists at rou
 curve is read there (the last round end at or before each recorded tick). Schedules whose constraint rules them out are listed with the reason (e.g.
 none at M = 2S; 2BW needs M >= S − 1).
 
-The survey's remaining systems (issue 33) are rows too, built as E9 and E16 build them: GEMS,
+The survey's remaining systems (docs/schedules.md#gems to #wpipe) are rows too, built as E9 and E16 build them: GEMS,
 AMPNet (M = its update interval: a step every M backwards of one stream), AvgPipe (two
 pipelines, no advance), WPipe, ZB-H2 with sail-sg's optimizer post-validation (no rollback) and
 Chimera with forward doubling / backward halving (E9's ``chimera_fd`` / ``chimera_bh``).
@@ -42,12 +43,12 @@ from typing import Callable
 
 import numpy as np
 
-from rpd import objectives, schedules
+from rpd import objectives, registry, schedules
 from rpd.analysis import tuning
 from rpd.objectives import corpus
 from rpd.objectives.nanochat import nanochat
 from rpd.plotting.frontier import frontier_figure
-from rpd.registry.schedules import objective_blocks
+from rpd.registry import objective_blocks
 from rpd.results import StudyOutput
 from rpd.schedules import memory
 from rpd.studies.schedule_table import SCALE, build, cost_model, schedule_of
@@ -94,7 +95,7 @@ class Config:
     H: int = 4  # LocalSGD local steps per round (R = S replicas)
     points: int = 64  # recorded ticks per curve
     tail_frac: float = 0.2
-    # problems (SPEC §5 sizes of E3/E4; the MLP chain and LM at laptop sizes)
+    # problems (E3/E4's sizes, docs/science.md#the-papers-experiments; the MLP chain and LM at laptop sizes)
     n: int = 600
     d: int = 512
     batch_size: int = 5
@@ -180,9 +181,7 @@ def objective_for(objective: str, S: int, name: str, cfg: Config, made: dict):
 def timeline(name: str, S: int, N: int, M: int, H: int, setting: str) -> schedules.Timeline:
     label, f, b, c = COST_SETTINGS[setting]
     costs = cost_model(name, f, b, c)
-    if name == "local_sgd":
-        return schedules.local_sgd(S, N, S, H, costs=costs)
-    return build(name, S, M, N, costs)
+    return build(name, S, M, N, costs, **({"R": S, "H": H} if "H" in registry.entry_of(name).fields else {}))
 
 
 def peak_memory(tl: schedules.Timeline, A: int, W: float, opts: dict) -> dict:
@@ -211,8 +210,9 @@ def _cell(cfg: Config, made: dict, objective: str, S: int, setting: str, grid: n
         except ValueError as err:  # a schedule's own constraint, or WPipe's 2S blocks
             rows.append(dict(row, status="n/a", reason=str(err)))
             continue
-        ring = None if tl.synchronous or name == "local_sgd" else 2 * S + 4  # one compile for both costs
-        res = methods.train(obj, tl, grid, seed=cfg.seed, at=at, ring_size=ring, **opts)
+        sem = registry.entry_of(name).semantics
+        ring = None if tl.synchronous or sem.runner != "plan" else 2 * S + 4  # one compile for both costs
+        res = methods.train(obj, tl, grid, seed=cfg.seed, at=at, ring_size=ring, semantics=sem, **opts)
         curve = res.curve  # [G, 1 + len(at)]: the start, then every recorded tick
         th = tuning.LM if lm else tuning.DEFAULT
         sel = {

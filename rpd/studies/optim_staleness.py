@@ -1,5 +1,5 @@
 """E13: the staleness study under momentum and Adam, with and without the correction arms
-(issue 35; SPEC §13).
+(docs/optimizers.md#e13-the-staleness-study-under-momentum-and-adam).
 
 PipeDream (1F1B, weight stashing, NOAM = S) on one random quadratic (fixed n, d, B, data seed;
 only its cut into S blocks changes with S), for every optimizer of ``optimizers`` and every arm

@@ -1,4 +1,4 @@
-"""E1 (SPEC §9): PipeDream against Randomized PipeDream on the random quadratic.
+"""E1 (docs/science.md#the-papers-experiments): PipeDream against Randomized PipeDream on the random quadratic.
 
 E1 (``Config``, ``run``, ``figure``): f − f* against the block update K for PD (its 1F1B
 timeline, cyclic data) and RPD for several delay bounds δ, each at the γ the selector picks on
@@ -7,7 +7,7 @@ the same power-of-two grid. The paper's message: at δ = S² − S/2 (= 60 for S
 E8, the best RPD objective against δ, is :mod:`rpd.studies.delta` on the same runs
 (:func:`pd_and_rpd`, :func:`select`).
 
-γ is chosen by ``selector`` (default "reference", the rule the paper's γ were chosen by, SPEC §7;
+γ is chosen by ``selector`` (default "reference", the rule the paper's γ were chosen by, docs/science.md#step-sizes;
 the strict "stable" and "best_final" picks are reported beside it): PD on its curve with tail
 ``tail_frac`` (0.2), RPD, as the authors did, with tail ``rpd_tail_frac`` (1.0: the whole curve)
 on its curve without x⁰ (the first point; ``rpd_skip_x0``).
@@ -39,7 +39,7 @@ from rpd.train import methods, plans
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    """E1 at the paper's size (SPEC §9)."""
+    """E1 at the paper's size (docs/science.md#the-papers-experiments)."""
 
     S: int = 8
     n: int = 2000

@@ -1,6 +1,6 @@
-"""E9: the seeds' schedule comparison table, measured (SPEC §10.4; ZOO.md §8).
+"""E9: the seeds' schedule comparison table, measured (docs/schedules.md#the-seeds-claims).
 
-Every schedule of the family, and the survey's remaining systems (issue 33, E16's conventions:
+Every schedule of the family, and the survey's remaining systems (E16's conventions:
 GEMS, AMPNet with M = its ``min_update_interval``, AvgPipe with two pipelines and no advance,
 WPipe's 2S stages, ZB-H2 with sail-sg's optimizer post-validation, ``zb_h2_pv``, no
 rollback, and Chimera's forward doubling and backward halving, ``chimera_fd`` / ``chimera_bh``), at S ∈ {4, 8, 16}, M ∈ {S, 4S, 16S}, two flushes (N = 2M), under
@@ -29,8 +29,6 @@ from rpd.schedules.costs import CostModel
 
 SCALE = 4  # ticks per unit of F: a chunk of a v = 2 schedule costs half a stage, I = W = B/2
 COSTS = {"F=B": (1, 1), "B=2F": (1, 2)}
-CHUNKED = ("interleaved", "zb_v", "dualpipe_v", "wpipe")
-SPLIT = ("zb_h1", "zb_h2", "zb_v", "dualpipe_v")
 ORDER = (
     "gpipe",
     "1f1b",
@@ -71,25 +69,25 @@ def schedule_of(name: str) -> str:
     return registry.variant(name)[0]
 
 
-def cost_model(name: str, f: int, b: int, c: int) -> CostModel:
-    """Quarter-F ticks; per chunk for the chunked schedules."""
-    name = schedule_of(name)
-    per = SCALE // (2 if name in CHUNKED else 1)
-    if name in SPLIT:
+def chunks(entry: registry.ScheduleEntry, S: int) -> int:
+    """Model chunks per rank of a schedule at its defaults (interleaved: v = 2)."""
+    c = entry.chunks_per_rank
+    return int(entry.default(c, S)) if isinstance(c, str) else int(c)
+
+
+def cost_model(name: str, f: int, b: int, c: int, S: int = 4) -> CostModel:
+    """Quarter-F ticks; per chunk for the chunked schedules; I = W = B/2 where B is split."""
+    entry = registry.entry_of(name)
+    per = SCALE // chunks(entry, S)
+    if entry.split_backward:
         return CostModel(F=f * per, I=b * per // 2, W=b * per // 2, p2p=c * SCALE)
     return CostModel(F=f * per, B=b * per, p2p=c * SCALE)
 
 
 def build(name: str, S: int, M: int, N: int, costs: CostModel, **kw) -> schedules.Timeline:
-    """The timeline of row ``name`` (a schedule, or a :data:`rpd.registry.VARIANTS` name); for AMPNet M is the
-    update interval of one stream of N microbatches."""
-    name, options = registry.variant(name)
-    kw = options | kw
-    if name in ("pipedream", "pipemare"):
-        return schedules.SCHEDULES[name](S, N, costs=costs)
-    if name == "interleaved":
-        return schedules.interleaved(S, N, M, 2, costs)
-    return schedules.SCHEDULES[name](S, N, M, costs, **kw)
+    """The timeline of row ``name`` (a schedule, or a :data:`rpd.registry.VARIANTS` name) at its
+    defaults; for AMPNet M is the update interval of one stream of N microbatches."""
+    return registry.make(name, S, N, M, costs, **kw)
 
 
 def _cell(name, S, M, N, label, f, b, c) -> dict:
@@ -111,14 +109,14 @@ def _cell(name, S, M, N, label, f, b, c) -> dict:
         weight_versions=int(memory.weight_versions(tl).max()),
         weight_memory=float(memory.weight_memory(tl).max()),
     )
-    if name in ("zb_h2", "zb_v"):
+    if "overlapped" in registry.entry_of(name).fields and name not in registry.VARIANTS:
         free = build(name, S, M, N, cost_model(name, f, b, c), overlapped=True)
         row.update(T_overlapped=free.T / SCALE, period_overlapped=free.period() / SCALE)
     return row
 
 
 def claims(rows: list[dict], flushes: int) -> list[dict]:
-    """The seeds' four numeric claims (ZOO.md §8), each checked on the measured rows: ``holds``
+    """The seeds' four numeric claims (docs/schedules.md#the-seeds-claims), each checked on the measured rows: ``holds``
     and every sentence of ``verdict`` are computed from the timelines (closed forms are only
     compared against, never substituted)."""
 
@@ -264,9 +262,10 @@ def claims(rows: list[dict], flushes: int) -> list[dict]:
 
 
 def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutput:
-    unknown = set(cfg.schedules) - set(ORDER)
+    valid = [*registry.SCHEDULES, *registry.VARIANTS]
+    unknown = set(cfg.schedules) - set(valid)
     if unknown:
-        raise ValueError(f"schedules: unknown {sorted(unknown)}; valid: {list(ORDER)}")
+        raise ValueError(f"schedules: unknown {sorted(unknown)}; valid: {valid}")
     rows = []
     for S in cfg.S_values:
         for factor in cfg.M_factors:
@@ -299,7 +298,7 @@ def pictures(names, b: int = 2) -> dict[str, np.ndarray]:
     S, M = PICTURE_SIZE["S"], PICTURE_SIZE["M"]
     out = {}
     for name in names:
-        tl = build(name, S, M, M, cost_model(name, 1, max(b, 2) if schedule_of(name) in SPLIT else b, 0))
+        tl = build(name, S, M, M, cost_model(name, 1, max(b, 2) if registry.entry_of(name).split_backward else b, 0))
         t = tl.table
         out[name] = np.stack([t.kind, t.stage, t.mb, t.rank, t.start, t.end, t.fused]).astype(np.int64)
     return out

@@ -1,4 +1,4 @@
-"""The S⁴ study (SPEC §8): how the stale-read error grows with the number of stages S.
+"""The S⁴ study (docs/science.md#theory): how the stale-read error grows with the number of stages S.
 
 The bound's stale-read term is γ²L²δ²G² with δ = ⌊S² − S/2⌋, i.e. Θ(S⁴) at a fixed γ (and
 2L(f(x⁰) − f*)δ²/K = Θ(S⁴/K) at the tuned γ). Its proof bounds ‖∇f(x^k) − ∇f(z^k)‖² ≤
@@ -54,7 +54,7 @@ QUANTITIES = {"xz": "bound_xz", "grad_gap": "bound_stale"}
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    """The S⁴ study at full size (SPEC §8: S = 2..128)."""
+    """The S⁴ study at full size (docs/science.md#theory: S = 2..128)."""
 
     S_values: tuple[int, ...] = (2, 4, 8, 16, 32, 64, 128, 256)
     n: int = 1024

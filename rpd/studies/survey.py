@@ -1,8 +1,8 @@
-"""E16: the pipeline survey's comparison table, measured (issue 33).
+"""E16: the pipeline survey's comparison table, measured (docs/results.md#e16-the-pipeline-surveys-table-measured).
 
 The survey is Guan et al., "Advances of Pipeline Model Parallelism for Deep Learning Training: An
 Overview", JCST 39(3), 2024. Its table is an image; what was read of it is the secondary note
-``UnbearableFate/PaperReadingNote DL&NN/pipelines.md`` (@09e5656c) and ZOO.md §3.16 / §8: the
+``UnbearableFate/PaperReadingNote DL&NN/pipelines.md`` (@09e5656c) and docs/schedules.md#the-seeds-claims: the
 statements checked below (:data:`CLAIMS`) are those texts' words, not the table's cells one by one.
 
 Every system of the survey is a row (:data:`SYSTEMS`), built by rpd's registry of schedules at S
@@ -31,18 +31,16 @@ from typing import Callable
 
 import numpy as np
 
-from rpd import objectives, schedules
+from rpd import objectives, registry, schedules
 from rpd.analysis import tuning
 from rpd.plotting.survey import survey_figure
 from rpd.results import StudyOutput
 from rpd.schedules import memory, post_validation
 from rpd.schedules.costs import CostModel
+from rpd.studies import schedule_table
 from rpd.train import methods
 
 SCALE = 4  # ticks per F: a chunk costs half a stage, I = W = B/2
-CHUNKED = ("interleaved", "zb_v", "wpipe")
-SPLIT = ("zb_h1", "zb_h2", "zb_v")
-SYNC = ("gpipe", "gems", "1f1b", "chimera", "interleaved", "zb_h1", "zb_h2", "zb_v")
 # (label, schedule, constructor options, training options)
 SYSTEMS = (
     ("GPipe", "gpipe", {}, {}),
@@ -104,18 +102,11 @@ QUICK = dict(S_values=(4,), mb_per_S=16, n=200, d=64, gamma_exps=(-8, -1), point
 
 def cost_model(name: str, f: int, b: int) -> CostModel:
     """Quarter-F ticks, per chunk for the chunked schedules (E9's convention)."""
-    per = SCALE // (2 if name in CHUNKED else 1)
-    if name in SPLIT:
-        return CostModel(F=f * per, I=b * per // 2, W=b * per // 2)
-    return CostModel(F=f * per, B=b * per)
+    return schedule_table.cost_model(name, f, b, 0)
 
 
 def build(name: str, S: int, N: int, M: int, costs: CostModel, **kw) -> schedules.Timeline:
-    if name in ("pipedream", "pipemare"):
-        return schedules.SCHEDULES[name](S, N, costs=costs)
-    if name == "interleaved":
-        return schedules.interleaved(S, N, M, 2, costs)
-    return schedules.SCHEDULES[name](S, N, M, costs, **kw)
+    return registry.make(name, S, N, M, costs, **kw)
 
 
 def measure(label: str, name: str, kw: dict, opts: dict, S: int, M: int, steps: int = 8) -> dict:
@@ -142,11 +133,12 @@ def train_rows(cfg: Config, S: int, rows: list[dict]) -> dict:
     objs = {}
     curves = {}
     for row, (label, name, kw, opts) in zip(rows, SYSTEMS):
-        blocks = 2 * S if name == "wpipe" else S
+        blocks = registry.objective_blocks(name, S)
         if blocks not in objs:
             objs[blocks] = objectives.nesterov_quadratic(cfg.n, cfg.d, blocks, cfg.batch_size, mu=0.01, seed=cfg.seed)
         tl = build(name, S, N, M, cost_model(name, 1, 2), **kw)
-        res = methods.train(objs[blocks], tl, grid, seed=cfg.seed, at=at[at <= tl.T], **opts)
+        sem = registry.entry_of(name).semantics
+        res = methods.train(objs[blocks], tl, grid, seed=cfg.seed, at=at[at <= tl.T], semantics=sem, **opts)
         curve = res.curve
         if curve.shape[1] < len(at) + 1:  # ended before the budget: its last point holds
             curve = np.concatenate([curve, np.repeat(curve[:, -1:], len(at) + 1 - curve.shape[1], axis=1)], axis=1)
@@ -166,8 +158,8 @@ def claims(rows: list[dict], zb_lost: float) -> list[dict]:
         by.setdefault(r["S"], {})[r["system"]] = r
     S0 = min(by)
     t = by[S0]
-    sync = [r for r in t.values() if r["schedule"] in SYNC]
-    asyn = [r for r in t.values() if r["schedule"] not in SYNC]
+    sync = [r for r in t.values() if registry.entry_of(r["schedule"]).synchronous]
+    asyn = [r for r in t.values() if not registry.entry_of(r["schedule"]).synchronous]
     out = []
 
     def add(claim, verdict, why):

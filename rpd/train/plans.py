@@ -42,7 +42,8 @@ class UpdatePlan(NamedTuple):
     fresh: np.ndarray  # bool [K]: compute a new gradient at z^k (else reuse slot[k])
     slot: np.ndarray  # int32 [K]: gradient slot written (fresh) or read
     time: np.ndarray  # int32 [K]: simulated time step in which the update lands
-    # Options of the schedule family (SPEC §11); None / 1 = PD's single-point, one-microbatch core.
+    # Options of the schedule family (docs/schedules.md#training-semantics); None / 1 = PD's single-point,
+    # one-microbatch core.
     n_micro: int = 1  # microbatch gradients averaged per fresh gradient (batches batch[k] + j)
     read_bwd: np.ndarray | None = None  # int32 [K, S]: versions of the backward weights (two-point)
     horizon: np.ndarray | None = None  # float [K, S]: forward point w - horizon * u (prediction)
@@ -157,7 +158,7 @@ BATCH_ORDERS = ("uniform", "cyclic")
     compiler_options={"xla_backend_optimization_level": 0},
 )
 def _sample_rpd(seed, delta, K, S, n_batches, delays, block_order, batch_order):
-    """Per iteration, in SPEC order: block ~ U{0..S-1}, batch ~ U{0..nb-1}, each block's delay
+    """Per iteration, in the order of docs/science.md#methods: block ~ U{0..S-1}, batch ~ U{0..nb-1}, each block's delay
     ~ U{0..min(delta, k)}; one key per iteration by fold_in into fold_in(key(seed), 1)."""
     key = jax.random.fold_in(jax.random.key(seed), 1)
     k = jnp.arange(K)

@@ -1,6 +1,6 @@
 """Timelines replayed op by op with weight stashing: the reference route for PD and LocalSGD.
 
-This is deliberately the literal algorithm of SPEC §2 -- walk the timeline; every F(m, s)
+This is deliberately the literal algorithm of docs/science.md#schedules -- walk the timeline; every F(m, s)
 stashes block s of microbatch m's replica; every B(m, a) takes the gradient at m's stashed
 weights and applies block a to the replica; at the end of a LocalSGD round's last time step the
 replicas are replaced by their mean -- in a plain host loop. It checks the compiled methods
@@ -50,7 +50,7 @@ def replay(obj: Objective, tl: Timeline, gamma: float) -> np.ndarray:
 
 
 def replay_pipemare(obj: Objective, tl: Timeline, gamma: float, every: int = 1) -> np.ndarray:
-    """PipeMare op by op, stage by stage, one weight version (ZOO.md §3.14): F(m, s) computes
+    """PipeMare op by op, stage by stage, one weight version (docs/schedules.md#pipemare): F(m, s) computes
     a_{s+1} = stage_s(x_s, a_s) with the current x_s and keeps a_s; B(m, s) takes the VJP of
     stage s at (the current x_s, the kept a_s) of the cotangent B(m, s+1) passed down (the
     loss's gradient at a_S for s = S-1) and applies the weight part to x_s. ``every`` = k > 1 is

@@ -1,4 +1,5 @@
-"""Undoing an Adam(W) step exactly (ZB-H2's optimizer post-validation, SPEC §15).
+"""Undoing an Adam(W) step exactly (ZB-H2's optimizer post-validation,
+docs/schedules.md#zb-h2-with-optimizer-post-validation).
 
 sail-sg's ``zbpp_optimizer_helper.rollback_adamw`` (@39f2c186) inverts apex FusedAdam's AdamW
 step in place when the post-validated global norm says the eager step was wrong (clipping or a

@@ -1,4 +1,4 @@
-"""Every schedule's weight-version semantics as an update plan (SPEC §11, ZOO.md §4).
+"""Every schedule's weight-version semantics as an update plan (docs/schedules.md#training-semantics).
 
 A timeline says when each op runs; its semantics say which weights each gradient sees. Both
 meet in an :class:`~rpd.train.plans.UpdatePlan` for the one core, whose ``time`` is the tick each
@@ -9,7 +9,7 @@ update lands, so every schedule trains on the same simulated-time axis:
   stage's last backward (B, or W when split) of the flush (Chimera: after the all-reduce).
   The iterates are minibatch SGD with batch M·B whatever the schedule; only the times differ.
 - PipeDream-2BW: minibatch q (M microbatches) at W_{max(q-1, 0)} on every stage, averaged;
-  block s's update lands at its rank's M-th backward of the minibatch (ZOO.md §3.13).
+  block s's update lands at its rank's M-th backward of the minibatch (docs/schedules.md#pipedream-2bw).
 - PipeDream: weight stashing (``rpd.train.plans.pipedream_plan``); with ``predict`` the forward reads
   predicted weights ŵ_r = w_r - s·u_r, s = the updates block r receives between F(m, r) and
   B(m, r) (S - 1 - r in steady state), u_r an EMA of block r's steps, and stashes them.
@@ -18,8 +18,8 @@ update lands, so every schedule trains on the same simulated-time axis:
   forward-time activations (a two-point chain gradient). Like a pipeline, the plan runs it
   stage-wise (``rpd.train.plans.stage_wise``): B(m, S-1), m's first update (every F(m, r) precedes
   it), runs the forward into slot m mod NOAM, and each B(m, a) one stage's backward.
-  Options (ZOO.md §3.14; the PipeMare paper was not available, so these follow ZOO's
-  recollection and are documented as such):
+  Options (docs/schedules.md#pipemare; the PipeMare paper was not available, so these follow a
+  recollection of it and are documented as such):
   T1 scales block a's step by τ^-(1 - min(i / window, 1)) (τ = that update's delay, at least 1,
   i = the block's update count), T2 moves the backward weights back along the velocity,
   ŵ_q = w_q + τ_q·u_q, toward the forward-time ones; ``predict`` as for PipeDream.
@@ -67,8 +67,10 @@ def _stage_blocks(tl: Timeline, S_obj: int) -> np.ndarray:
     )
 
 
-def synchronous_plan(tl: Timeline, S_obj: int, n_batches: int) -> UpdatePlan:
-    """One flush of M microbatches = one minibatch SGD step with batch M·B (module doc)."""
+def synchronous_plan(tl: Timeline, S_obj: int, n_batches: int, after_allreduce: bool = False) -> UpdatePlan:
+    """One flush of M microbatches = one minibatch SGD step with batch M·B (module doc).
+    ``after_allreduce``: replicated stages (Chimera) land no earlier than the flush's end, after
+    the all-reduce of the replicas' gradients."""
     if not tl.synchronous:
         raise ValueError(f"expected a synchronous schedule, got kind={tl.kind!r}")
     M = tl.M
@@ -80,14 +82,14 @@ def synchronous_plan(tl: Timeline, S_obj: int, n_batches: int) -> UpdatePlan:
     land = np.full((Q, S_obj), -1, np.int64)
     for g in range(tl.n_stages):
         land[:, block[g]] = np.maximum(land[:, block[g]], per_stage[:, g])
-    if tl.kind == "chimera" and tl.flush_time is not None:  # replicated stages: after the all-reduce
+    if after_allreduce and tl.flush_time is not None:
         land = np.maximum(land, np.asarray(tl.flush_time)[:, None])
     q, s, t = _landing_order(land, tl.kind)
     return _minibatch_plan(q, s, t, q, M, S_obj, n_batches, n_slots=1)
 
 
 def pipedream_2bw_plan(tl: Timeline, n_batches: int) -> UpdatePlan:
-    """W_{q+1} = W_q - γ (1/M) Σ_{j in q} ∇f_j(W_{q-1}) (W_{-1} = W_0); ZOO.md §3.13."""
+    """W_{q+1} = W_q - γ (1/M) Σ_{j in q} ∇f_j(W_{q-1}) (W_{-1} = W_0); docs/schedules.md#pipedream-2bw."""
     if tl.kind != "pipedream_2bw":
         raise ValueError(f"expected a PipeDream-2BW timeline, got kind={tl.kind!r}")
     M, S = tl.M, tl.S
@@ -175,11 +177,17 @@ OPTION_NAMES = ("predict", "ema", "t1", "t1_window", "t2")  # every option any s
 
 
 class Semantics(NamedTuple):
-    """How a timeline kind trains: ``plan(tl, S_obj, n_batches, **options)`` returns its update
-    plan and the gradient slots it needs (None: the plan's own), and the options it has."""
+    """How a schedule trains: ``plan(tl, S_obj, n_batches, **options)`` returns its update plan
+    and the gradient slots it needs (None: the plan's own), and the options it has. ``runner``:
+    ``"plan"`` (the one core runs the plan), ``"replicas"`` (LocalSGD's rounds,
+    :mod:`rpd.train.localsgd`) or ``"elastic"`` (AvgPipe's replicas and centre,
+    :mod:`rpd.train.avgpipe`). A schedule's registry entry holds its semantics and the registry
+    hands it to :func:`rpd.train.methods.train`."""
 
-    plan: Callable[..., tuple[UpdatePlan, int | None]]
+    plan: Callable[..., tuple[UpdatePlan, int | None]] | None
     options: tuple[str, ...] = ()
+    runner: str = "plan"
+    two_point: bool = False  # the gradient reads two weight versions (PipeMare's forward and backward)
 
 
 def _pipedream(tl, S_obj, n_batches, predict=False, **_):
@@ -190,24 +198,13 @@ def _pipemare(tl, S_obj, n_batches, predict=False, t1=False, t1_window=None, t2=
     return pipemare_plan(tl, n_batches, predict=bool(predict), t1=bool(t1), t1_window=t1_window, t2=bool(t2)), None
 
 
-SEMANTICS = {
-    "pipedream": Semantics(_pipedream, ("predict", "ema")),
-    "pipemare": Semantics(_pipemare, ("predict", "ema", "t1", "t1_window", "t2")),
-    "pipedream_2bw": Semantics(lambda tl, S_obj, n_batches, **_: (pipedream_2bw_plan(tl, n_batches), 2)),
-}
+PIPEDREAM = Semantics(_pipedream, ("predict", "ema"))
+PIPEMARE = Semantics(_pipemare, ("predict", "ema", "t1", "t1_window", "t2"), two_point=True)
+TWO_BW = Semantics(lambda tl, S_obj, n_batches, **_: (pipedream_2bw_plan(tl, n_batches), 2))
 SYNCHRONOUS = Semantics(lambda tl, S_obj, n_batches, **_: (synchronous_plan(tl, S_obj, n_batches), None))
-
-
-def of(tl: Timeline) -> Semantics:
-    """The semantics a timeline trains with: its kind's entry, else the synchronous one for
-    every schedule with a flush (LocalSGD trains replicas, :mod:`rpd.train.localsgd`)."""
-    if getattr(tl, "dp_land", None) is not None:  # D data-parallel pipelines (issue 29)
-        return DATA_PARALLEL
-    if tl.kind in SEMANTICS:
-        return SEMANTICS[tl.kind]
-    if tl.synchronous:
-        return SYNCHRONOUS
-    raise ValueError(f"no training semantics for timeline kind {tl.kind!r}")
+REPLICATED = Semantics(lambda tl, S_obj, n_batches, **_: (synchronous_plan(tl, S_obj, n_batches, True), None))
+REPLICAS = Semantics(None, runner="replicas")  # LocalSGD: no options
+ELASTIC = Semantics(None, runner="elastic")  # AvgPipe
 
 
 def check_options(kind: str, allowed: tuple[str, ...], options: dict, prefix: str = "") -> dict:
@@ -235,7 +232,7 @@ def _set(value) -> bool:
     return value is not None and not (isinstance(value, (bool, np.bool_)) and not value)
 
 
-# ---------------------------------------------------------------- the survey's remaining rows (issue 33)
+# ---------------------------------------------------------------- the survey's remaining rows
 
 
 def replicated_plan(tl: Timeline, S_obj: int, n_batches: int) -> UpdatePlan:
@@ -250,13 +247,9 @@ def replicated_plan(tl: Timeline, S_obj: int, n_batches: int) -> UpdatePlan:
     return _minibatch_plan(q, s, t, q, tl.M, S_obj, n_batches, n_slots=1)
 
 
-SEMANTICS.update(
-    {
-        "gems": Semantics(lambda tl, S_obj, n_batches, **_: (replicated_plan(tl, S_obj, n_batches), None)),
-        "ampnet": Semantics(lambda tl, S_obj, n_batches, **_: (semantics_async.ampnet_plan(tl, S_obj, n_batches), 1)),
-        "wpipe": Semantics(lambda tl, S_obj, n_batches, **_: (semantics_async.wpipe_plan(tl, S_obj, n_batches), 1)),
-    }
-)
+GEMS = Semantics(lambda tl, S_obj, n_batches, **_: (replicated_plan(tl, S_obj, n_batches), None))
+AMPNET = Semantics(lambda tl, S_obj, n_batches, **_: (semantics_async.ampnet_plan(tl, S_obj, n_batches), 1))
+WPIPE = Semantics(lambda tl, S_obj, n_batches, **_: (semantics_async.wpipe_plan(tl, S_obj, n_batches), 1))
 
 
 def validated_plan(tl: Timeline, S_obj: int, n_batches: int) -> UpdatePlan:
@@ -273,11 +266,46 @@ def validated_plan(tl: Timeline, S_obj: int, n_batches: int) -> UpdatePlan:
     return plan._replace(clip=tl.clip)
 
 
-SEMANTICS["zb_h2_pv"] = Semantics(lambda tl, S_obj, n_batches, **_: (validated_plan(tl, S_obj, n_batches), None))
+def _zb_h2(tl, S_obj, n_batches, **_):
+    """ZB-H2: synchronous, or with post-validation timed (``tl.step_end``) the validated steps."""
+    if getattr(tl, "step_end", None) is not None:
+        return validated_plan(tl, S_obj, n_batches), None
+    return synchronous_plan(tl, S_obj, n_batches), None
 
 
-# issue 29: PipeDream's replicated stages (1F1B-RR) and D data-parallel pipelines (semantics_parallel)
-SEMANTICS["pipedream_rr"] = Semantics(
-    lambda tl, S_obj, n_batches, **_: semantics_parallel.rr_plan(tl, S_obj, n_batches)
-)
+ZB_H2 = Semantics(_zb_h2)
+ROUND_ROBIN = Semantics(lambda tl, S_obj, n_batches, **_: semantics_parallel.rr_plan(tl, S_obj, n_batches))
 DATA_PARALLEL = Semantics(lambda tl, S_obj, n_batches, **_: semantics_parallel.dp_plan(tl, S_obj, n_batches))
+
+
+def lifted(sem: Semantics, tl: Timeline) -> Semantics:
+    """``sem`` as it trains ``tl``: D data-parallel pipelines around a synchronous schedule
+    (``tl.dp_land``, :mod:`rpd.schedules.data_parallel`) train with :data:`DATA_PARALLEL`."""
+    return DATA_PARALLEL if getattr(tl, "dp_land", None) is not None else sem
+
+
+# The semantics of a bare built-in timeline (one a constructor of rpd.schedules.family returned,
+# in tests and notebooks). Runs through the registry never read this: each schedule's entry holds
+# its semantics (rpd.registry.catalog) and hands it to rpd.train.methods.train.
+_BUILT_IN = {
+    "pipedream": PIPEDREAM,
+    "pipemare": PIPEMARE,
+    "pipedream_2bw": TWO_BW,
+    "chimera": REPLICATED,
+    "gems": GEMS,
+    "ampnet": AMPNET,
+    "wpipe": WPIPE,
+    "zb_h2_pv": ZB_H2,
+    "pipedream_rr": ROUND_ROBIN,
+    "local_sgd": REPLICAS,
+    "avgpipe": ELASTIC,
+}
+
+
+def of(tl: Timeline) -> Semantics:
+    """The semantics of a bare built-in timeline: its schedule's, else the synchronous one for
+    every schedule with a flush. Pass a registry entry's ``semantics`` instead where you have one."""
+    sem = _BUILT_IN.get(tl.kind)
+    if sem is None and not tl.synchronous:
+        raise ValueError(f"no training semantics for a bare timeline of kind {tl.kind!r}: pass semantics=")
+    return lifted(sem or SYNCHRONOUS, tl)

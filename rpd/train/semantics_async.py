@@ -1,5 +1,5 @@
 """Training semantics of the schedules that step each stage every k backwards: AMPNet and WPipe
-(issue 33; orders and sources in :mod:`rpd.schedules.frontier`).
+(docs/schedules.md#ampnet, #wpipe; orders and sources in :mod:`rpd.schedules.frontier`).
 
 Both apply, on stage g, one update per k of its backwards (AMPNet: k = min_update_interval;
 WPipe: k = M, one period), landing at the end of the k-th backward; the gradient of update u

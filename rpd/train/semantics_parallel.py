@@ -1,4 +1,5 @@
-"""Training semantics of data parallelism around and inside a pipeline (issue 29):
+"""Training semantics of data parallelism around and inside a pipeline (docs/schedules.md#d-data-parallel-pipelines,
+# pipedream-1f1b-rr):
 
 - **1F1B-RR** (:mod:`rpd.schedules.round_robin`): stage g, replicated r_g times, takes one
   step per group j of r_g consecutive microbatches, the mean of their gradients all-reduced,

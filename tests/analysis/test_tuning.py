@@ -79,7 +79,7 @@ def _zigzag(level: float, amp: float) -> np.ndarray:
 
 
 def test_reference_rule_ignores_stability():
-    """The authors' effective rule (SPEC §7): smallest γ with tail mean <= 1.05 x the smallest
+    """The authors' effective rule (docs/science.md#step-sizes): smallest γ with tail mean <= 1.05 x the smallest
     tail mean over non-diverged γ, stable or not. Tails (last 20 of 100 points) by hand:
     2^-3: 0.0103 ± 0.002 (cv 0.19 > 0.15: unstable), 2^-2: flat 0.0100 (stable),
     2^-1: 0.0099 ± 0.003 (unstable, the smallest tail mean), 2^0: NaN (diverged).
@@ -177,7 +177,7 @@ def test_huge_finite_curve_is_unstable_without_overflow_warning():
     assert sel.gamma == 0.1 and not sel.reports[1].stable
 
 
-# ---------------------------------------------------------------- divergence (issue 13, item 1)
+# ---------------------------------------------------------------- divergence
 
 
 def _spike(peak: float, n: int = 60) -> np.ndarray:

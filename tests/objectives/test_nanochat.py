@@ -94,6 +94,16 @@ def test_stage_chain_and_objective_equal_the_unsplit_model_loss_and_gradient():
     np.testing.assert_array_equal(g_wrapped, g)
 
 
+def test_every_matrix_product_runs_at_full_float32_precision():
+    """The LM sets its matmul precision (nc.MATMUL_PRECISION = HIGHEST): no dot of its loss and
+    gradient may run at XLA's default, which is TF32 on a GPU (the rtol above would not hold)."""
+    obj = nc.nanochat(4, text=TEXT, **SMALL)
+    hlo = jax.jit(obj.value_and_grad).lower(obj.data, obj.x0, jnp.int32(0)).as_text()
+    dots = [line for line in hlo.splitlines() if "dot_general" in line]
+    assert nc.MATMUL_PRECISION == jax.lax.Precision.HIGHEST and len(dots) >= 6
+    assert all("precision = [HIGHEST, HIGHEST]" in line for line in dots), [d for d in dots if "HIGHEST" not in d]
+
+
 @pytest.mark.parametrize("S", [3, 4, 7])
 def test_shapes_layout_and_stage_params_roundtrip(S):
     obj = nc.nanochat(S, text=TEXT, **SMALL)

@@ -1,4 +1,4 @@
-"""Linear objectives: built as SPEC §5 says, with values that could be wrong checked."""
+"""Linear objectives: built as docs/science.md#objectives says, with values that could be wrong checked."""
 
 import jax
 import jax.numpy as jnp

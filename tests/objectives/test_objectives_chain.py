@@ -1,4 +1,4 @@
-"""rpd.objectives.chain and mlp_chain: the two-point chain gradient (SPEC §11)."""
+"""rpd.objectives.chain and mlp_chain: the two-point chain gradient (docs/schedules.md#training-semantics)."""
 
 import jax
 import jax.numpy as jnp

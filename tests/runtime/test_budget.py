@@ -1,4 +1,4 @@
-"""Sizes are bounded before allocation (issue 13, item 4): rpd.runtime.budget and the config estimate."""
+"""Sizes are bounded before allocation: rpd.runtime.budget and the config estimate."""
 
 from __future__ import annotations
 

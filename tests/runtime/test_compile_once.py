@@ -1,4 +1,4 @@
-"""Compiled programs are keyed by what they compute (issue 14): a rebuilt equal objective, or
+"""Compiled programs are keyed by what they compute: a rebuilt equal objective, or
 one that differs only in its seed, runs the program compiled for the first one, and gets the
 same numbers as before programs were shared."""
 

@@ -1,4 +1,4 @@
-"""Ctrl-C (issue 13, item 6): a clean exit 130, no crash, nothing half-written in the store, and
+"""Ctrl-C: a clean exit 130, no crash, nothing half-written in the store, and
 the worker threads of rpd.runtime.concurrency are not waited for."""
 
 import contextlib
@@ -108,7 +108,7 @@ SWALLOWED = (
 
 
 def test_a_ctrl_c_swallowed_by_a_gc_callback_still_exits_130(tmp_path):
-    """The audit's failure (issue 26): Ctrl-C landed in JAX's GC callback, Python swallowed the
+    """The audit's failure: Ctrl-C landed in JAX's GC callback, Python swallowed the
     KeyboardInterrupt there and the run went on to be stored as ok. Recreated deterministically."""
     proc = _start(["-c", SWALLOWED.format(after="pass")], tmp_path)
     out, err = proc.communicate(timeout=60)

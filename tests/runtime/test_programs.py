@@ -1,4 +1,4 @@
-"""rpd's executable store (issue 14): programs named by what they compute are stored on disk and
+"""rpd's executable store: programs named by what they compute are stored on disk and
 loaded by a later process (here: after the in-memory caches are cleared) without tracing, with
 bitwise the same results."""
 

@@ -1,4 +1,5 @@
-"""rpd.schedules.delays: delay table against a literal loop, the closed forms of SPEC §3, versions, E2 stats."""
+"""rpd.schedules.delays: delay table against a literal loop, the closed forms of
+docs/science.md#delays-and-the-delay-law, versions, E2 stats."""
 
 import math
 

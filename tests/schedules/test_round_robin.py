@@ -13,13 +13,13 @@ from rpd.schedules.round_robin import channel, pipedream_rr, stashed_versions, w
 
 def test_without_replicas_it_is_pipedreams_1f1b():
     """All r = 1: PipeDream's runtime order; the backwards are rpd's PD timeline's exactly (the
-    SPEC §2.1 readiness rule lets a stage run one forward earlier during the warm-up only)."""
+    readiness rule of docs/science.md#schedules lets a stage run one forward earlier during the warm-up only)."""
     for S, N in [(3, 9), (4, 16), (6, 30)]:
         rr, pd = pipedream_rr(S, N), schedules.pipedream(S, N)
         assert rr.T == pd.T == 2 * N + 2 * S - 2
         np.testing.assert_array_equal(rr.b_time, pd.b_time)
         np.testing.assert_array_equal(rr.f_time[S:], pd.f_time[S:])  # steady state
-        np.testing.assert_array_equal(stashed_versions(rr), S - np.arange(S))  # S - s (ZOO.md)
+        np.testing.assert_array_equal(stashed_versions(rr), S - np.arange(S))  # S - s (docs/schedules.md#pipedream)
         np.testing.assert_array_equal(memory.peak_activations(rr), S - np.arange(S))
 
 

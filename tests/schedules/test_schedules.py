@@ -1,4 +1,4 @@
-"""rpd.schedules: the fast simulation equals a literal reading of SPEC §2.1/§2.2, and the §2.3 laws."""
+"""rpd.schedules: the fast simulation equals a literal reading of docs/science.md#schedules, and its laws."""
 
 import math
 
@@ -10,7 +10,7 @@ from rpd.schedules import BWD, FWD, IDLE
 
 
 def reference(S, N, noam=None, R=None, H=None):
-    """SPEC §2.1/§2.2 read literally: one Python decision per (time step, stage). -> op, mb [T, S]."""
+    """docs/science.md#schedules read literally: one Python decision per (time step, stage). -> op, mb [T, S]."""
     noam = S if noam is None else noam
     never = math.inf
     f_done = [[never] * S for _ in range(N)]

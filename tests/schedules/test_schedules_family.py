@@ -1,4 +1,4 @@
-"""rpd.schedules family: each schedule's timeline against ZOO.md's closed forms, at unit and
+"""rpd.schedules family: each schedule's timeline against the closed forms of docs/schedules.md, at unit and
 non-unit costs, and the parameter checks."""
 
 import numpy as np
@@ -39,7 +39,7 @@ def test_gpipe_p2p_latency_and_1f1b_round_trip():
     for S, M, c in ((4, 8, 1), (4, 8, 2), (3, 5, 1)):
         tl = schedules.gpipe(S, M, M, CostModel(F=1, B=2, p2p=c))
         assert tl.T == (M + S - 1) * 3 + 2 * (S - 1) * c
-    # ZOO §3.3: at S = 4, M = 8, tF = 1, tB = 2, c = 1: 1F1B 49 against GPipe's 39
+    # docs/schedules.md#1f1b-with-flush: at S = 4, M = 8, tF = 1, tB = 2, c = 1: 1F1B 49 against GPipe's 39
     c = CostModel(F=1, B=2, p2p=1)
     assert schedules.one_f_one_b(4, 8, 8, c).T == 49
     assert schedules.gpipe(4, 8, 8, c).T == 39
@@ -112,7 +112,7 @@ def test_zb_h2_greedy(S):
 
 
 def test_zb_h2_without_the_w_cap_holds_every_microbatch():
-    """The rule before issue 28's fix (F-not-I capped, W free to drift): W's pile up at the end
+    """The rule before the F-not-W cap (F-not-I capped, W free to drift): W's pile up at the end
     and every rank holds all M microbatches; the F-not-W cap is what bounds the peak."""
     S, M = 4, 32
     tl = schedules.zb_h2(S, M, M, max_held=M)
@@ -139,7 +139,7 @@ def test_2bw_pipemare_orders_are_pipedream_stream():
         np.testing.assert_array_equal(tl.b_time, pd.b_time)
     assert memory.weight_versions(schedules.pipedream_2bw(4, 12, 3)).tolist() == [2, 2, 2, 2]
     assert memory.weight_versions(schedules.pipemare(4, 12)).tolist() == [1, 1, 1, 1]
-    # PD's readiness rule (SPEC §2.1) warms up greedily: middle stages run one F more than
+    # PD's readiness rule (docs/science.md#schedules) warms up greedily: middle stages run one F more than
     # 1F1B-flush's S - s before their first B (machine 3 runs F1 F2 F3 B1), so they hold more
     # activations and, in that transient, one more stashed version than the steady S - s.
     assert memory.peak_activations(pd).tolist() == [4, 4, 3, 1]

@@ -1,4 +1,4 @@
-"""GEMS, AMPNet and WPipe (issue 33, rpd.schedules.frontier): orders, closed forms, bubbles,
+"""GEMS, AMPNet and WPipe (docs/schedules.md#gems, rpd.schedules.frontier): orders, closed forms, bubbles,
 memory and dependency validity, checked against the timer's independent reference loop."""
 
 import numpy as np

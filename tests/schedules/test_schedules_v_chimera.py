@@ -1,6 +1,6 @@
 """rpd.schedules.v_shape (ZB-V, DualPipeV) and rpd.schedules.bidirectional: the orders against their
-anchors (torch's DualPipeV test artifact, ZOO.md §3.11's Chimera listing), completeness, per-rank
-op counts, parameter errors, and the timed closed forms of ZOO.md §3.9-§3.11."""
+anchors (torch's DualPipeV test artifact, docs/schedules.md#chimera's listing), completeness, per-rank
+op counts, parameter errors, and the timed closed forms of docs/schedules.md#zb-v to #chimera."""
 
 import re
 from pathlib import Path
@@ -68,7 +68,7 @@ def test_dualpipe_v_complete_and_counts(S, M):
     rank = v_stage_to_rank(S)
     for r, a in enumerate(order):
         assert np.all(rank[a[:, 1]] == r)
-        # ZOO.md §3.10's steps: I (and W) in steps 3, 6 (half of 2(r+1)) and 7; B elsewhere
+        # docs/schedules.md#dualpipev's steps: I (and W) in steps 3, 6 (half of 2(r+1)) and 7; B elsewhere
         n_split = 2 * S - r - 1
         assert counts(a) == {FWD: 2 * M, BWD: 2 * M - n_split, BWD_I: n_split, BWD_W: n_split}
         # steps 4 and 5 overlap F with B: 2(M-2S+r+1) pairs, less one on the last rank, plus S-r-1
@@ -106,7 +106,7 @@ def test_v_errors():
 
 # ------------------------------------------------------------------ Chimera
 
-# ZOO.md §3.11, the anchor's per-worker order for D = 4, N = 4 (d/u: direction; the n-th
+# docs/schedules.md#chimera, the anchor's per-worker order for D = 4, N = 4 (d/u: direction; the n-th
 # microbatch of that direction; s: stage). Here the down microbatches are 0, 1 and the up ones 2, 3.
 CHIMERA_4_4 = """\
 w0: dF0@s0 dF1@s0 uF0@s3 uB0@s3 uF1@s3 uB1@s3 dB0@s0 dB1@s0
@@ -172,12 +172,12 @@ def test_chimera_errors():
         chimera_order(4, 2.5)
 
 
-# ------------------------------------------------------------------ timed closed forms (ZOO.md)
+# ------------------------------------------------------------------ timed closed forms (docs/schedules.md)
 
 
 @pytest.mark.parametrize("S,M", [(S, M) for S, M in V_GRID if M >= 2 * S - 1])
 def test_zbv_zero_bubble_at_equal_chunk_costs(S, M):
-    """ZOO.md §3.9: at chunk costs F = I = W = 1 every rank's span is 6M and T_flush = 6M + S - 1
+    """docs/schedules.md#zb-v: at chunk costs F = I = W = 1 every rank's span is 6M and T_flush = 6M + S - 1
     (needs M >= 2S - 1: torch pads to that many microbatches; fewer leave warm-up bubbles)."""
     T, span, busy = timed(zbv_order(S, M), 2 * S, M, F=1, I=1, W=1, B=2)
     assert T == 6 * M + S - 1
@@ -192,7 +192,7 @@ def test_zbv_few_microbatches_leave_bubbles():
 
 
 def test_dualpipe_v_victarry_reference():
-    """ZOO.md §3.10: p=4, m=16, f=1, b=2, d=w=1, fb=2.75 gives T = 95.5 (Victarry's emulator and
+    """docs/schedules.md#dualpipev: p=4, m=16, f=1, b=2, d=w=1, fb=2.75 gives T = 95.5 (Victarry's emulator and
     formula); here every cost is scaled by 4 to integer ticks."""
     T, _, _ = timed(dualpipe_v_order(4, 16), 8, 16, F=4, B=8, I=4, W=4, FB=11)
     assert T == 382
@@ -204,7 +204,7 @@ def test_dualpipe_v_victarry_reference():
 @pytest.mark.parametrize("S,M", [(2, 4), (2, 7), (3, 6), (3, 9), (4, 8), (4, 16), (6, 13)])
 def test_dualpipe_v_victarry_formula(S, M, f, d, w, fb):
     """Victarry ``formula.py``: T = (p-1)f + 2pf + (2(m-p)-1+p-1)fb + (2p-1)d + w + 2b + f
-    (ZOO.md §3.10). It holds exactly for these costs, all with I, W <= F; with I or W > F the
+    (docs/schedules.md#dualpipev). It holds exactly for these costs, all with I, W <= F; with I or W > F the
     formula underestimates (not tested)."""
     b = d + w
     p, m = S, M
@@ -214,7 +214,7 @@ def test_dualpipe_v_victarry_formula(S, M, f, d, w, fb):
 
 @pytest.mark.parametrize("S,M", DPV_GRID)
 def test_dualpipe_v_readme_bubble_without_overlap_gain(S, M):
-    """ZOO.md §3.10: at fb = f + b (unit chunk costs f = d = w = 1) rank 0 idles 2(S-1) chunk
+    """docs/schedules.md#dualpipev: at fb = f + b (unit chunk costs f = d = w = 1) rank 0 idles 2(S-1) chunk
     ticks within its span, the README's (S-1)(F&B + B - 3W)."""
     T, span, busy = timed(dualpipe_v_order(S, M), 2 * S, M, F=1, B=2, I=1, W=1, FB=3)
     assert span[0] - busy[0] == (S - 1) * (3 + 2 - 3)
@@ -223,7 +223,7 @@ def test_dualpipe_v_readme_bubble_without_overlap_gain(S, M):
 
 @pytest.mark.parametrize("D,N", [(4, 4), (4, 8), (8, 8), (8, 16), (6, 6), (4, 16)])
 def test_chimera_bubble_at_equal_costs(D, N):
-    """ZOO.md §3.11: f_total = (D-2)/(2N+D-2) at tF = tB, i.e. T = 2N + D - 2 slots."""
+    """docs/schedules.md#chimera: f_total = (D-2)/(2N+D-2) at tF = tB, i.e. T = 2N + D - 2 slots."""
     T, _, busy = timed(chimera_order(D, N), D, N, F=1, B=1)
     assert T == 2 * N + D - 2
     np.testing.assert_array_equal(busy, 2 * N)
@@ -232,7 +232,7 @@ def test_chimera_bubble_at_equal_costs(D, N):
 
 @pytest.mark.parametrize("D,N,f", [(4, 4, 0.25), (8, 8, 0.333), (4, 16, 0.172)])
 def test_chimera_bubble_at_backward_twice_forward(D, N, f):
-    """ZOO.md §3.11's table at tB = 2tF; (4, 16) is worse than 1F1B's (S-1)/(M+S-1) = 0.158."""
+    """docs/schedules.md#chimera's table at tB = 2tF; (4, 16) is worse than 1F1B's (S-1)/(M+S-1) = 0.158."""
     T, _, busy = timed(chimera_order(D, N), D, N, F=1, B=2)
     f_total = 1 - busy.sum() / (D * T)
     assert f_total == pytest.approx(f, abs=5e-4)

@@ -1,7 +1,7 @@
 """rpd.schedules.search: the orders it finds are valid (dependencies, p2p latency, memory cap, the
 one timer), the exact method equals a brute force over every order on tiny instances and proves
 optimality at S = 4, M = 8, exact <= heuristic <= every hand-written schedule that fits the cap,
-and the heuristic meets sail-sg's numbers of ZOO.md §6."""
+and the heuristic meets sail-sg's numbers of docs/schedules.md#reference-makespans."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from rpd.schedules.search_heuristic import make_problem, score
 from rpd.schedules.timer import flatten, op_durations, time_order
 
 UNIT = CostModel(F=1, I=1, W=1)
-ZB4 = CostModel(F=4, I=4, W=4, p2p=1)  # ZOO §6's S=4, M=8, c=0.25 case in integer ticks (x4)
+# sail-sg's S=4, M=8, c=0.25 case (docs/schedules.md#reference-makespans) in integer ticks (x4)
+ZB4 = CostModel(F=4, I=4, W=4, p2p=1)
 SKEWED = CostModel(F=(3, 2, 2, 4), I=(3, 2, 2, 5), W=(2, 1, 1, 3), p2p=1)  # heavy end stages
 FULL_B = CostModel(F=2, B=5, p2p=1)  # no split: F and B
 
@@ -136,8 +137,8 @@ def test_exact_equals_brute_force_over_every_order(S, M, costs, split, objective
 
 
 def test_exact_proves_optimality_at_s4_m8():
-    """ZOO §6's second case, and a cap that binds (exact < heuristic there), each proven well
-    within a minute; the values are the proven optima."""
+    """docs/schedules.md#reference-makespans' second case, and a cap that binds (exact < heuristic there), each proven
+    well within a minute; the values are the proven optima."""
     for cap, objective, want in ((8, "period", 98), (8, "makespan", 111), (5, "period", 110), (3, "makespan", 140)):
         t0 = time.perf_counter()
         tl = search(4, 8, ZB4, cap, method="exact", objective=objective, time_limit=60)
@@ -189,10 +190,10 @@ def test_heuristic_strictly_beats_hand_written_under_a_cap():
 
 
 def test_zoo_sail_sg_heuristic_numbers():
-    """ZOO §6: sail-sg's heuristic (``Graph.manual_order`` with max_mem = 2S·mem_f) reaches
-    period (best_time) 121 at S=8, M=32, F=I=W=1, p2p=1, and 24.5 at S=4, M=8, p2p=0.25 (98 in
+    """docs/schedules.md#reference-makespans: sail-sg's heuristic (``Graph.manual_order`` with max_mem = 2S·mem_f)
+    reaches period (best_time) 121 at S=8, M=32, F=I=W=1, p2p=1, and 24.5 at S=4, M=8, p2p=0.25 (98 in
     ticks of a quarter: F=I=W=4, p2p=1). sail-sg counts memory as mem_f=2, mem_b=-1, mem_w=-1
-    (ZOO §2.2), i.e. F-not-I + (I-not-W)/2 <= 2S; rpd's cap counts F-not-W <= 2S, which is
+    (docs/schedules.md#memory-accounting), i.e. F-not-I + (I-not-W)/2 <= 2S; rpd's cap counts F-not-W <= 2S, which is
     stricter, and the search still meets both numbers (the second is the proven optimum)."""
     tl = search(8, 32, CostModel(F=1, I=1, W=1, p2p=1), 16, objective="period")
     assert_valid(tl, 8, 32, CostModel(F=1, I=1, W=1, p2p=1), 16)

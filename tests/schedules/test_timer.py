@@ -35,7 +35,7 @@ def test_unit_timer_reproduces_naive(S):
 def test_unit_timer_reproduces_local_sgd(S, R, H):
     N = 3 * R * H + 2
     fast = schedules.local_sgd(S, N, R, H)
-    again = timed("local_sgd", order_of(fast), S=S, N=N, costs=None, R=R, H=H, barrier_every=R * H)
+    again = timed("local_sgd", order_of(fast), S=S, N=N, costs=None, R=R, H=H, barrier_every=R * H, averaging=True)
     np.testing.assert_array_equal(again.f_time, fast.f_time)
     np.testing.assert_array_equal(again.b_time, fast.b_time)
     np.testing.assert_array_equal(again.sync_time, fast.sync_time)

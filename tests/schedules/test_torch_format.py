@@ -1,7 +1,7 @@
 """rpd.schedules.torch_format: torch.distributed.pipelining's action strings and compute-only CSV,
 both ways; torch's own schedules (tests/data/torch_orders, written by torch 2.13.0 through that
 folder's generate.py; tests/data/torch, torch's stored test artifacts) parse, are complete, and
-equal rpd's generators where ZOO.md says the two agree."""
+equal rpd's generators where docs/schedules.md says the two agree."""
 
 import csv
 import io
@@ -89,8 +89,8 @@ def test_torch_fixture_parses_and_is_complete(path):
         assert not any(np.any(a[:, 0] == BWD) for a in order)
 
 
-# rpd's generator for each torch schedule ZOO.md says it reproduces (§3.2, §3.3, §3.4 with
-# torch's group size M / max(1, M // S), §3.6, §3.9, §3.10)
+# rpd's generator for each torch schedule docs/schedules.md says it reproduces (GPipe, 1F1B,
+# interleaved 1F1B with torch's group size M / max(1, M // S), ZB-H1, ZB-V, DualPipeV)
 RPD = {
     "gpipe": lambda S, M, v: orders.gpipe_order(S, M),
     "1f1b": lambda S, M, v: orders.one_f_one_b_order(S, M),
@@ -124,7 +124,8 @@ def test_torch_1f1b_last_rank_is_off_by_one(path):
 
 @pytest.mark.parametrize("path", sorted(FIXTURES.glob("interleaved_zb_*.csv")), ids=lambda p: p.stem)
 def test_torch_interleaved_zero_bubble_times_as_zoo_says(path):
-    """No rpd generator for ScheduleInterleavedZeroBubble at v = 2: ZOO.md §3.8 at chunk costs
+    """No rpd generator for ScheduleInterleavedZeroBubble at v = 2:
+    docs/schedules.md#looped-bfs-and-interleaved-zero-bubble at chunk costs
     1:1:1: rank-r span 6M + (S-1-r); F-not-I = 2S - r chunks when torch's group size
     mpr = M / max(1, M // S) is S, and in general its warm-up + 1 = (v-1) mpr + S - r."""
     _, S, M, v, text = _fixture(path)
@@ -139,8 +140,8 @@ def test_torch_interleaved_zero_bubble_times_as_zoo_says(path):
 
 @pytest.mark.parametrize("path", sorted(FIXTURES.glob("looped_bfs_*.csv")), ids=lambda p: p.stem)
 def test_torch_looped_bfs_times_as_zoo_says(path):
-    """No rpd generator for ScheduleLoopedBFS: ZOO.md §3.5 at chunk costs F = B = 1 and no p2p
-    latency: makespan 2(vM + S - 1), i.e. f_total (S-1)/(vM+S-1); vM chunks in flight on
+    """No rpd generator for ScheduleLoopedBFS: docs/schedules.md#looped-bfs-and-interleaved-zero-bubble at chunk costs F
+    = B = 1 and no p2p latency: makespan 2(vM + S - 1), i.e. f_total (S-1)/(vM+S-1); vM chunks in flight on
     every rank."""
     _, S, M, v, text = _fixture(path)
     tl = timed("looped_bfs", from_csv(text), S=S, N=M, M=M, costs=None, n_stages=S * v, v=v)
@@ -165,7 +166,8 @@ def test_torch_dualpipe_v_artifact_imports_as_rpd_order_and_times_identically():
 
 def test_torch_interleaved_zero_bubble_artifact_simulates_as_zoo_says():
     """torch's stored ScheduleInterleavedZeroBubble (2 ranks x 2 chunks, 8 microbatches, legacy
-    names): ZOO.md §3.8 gives rank-r span 6M + (S-1-r) at chunk costs 1:1:1, F-not-I 2S - r."""
+    names): docs/schedules.md#looped-bfs-and-interleaved-zero-bubble gives rank-r span 6M + (S-1-r) at chunk costs
+    1:1:1, F-not-I 2S - r."""
     text = (ARTIFACTS / "zb1p_2rank_2stagep_compute.csv").read_text()
     order = from_csv(text, legacy=True)
     check_complete(order, 4, 8)
@@ -234,7 +236,7 @@ def test_round_trip_is_exact(name):
 def test_action_strings_follow_torch():
     acts = to_actions(dualpipe_v_order(4, 10))
     assert acts[0][:3] == ["0F0", "0F1", "0F2"] and "(0F7;7B3)OVERLAP_F_B" in acts[0]
-    # rank 1 delays its W by one microbatch (ZOO.md §3.6)
+    # rank 1 delays its W by one microbatch (docs/schedules.md#zb-h1)
     assert to_actions(orders.zb_h1_order(2, 2))[1] == ["1F0", "1I0", "1F1", "1I1", "1W0", "1W1"]
     synthetic = to_actions(ORDERS["synthetic"]())
     assert synthetic == {

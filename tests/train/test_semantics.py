@@ -1,10 +1,11 @@
-"""Every schedule trains with its own weight-version semantics (SPEC §11, rpd.train.semantics)."""
+"""Every schedule trains with its own weight-version semantics (docs/schedules.md#training-semantics,
+rpd.train.semantics)."""
 
 import jax
 import numpy as np
 import pytest
 
-from rpd import objectives, schedules
+from rpd import registry, objectives, schedules
 from rpd.schedules.costs import CostModel
 from rpd.train import core, methods, plans, semantics
 from rpd.train.replay import replay_pipemare
@@ -88,7 +89,7 @@ def test_chunked_schedule_on_one_block_per_stage(quad):
 
 def test_chimera_lands_after_its_allreduce():
     tl = schedules.chimera(S, N, M, costs=CostModel(allreduce=(5, 0)), values=1)
-    plan = semantics.synchronous_plan(tl, S, 10)
+    plan, _ = registry.SCHEDULES["chimera"].semantics.plan(tl, S, 10)
     np.testing.assert_array_equal(plan.time, tl.flush_time[plan.read[:, 0]])
     assert np.all(tl.flush_time > tl.b_time.reshape(-1, M, S).max(axis=(1, 2)))  # the all-reduce's gap
 
@@ -99,7 +100,7 @@ def test_chimera_backward_halving_is_minibatch_sgd(quad):
     tl = schedules.chimera(S, N, M, costs=CostModel(F=2, B=4, allreduce=(3, 0)), values=1, concat="backward_halving")
     res = methods.train(quad, tl, [GAMMA])
     np.testing.assert_allclose(res.x_final[0], _minibatch_sgd(quad, GAMMA, N // M), atol=1e-13)
-    plan = semantics.synchronous_plan(tl, S, 10)
+    plan, _ = registry.SCHEDULES["chimera"].semantics.plan(tl, S, 10)
     np.testing.assert_array_equal(plan.time, tl.flush_time[plan.read[:, 0]])
     assert plan.n_micro == M and res.axis[-1] == tl.T
 

@@ -1,4 +1,4 @@
-"""GEMS, AMPNet and WPipe train with their weight-version semantics (issue 33,
+"""GEMS, AMPNet and WPipe train with their weight-version semantics (docs/schedules.md#training-semantics,
 rpd.train.semantics / semantics_async), each checked against an independent replay by hand."""
 
 import jax

@@ -1,0 +1,193 @@
+"""A schedule is one object: a toy schedule written and registered in this file alone (its order,
+its constructor, one :class:`~rpd.registry.ScheduleEntry`, one yaml written at test time) is
+timed, sized, trained from the CLI, planned, tabled in a sweep and drawn in E9's figure, with no
+other file of rpd edited (docs/architecture.md#adding-a-schedule).
+
+The toy: GPipe with the backward split into I and W, and one parameter of its own, ``w_last``:
+each W right after its I (False) or every W of the flush after the last I (True)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hydra_helpers import ROOT, TINY_LINEAR
+
+from rpd import registry
+from rpd.model import hardware, layers
+from rpd.model.plan import plan
+from rpd.studies import schedule_table
+from rpd.schedules import Timeline, memory
+from rpd.schedules.build import timed
+from rpd.schedules.costs import CostModel
+from rpd.schedules.ir import BWD_I, BWD_W, FWD, concat, ops, shift_mb
+
+NAME = "toy_split_gpipe"
+HERE = Path(__file__).resolve().parent
+
+
+# ------------------------------------------------------------------ the toy's module
+
+
+@dataclasses.dataclass(frozen=True)
+class ToyParams:
+    w_last: bool = False  # every W of the flush after its last I
+
+
+def toy_order(S: int, M: int, w_last: bool) -> list:
+    """One flush: all forwards, then each microbatch's I (and W right after it, or all W last)."""
+    order = []
+    for r in range(S):
+        rows = [(FWD, r, j) for j in range(M)]
+        for j in range(M):
+            rows.append((BWD_I, r, j))
+            if not w_last:
+                rows.append((BWD_W, r, j))
+        if w_last:
+            rows += [(BWD_W, r, j) for j in range(M)]
+        order.append(ops(rows))
+    return order
+
+
+def toy(S: int, N: int, M: int, costs: CostModel | None = None, w_last: bool = False) -> Timeline:
+    if N % M:
+        raise ValueError(f"N must be a whole number of flushes of M microbatches, got N={N}, M={M}")
+    one = toy_order(S, M, bool(w_last))
+    order = concat([shift_mb(one, q * M) for q in range(N // M)])
+    return timed(NAME, order, S=S, N=N, M=M, costs=costs, split=True, barrier_every=M, sync=True)
+
+
+ENTRY = registry.ScheduleEntry(
+    NAME,
+    toy,
+    ("M",),
+    flush=True,
+    split_backward=True,
+    params_type=ToyParams,
+    label="Toy split GPipe",
+    colour="#17BECF",
+    marker="h",
+    source=registry.Source("this test"),
+)
+
+YAML = textwrap.dedent(
+    f"""\
+    name: {NAME}
+    S: 4
+    N: 16
+    M: null
+    T: null
+    params:
+      w_last: false
+    """
+)
+
+
+def register() -> None:
+    registry.register_schedule(ENTRY)
+
+
+@pytest.fixture
+def toy_registered():
+    register()
+    yield
+    del registry.SCHEDULES[NAME]
+
+
+@pytest.fixture
+def toy_configs(tmp_path):
+    (tmp_path / "cfg" / "schedule").mkdir(parents=True)
+    (tmp_path / "cfg" / "schedule" / f"{NAME}.yaml").write_text(YAML)
+    return tmp_path / "cfg"
+
+
+# ------------------------------------------------------------------ the tests
+
+
+def test_toy_is_timed_and_sized(toy_registered):
+    """S = 2, M = 2, unit costs, worked by hand: F at ticks 0, 1 (rank 0) and 1, 2 (rank 1);
+    rank 1's backward starts at 3; the flush ends at tick 8 either way; GPipe holds M
+    microbatches on every rank, until W with ``w_last``."""
+    for w_last, b_time in ((False, [[5, 4], [7, 6]]), (True, [[6, 5], [7, 6]])):
+        tl = registry.build(NAME, registry.ScheduleParams(S=2, N=2, M=2, params=(("w_last", w_last),)))
+        assert tl.T == 8 and tl.synchronous and tl.split
+        np.testing.assert_array_equal(tl.f_time, [[0, 1], [1, 2]])
+        np.testing.assert_array_equal(tl.b_time, b_time)
+        np.testing.assert_array_equal(memory.peak_activations(tl), [2, 2])
+        np.testing.assert_array_equal(memory.weight_versions(tl), [1, 1])
+
+
+def test_toy_parameters_are_checked_by_name(toy_registered):
+    with pytest.raises(TypeError, match=r"schedule\.params\.lag: schedule toy_split_gpipe has no such parameter"):
+        registry.check_schedule(NAME, registry.ScheduleParams(S=2, N=4, M=2, params=(("lag", 1),)), prefix="schedule.")
+    resolved = registry.resolve(NAME, registry.ScheduleParams(S=2, N=4))
+    assert resolved.M == 2 and resolved.params == (("w_last", False),)
+
+
+def test_toy_is_planned_and_drawn(toy_registered, tmp_path):
+    model = layers.preset("gpt2_small")
+    rows = plan(model, hardware.preset("a100_80g_flat"), ["gpipe", NAME], registry.timeline, 2, 4)
+    by = {r.schedule: r for r in rows}
+    assert by[NAME].error is None and by[NAME].synchronous
+    # the same work as GPipe, and an upstream I never waits for a downstream W: no slower
+    assert 0 < by[NAME].step_time_s <= by["gpipe"].step_time_s
+
+    cfg = schedule_table.Config(S_values=(4,), M_factors=(1, 4), p2p=(0,), schedules=("gpipe", NAME))
+    out = schedule_table.run(cfg)
+    toy_rows = [r for r in out.table if r["schedule"] == NAME and r["status"] == "ok"]
+    gpipe = [r for r in out.table if r["schedule"] == "gpipe" and r["status"] == "ok"]
+    assert len(toy_rows) == 4
+    for t, g in zip(toy_rows, gpipe):  # every forward before any backward: GPipe's M in flight
+        assert (t["S"], t["M"], t["costs"]) == (g["S"], g["M"], g["costs"])
+        assert t["act_max"] == g["act_max"] == t["M"] and t["T"] <= g["T"]
+    schedule_table.figure(out, tmp_path / "e9.png")
+    assert (tmp_path / "e9.png").stat().st_size > 10_000
+
+
+def test_toy_trains_from_the_cli_and_is_tabled_in_a_sweep(toy_configs, tmp_path):
+    """``python -m experiments.train -m schedule=<toy>`` run by a script that registers it first: trains
+    (a synchronous schedule: minibatch SGD, the same iterates as GPipe on the same
+    microbatches), and ``python -m rpd.io.sweeps ls`` tables both jobs."""
+    script = (
+        f"import sys; sys.path[:0] = [{str(HERE)!r}, {str(HERE.parent)!r}]; "
+        "import test_toy_schedule as t; t.register(); "
+        "import runpy; runpy.run_module('experiments.train', run_name='__main__', alter_sys=True)"
+    )
+    tiny = [o for o in TINY_LINEAR if not o.startswith("schedule.")]
+    cmd = [
+        sys.executable,
+        "-c",
+        script,
+        "-m",
+        "method=pipeline",
+        f"schedule={NAME},gpipe",
+        "schedule.S=2",
+        "schedule.N=8",
+        "schedule.M=2",
+        *tiny,
+        f"hydra.searchpath=[file://{toy_configs}]",
+        f"results_root={tmp_path / 'results'}",
+        f"hydra.sweep.dir={tmp_path / 'multirun'}",
+    ]
+    env = dict(os.environ, WANDB_MODE="disabled", PYTHONPATH=str(ROOT))
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ls = subprocess.run(
+        [sys.executable, "-m", "rpd.io.sweeps", "ls", str(tmp_path / "multirun"), "--columns", "schedule,final_best"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ls.returncode == 0, ls.stderr[-3000:]
+    lines = [x for x in ls.stdout.splitlines() if NAME in x or "gpipe" in x]
+    assert len(lines) == 2, ls.stdout
+    losses = {NAME if NAME in x else "gpipe": float(x.split()[-1]) for x in lines}
+    assert losses[NAME] == pytest.approx(losses["gpipe"], rel=1e-12)
