@@ -8,6 +8,7 @@ value checks that run before any of this are :mod:`experiments.checks`."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -66,7 +67,29 @@ def objective_blocks(cfg) -> int:
 
 def run_spec(cfg) -> registry.RunSpec:
     """The checked, resolved (method, schedule, options, costs) of a config (``rpd.registry``):
-    errors name the field (``schedule.M``, ``method.t1``, ``costs.B``)."""
+    errors name the field (``schedule.M``, ``method.t1``, ``costs.B``). Resolved once per job:
+    the checks, the run's key and the run itself ask again and get the same frozen RunSpec
+    (a config that changed, e.g. a sweep's shared T, is resolved anew)."""
+    nodes = {k: cfg[k] for k in _SPEC_NODES if k in cfg}
+    key = json.dumps(
+        {
+            k: to_container(v) if isinstance(v, DictConfig) or dataclasses.is_dataclass(v) else _value(v)
+            for k, v in nodes.items()
+        },
+        sort_keys=True,
+        default=_value,
+    )
+    if key not in _RESOLVED:
+        _RESOLVED.clear()  # one job's spec at a time: a figure script's runs do not pile up
+        _RESOLVED[key] = _resolve(cfg)
+    return _RESOLVED[key]
+
+
+_SPEC_NODES = ("method", "schedule", "costs", "optimizer", "outer_optimizer", "inner_state")
+_RESOLVED: dict[str, registry.RunSpec] = {}
+
+
+def _resolve(cfg) -> registry.RunSpec:
     m, s = cfg.method, cfg.schedule
     params = registry.ScheduleParams(
         S=s.S,

@@ -7,6 +7,7 @@ run: :func:`prepare` checks and resolves a (method, schedule, options, costs) ch
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -63,8 +64,14 @@ class Pipeline:
         return _entry_of(self.name)
 
     def timeline(self, obj: Objective | None = None) -> Timeline:
+        """The timeline, built once per (pipeline, values) however often a job asks for it."""
         values = self.values if self.values is not None else (max(obj.layout.sizes) if obj is not None else 0)
-        return build(self.name, self.params, self.costs, values)
+        return _built(self.name, self.params, self.costs, int(values))
+
+
+@functools.lru_cache(maxsize=4)  # a job's timelines; frozen values, so a hit is the same timeline
+def _built(name: str, params: ScheduleParams, costs: CostModel | None, values: int) -> Timeline:
+    return build(name, params, costs, values)
 
 
 @dataclasses.dataclass(frozen=True)

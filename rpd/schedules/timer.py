@@ -146,9 +146,13 @@ def _deadlock(flat: FlatOrder, start: np.ndarray, r: int) -> str:
 @functools.cache
 def _compiled_kernel():
     """numba-compiled :func:`_time_kernel`, built on first use (unit-cost PD and LocalSGD never
-    import numba); ``cache=True`` keeps the machine code on disk across processes."""
-    import numba
-
+    import numba); ``cache=True`` keeps the machine code on disk across processes. Where numba
+    is not installed (rpd depends on it; a bare accelerator image may lack it) the same loop
+    runs as plain Python: the same ticks, much slower at large S and N."""
+    try:
+        import numba
+    except ImportError:
+        return _time_kernel
     return numba.njit(cache=True, nogil=True)(_time_kernel)
 
 
