@@ -141,7 +141,7 @@ def rank_memory(
     w_bytes, master_bytes = (2, 4) if precision == "bf16_mixed" else (4, 0)
     p = rank_params(tl, st)
     versions = sched_memory.weight_versions(tl).astype(float)
-    copies = float(tl.R) if tl.kind == "local_sgd" else 1.0  # LocalSGD: whole replicas
+    copies = float(tl.copies) if tl.averaged else 1.0  # LocalSGD: whole replicas
     values = p.sum(axis=1)
     stash = (p * (versions - copies)[None, :]).sum(axis=1) * w_bytes  # LocalSGD: versions = copies = R
     h = held(tl)

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -61,7 +62,7 @@ from rpd.schedules import family
 from rpd.schedules import memory as sched_memory
 from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD
 from rpd.schedules.timeline import Timeline
-from rpd.validation import check_int, check_real
+from rpd.validation import check_int, check_real, required
 
 Maker = Callable[..., Timeline]  # (name, S, N, M, costs, values) -> Timeline
 
@@ -104,9 +105,9 @@ def max_delay(tl: Timeline) -> int:
     its gradient joins: 0 for the synchronous schedules and LocalSGD (within a replica), 1 for
     2BW (W_{k+1} = W_k − γ∇f(W_{k−1})), m − (updates landed before F(m, g)) for PipeDream and
     PipeMare, whose every B updates its block."""
-    if tl.synchronous or tl.kind == "local_sgd":
+    if tl.synchronous or tl.averaged:
         return 0
-    if tl.kind == "pipedream_2bw":
+    if tl.versions == 2 and not tl.stash:  # double-buffered weights (2BW)
         return 1
     b = np.sort(tl.b_time, axis=0)
     landed = np.stack([np.searchsorted(b[:, g], tl.f_time[:, g], side="left") for g in range(tl.n_stages)], 1)
@@ -134,7 +135,7 @@ def p2p_bytes(tl: Timeline, out: np.ndarray) -> np.ndarray:
 def replicas(tl: Timeline) -> int:
     """Copies of each stage whose gradients / weights are averaged: Chimera and GEMS 2 (two
     replicas in opposite directions), LocalSGD R."""
-    return 2 if tl.kind in ("chimera", "gems") else (tl.R if tl.kind == "local_sgd" else 1)
+    return tl.copies
 
 
 def _allreduce_bytes(tl: Timeline, st, p: np.ndarray, hw: Hardware, grad_bytes: int, M: int) -> np.ndarray:
@@ -147,7 +148,7 @@ def _allreduce_bytes(tl: Timeline, st, p: np.ndarray, hw: Hardware, grad_bytes: 
     D = replicas(tl)
     if D > 1:
         per = p.sum(axis=1) * grad_bytes
-        rounds = M / (tl.R * tl.H) if tl.kind == "local_sgd" else 1.0
+        rounds = M / (required("R", tl.R) * required("H", tl.H)) if tl.averaged else 1.0
         sent += rounds * hw.ring_bytes(1.0, D) * per
     return sent
 
@@ -233,7 +234,7 @@ def plan_one(
 ) -> Row:
     """The :class:`Row` of schedule ``name`` at S ranks, M microbatches per step and pipeline,
     D pipelines; ``model`` is per TP rank (built with ``TP``, ``SP``, ``recompute``)."""
-    label = dict(schedule=name, S=S, M=M, D=D, TP=TP, SP=SP, v=v, zero=zero, recompute=recompute)
+    label: dict[str, Any] = dict(schedule=name, S=S, M=M, D=D, TP=TP, SP=SP, v=v, zero=zero, recompute=recompute)
     make = with_v(make, v)
     try:
         unit = make(name, S, M, M, None, 0)
@@ -264,7 +265,8 @@ def plan_one(
         bubble_total=1 - busy / (step * S),
         bubble_ideal=(step * S - busy) / busy,
         tokens_per_s=D * M * model.tokens_per_microbatch / step_s,
-        mfu=M * model.model_flops / (step_s * S * hw.peak_flops),
+        # a profile without flops_fwd has no FLOPs to count: MFU unknown (n/a), not 0
+        mfu=M * model.model_flops / (step_s * S * hw.peak_flops) if model.model_flops > 0 else None,
         peak_bytes=mem.peak.tolist(),
         peak_activation_bytes=mem.activations.tolist(),
         static_bytes=mem.static.tolist(),
@@ -344,27 +346,33 @@ def format_table(rows: list[Row]) -> str:
         "delay",
         "versions",
     )
-    lines = []
+    lines: list[tuple[str, ...]] = []
     for r in rows:
         if r.error is not None:
             lines.append((r.schedule, str(r.D), str(r.M), "refused: " + r.error.split(": ", 1)[-1][:70]))
             continue
+        # a row without an error has every number
+        peak, act = required("peak_bytes", r.peak_bytes), required("peak_activation_bytes", r.peak_activation_bytes)
+        p2p, ar = (
+            required("p2p_bytes_per_step", r.p2p_bytes_per_step),
+            required("allreduce_bytes_per_step", r.allreduce_bytes_per_step),
+        )
         lines.append(
             (
                 r.schedule,
                 str(r.D),
                 str(r.M),
-                f"{r.step_time_s * 1e3:.1f}",
+                f"{required('step_time_s', r.step_time_s) * 1e3:.1f}",
                 f"{r.dp_allreduce_s * 1e3:.1f}",
                 f"{r.bubble_total:.3f}",
                 f"{r.bubble_ideal:.3f}",
                 f"{r.tokens_per_s:,.0f}",
-                f"{r.mfu:.3f}",
-                _gb(max(r.peak_bytes)),
-                _gb(max(r.peak_activation_bytes)),
+                "n/a" if r.mfu is None else f"{r.mfu:.3f}",
+                _gb(max(peak)),
+                _gb(max(act)),
                 "yes" if r.fits else "no",
-                f"{max(r.p2p_bytes_per_step) / 2**20:.0f}",
-                f"{max(r.allreduce_bytes_per_step) / 2**20:.0f}",
+                f"{max(p2p) / 2**20:.0f}",
+                f"{max(ar) / 2**20:.0f}",
                 str(r.max_delay),
                 str(r.weight_versions),
             )

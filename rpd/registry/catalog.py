@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from rpd.registry.entry import ScheduleEntry, Source, Variant, register_schedule, register_variant
 from rpd.schedules import family
+from rpd.schedules.avgpipe import avgpipe
+from rpd.schedules.round_robin import pipedream_rr
+from rpd.schedules.search import searched
 from rpd.train import semantics as sem
 
 TORCH = "pytorch/pytorch: torch/distributed/pipelining/schedules.py"
@@ -105,7 +108,7 @@ for _entry in (
     ),
     ScheduleEntry(
         "searched",
-        family.searched,
+        searched,
         ("M", "overlapped"),
         flush=True,
         split_backward=True,
@@ -231,7 +234,7 @@ for _entry in (
     ),
     ScheduleEntry(
         "avgpipe",
-        family.avgpipe,
+        avgpipe,
         ("M", "pipelines", "advance", "elastic"),
         flush=True,
         synchronous=False,
@@ -246,7 +249,7 @@ for _entry in (
     ),
     ScheduleEntry(
         "pipedream_rr",
-        family.pipedream_rr,
+        pipedream_rr,
         ("replicas",),
         allreduce=True,
         synchronous=False,

@@ -11,9 +11,9 @@ torch.distributed.pipelining's action strings. Which schedules exist, by name, i
 registry's (:mod:`rpd.registry`, one entry per schedule); this package builds and measures them.
 """
 
+from rpd.schedules.avgpipe import avgpipe
 from rpd.schedules.family import (
     ampnet,
-    avgpipe,
     chimera,
     dualpipe_v,
     gems,
@@ -23,9 +23,7 @@ from rpd.schedules.family import (
     one_f_one_b,
     pipedream,
     pipedream_2bw,
-    pipedream_rr,
     pipemare,
-    searched,
     wpipe,
     zb_h1,
     zb_h2,
@@ -33,6 +31,8 @@ from rpd.schedules.family import (
 )
 from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD, IDLE, Col, Op
 from rpd.schedules.readiness import ScheduleSpec, local_sgd_many, pipedream_many, simulate_many, validate
+from rpd.schedules.round_robin import pipedream_rr
+from rpd.schedules.search import searched
 from rpd.schedules.timeline import OpTable, Timeline, render_ascii
 
 __all__ = [

@@ -38,7 +38,7 @@ from rpd.schedules.build import timed
 from rpd.schedules.costs import CostModel
 from rpd.schedules.ir import BWD, FWD, Order, ops
 from rpd.schedules.timeline import Timeline
-from rpd.validation import check_int, check_real
+from rpd.validation import check_int, check_real, required
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -50,13 +50,18 @@ class AvgPipeTimeline(Timeline):
     advance: int = 0
     elastic: float | None = None  # EASGD's moving rate α (None: 0.9 / P)
 
+    def held_versions(self) -> np.ndarray:
+        """Versions held per stage (rpd.schedules.memory): one replica per pipeline and the centre."""
+        return np.full(self.n_stages, self.pipelines + 1, np.int64)
+
     def pipeline_of(self) -> np.ndarray:
         """int [N]: the pipeline of each microbatch."""
-        return (np.arange(self.N) % self.M) // (self.M // self.pipelines)
+        M = required("M", self.M)
+        return (np.arange(self.N) % M) // (M // self.pipelines)
 
     def iteration_end(self) -> np.ndarray:
         """int [Q]: the tick at whose end every stage of every pipeline has stepped iteration q."""
-        return self.b_time.reshape(self.N // self.M, -1).max(axis=1)
+        return self.b_time.reshape(self.N // required("M", self.M), -1).max(axis=1)
 
 
 def advance_order(S: int, M: int, a: int) -> Order:
@@ -79,7 +84,9 @@ def avgpipe_order(S: int, N: int, M: int, P: int, a: int) -> Order:
     m_per = M // P
     one = advance_order(S, m_per, a)
     Q = N // M
-    queues = [[[] for _ in range(P)] for _ in range(S)]  # [device][pipeline] -> rows
+    queues: list[list[list[tuple[int, int, int, int]]]] = [
+        [[] for _ in range(P)] for _ in range(S)
+    ]  # [device][pipeline] -> rows
     for q in range(Q):
         for i in range(P):
             base = q * M + i * m_per
@@ -94,7 +101,7 @@ def avgpipe_order(S: int, N: int, M: int, P: int, a: int) -> Order:
         for i in range(P):
             for row in queues[s][i]:
                 left[s, row[3]] += 1
-    out = [[] for _ in range(S)]
+    out: list[list[tuple[int, int, int]]] = [[] for _ in range(S)]
     t, total = 0, sum(len(x) for qs in queues for x in qs)
     while total:
         ran = []

@@ -22,14 +22,14 @@ def timed(
     M: int | None = None,
     v: int = 1,
     barrier_every: int | None = None,
-    gap: int = 0,
+    gap: int | np.ndarray = 0,
     averaging: bool = False,
     **fields,
 ) -> Timeline:
     """Time ``order`` (one op list per rank) under ``costs`` and package the result.
 
     ``barrier_every``: a global barrier after every that many microbatches (a flush, or a
-    LocalSGD round), followed by ``gap`` ticks (an all-reduce / averaging) before the next
+    LocalSGD round), followed by ``gap`` ticks (one number, or one per group) (an all-reduce / averaging) before the next
     group's first op; ``None``: no barrier; ``averaging``: the barriers are LocalSGD's averagings
     (``sync_time``), not flushes. Extra ``fields`` go to the Timeline (noam, R, H, sync)."""
     costs = CostModel() if costs is None else costs
@@ -57,10 +57,10 @@ def timed(
         kind=flat.kind, stage=flat.stage, mb=flat.mb, rank=flat.rank, start=start, end=end, fused=flat.fused
     )
     group_end = None
-    if flush is not None:
-        group_end = np.full(len(gaps), -1, np.int64)
-        np.maximum.at(group_end, flush, end)
-        group_end = group_end + gaps - 1  # the tick at whose end the barrier (and its gap) is over
+    if flush is not None and gaps is not None:  # set together above
+        ends = np.full(len(gaps), -1, np.int64)
+        np.maximum.at(ends, flush, end)
+        group_end = ends + gaps - 1  # the tick at whose end the barrier (and its gap) is over
     return Timeline(
         kind=kind,
         S=S,
@@ -101,6 +101,7 @@ def merge_pieces(tl: Timeline, pieces: int, costs: CostModel | None, **fields) -
         costs=costs,
         flush_time=tl.flush_time,
         sync=tl.sync,
+        copies=tl.copies,
         overlapped=tl.overlapped,
         pieces=pieces,
         **fields,

@@ -36,7 +36,7 @@ from rpd.schedules.build import timed
 from rpd.schedules.costs import CostModel
 from rpd.schedules.ir import BWD, BWD_W
 from rpd.schedules.timeline import Timeline
-from rpd.validation import check_int
+from rpd.validation import check_int, required
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -68,8 +68,9 @@ def _flush_ends(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
     """(end [Q]: first tick after flush q's last op, last_bwd [Q, S]: first tick after rank r's
     last backward of flush q)."""
     t = tl.table
-    Q = tl.N // tl.M
-    q = t.mb // tl.M
+    M = required("M", tl.M)
+    Q = tl.N // M
+    q = t.mb // M
     end = np.zeros(Q, np.int64)
     np.maximum.at(end, q, t.end)
     last = np.zeros((Q, tl.S), np.int64)
@@ -101,7 +102,7 @@ def data_parallel(
         raise ValueError(f"local_steps > 1 needs D > 1 pipelines to average, got local_steps={H}, D=1")
     if not tl.synchronous or tl.M is None or tl.overlapped:
         raise ValueError(f"D > 1 pipelines need a flush (a synchronous schedule with a barrier), got {tl.kind!r}")
-    if tl.kind in ("chimera", "gems"):
+    if tl.copies > 1:  # Chimera, GEMS
         raise ValueError(f"{tl.kind} all-reduces its own replicas at the flush; D > 1 is not modelled for it")
     if not isinstance(overlap, (bool, np.bool_)):
         raise TypeError(f"overlap must be a bool, got {overlap!r}")
@@ -119,10 +120,20 @@ def data_parallel(
     finish = (last if overlap else end[:, None]) + ticks[None, :]  # [Q, S]: all-reduce over
     gap = np.where(sync, np.maximum(finish.max(axis=1) - end, 0), 0)  # [Q]
     order = _order(tl)
-    kw = dict(S=tl.S, N=tl.N, M=tl.M, costs=costs, split=tl.split, v=tl.v, barrier_every=tl.M, sync=True)
-    if tl.n_stages_ is not None:
-        kw["n_stages"] = tl.n_stages_
-    base = timed(tl.kind, order, **kw, gap=gap)  # np.full broadcasts the per-flush gaps
+    base = timed(
+        tl.kind,
+        order,
+        S=tl.S,
+        N=tl.N,
+        M=tl.M,
+        costs=costs,
+        n_stages=tl.n_stages_,
+        split=tl.split,
+        v=tl.v,
+        barrier_every=tl.M,
+        sync=True,
+        gap=gap,  # np.full broadcasts the per-flush gaps
+    )
     end2, last2 = _flush_ends(base)
     finish2 = (last2 if overlap else end2[:, None]) + ticks[None, :]
     land = finish2[:, rank_of] - 1  # [Q, G]

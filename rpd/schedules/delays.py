@@ -23,7 +23,7 @@ import numpy as np
 
 from rpd.schedules.readiness import pipedream_many
 from rpd.schedules.timeline import Timeline
-from rpd.validation import check_int
+from rpd.validation import check_int, required
 
 
 def _indices_SxN(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
@@ -35,7 +35,7 @@ def _indices_SxN(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
     F(m, r) that is j[m, r]; at the slot of B(m, a) it is k[m, a].
     """
     S, T = tl.S, tl.T
-    idx = np.int32 if S * T < 2**31 else np.int64
+    idx: type[np.signedinteger] = np.int32 if S * T < 2**31 else np.int64
     row = (np.arange(S, dtype=idx) * idx(T))[:, None]
     f_slot = tl.f_time.T.astype(idx) + row  # [S, N], increasing along each row
     b_slot = tl.b_time.T.astype(idx) + row
@@ -101,11 +101,12 @@ def local_staleness(tl: Timeline) -> np.ndarray:
     microbatches of the replica whose B had not run on s when F(m, s) did; rules (a), (b) make
     it 0.
     """
-    if tl.kind == "pipedream":
+    if tl.stash:
         return np.arange(tl.N, dtype=np.int32)[:, None] - forward_versions(tl)
     out = np.empty((tl.N, tl.S), np.int32)
-    for rho in range(min(tl.R, tl.N)):
-        f, b = tl.f_time[rho :: tl.R], tl.b_time[rho :: tl.R]  # one replica, in order
+    R = required("R", tl.R)
+    for rho in range(min(R, tl.N)):
+        f, b = tl.f_time[rho::R], tl.b_time[rho::R]  # one replica, in order
         for s in range(tl.S):
             done = np.searchsorted(b[:, s], f[:, s], side="left")
             out[rho :: tl.R, s] = np.arange(f.shape[0]) - done
@@ -117,8 +118,8 @@ def stashed_versions(tl: Timeline) -> np.ndarray:
     weight stashing: the current block plus the distinct versions stashed by microbatches in
     flight on s (F(m, s) done, B(m, s) not). At most NOAM + 1. (LocalSGD stashes nothing:
     its local staleness is 0, so each replica only keeps its current block.)"""
-    if tl.kind != "pipedream":
-        raise ValueError("stashed_versions is defined for PipeDream timelines")
+    if not tl.stash:
+        raise ValueError(f"stashed_versions is defined for a stashing timeline (PipeDream's), got {tl.kind}")
     S = tl.S
     stages = np.arange(S)
     v = forward_versions(tl)  # nondecreasing in m
@@ -235,7 +236,7 @@ def delay_stats(tl: Timeline) -> DelayStats:
     first_sel = np.sum(k < K // 2, axis=1)  # [S]: stage a's B's run in microbatch order
     closed = np.zeros(N, bool)
     D = None
-    if tl.kind == "pipedream" and tl.noam == S:
+    if tl.stash and tl.noam == S:
         D = steady_state_delays(S)
         f, g = D[:, :1], D[:1, :].T - D[0, 0]
         if not np.array_equal(D, f + g.T):
@@ -247,7 +248,7 @@ def delay_stats(tl: Timeline) -> DelayStats:
     w = n_closed[N] - n_closed[first_sel]  # closed microbatches updating block a in 2nd half
     hist = np.zeros(1, np.int64)
     total, hi, lo = 0.0, -np.inf, np.inf
-    if w.any():
+    if D is not None and w.any():  # w counts closed microbatches: none without D
         hist = np.bincount(D.ravel(), weights=np.repeat(w, S)).astype(np.int64)
         total += float(np.dot(w, D.sum(axis=1)))
         hi, lo = float(D[w > 0, 0].max()), float(D[w > 0, -1].min())

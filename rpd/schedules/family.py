@@ -17,17 +17,14 @@ import numpy as np
 
 from rpd.schedules import orders, readiness
 from rpd.schedules import post_validation as post_validation_
-from rpd.schedules.avgpipe import avgpipe
 from rpd.schedules.bidirectional import CONCAT, chimera_concat_order
 from rpd.schedules.build import merge_pieces, order_of, timed
 from rpd.schedules.costs import CostModel
-from rpd.schedules.frontier import ampnet_order, gems_order, replicated, wpipe_order
+from rpd.schedules.frontier import ampnet_order, as_wpipe, gems_order, replicated, wpipe_order
 from rpd.schedules.ir import concat, shift_mb
-from rpd.schedules.round_robin import pipedream_rr
-from rpd.schedules.search import searched
 from rpd.schedules.timeline import Timeline
 from rpd.schedules.v_shape import dualpipe_v_order, zbv_order
-from rpd.validation import check_choice, check_int
+from rpd.validation import check_choice, check_int, required
 
 MAX_OPS = 50_000_000  # ~3 GB of op tables: beyond it a timeline is refused before any allocation
 
@@ -74,9 +71,10 @@ def pipedream(S: int, N: int, noam: int | None = None, costs: CostModel | None =
     Unit costs give T = 2N + 2S - 2 for NOAM >= S and T = 2SN for NOAM = 1. Under ``costs`` the
     order the readiness rule produces is timed by the one timer."""
     tl = readiness.pipedream(S, N, noam)
-    if _costs(costs) is None or costs.is_unit:
+    c = _costs(costs)
+    if c is None or c.is_unit:
         return tl
-    return timed("pipedream", order_of(tl), S=tl.S, N=tl.N, costs=costs, noam=tl.noam)
+    return timed("pipedream", order_of(tl), S=tl.S, N=tl.N, costs=c, noam=tl.noam, stash=True)
 
 
 def local_sgd(S: int, N: int, R: int, H: int, costs: CostModel | None = None, values: int = 0) -> Timeline:
@@ -88,19 +86,23 @@ def local_sgd(S: int, N: int, R: int, H: int, costs: CostModel | None = None, va
     With unit costs and R >= S: T = 2N + ceil(N / (R*H)) * (2S - 2)."""
     tl = readiness.local_sgd(S, N, R, H)
     values = check_int("values", values, minimum=0)
-    if _costs(costs) is None or costs.is_unit:
+    c = _costs(costs)
+    if c is None or c.is_unit:
         return tl
+    R, H = required("R", tl.R), required("H", tl.H)
     return timed(
         "local_sgd",
         order_of(tl),
         averaging=True,
         S=tl.S,
         N=tl.N,
-        costs=costs,
-        R=tl.R,
-        H=tl.H,
-        barrier_every=tl.R * tl.H,
-        gap=costs.allreduce_ticks(values),
+        costs=c,
+        R=R,
+        H=H,
+        versions=R,
+        copies=R,
+        barrier_every=R * H,
+        gap=c.allreduce_ticks(values),
     )
 
 
@@ -113,7 +115,7 @@ def pipedream_2bw(S: int, N: int, M: int, costs: CostModel | None = None) -> Tim
     if M < S - 1:
         raise ValueError(f"pipedream_2bw needs M >= S - 1 (two weight versions), got M={M}, S={S}")
     tl = readiness.pipedream(S, N)
-    return timed("pipedream_2bw", order_of(tl), S=S, N=N, M=M, costs=_costs(costs), noam=S)
+    return timed("pipedream_2bw", order_of(tl), S=S, N=N, M=M, costs=_costs(costs), noam=S, versions=2)
 
 
 def pipemare(S: int, N: int, costs: CostModel | None = None) -> Timeline:
@@ -238,11 +240,12 @@ def chimera(
     S, N, M = _check(S, N, M)
     values = check_int("values", values, minimum=0)
     concat = check_choice("concat", concat, CONCAT)
-    gap = 0 if costs is None else _costs(costs).allreduce_ticks(values)
+    c = _costs(costs)
+    gap = 0 if c is None else c.allreduce_ticks(values)
     if concat != "backward_halving":
-        return _flushes("chimera", chimera_concat_order(S, M, concat), S, N, M, costs, gap=gap, concat=concat)
+        return _flushes("chimera", chimera_concat_order(S, M, concat), S, N, M, costs, gap=gap, concat=concat, copies=2)
     one_flush = chimera_concat_order(S, M, concat)  # on 2M pieces
-    pieces = _flushes("chimera", one_flush, S, 2 * N, 2 * M, _halved(costs), gap=gap)
+    pieces = _flushes("chimera", one_flush, S, 2 * N, 2 * M, _halved(costs), gap=gap, copies=2)
     return merge_pieces(pieces, 2, costs, concat=concat)
 
 
@@ -250,7 +253,8 @@ def _halved(costs: CostModel | None) -> CostModel:
     """The cost model of half a microbatch: F and B at half their cost (linear in the microbatch
     size; the lower efficiency of a smaller microbatch is not modelled), latency and all-reduce
     unchanged."""
-    c = CostModel() if costs is None else _costs(costs)
+    checked = _costs(costs)
+    c = CostModel() if checked is None else checked
     if c.straggler is not None:
         raise ValueError(
             "concat='backward_halving' does not model stragglers (a half microbatch's delay is not defined)"
@@ -274,8 +278,9 @@ def gems(S: int, N: int, M: int, costs: CostModel | None = None, values: int = 0
     with the all-reduce of the two replicas of every stage, ``costs.allreduce_ticks(values)``."""
     S, N, M = _check(S, N, M)
     values = check_int("values", values, minimum=0)
-    gap = 0 if costs is None else _costs(costs).allreduce_ticks(values)
-    return replicated(_flushes("gems", gems_order(S, M), S, N, M, costs, gap=gap))
+    c = _costs(costs)
+    gap = 0 if c is None else c.allreduce_ticks(values)
+    return replicated(_flushes("gems", gems_order(S, M), S, N, M, costs, gap=gap, copies=2))
 
 
 def ampnet(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeline:
@@ -291,4 +296,4 @@ def wpipe(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeline:
     rank r holding stages r and S + r, Megatron's interleaved order with group M as one stream;
     one update per group per period of M microbatches. Costs are per chunk."""
     S, N, M = _check(S, N, M, stages_per_rank=2)
-    return timed("wpipe", wpipe_order(S, N, M), S=S, N=N, M=M, costs=_costs(costs), n_stages=2 * S, v=2)
+    return as_wpipe(timed("wpipe", wpipe_order(S, N, M), S=S, N=N, M=M, costs=_costs(costs), n_stages=2 * S, v=2))

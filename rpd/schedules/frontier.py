@@ -44,12 +44,9 @@ import numpy as np
 from rpd.schedules.ir import BWD, FWD, Order, ops
 from rpd.schedules.orders import interleaved_order, one_f_one_b_order
 from rpd.schedules.timeline import Timeline
-from rpd.validation import check_int
+from rpd.validation import check_int, required
 
 # ---------------------------------------------------------------- GEMS
-
-
-KINDS = ("gems", "ampnet", "wpipe")  # the timeline kinds of this module
 
 
 def gems_replica(D: int, M: int) -> np.ndarray:
@@ -144,16 +141,27 @@ def wpipe_group(S: int) -> np.ndarray:
     return (np.arange(2 * S) >= S).astype(np.int32)
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class WPipeTimeline(Timeline):
+    """WPipe's timeline: its versions differ by group (:meth:`held_versions`)."""
+
+    def held_versions(self) -> np.ndarray:
+        """int [n_stages]: WPipe stashes 1 + the most updates between a microbatch's forward and
+        its backward on the stage (group 1: 1 when M >= 2S - 2, group 2: 0)."""
+        vF, vB = step_versions(self, required("M", self.M))
+        return 1 + (vB - vF).max(axis=0).astype(np.int64)
+
+
+def as_wpipe(tl: Timeline) -> WPipeTimeline:
+    return WPipeTimeline(**{f.name: getattr(tl, f.name) for f in dataclasses.fields(Timeline)})
+
+
 def weight_versions(tl: Timeline) -> np.ndarray:
     """int [n_stages]: versions kept per stage by these schedules (read through
-    :func:`rpd.schedules.memory.weight_versions`). WPipe stashes: 1 + the
-    most updates between a microbatch's forward and its backward on the stage (group 1: 1 when
-    M >= 2S - 2, group 2: 0). AMPNet stashes nothing; GEMS's two replicas are two stages held
-    once each: 1."""
-    if tl.kind == "wpipe":
-        vF, vB = step_versions(tl, tl.M)
-        return 1 + (vB - vF).max(axis=0).astype(np.int64)
-    return np.ones(tl.n_stages, np.int64)
+    :func:`rpd.schedules.memory.weight_versions`): WPipe's :meth:`WPipeTimeline.held_versions`;
+    AMPNet stashes nothing; GEMS's two replicas are two stages held once each: 1."""
+    held = getattr(tl, "held_versions", None)
+    return np.asarray(held(), np.int64) if held is not None else np.ones(tl.n_stages, np.int64)
 
 
 def weight_memory(tl: Timeline) -> np.ndarray:

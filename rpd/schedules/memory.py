@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from rpd.schedules import frontier, round_robin
 from rpd.schedules.delays import stashed_versions
 from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD
 from rpd.schedules.timeline import Timeline
@@ -50,27 +49,17 @@ def weight_versions(tl: Timeline) -> np.ndarray:
     (Chimera's two replicas of a stage are kept identical); PD stashes up to S - s
     (:func:`rpd.schedules.delays.stashed_versions`); 2BW double-buffers (2); PipeMare keeps one;
     LocalSGD keeps the R replica copies of the block on its stage."""
-    G = tl.n_stages
-    if tl.kind in frontier.KINDS:  # GEMS, AMPNet, WPipe (WPipe's input side keeps two)
-        return frontier.weight_versions(tl)
-    if tl.kind == "pipedream":
+    if tl.stash:
         return stashed_versions(tl)
-    if tl.kind == round_robin.KIND:  # per replica of each stage (docs/schedules.md#pipedream-1f1b-rr)
-        return round_robin.stashed_versions(tl)
-    if tl.kind == "avgpipe":  # one replica per pipeline and the elastic centre (rpd.schedules.avgpipe)
-        return np.full(G, tl.pipelines + 1, np.int64)
-    if tl.kind == "pipedream_2bw":
-        return np.full(G, 2, np.int64)
-    if tl.kind == "local_sgd":
-        return np.full(G, tl.R, np.int64)
-    return np.ones(G, np.int64)
+    held = getattr(tl, "held_versions", None)  # versions that differ by stage: WPipe, 1F1B-RR, AvgPipe
+    if held is not None:
+        return np.asarray(held(), np.int64)
+    return np.full(tl.n_stages, tl.versions, np.int64)  # 2BW: 2; LocalSGD: R; the rest: 1
 
 
 def weight_memory(tl: Timeline) -> np.ndarray:
     """float [S]: weights held per rank, in units of one full stage's weights (a chunk is
     1/v): every version of every block the rank holds (Chimera: both stage replicas)."""
-    if tl.kind in frontier.KINDS:
-        return frontier.weight_memory(tl)
     t = tl.table
     held = np.zeros((tl.S, tl.n_stages), bool)
     held[t.rank, t.stage] = True

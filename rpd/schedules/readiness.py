@@ -30,7 +30,7 @@ import dataclasses
 import numpy as np
 
 from rpd.schedules.timeline import Timeline
-from rpd.validation import check_int
+from rpd.validation import check_int, required
 
 _BIG = np.iinfo(np.int32).max // 2  # counter value of a ghost lane: "always done"
 
@@ -109,7 +109,8 @@ def simulate_many(specs: list[ScheduleSpec]) -> list[Timeline]:
     bound = max(_length_bound(sp) for sp in sp_)
     running = len(sp_)
     e = int(end_of[-1])  # lanes 1..e-1 can still act
-    t, snap, hist = 0, None, []
+    t, snap = 0, None
+    hist: list[tuple[np.ndarray, np.ndarray]] = []
     while running:
         c = slice(1, e)
         nf_c, nb_c, lb_c = nf[c], nb[c], last_b[c]
@@ -144,7 +145,7 @@ def simulate_many(specs: list[ScheduleSpec]) -> list[Timeline]:
             e = int(end_of[running - 1]) if running else 0
         if t > bound:
             raise RuntimeError("schedule simulation did not terminate")
-    out: list[Timeline | None] = [None] * len(specs)
+    out: dict[int, Timeline] = {}
     for pos, i in enumerate(order):
         sp = sp_[pos]
         cut = slice(int(slot[first[pos]]), int(slot[first[pos]]) + sp.S * (sp.N + 1))
@@ -152,7 +153,7 @@ def simulate_many(specs: list[ScheduleSpec]) -> list[Timeline]:
         f_time = f_flat[cut].reshape(sp.S, sp.N + 1)[:, : sp.N].T
         b_time = b_flat[cut].reshape(sp.S, sp.N + 1)[:, : sp.N].T
         out[i] = _timeline(sp, f_time, b_time)
-    return out
+    return [out[i] for i in range(len(specs))]
 
 
 def _fast_forward(snap, state, hist, lane_N, may_skip, first, t) -> None:
@@ -217,7 +218,7 @@ def _local_tables(specs, first, L):
 def _timeline(sp: ScheduleSpec, f_time: np.ndarray, b_time: np.ndarray) -> Timeline:
     sync = np.zeros(0, np.int32)
     if sp.R is not None:
-        RH = sp.R * sp.H
+        RH = sp.R * required("H", sp.H)
         round_ends = np.minimum(np.arange(RH, sp.N + RH, RH), sp.N) - 1
         sync = b_time[round_ends, 0].copy()
     return Timeline(
@@ -230,6 +231,9 @@ def _timeline(sp: ScheduleSpec, f_time: np.ndarray, b_time: np.ndarray) -> Timel
         R=sp.R,
         H=sp.H,
         sync_time=sync,
+        stash=sp.R is None,
+        versions=1 if sp.R is None else sp.R,
+        copies=1 if sp.R is None else sp.R,
     )
 
 
@@ -308,17 +312,18 @@ def validate(tl: Timeline) -> None:
     both = np.sort(np.concatenate([f, b]), axis=0)
     _require(np.all(np.diff(both, axis=0) > 0), "two ops on one stage in one step")
     _require(b[N - 1, 0] == b.max(), "the run must end with B(N-1, 0)")
-    if tl.kind == "pipedream":
+    if tl.stash:
         # in flight at step t on stage 0: F(m, 0) <= t < B(m, 0)
         in_flight = np.zeros(tl.T + 1, np.int64)
         np.add.at(in_flight, f[:, 0], 1)
         np.add.at(in_flight, b[:, 0], -1)
         _require(np.cumsum(in_flight).max() <= tl.noam, f"more than NOAM={tl.noam} in flight")
     else:
-        RH = tl.R * tl.H
+        R = required("R", tl.R)
+        RH = R * required("H", tl.H)
         m = np.arange(N)
-        same = (m - tl.R) >= (m // RH) * RH
-        _require(np.all(f[same] > b[m[same] - tl.R]), "LocalSGD rule (a) violated")
+        same = (m - R) >= (m // RH) * RH
+        _require(np.all(f[same] > b[m[same] - R]), "LocalSGD rule (a) violated")
         later = m >= RH
         last_prev = (m[later] // RH) * RH - 1
         _require(np.all(f[later] > b[last_prev, 0][:, None]), "LocalSGD barrier (b) violated")

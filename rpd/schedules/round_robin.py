@@ -62,6 +62,10 @@ class RoundRobinTimeline(Timeline):
     allreduce: tuple = ()  # ticks of one all-reduce of each stage (0 unless replicated)
     land: tuple = ()  # per stage, int64 [N // r_g]
 
+    def held_versions(self) -> np.ndarray:
+        """Versions held per stage (rpd.schedules.memory): each replica's stash."""
+        return stashed_versions(self)
+
     @functools.cached_property
     def T(self) -> int:
         last = int(self.table.end.max())

@@ -34,8 +34,6 @@ class OpTable(NamedTuple):
     fused: np.ndarray  # bool [n]: overlapped with the previous op of its rank (same span)
 
 
-
-
 @dataclasses.dataclass(frozen=True, eq=False)
 class Timeline:
     """Ops of one pipeline run. PD and LocalSGD (``kind`` "pipedream" / "local_sgd") keep the
@@ -67,6 +65,9 @@ class Timeline:
     concat: str | None = None  # Chimera: how a flush of M > S microbatches is built (bidirectional.CONCAT)
     pieces: int = 1  # ops per (microbatch, stage) in the table: Chimera's backward halving runs halves
     sync: bool = False  # set by the constructor: each flush is one minibatch step at one weight version
+    stash: bool = False  # PipeDream's weight stashing: a version per microbatch in flight (delays, memory)
+    versions: int = 1  # weight versions of each block held at once otherwise (2BW: 2; LocalSGD: R replicas)
+    copies: int = 1  # copies of each stage's weights kept equal by an all-reduce (Chimera, GEMS: 2; LocalSGD: R)
 
     # ------------------------------------------------------------------ shape and ops
 
@@ -81,6 +82,11 @@ class Timeline:
     @property
     def synchronous(self) -> bool:
         return self.sync
+
+    @property
+    def averaged(self) -> bool:
+        """Replicas averaged every H local steps (LocalSGD's rounds, ``sync_time``)."""
+        return self.R is not None and self.H is not None
 
     @functools.cached_property
     def T(self) -> int:
@@ -167,7 +173,7 @@ class Timeline:
 
     @functools.cached_property
     def _updates(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if self.table_ is None and self.kind in ("pipedream", "local_sgd"):
+        if self.table_ is None:  # a readiness timeline (PD, LocalSGD at unit cost): one op per tick
             # np.nonzero walks [T, S] in row-major order: by time, then stage = iteration order.
             t, s = np.nonzero(self.op == BWD)
             return t.astype(np.int32), s.astype(np.int32), self.mb[t, s].astype(np.int32)

@@ -65,7 +65,13 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
     }
     shown = sorted({S for S in (2, 4, 8, 16, 32, 64, 128) if cfg.S_min <= S <= cfg.S_max} | {cfg.S_max})
     table = [
-        {**row, "floor(S^2-S/2)": delays.max_delay(row["S"]), "(S^2-1)/2": delays.mean_delay(row["S"])}
+        {
+            **row,
+            "floor(S^2-S/2)": delays.max_delay(row["S"]),
+            "(S^2-1)/2": delays.mean_delay(row["S"]),
+            # the same delay in the stages' own optimizer steps: stage s lags S - 1 - s (docs/optimizers.md)
+            "optimizer steps, stage 0 (S-1)": row["S"] - 1,
+        }
         for row in law.rows()
         if row["S"] in shown
     ]
@@ -113,7 +119,7 @@ def run_e7(cfg: E7Config, progress: Callable[[str], None] | None = None) -> Stud
         schedules.validate(tl)
         arrays.update({f"{name}/op": tl.op, f"{name}/mb": tl.mb, f"{name}/sync_time": tl.sync_time})
         titles[name] = title
-        if tl.kind == "local_sgd":
+        if tl.averaged:
             law = 2 * tl.N + math.ceil(tl.N / (tl.R * tl.H)) * (2 * tl.S - 2)
         else:
             law = 2 * tl.S * tl.N if tl.noam == 1 else 2 * tl.N + 2 * tl.S - 2

@@ -32,7 +32,7 @@ import numpy as np
 
 from rpd.schedules import Timeline
 from rpd.schedules.delays import read_versions
-from rpd.validation import check_choice, check_int
+from rpd.validation import check_choice, check_int, required
 
 
 class UpdatePlan(NamedTuple):
@@ -112,8 +112,9 @@ def pipedream_plan(tl: Timeline, n_batches: int) -> tuple[UpdatePlan, int]:
 
     Weight stashing makes z^k depend on the microbatch only, so the gradient is computed once at
     the microbatch's first backward (stage S-1) and applied block by block at each B."""
-    if tl.kind != "pipedream":
-        raise ValueError(f"expected a PipeDream timeline, got kind={tl.kind!r}")
+    if not tl.stash:
+        raise ValueError(f"PipeDream's plan reads a stashing timeline (PipeDream's), got kind={tl.kind!r}")
+    noam = int(required("noam", tl.noam))  # microbatches in flight: the gradient slots
     m = tl.update_mb
     first = np.zeros(len(m), bool)
     first[np.unique(m, return_index=True)[1]] = True
@@ -122,10 +123,10 @@ def pipedream_plan(tl: Timeline, n_batches: int) -> tuple[UpdatePlan, int]:
         batch=(m % n_batches).astype(np.int32),
         read=read_versions(tl),
         fresh=first,
-        slot=(m % tl.noam).astype(np.int32),
+        slot=(m % noam).astype(np.int32),
         time=tl.update_time,
     )
-    return plan, int(tl.noam)
+    return plan, noam
 
 
 def sgd_plan(N: int, S: int, n_batches: int) -> UpdatePlan:
@@ -255,8 +256,8 @@ def last_writes(rows: np.ndarray, n_records: int) -> np.ndarray:
     rows = np.asarray(rows, np.int32)
     out = np.full_like(rows, n_records)
     valid = np.nonzero(rows < n_records)[0]
-    last = {}
-    for k in valid[::-1]:
+    last: dict[int, int] = {}
+    for k in valid[::-1].tolist():
         last.setdefault(int(rows[k]), k)
     idx = np.fromiter(last.values(), dtype=np.int64, count=len(last))
     out[idx] = rows[idx]

@@ -33,9 +33,10 @@ import numpy as np
 
 from rpd.schedules import Timeline
 from rpd.schedules.delays import forward_versions, read_versions
+from rpd.schedules.post_validation import ValidatedTimeline
 from rpd.train import semantics_async, semantics_parallel
 from rpd.train.plans import UpdatePlan, pipedream_plan, versions_before
-from rpd.validation import check_int, check_real
+from rpd.validation import check_int, check_real, required
 
 
 def _landing_order(land_QxS: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -73,7 +74,7 @@ def synchronous_plan(tl: Timeline, S_obj: int, n_batches: int, after_allreduce: 
     the all-reduce of the replicas' gradients."""
     if not tl.synchronous:
         raise ValueError(f"expected a synchronous schedule, got kind={tl.kind!r}")
-    M = tl.M
+    M = required("M", tl.M)
     Q = tl.N // M
     if Q * M != tl.N:
         raise ValueError(f"N={tl.N} is not a whole number of flushes of M={M}")
@@ -90,8 +91,8 @@ def synchronous_plan(tl: Timeline, S_obj: int, n_batches: int, after_allreduce: 
 
 def pipedream_2bw_plan(tl: Timeline, n_batches: int) -> UpdatePlan:
     """W_{q+1} = W_q - γ (1/M) Σ_{j in q} ∇f_j(W_{q-1}) (W_{-1} = W_0); docs/schedules.md#pipedream-2bw."""
-    if tl.kind != "pipedream_2bw":
-        raise ValueError(f"expected a PipeDream-2BW timeline, got kind={tl.kind!r}")
+    if tl.versions != 2 or tl.M is None:
+        raise ValueError(f"2BW's plan reads a double-buffered timeline with minibatches (2BW's), got kind={tl.kind!r}")
     M, S = tl.M, tl.S
     Q = tl.N // M
     land = tl.b_time[M - 1 : Q * M : M]  # [Q, S]: each rank's M-th backward of minibatch q
@@ -141,8 +142,10 @@ def pipemare_plan(
     """PipeMare (module doc): microbatch m's two-point gradient, one stage per update, in
     gradient slot m mod NOAM. Update k of block a reads the forward versions of m, and the
     backward version of block q >= a current at B(m, q) (q < a: the current one, unused)."""
-    if tl.kind not in ("pipemare", "pipedream"):
-        raise ValueError(f"expected a PipeMare timeline, got kind={tl.kind!r}")
+    if tl.synchronous or tl.noam is None or tl.M is not None:
+        raise ValueError(
+            f"PipeMare's plan reads one asynchronous stream (PipeMare's or PipeDream's), got kind={tl.kind!r}"
+        )
     vF, vB, current = _version_tables(tl)
     m, a = tl.update_mb, tl.update_stage
     later = np.arange(tl.S)[None, :] >= a[:, None]  # stages the backward of update k has passed
@@ -238,8 +241,8 @@ def _set(value) -> bool:
 def replicated_plan(tl: Timeline, S_obj: int, n_batches: int) -> UpdatePlan:
     """GEMS: a synchronous flush whose two replicas of every stage are all-reduced at its end, so
     every block's update of flush q lands at ``flush_time[q]`` (minibatch SGD with batch M·B)."""
-    if tl.kind != "gems" or tl.flush_time is None:
-        raise ValueError(f"expected a GEMS timeline with flushes, got kind={tl.kind!r}")
+    if tl.copies != 2 or tl.flush_time is None:
+        raise ValueError(f"GEMS's plan reads two replicas all-reduced at each flush, got kind={tl.kind!r}")
     if S_obj != tl.n_stages:
         raise ValueError(f"the objective has S={S_obj} blocks; the gems timeline has {tl.n_stages} stages")
     flush = np.asarray(tl.flush_time, np.int64)
@@ -257,8 +260,10 @@ def validated_plan(tl: Timeline, S_obj: int, n_batches: int) -> UpdatePlan:
     synchronous, the update of flush q on block s landing when its step is final (the eager
     step, or the redone one after a rollback); with ``tl.clip`` the clipped mean gradient
     g · min(1, clip / ||g||), as the validated step applies it."""
-    if tl.kind != "zb_h2_pv" or tl.step_end is None:
-        raise ValueError(f"expected a post-validated ZB-H2 timeline, got kind={tl.kind!r}")
+    if not isinstance(tl, ValidatedTimeline) or tl.step_end is None:
+        raise ValueError(
+            f"the validated plan reads each step's final tick (ZB-H2 post-validation), got kind={tl.kind!r}"
+        )
     if S_obj != tl.S:
         raise ValueError(f"the objective has S={S_obj} blocks; the zb_h2 timeline has {tl.S} stages")
     q, s, t = _landing_order(np.asarray(tl.step_end, np.int64), tl.kind)

@@ -26,8 +26,9 @@ from __future__ import annotations
 import numpy as np
 
 from rpd.schedules import Timeline
-from rpd.schedules.frontier import step_landings, step_versions
+from rpd.schedules.frontier import WPipeTimeline, step_landings, step_versions
 from rpd.train.plans import UpdatePlan, versions_before
+from rpd.validation import required
 
 
 def _pieces(tl: Timeline, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -36,13 +37,13 @@ def _pieces(tl: Timeline, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     land = step_landings(tl, k)
     G = tl.n_stages
     b_order = np.argsort(tl.b_time, axis=0, kind="stable")  # [N, G]: microbatches by backward
-    mb, block, time = [], [], []
+    mb_g, block_g, time_g = [], [], []
     for g in range(G):
         whole = len(land[g]) * k
-        mb.append(b_order[:whole, g])
-        block.append(np.full(whole, g))
-        time.append(np.repeat(land[g], k))
-    mb, block, time = (np.concatenate(a) for a in (mb, block, time))
+        mb_g.append(b_order[:whole, g])
+        block_g.append(np.full(whole, g))
+        time_g.append(np.repeat(land[g], k))
+    mb, block, time = (np.concatenate(a) for a in (mb_g, block_g, time_g))
     o = np.lexsort((mb, block, time))
     return mb[o].astype(np.int64), block[o].astype(np.int32), time[o].astype(np.int32)
 
@@ -66,8 +67,10 @@ def ampnet_plan(tl: Timeline, S_obj: int, n_batches: int) -> UpdatePlan:
     """AMPNet's plan (module doc): piece (m, g) of stage g's update computes microbatch m's
     two-point gradient (forward at vF[m], backward through stages q >= g at vB[m, q]) and adds it
     to block g, unscaled (fairscale sums k gradients per step)."""
-    if tl.kind != "ampnet":
-        raise ValueError(f"expected an AMPNet timeline, got kind={tl.kind!r}")
+    if tl.synchronous or tl.M is None or tl.n_stages != tl.S:
+        raise ValueError(
+            f"AMPNet's plan reads one asynchronous stream stepping every M backwards, got kind={tl.kind!r}"
+        )
     if S_obj != tl.n_stages:
         raise ValueError(f"the objective has S={S_obj} blocks; AMPNet's timeline has {tl.n_stages} stages")
     k = int(tl.M)
@@ -83,13 +86,13 @@ def ampnet_plan(tl: Timeline, S_obj: int, n_batches: int) -> UpdatePlan:
 def wpipe_plan(tl: Timeline, S_obj: int, n_batches: int) -> UpdatePlan:
     """WPipe's plan (module doc): piece (m, g) adds (1/M)·∇_g f_m at the versions F(m, ·) read
     (stashed for the backward) to block g; one block per global stage (2S)."""
-    if tl.kind != "wpipe":
-        raise ValueError(f"expected a WPipe timeline, got kind={tl.kind!r}")
+    if not isinstance(tl, WPipeTimeline):
+        raise ValueError(f"WPipe's plan reads WPipe's two groups, got kind={tl.kind!r}")
     if S_obj != tl.n_stages:
         raise ValueError(
             f"WPipe's groups split each rank's weights: the objective needs one block per "
             f"stage ({tl.n_stages} = 2S), got S={S_obj}"
         )
-    k = int(tl.M)
+    k = int(required("M", tl.M))
     vF, _ = step_versions(tl, k)
     return _step_plan(tl, k, n_batches, vF, scale=lambda m, a: np.full(len(m), 1.0 / k))

@@ -30,16 +30,18 @@ import heapq
 import numpy as np
 
 from rpd.schedules import Timeline
-from rpd.schedules.round_robin import KIND as RR_KIND
-from rpd.schedules.round_robin import forward_groups
+from rpd.schedules.data_parallel import DataParallelTimeline
+from rpd.schedules.round_robin import RoundRobinTimeline, forward_groups
 from rpd.train.plans import UpdatePlan
+from rpd.validation import required
 
 
 def _slots(mb_K: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     """(fresh [K], slot [K], n_slots): each microbatch's gradient computed at its first piece into
     the lowest free slot, which it holds until its last piece (interval colouring)."""
     K = len(mb_K)
-    first, last = {}, {}
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
     for k, m in enumerate(mb_K.tolist()):
         first.setdefault(m, k)
         last[m] = k
@@ -64,19 +66,19 @@ def _slots(mb_K: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
 
 def rr_plan(tl: Timeline, S_obj: int, n_batches: int) -> tuple[UpdatePlan, int]:
     """1F1B-RR's plan and its gradient slots (module doc)."""
-    if tl.kind != RR_KIND:
+    if not isinstance(tl, RoundRobinTimeline):
         raise ValueError(f"expected a pipedream_rr timeline, got kind={tl.kind!r}")
     G = tl.n_stages
     if S_obj != G:
         raise ValueError(f"the objective has S={S_obj} blocks; the pipedream_rr timeline has {G} stages")
     reps = np.asarray(tl.replicas, np.int64)
-    mb, block, time = [], [], []
+    mb_g, block_g, time_g = [], [], []
     for g in range(G):
         whole = len(tl.land[g]) * int(reps[g])  # a trailing partial group never lands
-        mb.append(np.arange(whole))
-        block.append(np.full(whole, g))
-        time.append(np.repeat(tl.land[g], reps[g]))  # microbatch m is in group m // r_g
-    mb, block, time = (np.concatenate(a) for a in (mb, block, time))
+        mb_g.append(np.arange(whole))
+        block_g.append(np.full(whole, g))
+        time_g.append(np.repeat(tl.land[g], reps[g]))  # microbatch m is in group m // r_g
+    mb, block, time = (np.concatenate(a) for a in (mb_g, block_g, time_g))
     o = np.lexsort((mb, block, time))
     mb, block, time = mb[o], block[o].astype(np.int32), time[o].astype(np.int32)
     fresh, slot, n_slots = _slots(mb)
@@ -93,7 +95,13 @@ def rr_plan(tl: Timeline, S_obj: int, n_batches: int) -> tuple[UpdatePlan, int]:
     return plan, n_slots
 
 
-def _block_land(tl: Timeline, S_obj: int) -> np.ndarray:
+def _dp_timeline(tl: Timeline) -> DataParallelTimeline:
+    if not isinstance(tl, DataParallelTimeline):
+        raise ValueError(f"expected a D-pipeline timeline (rpd.schedules.data_parallel), got kind={tl.kind!r}")
+    return tl
+
+
+def _block_land(tl: DataParallelTimeline, S_obj: int) -> np.ndarray:
     """int [n_flush, S_obj]: the tick block s's update of flush q lands (``tl.dp_land``; a chunked
     schedule on one block per rank: the last of the rank's stages)."""
     per_stage = np.asarray(tl.dp_land, np.int64)  # [Q, n_stages]
@@ -113,6 +121,7 @@ def _block_land(tl: Timeline, S_obj: int) -> np.ndarray:
 def dp_plan(tl: Timeline, S_obj: int, n_batches: int) -> tuple[UpdatePlan, None]:
     """D synchronous pipelines (module doc): one update per block per flush, the mean of D·M
     microbatch gradients at W_q, landing at ``tl.dp_land[q, s]``."""
+    tl = _dp_timeline(tl)
     if tl.local_steps > 1:  # not one minibatch step per flush: replicas (dp_rounds_plan)
         raise ValueError(f"local_steps={tl.local_steps}: D pipelines with local steps train as LocalSGD replicas")
     land = _block_land(tl, S_obj)
@@ -123,7 +132,7 @@ def dp_plan(tl: Timeline, S_obj: int, n_batches: int) -> tuple[UpdatePlan, None]
     q, s, t = q[o], s[o], land.ravel()[o].astype(np.int32)
     if np.any(np.diff(q) < 0):
         raise ValueError("a flush's update lands before the previous flush's last one")
-    DM = int(tl.D) * int(tl.M)
+    DM = int(tl.D) * required("M", tl.M)
     first = np.zeros(len(q), bool)
     first[np.unique(q, return_index=True)[1]] = True
     return (
@@ -143,7 +152,9 @@ def dp_plan(tl: Timeline, S_obj: int, n_batches: int) -> tuple[UpdatePlan, None]
 def local_rounds(tl: Timeline, diloco: bool = False) -> bool:
     """Whether D pipelines train as LocalSGD replicas (:func:`dp_rounds_plan`): D > 1 and local
     steps, or DiLoCo's optimizers (``diloco``: an outer optimizer or an inner-state rule given)."""
-    return getattr(tl, "dp_sync", None) is not None and tl.D > 1 and (tl.local_steps > 1 or diloco)
+    if not isinstance(tl, DataParallelTimeline) or tl.dp_sync is None:
+        return False
+    return tl.D > 1 and (tl.local_steps > 1 or diloco)
 
 
 def dp_rounds_plan(tl: Timeline, S_obj: int, n_batches: int) -> dict:
@@ -151,10 +162,11 @@ def dp_rounds_plan(tl: Timeline, S_obj: int, n_batches: int) -> dict:
     round plan, shaped [rounds, H local steps, D replicas, ...]; a local step is a flush of
     ``n_micro`` = M microbatches, ``batch`` the first of them. ``update_time`` [Q·S_obj]: the
     tick of every (flush, block) update, in landing order."""
-    if getattr(tl, "dp_sync", None) is None:
+    tl = _dp_timeline(tl)
+    if tl.dp_sync is None:
         raise ValueError(f"expected a D-pipeline timeline (rpd.schedules.data_parallel), got kind={tl.kind!r}")
     land = _block_land(tl, S_obj)  # [Q, S_obj]
-    Q, H, D, M = land.shape[0], int(tl.local_steps), int(tl.D), int(tl.M)
+    Q, H, D, M = land.shape[0], int(tl.local_steps), int(tl.D), required("M", tl.M)
     rounds = -(-Q // H)
     f = np.arange(rounds * H).reshape(rounds, H)  # flush of (round, local step)
     fc = np.minimum(f, Q - 1)

@@ -50,13 +50,14 @@ def test_every_registered_schedule_has_a_config_file_and_a_library_constructor()
 @pytest.mark.parametrize("name", sorted(registry.SCHEDULES))
 def test_every_schedule_builds_from_its_config_file(name):
     """schedule=<name> composes, validates and builds the constructor's own timeline at S = 4,
-    N = 16 with the yaml's defaults (M = S; DualPipeV 2S) under costs=b2f."""
+    N = 16 with the yaml's defaults (M = S; DualPipe and DualPipeV 2S) under costs=b2f."""
     cfg = _compose(["method=pipeline", f"schedule={name}", "schedule.S=4", "schedule.N=16", "costs=b2f"])
     assert C._value(cfg.schedule.name) == name
     checks.validate(cfg)
     tl = specs.run_spec(cfg).pipeline.timeline()
     b2f = CostModel(F=1, B=2, I=1, W=1)
-    M = 8 if name == "dualpipe_v" else 4
+    entry = registry.SCHEDULES[name]
+    M = entry.default("M", 4) if "M" in entry.fields else 4  # the entry's default (DualPipe(V): 2S)
     direct = {
         "pipedream": lambda: schedules.pipedream(4, 16, costs=b2f),
         "local_sgd": lambda: schedules.local_sgd(4, 16, 4, 1, costs=b2f),

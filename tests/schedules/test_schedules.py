@@ -155,16 +155,16 @@ def test_validate_rejects_broken_timelines():
         (tl.f_time, early_b, "B\\(m, s\\) before"),
         (bad_f, tl.b_time, "F\\(m, s\\) before"),
     ]:
-        broken = schedules.Timeline(kind="pipedream", S=4, N=8, f_time=f, b_time=b, noam=4)
+        broken = schedules.Timeline(kind="pipedream", S=4, N=8, f_time=f, b_time=b, noam=4, stash=True)
         with pytest.raises(ValueError, match=msg):
             schedules.validate(broken)
     one = schedules.pipedream(1, 2)  # F0 B0 F1 B1 on one machine
     clash = schedules.Timeline(
-        kind="pipedream", S=1, N=2, f_time=np.array([[0], [1]]), b_time=one.b_time, noam=1
+        kind="pipedream", S=1, N=2, f_time=np.array([[0], [1]]), b_time=one.b_time, noam=1, stash=True
     )  # F1 in B0's step
     with pytest.raises(ValueError, match="two ops on one stage in one step"):
         schedules.validate(clash)
-    capped = schedules.Timeline(kind="pipedream", S=4, N=8, f_time=tl.f_time, b_time=tl.b_time, noam=2)
+    capped = schedules.Timeline(kind="pipedream", S=4, N=8, f_time=tl.f_time, b_time=tl.b_time, noam=2, stash=True)
     with pytest.raises(ValueError, match="NOAM"):
         schedules.validate(capped)
     ls = schedules.local_sgd(3, 12, 3, 2)
