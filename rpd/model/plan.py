@@ -242,6 +242,7 @@ def plan_one(
     except (ValueError, TypeError) as exc:
         return Row(**label, error=f"{type(exc).__name__}: {exc}")
     label["synchronous"] = bool(unit.synchronous)
+    label["v"] = int(unit.v)  # chunks per rank the schedule ran with (the override, or its default)
     if D > 1 and not unit.synchronous:
         return Row(**label, error="ValueError: D > 1 needs a flush (a synchronous schedule)")
     gb = 4 if grad_bytes is None else grad_bytes
