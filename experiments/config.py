@@ -259,6 +259,7 @@ class CostsConfig:
     straggler_p: float = 0.0  # each op independently slowed with probability p ...
     straggler_ticks: int = 0  # ... by this many ticks
     seed: int = 0  # seed of the straggler draws
+    unit: str = "tick"  # what one tick of the costs above stands for: tick, ns, us, ms or s (a label; integers stay exact)
 
 
 @dataclasses.dataclass

@@ -31,7 +31,7 @@ from typing import Any, Callable
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from experiments import checks
+from experiments import checks, compose_check
 from experiments import config as C
 from experiments.manifest import FigureOutcome, Report, write_manifest
 from experiments.tables import column_order, format_table  # noqa: F401  (re-exported)
@@ -375,4 +375,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    run_main(main)  # Ctrl-C: a clean message and exit 130
+    run_main(compose_check.one_line(main, "figure"))  # Ctrl-C: a clean message and exit 130

@@ -76,7 +76,7 @@ def workers_search(cfg, hw, par, kw, settings, build_model) -> dict:
     print(f"{n} workers, a global batch of {B} microbatches: {timed} configurations timed, fastest first:")
     for r in rows[:12]:
         state = r.error or (
-            f"{r.tokens_per_s:,.0f} tokens/s, MFU {r.mfu:.1%}, peak "
+            f"{r.tokens_per_s:,.0f} tokens/s, MFU {'n/a' if r.mfu is None else f'{r.mfu:.1%}'}, peak "
             f"{max(r.peak_bytes) / 2**30:.1f} GiB" + ("" if r.fits else " (does not fit)")
         )
         print(f"  {describe(r)}: {state}")

@@ -1,4 +1,4 @@
-"""Regenerate every paper figure (SPEC §9: E1-E8 and the S^4 figure) into paper_figures/
+"""Regenerate every paper figure (docs/science.md#the-papers-experiments: E1-E8 and the S^4 figure) into paper_figures/
 (paper size, ``--size full``) or paper_figures/quick/ (the quick default).
 
     python -m experiments.reproduce_paper_figures                 # quick: all figures, <= 10 min on 2 cores
@@ -51,7 +51,7 @@ from rpd.validation import check_int
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
-# SPEC §9, in the paper's order: figure -> the message the numbers should show.
+# docs/science.md#the-papers-experiments, in the paper's order: figure -> the message the numbers should show.
 FIGURES = {
     "e1_pd_vs_rpd": "E1: at delta = S^2 - S/2 = 60, RPD tracks PD (random quadratic, S = 8)",
     "e2_delay_law": "E2: PD's steady-state delays: max ~ S^2 - S/2, mean ~ S^2/2",
@@ -88,9 +88,17 @@ FIGURES = {
         "E16: the pipeline survey's table measured: every system's bubble, memory, extra work and loss at "
         "equal simulated time, each qualitative statement with a verdict (AvgPipe, WPipe: reconstructions)"
     ),
+    "e17_staleness_2026": (
+        "E17: the 2025-2026 staleness results at rpd's scale: AdamW vs Muon under 2BW with error feedback, "
+        "Nesterov's look-ahead at S = 8, Adam's slowdown vs S plain and rotated (3 seeds, verdicts measured)"
+    ),
     "plan_claims": (
         "The seeds' memory, communication and efficiency claims on GPT-3 1.3B's stages: "
         "activations M vs min(S - s, M), p2p 2hsM, efficiency 60-80 %, 16 stages (verdicts measured)"
+    ),
+    "plan_accuracy": (
+        "The plan held against published runs: Megatron-LM's SC'21 Table 1 (A100) and its H100 table, "
+        "predicted against published throughput per row, one fitted parameter pair per hardware preset"
     ),
 }
 
@@ -171,7 +179,7 @@ def default_jobs(size: str = "quick") -> int:
     return default_workers() if size == "quick" else 1
 
 
-# The quick figures' cost on 2 cores, most expensive first (BENCHMARKS.md, issue 14): with
+# The quick figures' cost on 2 cores, most expensive first (BENCHMARKS.md): with
 # ``jobs > 1`` they are started in this order, so the long ones do not end up last.
 COST_ORDER = (
     "e10_frontier",
@@ -185,7 +193,9 @@ COST_ORDER = (
     "e14_search",
     "e15_workers",
     "e16_survey",
+    "e17_staleness_2026",
     "plan_claims",
+    "plan_accuracy",
     "e9_frontier",
     "e7_schedules",
     "e3_nesterov",

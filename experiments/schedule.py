@@ -17,12 +17,14 @@ import hydra
 import numpy as np
 from omegaconf import DictConfig
 
-from experiments import checks, specs
+from experiments import checks, compose_check, specs
 from experiments import config as C
 from rpd.io import store
 from rpd.plotting.schedules import schedule_gantt
 from rpd.runtime.interrupt import run_main
 from rpd.schedules import memory
+
+WRAP = 48  # time units per row of the chart: a longer schedule goes on in rows below
 
 
 def chart(cfg) -> dict:
@@ -45,7 +47,7 @@ def chart(cfg) -> dict:
         panel["ops"] = np.concatenate([ops, w.astype(np.int64)], axis=1)
         panel["wasted"] = np.arange(panel["ops"].shape[1]) >= ops.shape[1]
         panel["steps"] = np.asarray(tl.step_end)
-    path = schedule_gantt([panel], cfg.out)
+    path = schedule_gantt([panel], cfg.out, wrap=WRAP)
     acts = memory.peak_activations(tl)
     return {
         "schedule": pipeline.name,
@@ -80,4 +82,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    run_main(main)  # Ctrl-C: a clean message and exit 130
+    run_main(compose_check.one_line(main, "chart"))  # Ctrl-C: a clean message and exit 130

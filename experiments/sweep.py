@@ -69,7 +69,9 @@ def summary_text(sweep_dir: str | Path) -> tuple[str, dict]:
     """The table and the counts line of a finished sweep."""
     df = sweeps.load_sweep(sweep_dir)
     c = sweeps.sweep_counts(df)
-    shown = df.assign(overrides=sweeps.swept(df["overrides"]))[SHOWN]
+    varied = [c for c in df.columns if c not in sweeps.SWEEP_COLUMNS]  # the swept overrides
+    flagged = ["gamma_flag"] if df["gamma_flag"].notna().any() else []
+    shown = df.assign(overrides=sweeps.swept(df["overrides"]))[SHOWN[:2] + varied + SHOWN[2:] + flagged]
     table = shown.to_string(index=False) if len(df) else "(no jobs)"
     line = (
         f"sweep {sweep_dir}: {c['total']} jobs, {c['done']} done, {c['skipped']} skipped "
@@ -81,7 +83,12 @@ def summary_text(sweep_dir: str | Path) -> tuple[str, dict]:
 
 
 class SweepSummary(Callback):
-    """At the end of a multirun: print the sweep's table and counts; exit 1 if a job failed."""
+    """At the start of a multirun: write every job's overrides (``rpd.io.sweeps.write_jobs``, so
+    a sweep stopped early lists the jobs it never ran). At the end: print the sweep's table and
+    counts; exit 1 if a job failed."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        sweeps.write_jobs(config.hydra.sweep.dir, job_overrides(config))
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)

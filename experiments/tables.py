@@ -107,7 +107,44 @@ def format_table(rows: list[dict]) -> str:
             return f"{v:.4g}"
         return "" if v is None else str(v)
 
+    rows, notes = _note_rows(rows, cols)
+    noted = {k for _, items in notes for k, _ in items}
+    cols = [c for c in cols if c not in noted or any(_filled(r.get(c)) for r in rows)]
     cells = [[fmt(r.get(c), c) for c in cols] for r in rows]
+    cut = any(len(v) > MAX_CELL for row in cells for v in row)
+    cells = [[v if len(v) <= MAX_CELL else v[: MAX_CELL - 1] + "…" for v in row] for row in cells]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
-    line = lambda vals: "  " + "  ".join(v.ljust(w) for v, w in zip(vals, widths))  # noqa: E731
-    return "\n".join([line(cols), line(["-" * w for w in widths])] + [line(r) for r in cells])
+    line = lambda vals: "  " + "  ".join(v.ljust(w) for v, w in zip(vals, widths)).rstrip()  # noqa: E731
+    below = [f"  {name}: " + "; ".join(f"{k} {fmt(v, k)}" for k, v in items) for name, items in notes]
+    if cut:
+        below.append(f"  (cells over {MAX_CELL} characters end in …: the full table is in the figure's JSON)")
+    return "\n".join([line(cols), line(["-" * w for w in widths])] + [line(r) for r in cells] + below)
+
+
+MAX_CELL = 48  # a longer cell is abbreviated in the printed table
+
+
+def _filled(v) -> bool:
+    return v is not None and v != ""
+
+
+CLAIM_COLUMNS = ("holds", "measured", "paper")  # a study's check of a paper claim
+
+
+def _note_rows(rows: list[dict], cols: list[str]) -> tuple[list[dict], list[tuple[str, list]]]:
+    """The rows that are notes, not data (E3's "paper claim": a label in an identifying column
+    and values only in :data:`CLAIM_COLUMNS` or in columns no other row fills), taken out of the
+    table and returned as (label, [(column, value), ...]) to print under it; the others as they are."""
+    if len(rows) < 2:
+        return rows, []
+    kept, notes = [], []
+    for i, r in enumerate(rows):
+        others = rows[:i] + rows[i + 1 :]
+        own = [c for c in cols if _filled(r.get(c)) and c not in ID_COLUMNS]
+        label = [str(r[c]) for c in cols if _filled(r.get(c)) and c in ID_COLUMNS]
+        claim = own and set(own) <= set(CLAIM_COLUMNS)
+        if label and (claim or (own and not any(_filled(o.get(c)) for o in others for c in own))):
+            notes.append((" ".join(label) or "note", [(c, r[c]) for c in own]))
+        else:
+            kept.append(r)
+    return (kept, notes) if kept else (rows, [])  # a table of notes only stays a table

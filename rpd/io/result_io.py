@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rpd.io.atomic import atomic_write
-from rpd.results import Result, gamma_label
+from rpd.results import Result, axis_label, gamma_label
 
 if TYPE_CHECKING:
     import matplotlib.axes
@@ -31,10 +31,30 @@ if TYPE_CHECKING:
 FORMAT = "rpd.Result/1"
 
 
-def _trace_dims(name: str, shape: tuple[int, ...], G: int) -> tuple[str, ...]:
-    # Traces are [G, ...] by convention, but some (LocalSGD's loss_time) are per microbatch only.
-    lead = ("gamma",) if shape and shape[0] == G else ()
-    return lead + tuple(f"{name}_dim_{i}" for i in range(len(lead), len(shape)))
+# The dimensions of the methods' traces after gamma (rpd.train): per block update k (the core's
+# scan), per microbatch in order (LocalSGD's losses, with loss_time), per LocalSGD round; None:
+# the trace has no gamma axis. diag holds (‖x − z‖², ‖∇f(x) − ∇f(z)‖², ‖∇f(x)‖²) per update.
+TRACE_DIMS = {
+    "loss_z": (True, ("update",)),
+    "block_grad_norm": (True, ("update",)),
+    "diag": (True, ("update", "diag_quantity")),
+    "update_time": (False, ("update",)),
+    "loss_time": (False, ("microbatch",)),
+    "round_end_curve": (True, ("round",)),
+}
+
+
+def _trace_dims(name: str, shape: tuple[int, ...], G: int, traces: dict) -> tuple[str, ...]:
+    """Named dimensions of a trace (:data:`TRACE_DIMS`; LocalSGD's ``loss_z`` is per
+    microbatch, beside its ``loss_time``); an unknown trace: ``gamma`` when its leading axis has
+    G entries, then ``<name>_dim_<i>``."""
+    gamma, named = TRACE_DIMS.get(name, (None, ()))
+    if name == "loss_z" and "loss_time" in traces:
+        named = ("microbatch",)
+    lead = ("gamma",) if (gamma if gamma is not None else bool(shape) and shape[0] == G) else ()
+    rest = len(shape) - len(lead)
+    dims = named if len(named) == rest else tuple(f"{name}_dim_{i}" for i in range(len(lead), len(shape)))
+    return lead + dims
 
 
 def _jsonable_attrs(mapping: dict) -> dict:
@@ -51,8 +71,10 @@ def _jsonable_attrs(mapping: dict) -> dict:
 
 def to_xarray(r: Result) -> xr.Dataset:
     """``curve`` (gamma, <axis_name>), ``diverged`` and ``final`` (gamma), ``x_final`` (gamma, d),
-    and every trace under its own name with dims ``gamma`` (when its leading axis has G entries)
-    and ``<name>_dim_<i>``; attrs: ``method``, ``axis_name`` and the JSON-able ``meta``."""
+    and every trace under its own name with named dims (:data:`TRACE_DIMS`: ``loss_z`` and
+    ``block_grad_norm`` (gamma, update), ``update_time`` (update), LocalSGD's ``loss_z``
+    (gamma, microbatch) ...; an unknown one ``<name>_dim_<i>``); attrs: ``method``,
+    ``axis_name`` and the JSON-able ``meta``."""
     import xarray as xr
 
     G = len(r.gammas)
@@ -62,11 +84,15 @@ def to_xarray(r: Result) -> xr.Dataset:
         "final": ("gamma", r.final),
         "x_final": (("gamma", "d"), r.x_final),
     }
+    sizes = {"gamma": G, r.axis_name: len(r.axis), "d": np.shape(r.x_final)[-1]}
     for name, value in r.traces.items():
         if name in data:
             raise ValueError(f"trace {name!r} clashes with the Result variable of that name")
         value = np.asarray(value)
-        data[name] = (_trace_dims(name, value.shape, G), value)
+        dims = _trace_dims(name, value.shape, G, r.traces)
+        # a named dimension another variable has at another length: this trace's own name for it
+        dims = tuple(d if sizes.setdefault(d, n) == n else f"{name}_{d}" for d, n in zip(dims, value.shape))
+        data[name] = (dims, value)
     attrs = {**_jsonable_attrs(r.meta), "method": r.method, "axis_name": r.axis_name}
     return xr.Dataset(data, coords={"gamma": r.gammas, r.axis_name: r.axis}, attrs=attrs)
 
@@ -99,12 +125,33 @@ def _cross_at(y: np.ndarray, top: float | None) -> tuple[int, float] | None:
     return (int(finite[-1]), float(y[finite[-1]])) if finite.size else None
 
 
+def _selected_index(r: Result, selected) -> int | None:
+    """The γ index ``selected`` names: an index, a γ of the grid, a selection with ``.index``
+    (``rpd.analysis.tuning.select_gamma``), or None: the stored run's choice
+    (``meta["summary"]["tuning/index"]``, a sweep row's result) when there is one."""
+    if selected is None:
+        selected = (r.meta.get("summary") or {}).get("tuning/index")
+    selected = getattr(selected, "index", selected)
+    if selected is None:
+        return None
+    if isinstance(selected, (int, np.integer)) and not isinstance(selected, bool):
+        if not 0 <= selected < len(r.gammas):
+            raise ValueError(f"selected: index {selected} is not one of the {len(r.gammas)} γ")
+        return int(selected)
+    hit = np.nonzero(np.isclose(np.asarray(r.gammas, np.float64), float(selected), rtol=1e-12, atol=0))[0]
+    if not hit.size:
+        raise ValueError(f"selected: γ = {selected} is not on the grid {list(r.gammas)}")
+    return int(hit[0])
+
+
 def plot(
-    r: Result, ax: matplotlib.axes.Axes | None = None, *, cmap: str = "viridis", **line_kw
+    r: Result, ax: matplotlib.axes.Axes | None = None, *, cmap: str = "viridis", selected=None, **line_kw
 ) -> matplotlib.axes.Axes:
     """One line per γ against the axis, log y, labelled "γ = 2⁻ᵏ". A diverged γ is dashed,
     "(diverged)" in its label, and marked × where it leaves the plot (or at its last finite
     point); the y range is that of the γ that did not diverge, so a blow-up does not flatten them.
+    The selected γ (``selected``: an index, a γ or a ``select_gamma`` result; by default a stored
+    run's own choice) is drawn thick and black, "(selected)" in its label, the others lighter.
     ``ax`` defaults to ``plt.gca()``; ``line_kw`` go to every ``ax.plot``."""
     import matplotlib as mpl
 
@@ -112,14 +159,17 @@ def plot(
         import matplotlib.pyplot as plt
 
         ax = plt.gca()
+    chosen = _selected_index(r, selected)
     div = r.diverged
     colors = mpl.colormaps[cmap](np.linspace(0.0, 0.9, max(len(r.gammas), 1)))
     kept = r.curve[~div]
     shown = kept[np.isfinite(kept) & (kept > 0)]
     top = float(shown.max()) * 10.0 if shown.size else None
     for g, (gamma, y) in enumerate(zip(r.gammas, r.curve)):
-        label = f"γ = {gamma_label(gamma)}" + (" (diverged)" if div[g] else "")
+        label = f"γ = {gamma_label(gamma)}" + (" (diverged)" if div[g] else "") + (" (selected)" if g == chosen else "")
         style = dict(color=colors[g], lw=1.5, ls="--" if div[g] else "-")
+        if chosen is not None:  # the choice stands out; the rest recede
+            style.update(dict(color="black", lw=3.0, zorder=3) if g == chosen else dict(alpha=0.55))
         ax.plot(r.axis, np.where(np.isfinite(y), y, np.nan), label=label, **{**style, **line_kw})
         cross = _cross_at(y, top) if div[g] else None
         if cross is not None:
@@ -127,7 +177,7 @@ def plot(
     ax.set_yscale("log")
     if top is not None:
         ax.set_ylim(shown.min() / 2.0, top)
-    ax.set_xlabel(r.axis_name.replace("_", " "))
+    ax.set_xlabel(axis_label(r))
     ax.set_ylabel("f(x) − f*" if r.meta.get("objective") != "nanochat" else "held-out loss")
     ax.set_title(r.method)
     ax.legend(fontsize="small")

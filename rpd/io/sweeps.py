@@ -16,8 +16,10 @@ from typing import Any, Sequence
 from rpd.io import store
 from rpd.io.atomic import atomic_write
 from rpd.io.sweep_results import time_to_target
+from rpd.io.sweep_table import for_terminal, summary_column, swept_columns
 
 JOB_LINK = "result.json"  # in a hydra job's output directory: which stored run the job produced
+JOBS = "jobs.json"  # in a sweep directory: every job's overrides, written when the sweep starts
 SWEEP_COLUMNS = (
     "job",
     "overrides",
@@ -25,18 +27,24 @@ SWEEP_COLUMNS = (
     "schedule",
     "costs",
     "objective",
+    "optimizer",
+    "correction",
     "S",
+    "M",
     "H",
     "delta",
     "N",
     "T",
+    "time_unit",
     "T_rule",
     "gamma",
+    "gamma_flag",
     "rule",
     "final_selected",
     "final_best",
-    "updates",
-    "microbatches",
+    "n_diverged",
+    "updates_by_T",
+    "microbatches_total",
     "bubble_total",
     "bubble_ideal",
     "peak_activations",
@@ -118,6 +126,7 @@ def _row_of_run(path: Path | None) -> dict:
     method = config.get("method") if isinstance(config.get("method"), dict) else {}
     sched = config.get("schedule") if isinstance(config.get("schedule"), dict) else {}
     objective = config.get("objective") if isinstance(config.get("objective"), dict) else {}
+    opt = method.get("optimizer") if isinstance(method.get("optimizer"), dict) else {}
     final = [_float(v) for v in summary.get("final", [])]
     diverged = list(summary.get("diverged", [False] * len(final)))
     kept = [f for f, d in zip(final, diverged) if not d and math.isfinite(f)]
@@ -126,16 +135,22 @@ def _row_of_run(path: Path | None) -> dict:
         schedule=summary.get("schedule", sched.get("name")),
         costs=summary.get("costs"),
         objective=objective.get("name"),
+        optimizer=opt.get("name", "sgd") if method else None,  # null in a key: plain SGD
+        correction=opt.get("correction"),
         S=sched.get("S"),
+        M=sched.get("M"),
         H=sched.get("H"),
         delta=method.get("delta"),
         N=summary.get("N", sched.get("N")),
         T=summary.get("T", sched.get("T")),
+        time_unit=summary.get("time_unit"),
         T_rule=summary.get("T_rule"),
         gamma=summary.get("tuning/gamma"),
+        gamma_flag=summary.get("tuning/flag"),
         rule=summary.get("tuning/rule"),
-        updates=summary.get("updates"),
-        microbatches=summary.get("N"),
+        n_diverged=summary.get("n_diverged"),
+        updates_by_T=summary.get("updates"),
+        microbatches_total=summary.get("N"),
         bubble_total=summary.get("bubble/f_total"),
         bubble_ideal=summary.get("bubble/r_ideal"),
         peak_activations=summary.get("activations/peak"),
@@ -151,6 +166,29 @@ def _row_of_run(path: Path | None) -> dict:
         wandb_id=summary.get("wandb_id"),
     )
     return row
+
+
+def write_jobs(sweep_dir: str | os.PathLike, jobs: Sequence[Sequence[str]]) -> Path:
+    """Write ``<sweep_dir>/jobs.json``: the override list of every job of a sweep, in job order
+    (``experiments.sweep.SweepSummary`` at the start of a multirun), so that a sweep stopped
+    early still lists the jobs that never ran (:func:`load_sweep`: status "not finished")."""
+    path = Path(sweep_dir) / JOBS
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, json.dumps([list(map(str, j)) for j in jobs]).encode())
+    return path
+
+
+def _not_finished(root: Path, rows: list[dict]) -> list[dict]:
+    """Rows for the jobs of ``<root>/jobs.json`` that have no job directory (never started)."""
+    path = root / JOBS
+    if not path.exists():
+        return []
+    seen = {r["job"] for r in rows}
+    return [
+        {"job": i, "overrides": " ".join(job), "status": "not finished", "error": "the sweep stopped before this job"}
+        for i, job in enumerate(json.loads(path.read_bytes()))
+        if i not in seen
+    ]
 
 
 def _job_rows(root: Path) -> list[dict]:
@@ -183,7 +221,7 @@ def _job_rows(root: Path) -> list[dict]:
                 error="the job linked no stored run (still running, or it stopped before storing one: see its log)",
             )
         rows.append(row)
-    return rows
+    return sorted(rows + _not_finished(root, rows), key=lambda r: (r["job"] is None, r["job"] or 0))
 
 
 def load_sweep(path: str | os.PathLike, **filters):
@@ -211,8 +249,10 @@ def load_sweep(path: str | os.PathLike, **filters):
             {"job": None, "overrides": "", "skipped": False, **_row_of_run(entry)} for entry in store.iter_entries(root)
         ]
     df = pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))
-    for col in ("job", "S", "H", "delta", "N", "T"):  # integers, with <NA> where a run has none
+    for col in ("job", "S", "M", "H", "delta", "N", "T", "n_diverged"):  # integers, <NA> where a run has none
         df[col] = df[col].astype("Int64")
+    for i, (key, values) in enumerate(swept_columns(df["overrides"]).items()):
+        df.insert(2 + i, key, values)
     df["skipped"] = df["skipped"].fillna(False).astype(bool)
     return filter_sweep(df, **filters)
 
@@ -234,14 +274,17 @@ def filter_sweep(df, **filters):
 
 def sweep_counts(df) -> dict[str, int]:
     """Jobs of a :func:`load_sweep` table by outcome: ``done`` (computed now, ok or diverged),
-    ``skipped`` (already stored), ``failed`` (failed or no stored result), and ``total``."""
-    failed = ~df["status"].isin(["ok", "diverged"])
-    skipped = df["skipped"].fillna(False).astype(bool) & ~failed
+    ``skipped`` (already stored), ``failed`` (failed or no stored result), ``not_finished``
+    (a job the sweep never started: it stopped early), and ``total``."""
+    waiting = df["status"].eq("not finished")
+    failed = ~df["status"].isin(["ok", "diverged"]) & ~waiting
+    skipped = df["skipped"].fillna(False).astype(bool) & ~failed & ~waiting
     return {
         "total": int(len(df)),
-        "done": int((~failed & ~skipped).sum()),
+        "done": int((~failed & ~skipped & ~waiting).sum()),
         "skipped": int(skipped.sum()),
         "failed": int(failed.sum()),
+        "not_finished": int(waiting.sum()),
     }
 
 
@@ -314,10 +357,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     counts = sweep_counts(df)
     if args.columns:
-        cols = args.columns.split(",")
-        unknown = [c for c in cols if c not in df.columns]
-        if unknown:
-            print(f"error: unknown column(s) {unknown}; columns are {', '.join(df.columns)}", file=sys.stderr)
+        cols, known = args.columns.split(","), list(df.columns)
+        for c in cols:  # any key of the runs' summary.json
+            if c not in known:
+                df[c] = summary_column(df, c) if len(df) else []
+        unknown = [c for c in cols if c not in known and df[c].isna().all()]
+        if unknown and len(df):
+            print(
+                f"error: unknown column(s) {unknown}: neither a column ({', '.join(known)}) "
+                "nor a key of the runs' summary.json",
+                file=sys.stderr,
+            )
             return 2
         df = df[cols]
     else:
@@ -328,9 +378,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not len(df):
             print("no rows match the filters" if filters else "no runs yet")
             return 0
-        print(df.to_string(index=False))
+        if not args.columns:  # every override a sweep varies has a column: the list repeats them
+            df = df.drop(columns="overrides")
+        table, above = for_terminal(df, collapse=not args.columns)
+        print("\n".join([*above, table.to_string(index=False)]))
+        if table.attrs["full_text"]:
+            print(f"(abbreviated: {', '.join(table.attrs['full_text'])}; --csv prints them in full)")
         c = counts
-        print(f"{c['total']} jobs: {c['done']} done, {c['skipped']} skipped, {c['failed']} failed")
+        left = f", {c['not_finished']} not finished" if c["not_finished"] else ""
+        print(f"{c['total']} jobs: {c['done']} done, {c['skipped']} skipped, {c['failed']} failed{left}")
     return 0
 
 

@@ -101,6 +101,23 @@ def resolve_mode(mode: str | None, name: str = "mode") -> str:
 INIT_TIMEOUT = 30.0  # seconds an online run waits for its server before going offline
 
 
+# Where wandb stages, caches and downloads artifacts, below the run's directory ``dir``
+# (``<dir>/wandb/<sub>``) instead of the user's ~/.local/share/wandb and ~/.cache/wandb.
+ARTIFACT_ENV = {"WANDB_DATA_DIR": "data", "WANDB_CACHE_DIR": "cache", "WANDB_ARTIFACT_DIR": "artifacts"}
+_SET_HERE: dict[str, str] = {}  # the values this module set (a later run moves them; the user's stay)
+
+
+def stage_in(dir) -> dict[str, str]:
+    """Point wandb's artifact staging, cache and download directories (:data:`ARTIFACT_ENV`,
+    read by wandb from the environment) into ``<dir>/wandb/``; a variable the user set is left
+    as it is. Returns the variables and their values now."""
+    for var, sub in ARTIFACT_ENV.items():
+        if var in os.environ and _SET_HERE.get(var) != os.environ[var]:
+            continue  # the user's own
+        os.environ[var] = _SET_HERE[var] = str(Path(dir).resolve() / "wandb" / sub)
+    return {var: os.environ[var] for var in ARTIFACT_ENV}
+
+
 class WandbLogger:
     """One wandb run: group = experiment, tags = (method, "S<S>", *tags), config = resolved
     config plus ``meta = {experiment, method, S, **meta}`` (the keys the dashboard groups and
@@ -161,6 +178,7 @@ class WandbLogger:
 
         if dir is not None:
             Path(dir).mkdir(parents=True, exist_ok=True)
+            stage_in(dir)  # artifacts staged in the run's directory, not the user's home
 
         def init(mode):
             settings = wandb.Settings(

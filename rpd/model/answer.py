@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 from rpd.model.plan import Row
+from rpd.validation import required
 
 UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
 UNITS |= {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
@@ -56,10 +57,16 @@ def describe(r: Row) -> str:
     return f"{r.schedule}{v} with TP={r.TP}{sp}, S={r.S}, D={r.D}, M={r.M}{z}, recompute={r.recompute}"
 
 
+def _tokens_per_s(r: Row) -> float:
+    """A row without an error has its numbers: tokens/s, the key every choice here ranks by."""
+    return required("tokens_per_s", r.tokens_per_s)
+
+
 def _speed(r: Row, cap: float) -> str:
+    step_s, peak = required("step_time_s", r.step_time_s), required("peak_bytes", r.peak_bytes)
     return (
-        f"{r.tokens_per_s:,.0f} tokens/s, step {r.step_time_s * 1e3:,.1f} ms, MFU {r.mfu:.1%}, "
-        f"peak {max(r.peak_bytes) / 2**30:.1f} of {cap / 2**30:.1f} GiB"
+        f"{r.tokens_per_s:,.0f} tokens/s, step {step_s * 1e3:,.1f} ms, MFU {'n/a' if r.mfu is None else f'{r.mfu:.1%}'}, "
+        f"peak {max(peak) / 2**30:.1f} of {cap / 2**30:.1f} GiB"
     )
 
 
@@ -67,7 +74,7 @@ def choose(rows: list[Row]) -> tuple[Row | None, Row | None]:
     """(fastest synchronous row that fits, fastest row that fits) by tokens/s."""
     ok = [r for r in rows if r.error is None and r.fits]
     sync = [r for r in ok if r.synchronous is not False]
-    key = lambda r: r.tokens_per_s  # noqa: E731
+    key = _tokens_per_s
     return (max(sync, key=key) if sync else None), (max(ok, key=key) if ok else None)
 
 
@@ -82,7 +89,7 @@ def answer(rows: list[Row], cap: float, margin: float) -> list[str]:
     else:
         lines.append(f"no synchronous schedule fits in {cap / 2**30:.1f} GiB with a {margin:.0%} margin")
     if best is not best_sync and best.synchronous is False:
-        gain = best.tokens_per_s / best_sync.tokens_per_s - 1 if best_sync is not None else None
+        gain = _tokens_per_s(best) / _tokens_per_s(best_sync) - 1 if best_sync is not None else None
         more = f", {gain:+.0%} over the synchronous answer" if gain is not None else ""
         lines.append(
             f"fastest overall (asynchronous, gradients stale by up to {best.max_delay} updates, weights "
@@ -97,12 +104,12 @@ def knob_lines(tried: dict[str, list[Row]]) -> list[str]:
     for knob, rows in tried.items():
         fit = [r for r in rows if r.error is None and r.fits]
         if fit:
-            best = max(fit, key=lambda r: r.tokens_per_s)
+            best = max(fit, key=_tokens_per_s)
             names = sorted({r.schedule for r in fit})
             out.append(
                 f"  {knob}: {len(fit)} of {len(rows)} rows fit ({', '.join(names)}); fastest "
                 f"{best.schedule} M={best.M}, {best.tokens_per_s:,.0f} tokens/s, peak "
-                f"{max(best.peak_bytes) / 2**30:.1f} GiB"
+                f"{max(required('peak_bytes', best.peak_bytes)) / 2**30:.1f} GiB"
             )
         else:
             out.append(f"  {knob}: none of {len(rows)} rows fits")
@@ -112,13 +119,13 @@ def knob_lines(tried: dict[str, list[Row]]) -> list[str]:
 def breakdown_lines(r: Row, limit: int = 8) -> list[str]:
     """Bytes per rank by kind (GiB) of row ``r``: every rank up to ``limit`` ranks, else the first,
     the worst and the last."""
-    mem = r.memory
+    mem, peak = required("memory", r.memory), required("peak_bytes", r.peak_bytes)
     S = len(mem["weights"])
-    worst = max(range(S), key=lambda i: r.peak_bytes[i])
+    worst = max(range(S), key=lambda i: peak[i])
     ranks = list(range(S)) if S <= limit else sorted({0, worst, S - 1})
     head = "rank  " + "  ".join(f"{k:>16}" for k in (*KINDS, "peak")) + "  (GiB)"
     lines = [head]
     for i in ranks:
-        cells = [mem[k][i] / 2**30 for k in KINDS] + [r.peak_bytes[i] / 2**30]
+        cells = [mem[k][i] / 2**30 for k in KINDS] + [peak[i] / 2**30]
         lines.append(f"{i:>4}  " + "  ".join(f"{c:>16.2f}" for c in cells) + ("  worst" if i == worst else ""))
     return lines

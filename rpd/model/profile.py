@@ -1,4 +1,4 @@
-"""A model from a user's profile file: measured time and bytes per layer (docs/plan.md#the-plan-command).
+"""A model from a user's profile file: measured time and bytes per layer (docs/plan.md, "A measured model: profile files").
 
 JSON: ``{"name": ..., "tokens_per_microbatch": ..., "layers": [{...}, ...]}`` or just the list
 of layers. CSV: one row per layer with a header. Fields per layer:
@@ -95,6 +95,7 @@ def load_profile(path, tokens_per_microbatch: int | None = None) -> Model:
     if not path.is_file():
         raise FileNotFoundError(f"profile file not found: {path}")
     name, tokens = path.stem, tokens_per_microbatch
+    rows: object  # the layer rows: a list of objects, checked below
     if path.suffix.lower() == ".csv":
         with path.open(newline="") as fh:
             rows = list(csv.DictReader(fh))

@@ -14,64 +14,43 @@ from matplotlib.collections import PatchCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from rpd import registry
 from rpd.plotting.style import BWD_COLOR, FWD_COLOR, paper_style, save
 
 KIND_COLOR = {1: FWD_COLOR, 2: BWD_COLOR, 3: "#F58518", 4: "#B279A2"}
 KIND_LABEL = {1: "F", 2: "B", 3: "I", 4: "W"}
-MARKERS = dict(
-    gpipe="o",
-    **{"1f1b": "s"},
-    interleaved="D",
-    zb_h1="^",
-    zb_h2="v",
-    zb_v="<",
-    dualpipe_v=">",
-    chimera="P",
-    chimera_fd="P",  # Chimera's marker in its own colour
-    chimera_bh="P",
-    pipedream="X",
-    pipedream_2bw="*",
-    pipemare="h",
-    gems="p",
-    ampnet="8",
-    avgpipe="d",
-    wpipe="H",
-    zb_h2_pv="v",  # ZB-H2's marker in its own colour
-)
 R_TICKS = (0, 10, 25, 50, 100, 200, 500, 1000, 2000)  # E9's r_ideal axis, %
-# one colour per schedule, in MARKERS' order
-COLORS = [f"C{i}" for i in range(10)] + [
-    "#333333",
-    "#8B4513",
-    "#E7298A",
-    "#66A61E",
-    "#7570B3",
-    "#E6AB02",
-    "#1B9E77",
-    "#A6761D",
-]
 
 
-def schedule_gantt(panels: list[dict], path) -> Path:
+KIND_NAME = {1: "Forward", 2: "Backward", 3: "Backward (input, I)", 4: "Backward (weights, W)"}
+
+
+def schedule_gantt(panels: list[dict], path, wrap: float | None = None) -> Path:
     """One chart per schedule, ranks top to bottom; ``ops`` int [7, n] = kind, stage, mb, rank,
-    start, end, fused (ticks; ``scale`` ticks per F)."""
-    heights = [int(p["ops"][3].max()) + 2.2 for p in panels]
+    start, end, fused (ticks; ``scale`` ticks per F). ``wrap``: at most this many time units per
+    row; a longer chart goes on in further rows of equal span below (a long schedule keeps a
+    readable aspect instead of a strip). The legend names the op kinds drawn, no others."""
     T = max(int(p["ops"][5].max()) / p["scale"] for p in panels)
+    n_rows = 1 if wrap is None or T <= wrap else int(np.ceil(T / wrap))
+    span = float(np.ceil(T / n_rows))  # whole ticks per row
+    rows = [(p, k) for p in panels for k in range(n_rows)]
+    heights = [int(p["ops"][3].max()) + 2.2 for p, _ in rows]
     with paper_style():
-        fig = Figure(figsize=(max(10.0, 0.32 * T + 2.5), 0.42 * sum(heights)))
-        axes = fig.subplots(len(panels), 1, gridspec_kw={"height_ratios": heights}, squeeze=False)[:, 0]
-        for ax, p in zip(axes, panels):
-            _gantt(ax, p["ops"], p["scale"], p["title"])
+        fig = Figure(figsize=(max(10.0, 0.32 * span + 2.5), 0.42 * sum(heights)))
+        axes = fig.subplots(len(rows), 1, gridspec_kw={"height_ratios": heights}, squeeze=False)[:, 0]
+        for ax, (p, k) in zip(axes, rows):
+            _gantt(ax, p["ops"], p["scale"], p["title"] if k == 0 else f"{p['title']} (continued)")
             if "wasted" in p:
                 _post_validation(ax, p["ops"], p["wasted"], p["steps"], p["scale"])
-            ax.set_xlim(0, T)
-        handles = [Rectangle((0, 0), 1, 1, facecolor=c, edgecolor="black") for c in KIND_COLOR.values()]
+            ax.set_xlim(k * span, (k + 1) * span)
+        kinds = sorted({int(x) for p in panels for x in np.unique(p["ops"][0])} & set(KIND_NAME))
+        handles = [Rectangle((0, 0), 1, 1, facecolor=KIND_COLOR[k], edgecolor="black") for k in kinds]
         axes[0].legend(
             handles,
-            ["Forward", "Backward", "Backward (input, I)", "Backward (weights, W)"],
+            [KIND_NAME[k] for k in kinds],
             loc="lower left",
             bbox_to_anchor=(0.0, 1.25),
-            ncol=4,
+            ncol=len(kinds),
             frameon=True,
         )
         axes[-1].set_xlabel("Time (units of one stage's forward)")
@@ -107,6 +86,7 @@ def _gantt(ax, ops: np.ndarray, scale: int, title: str) -> None:
                 fontsize=6.5,
                 color="white",
                 fontweight="bold",
+                clip_on=True,  # a wrapped row shows only its span
             )
     ax.add_collection(PatchCollection(cells, facecolor=colors, edgecolor="black", linewidth=0.5))
     if up.any():  # hatched on top, in a light colour so the labels stay readable
@@ -145,37 +125,6 @@ def _post_validation(ax, ops: np.ndarray, wasted: np.ndarray, steps: np.ndarray,
     )
 
 
-NAMES = dict(
-    gpipe="GPipe",
-    **{"1f1b": "1F1B"},
-    interleaved="interleaved (v=2)",
-    zb_h1="ZB-H1",
-    zb_h2="ZB-H2",
-    zb_v="ZB-V",
-    dualpipe_v="DualPipeV",
-    chimera="Chimera",
-    chimera_fd="Chimera, fwd doubling",
-    chimera_bh="Chimera, bwd halving",
-    pipedream="PipeDream",
-    pipedream_2bw="PipeDream-2BW",
-    pipemare="PipeMare",
-    gems="GEMS",
-    ampnet="AMPNet",
-    avgpipe="AvgPipe",
-    wpipe="WPipe",
-    zb_h2_pv="ZB-H2 + post-val.",
-)
-
-
-SHORT = dict(
-    interleaved="interleaved",
-    pipedream_2bw="2BW",
-    zb_h2_pv="ZB-H2+PV",
-    chimera_fd="Chimera FD",
-    chimera_bh="Chimera BH",
-)
-
-
 def _weights_label(rows: list[dict], name: str) -> str:
     """Weights held on the busiest rank, in stages: "S" when it equals S at every S."""
     held = [(r["S"], r["weight_memory"]) for r in rows if r["schedule"] == name and r["status"] == "ok"]
@@ -198,8 +147,9 @@ def frontier_table_figure(
     band. Bottom: the table at S = ``table_S`` and the seeds' claims with their verdicts."""
     ok = [r for r in rows if r["status"] == "ok" and r["costs"] == costs]
     S_values = sorted({r["S"] for r in ok})
-    names = [n for n in MARKERS if any(r["schedule"] == n for r in ok)]
-    palette = dict(zip(MARKERS, COLORS))
+    table_S = table_S if table_S in S_values else max(S_values)  # a table of what was computed
+    names = list(dict.fromkeys(r["schedule"] for r in ok))  # the study's row order
+    style = {n: registry.style(n) for n in names}  # label, colour and marker from the registry
     width = 4.8 * len(S_values) + 2.6
     with paper_style():
         fig = Figure(figsize=(width, 15.2))
@@ -217,11 +167,11 @@ def frontier_table_figure(
                     ax.scatter(
                         [xy[0]],
                         [xy[1]],
-                        marker=MARKERS[name],
+                        marker=style[name].marker,
                         s=110 * 0.5**k,
                         zorder=3 + k,
-                        facecolors=palette[name] if face is None else "none",
-                        edgecolors=palette[name],
+                        facecolors=style[name].colour if face is None else "none",
+                        edgecolors=style[name].colour,
                         linewidths=1.3,
                     )
             ax.set_xscale("log", base=2)
@@ -243,11 +193,11 @@ def frontier_table_figure(
             mpl_lines.Line2D(
                 [],
                 [],
-                marker=MARKERS[n],
+                marker=style[n].marker,
                 linestyle="none",
                 markersize=8,
-                color=palette[n],
-                label=f"{NAMES[n]}  [w {_weights_label(rows, n)}]",
+                color=style[n].colour,
+                label=f"{style[n].title}  [w {_weights_label(rows, n)}]",
             )
             for n in names
         ]
@@ -276,9 +226,15 @@ def frontier_table_figure(
                 y = [100 * r["bubble_f_total"] for r in pts]
                 key = (tuple(x), tuple(np.round(y, 6)))
                 k = seen[key] = seen.get(key, -1) + 1
-                curves.setdefault(key, []).append(SHORT.get(name, NAMES[name]))
+                curves.setdefault(key, []).append(style[name].compact)
                 ax.plot(
-                    x, y, color=palette[name], linewidth=1.2, marker=MARKERS[name], markersize=9 * 0.7**k, zorder=3 + k
+                    x,
+                    y,
+                    color=style[name].colour,
+                    linewidth=1.2,
+                    marker=style[name].marker,
+                    markersize=9 * 0.7**k,
+                    zorder=3 + k,
                 )
             same = [" = ".join(v) for v in curves.values() if len(v) > 1]
             if same:
@@ -308,7 +264,8 @@ def frontier_table_figure(
             ax.text(
                 0.0,
                 0.2,
-                "The seeds' claims (ZOO.md), verdicts computed from these timelines:\n" + "\n".join(lines),
+                "The seeds' claims (docs/schedules.md#the-seeds-claims), verdicts computed from these timelines:\n"
+                + "\n".join(lines),
                 transform=ax.transAxes,
                 fontsize=9,
                 va="top",
@@ -330,14 +287,14 @@ def _table(ax, ok: list[dict], S: int, costs: str) -> None:
         "f_total %, p2p = 1 F (4S)",
     ]
     cells = []
-    for name in MARKERS:
+    for name in dict.fromkeys(r["schedule"] for r in ok):
         by_M = {r["M"]: r for r in ok if r["schedule"] == name and r["S"] == S and r["p2p"] == 0}
         lat = [r for r in ok if r["schedule"] == name and r["S"] == S and r["M"] == 4 * S and r["p2p"] == 1]
         if not by_M:
             continue
         q = by_M.get(4 * S)
         row = [
-            NAMES[name],
+            registry.style(name).title,
             " / ".join(_pct(by_M[m]["bubble_f_total"]) if m in by_M else "n/a" for m in (S, 4 * S, 16 * S)),
         ]
         if q is None:

@@ -232,8 +232,8 @@ def test_jobs_is_checked_before_any_work(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_quick_mode_end_to_end(tmp_path, capsys, monkeypatch):
-    """The README's main command at its default (quick) size: every figure of SPEC §9 is made.
-    The LM reads a generated text placed where the corpus cache would be (tests never depend on
+    """The README's main command at its default (quick) size: every figure of docs/science.md#the-papers-experiments is
+    made. The LM reads a generated text placed where the corpus cache would be (tests never depend on
     the downloaded corpus)."""
     words = ["the", "king", "shall", "speak", "of", "love", "and", "night", "to", "her", "lord"]
     rng = np.random.default_rng(0)

@@ -63,9 +63,9 @@ def test_to_xarray_dims_coords_traces_and_attrs():
     np.testing.assert_array_equal(ds["diverged"].values, r.diverged)
     assert ds["diverged"].dims == ("gamma",) and ds["diverged"].values.tolist() == [False, False, True]
     assert ds["x_final"].dims == ("gamma", "d")
-    # a [G, ...] trace shares the gamma dim; a per-microbatch one keeps its own
-    assert ds["loss_z"].dims == ("gamma", "loss_z_dim_1")
-    assert ds["loss_time"].dims == ("loss_time_dim_0",) and ds["loss_time"].dtype == np.int32
+    # named dims: LocalSGD's per-microbatch losses beside their time steps share "microbatch"
+    assert ds["loss_z"].dims == ("gamma", "microbatch")
+    assert ds["loss_time"].dims == ("microbatch",) and ds["loss_time"].dtype == np.int32
     # JSON-able meta only (NumPy scalars as Python numbers), plus what names the data
     assert ds.attrs == {"S": 4, "objective": "q", "method": "pd", "axis_name": "sim_time"}
     json.dumps(ds.attrs)

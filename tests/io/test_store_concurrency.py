@@ -1,5 +1,5 @@
-"""The results store with two writers of one key, readers that cannot write, and the umask
-(issue 13, item 4): real processes race on one run directory."""
+"""The results store with two writers of one key, readers that cannot write, and the umask:
+real processes race on one run directory."""
 
 import os
 import stat

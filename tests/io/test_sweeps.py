@@ -1,4 +1,4 @@
-"""Sweeps into tables (issue 12, item 2): rpd.io.sweeps.load_sweep on a real multirun, the job
+"""Sweeps into tables: rpd.io.sweeps.load_sweep on a real multirun, the job
 directories' links to their runs, the end-of-sweep summary, ``python -m rpd.io.sweeps ls``, the
 example sweep written as hydra.sweeper.params, and main's return value for optimising sweepers."""
 
@@ -131,9 +131,12 @@ def test_sweep_counts_and_swept():
     import pandas as pd
 
     df = pd.DataFrame(
-        {"status": ["ok", "diverged", "failed", "no result", "ok"], "skipped": [False, False, False, False, True]}
+        {
+            "status": ["ok", "diverged", "failed", "no result", "ok", "not finished"],
+            "skipped": [False, False, False, False, True, False],
+        }
     )
-    assert sweeps.sweep_counts(df) == {"total": 5, "done": 2, "skipped": 1, "failed": 2}
+    assert sweeps.sweep_counts(df) == {"total": 6, "done": 2, "skipped": 1, "failed": 2, "not_finished": 1}
     assert sweeps.swept(["a=1 b=2 c=3", "a=2 b=2 c=3"]) == ["a=1", "a=2"]
 
 

@@ -1,0 +1,138 @@
+"""Hydra composition mistakes in one line, before hydra creates a run or sweep folder.
+
+``one_line(main, config_name)`` wraps an entry point's ``@hydra.main`` function: it composes the
+command line's config first (hydra's compose API, every value of each swept override in turn)
+and, when hydra cannot compose it, prints one line naming the group or key and the nearest valid
+choices (:mod:`difflib`) and exits with status 2, like every other refusal
+(:func:`experiments.checks.refuse`):
+
+    error: schedule=zbh1: no such schedule; nearest: zb_h1, zb_h2, zb_v (configs/schedule/)
+    error: schedule.SS: no such key in schedule; nearest: S (keys: D, H, M, N, R, S, T, ...)
+
+Nothing is written: the check runs before hydra's own composition, so a refused command leaves
+no ``outputs/`` or ``multirun/`` folder. ``RPD_DEBUG=1`` skips the check (hydra's own report).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import os
+import sys
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra._internal.utils import get_args_parser
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException, MissingConfigException, OverrideParseException
+from omegaconf.errors import OmegaConfBaseException
+
+from experiments import config  # noqa: F401  (registers the schemas the configs compose onto)
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+def nearest(word: str, choices, n: int = 3) -> list[str]:
+    """The choices closest to ``word`` (difflib), best first; case-insensitive."""
+    by_lower = {str(c).lower(): str(c) for c in choices}
+    close = [by_lower[m] for m in difflib.get_close_matches(word.lower(), list(by_lower), n=n, cutoff=0.5)]
+    stem = word.lower()  # else the choices sharing its longest prefix (2+ characters): e3x -> e3_nesterov
+    while not close and len(stem) >= 2:
+        close = [c for low, c in by_lower.items() if low.startswith(stem)][:n]
+        stem = stem[:-1]
+    return close
+
+
+def _combinations(overrides: list[str]) -> list[list[str]]:
+    """The override lists to compose: each sweep at its first value, then every other value of
+    each sweep with the rest at their first (1 + the extra values, not the whole product)."""
+    parser = OverridesParser.create()
+    parsed = []
+    for text in overrides:
+        try:
+            parsed += parser.parse_overrides([text])
+        except OverrideParseException as exc:
+            raise ValueError(f"{text}: {str(exc).splitlines()[0]}") from None
+    values = []
+    for text, o in zip(overrides, parsed):
+        if o.is_sweep_override():
+            try:
+                items = [f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()]
+            except Exception:  # interval(...) and other sweeps with no listed values: not checked
+                items = []
+            values.append(items or [None])
+        else:
+            values.append([text])
+    base = [v[0] for v in values]
+    runs = [base]
+    for i, items in enumerate(values):
+        for v in items[1:]:
+            runs.append(base[:i] + [v] + base[i + 1 :])
+    return [[o for o in r if o is not None] for r in runs]
+
+
+def message(exc: BaseException, overrides: list[str]) -> str:
+    """One line for a composition error of ``overrides``."""
+    if isinstance(exc, MissingConfigException) and exc.options is not None:
+        group, _, name = str(exc.missing_cfg_file).rpartition("/")
+        near = nearest(name, exc.options)
+        hint = f"nearest: {', '.join(near)}" if near else f"choices: {', '.join(exc.options)}"
+        return f"{group}={name}: no such {group}; {hint} (configs/{group}/)"
+    cause = exc.__cause__ if isinstance(exc.__cause__, OmegaConfBaseException) else exc
+    key = getattr(cause, "full_key", None)
+    kind = getattr(cause, "object_type", None)
+    first = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+    if key and type(cause).__name__ in ("ConfigAttributeError", "ConfigKeyError") and dataclasses.is_dataclass(kind):
+        parent, _, leaf = key.rpartition(".")
+        fields = sorted(f.name for f in dataclasses.fields(kind))
+        near = nearest(leaf, fields)
+        where = f"in {parent}" if parent else "at the top level"
+        hint = f"nearest: {', '.join(f'{parent}.{k}' if parent else k for k in near)}; " if near else ""
+        return f"{key}: no such key {where}; {hint}keys: {', '.join(fields)}"
+    if key:
+        given = next((o for o in overrides if o.lstrip("+~").split("=", 1)[0] == key), key)
+        return f"{given}: {first}"
+    return first
+
+
+def check(config_name: str, argv: list[str]) -> str | None:
+    """None when hydra composes ``config_name`` with the command line ``argv`` (every value of
+    each sweep); else the one-line message. Help, ``--cfg`` and other config directories are
+    left to hydra."""
+    try:
+        args = get_args_parser().parse_args(argv)
+    except SystemExit:  # hydra's own parser reports its usage errors
+        return None
+    if args.help or args.hydra_help or args.cfg or args.info or args.shell_completion:
+        return None
+    if args.config_path or args.config_dir:
+        return None
+    name = args.config_name or config_name
+    try:
+        runs = _combinations(list(args.overrides))
+    except ValueError as exc:  # an override hydra's grammar cannot parse
+        return str(exc)
+    for overrides in runs:
+        try:
+            with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+                compose(name, overrides=overrides)
+        except (HydraException, OmegaConfBaseException) as exc:
+            return message(exc, overrides)
+    return None
+
+
+def one_line(main, config_name: str):
+    """``main`` (an ``@hydra.main`` function) behind :func:`check` of ``sys.argv``: a
+    composition error is one line on stderr and exit status 2, before hydra writes anything."""
+
+    @functools.wraps(main)
+    def wrapped(*a, **kw):
+        if not a and not kw and os.environ.get("RPD_DEBUG", "").strip() in ("", "0"):
+            error = check(config_name, sys.argv[1:])
+            if error is not None:
+                print(f"error: {error}", file=sys.stderr, flush=True)
+                raise SystemExit(2)
+        return main(*a, **kw)
+
+    return wrapped

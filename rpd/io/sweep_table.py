@@ -1,0 +1,113 @@
+"""The sweep table's columns beyond a run's own: a column for every override a sweep varies
+(:func:`swept_columns`), any key of the runs' summary.json on request (:func:`summary_column`),
+used by :mod:`rpd.io.sweeps`."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+from rpd.io import store
+
+# a swept override already shown by a column of its own
+OVERRIDE_COLUMNS = {
+    "method": "method",
+    "schedule": "schedule",
+    "objective": "objective",
+    "costs": "costs",
+    "optimizer": "optimizer",
+    "optimizer.correction": "correction",
+    "schedule.S": "S",
+    "schedule.M": "M",
+    "schedule.H": "H",
+    "schedule.N": "N",
+    "schedule.T": "T",
+    "method.delta": "delta",
+}
+
+
+def _override_items(text) -> dict[str, str]:
+    items = {}
+    for token in str(text or "").split():
+        key, sep, value = token.partition("=")
+        key = key.lstrip("+~")
+        if sep and not key.startswith("hydra"):
+            items[key] = value
+    return items
+
+
+def swept_columns(overrides) -> dict[str, list]:
+    """A column for every override key whose value differs between the jobs (``overrides``: the
+    job's override strings) and that no column of :data:`SWEEP_COLUMNS` already shows
+    (:data:`OVERRIDE_COLUMNS`): named by the key (``method.gamma_lo``), valued by each job's
+    override (None where a job has none)."""
+    items = [_override_items(o) for o in overrides]
+    keys = sorted({k for i in items for k in i})
+    varied = [k for k in keys if len({i.get(k) for i in items}) > 1 and k not in OVERRIDE_COLUMNS]
+    return {k: [_scalar(i.get(k)) for i in items] for k in varied}
+
+
+def _scalar(text):
+    if text is None or text.lower() in ("none", "null"):
+        return None
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def summary_column(df, key: str) -> list:
+    """Summary key ``key`` (any key of a run's summary.json) of each row's stored run (None where
+    the row has no complete run or its summary lacks the key); a list value as its text."""
+    out = []
+    for result in df["result"]:
+        complete = store._read_complete(Path(result)) if isinstance(result, str) else None
+        value = json.loads(complete[1]["summary.json"]).get(key) if complete is not None else None
+        out.append(json.dumps(value) if isinstance(value, (list, dict)) else value)
+    return out
+
+
+WIDE = 32  # a text cell wider than this is abbreviated in the terminal
+
+
+def _abbreviate(text: str, width: int) -> str:
+    if len(text) <= width:
+        return text
+    if "/" in text and " " not in text:  # a path: its last part names it (a run's hash)
+        return "…/" + text.rstrip("/").rsplit("/", 1)[-1][-(width - 2) :]
+    return text[: width - 1] + "…"
+
+
+def for_terminal(df, width: int = WIDE, collapse: bool = True):
+    """``df`` as the terminal shows it. A column that holds one value in every row leaves the
+    table for a line above it (``collapse``; always for a text column wider than ``width``,
+    such as ``T_rule``): the short ones share one line ``every row: method=pd costs=unit ...``,
+    a wide one has its own. The other wide text cells are abbreviated (a path to its last
+    part, text to ``width`` characters ending in …). Returns (table, lines above it); the
+    full text of every abbreviated column is in ``table.attrs["full_text"]`` (and in
+    ``--csv``), the lifted columns and their values in ``attrs["constant"]``."""
+    table = df.copy()
+    full, constant, lines, short = {}, {}, [], []
+    for col in list(table.columns):
+        values = table[col]
+        text = values.dropna()
+        wide = len(text) and all(isinstance(v, str) for v in text) and text.astype(str).str.len().max() > width
+        one = len(table) > 1 and values.notna().all() and values.astype(str).nunique() == 1 and col != "job"
+        if one and (wide or collapse):
+            constant[col] = values.iloc[0]
+            if wide:
+                lines.append(f"{col}: {values.iloc[0]}")
+            else:
+                short.append(f"{col}={values.iloc[0]}")
+            table = table.drop(columns=col)
+            continue
+        if not wide:
+            continue
+        full[col] = list(values)
+        table[col] = [v if not isinstance(v, str) else _abbreviate(v, width) for v in values]
+    table.attrs.update(full_text=full, constant=constant)
+    every = textwrap.wrap(f"every row: {' '.join(short)}", 100, subsequent_indent="  ") if short else []
+    return table, every + lines

@@ -1,0 +1,77 @@
+"""Hydra composition mistakes are one line naming the group or key and the nearest valid
+choices, exit status 2, and leave no run or sweep folder (experiments.compose_check)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from hydra_helpers import ROOT
+
+from experiments import compose_check
+
+
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (["schedule=zbh1"], "schedule=zbh1: no such schedule; nearest: zb_h1, zb_h2, zb_v (configs/schedule/)"),
+        (
+            ["objective=random_quadatic"],
+            "objective=random_quadatic: no such objective; nearest: random_quadratic, nesterov_quadratic "
+            "(configs/objective/)",
+        ),
+        (
+            ["-m", "method=pd", "schedule=gpipe,1fb1,zb_h1"],
+            "schedule=1fb1: no such schedule; nearest: 1f1b (configs/schedule/)",
+        ),
+    ],
+)
+def test_a_missing_choice_names_its_group_and_the_nearest_choices(argv, line):
+    assert compose_check.check("train", argv) == line
+
+
+def test_an_unknown_key_names_the_nearest_keys_and_never_suggests_adding_it():
+    msg = compose_check.check("train", ["schedule=zb_h1", "schedule.SS=4"])
+    assert msg.startswith("schedule.SS: no such key in schedule; nearest: schedule.S; keys: D, H, M, N, R, S, T,")
+    assert "+schedule.SS" not in msg and "\n" not in msg
+    assert compose_check.check("train", ["method.gama_hi=3"]).startswith(
+        "method.gama_hi: no such key in method; nearest: method.gamma_hi, method.gamma_lo"
+    )
+    assert compose_check.check("train", ["schedule.S=abc"]) == (
+        "schedule.S=abc: Value 'abc' of type 'str' could not be converted to Integer"
+    )
+
+
+def test_a_config_hydra_composes_passes_untouched():
+    assert compose_check.check("train", ["-m", "method=pd,rpd", "schedule.S=2,4", "schedule=1f1b"]) is None
+    assert compose_check.check("train", ["--help"]) is None
+    assert compose_check.check("chart", ["schedule=zb_h1", "schedule.S=4"]) is None
+    assert compose_check.nearest("zbh1", ["zb_h1", "gpipe"]) == ["zb_h1"]
+
+
+def test_the_wrapper_prints_one_line_and_exits_2_before_main(monkeypatch, capsys):
+    called = []
+    wrapped = compose_check.one_line(lambda: called.append(1), "train")
+    monkeypatch.setattr(sys, "argv", ["experiments.train", "schedule=zbh1"])
+    with pytest.raises(SystemExit) as exit_:
+        wrapped()
+    assert exit_.value.code == 2 and called == []
+    err = capsys.readouterr().err
+    assert err == "error: schedule=zbh1: no such schedule; nearest: zb_h1, zb_h2, zb_v (configs/schedule/)\n"
+
+
+def test_a_bad_sweep_leaves_no_folder(tmp_path):
+    """The issue's 59-line multirun: one line, exit 2, no multirun/ (nor outputs/) folder."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("RPD_DEBUG", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.train", "-m", "schedule=gpipe,1fb1,zb_h1", f"results_root={tmp_path}/r"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr == "error: schedule=1fb1: no such schedule; nearest: 1f1b (configs/schedule/)\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

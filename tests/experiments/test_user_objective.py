@@ -1,0 +1,125 @@
+"""A user's objective (``objective._target_``) is stored under its own name and sizes, and the
+worked example of docs/api.md ("Writing your own objective") runs as written."""
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import numpy as np
+from hydra_helpers import ROOT
+
+from experiments import objectives as objective_of
+from experiments import train
+from rpd.io import sweeps
+
+DOC = (ROOT / "docs" / "api.md").read_text()
+
+
+def _section_blocks(lang: str) -> list[str]:
+    section = DOC.split("## Writing your own objective", 1)[1]
+    return re.findall(rf"```{lang}\n(.*?)```", section, re.S)
+
+
+def _write_module(tmp_path):
+    (module,) = _section_blocks("python")
+    (tmp_path / "pseudo_huber.py").write_text(module)
+    return tmp_path
+
+
+def test_given_args_are_the_objective_keys_of_the_overrides():
+    assert objective_of.given_args(
+        ["objective._target_=m.make", "objective.n=40", "+objective.delta=2", "schedule.S=4", "objective.options.x=1"]
+    ) == ["delta", "n"]
+
+
+def test_docs_example_runs_from_the_command_line_under_its_own_name_and_sizes(tmp_path):
+    """The docs' module and command, run as a user would (hydra's command line): the factory's
+    own defaults n = 400, d = 64, batch size 10 (not random_quadratic's 2000, 512, 100) reach the
+    key, config.json, summary.json and the sweep table."""
+    _write_module(tmp_path)
+    (command,) = [line for b in _section_blocks("bash") for line in b.splitlines() if "experiments.train" in line]
+    args = shlex.split(command)[3:]  # after "python -m experiments.train"
+    env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{tmp_path}", RPD_JAX_CACHE="0")
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.train", *args, f"results_root={tmp_path / 'results'}"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run,) = [p for p in (tmp_path / "results" / "train").iterdir() if p.is_dir()]
+    config = json.loads((run / "config.json").read_text())
+    summary = json.loads((run / "summary.json").read_text())
+    assert config["objective"]["_target_"] == "pseudo_huber.make"
+    assert (config["objective"]["name"], config["objective"]["n"], config["objective"]["D"]) == (
+        "pseudo_huber",
+        400,
+        64,
+    )
+    assert config["objective"]["batch_size"] == 10 and config["objective"]["args"] == {}
+    assert (summary["objective"], summary["D"], summary["objective/n"], summary["objective/batch_size"]) == (
+        "pseudo_huber",
+        64,
+        400,
+        10,
+    )
+    df = sweeps.load_sweep(tmp_path / "results" / "train")
+    assert list(df["objective"]) == ["pseudo_huber"]
+    # the curve is the docs' pseudo-Huber loss: its start is f(0) on the factory's own data
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import pseudo_huber
+
+        obj = pseudo_huber.make(S=4)
+        np.testing.assert_allclose(summary["f0"], float(obj.full_loss(obj.x0)), rtol=1e-12)  # jit vs eager
+    finally:
+        sys.path.remove(str(tmp_path))
+
+
+def test_keys_given_reach_the_factory_and_split_the_key(tmp_path):
+    """From Python with a plain dict: the objective keys given are the factory's arguments (n
+    and batch_size here, d keeps its default) and the key holds them."""
+    _write_module(tmp_path)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        base = {
+            "schedule": {"S": 2, "N": 8},
+            "method": {"gamma_lo": -3, "gamma_hi": -3},
+            "results_root": str(tmp_path / "results"),
+        }
+        out = train.run({**base, "objective": {"_target_": "pseudo_huber.make", "n": 40, "batch_size": 5}})
+        key = json.loads((out.path / "config.json").read_text())["objective"]
+        assert key["args"] == {"n": 40, "batch_size": 5} and (key["n"], key["D"], key["batch_size"]) == (40, 64, 5)
+        assert out.summary["objective"] == "pseudo_huber" and out.summary["objective/n"] == 40
+        other = train.run({**base, "objective": {"_target_": "pseudo_huber.make", "n": 80, "batch_size": 5}})
+        assert other.path != out.path and other.summary["objective/n"] == 80
+        assert not np.array_equal(other.curves["loss/f_minus_fstar"], out.curves["loss/f_minus_fstar"])
+    finally:
+        sys.path.remove(str(tmp_path))
+
+
+def test_a_required_argument_comes_from_the_config(tmp_path):
+    """A factory parameter without a default is always given (the config's value); one with a
+    default only when the key is given."""
+    (tmp_path / "needs_n.py").write_text(
+        "from rpd import objectives\n"
+        "calls = []\n"
+        "def make(S, n, d=12, batch_size=4, seed=3):\n"
+        "    calls.append(dict(S=S, n=n, d=d, batch_size=batch_size, seed=seed))\n"
+        "    return objectives.random_quadratic(n, d, S, batch_size, seed=seed)\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import needs_n
+
+        o = train.checks.typed({"objective": {"_target_": "needs_n.make", "n": 200, "args": ["batch_size"]}}).objective
+        assert objective_of.user_args(o) == {"n": 200, "batch_size": 100}  # n required; batch_size listed
+        objective_of.build_objective(o, 2)
+        assert needs_n.calls == [dict(S=2, n=200, d=12, batch_size=100, seed=3)]
+    finally:
+        sys.path.remove(str(tmp_path))
