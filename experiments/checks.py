@@ -10,6 +10,7 @@ objects a config stands for (:func:`~experiments.specs.cost_model`,
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import sys
 import typing
@@ -30,6 +31,7 @@ from experiments.objectives import user_factory
 from experiments.specs import objective_blocks, optimizer_of, outer_optimizer_of, run_spec
 from rpd import registry
 from rpd.analysis import tuning
+from rpd.analysis.simtime import CLOCK_POINTS
 from rpd.io.tracking import MODES
 from rpd.objectives.nanochat import stage_sizes
 from rpd.runtime import budget
@@ -69,14 +71,17 @@ def validate(cfg) -> None:
 # The LM's vocabulary is only known once its text is read; the estimate assumes this many
 # characters (the Shakespeare corpus has 84).
 LM_VOCAB_ESTIMATE = 128
-TIMELINE_BYTES_PER_CELL = 16  # a [T, S] cell: op, microbatch, stage grids and the readiness loop's state
+OP_TABLE_BYTES = 96  # one op of a timeline: its rank, stage, microbatch, kind, start and end, and the timer's state
+VALUE_BYTES = 16  # a recorded value (float64) and its time (int64)
 
 
 def memory_terms(cfg) -> list[budget.Term]:
-    """The big allocations of a checked config as ``rpd.runtime.budget.Term`` s: the objective's data,
-    the timeline's [T, S] grids (T bounded from N, S, the schedule's shape and the largest op
-    cost), the method's state for the whole γ grid (PD's history ring and NOAM gradient slots,
-    RPD's δ + 1 versions, LocalSGD's R replicas and padded rounds) and the LM's activations."""
+    """The big allocations of a checked config as ``rpd.runtime.budget.Term`` s, each with the
+    user's values of the fields that set it: the objective's data, the schedule's op table, the
+    curves at the update events and their per-tick reading (bounded by the events, not by the
+    costs' resolution: docs/science.md#simulated-time-at-events), the method's state for the
+    whole γ grid (PD's history ring and NOAM gradient slots, RPD's δ + 1 versions, LocalSGD's R
+    replicas and padded rounds) and the LM's activations."""
     o, s = cfg.objective, cfg.schedule
     spec = run_spec(cfg)
     p = spec.pipeline.params
@@ -90,33 +95,49 @@ def memory_terms(cfg) -> list[budget.Term]:
     else:
         D, width, item = int(o.d), ("objective.d",), 8
     c = cfg.costs
-    tick = max(max(_flat(v)) for v in (c.F, c.B, c.I, c.W, c.FB, 1) if v is not None)
-    tick += int(c.p2p) + int(c.straggler_ticks)
+    given = [x for f in ("F", "B", "I", "W", "FB") if getattr(c, f) is not None for x in _flat(getattr(c, f))]
+    tick = max(given + [1]) + int(c.p2p) + int(c.straggler_ticks)
+    # Every op boundary is a sum of costs, so their gcd divides the clock's resolution.
+    gcd = math.gcd(*given, int(c.p2p), int(c.straggler_ticks)) or 1
     noam = p.noam if p.noam is not None else S
+    v = int(p.v or 1)
     if p.T is not None:
         T, by = int(p.T), ("schedule.T", "schedule.S")
+        ops = T * S * v  # at most one op per rank and unit tick
     else:
         N = int(p.N)
-        if spec.pipeline.name == "local_sgd":
+        if spec.pipeline.entry.semantics.runner == "replicas":
             T = 2 * N + -(-N // (p.R * p.H)) * (2 * S - 2)
         elif noam < S:
             T = 2 * N * -(-S // noam) + 2 * S
         else:  # one warm-up and drain per flush (one in all for the asynchronous streams)
             flushes = -(-N // p.M) if registry.SCHEDULES[spec.pipeline.name].flush else 1
-            T = (2 * N + flushes * 2 * S) * (p.v or 1)
+            T = (2 * N + flushes * 2 * S) * v
         by = ("schedule.N", "schedule.S") + (("schedule.noam",) if noam < S else ())
-    if tick > 1:  # the ops' costs stretch every tick of the timeline: name the fields that did
-        by += tuple(
-            f"costs.{f}"
-            for f in ("F", "B", "I", "W", "FB", "p2p", "straggler_ticks")
-            if getattr(c, f) is not None and max(_flat(getattr(c, f))) > (0 if f in ("p2p", "straggler_ticks") else 1)
-        )
-    terms = [budget.Term("timeline [T, S] grids", by, T * tick * S * TIMELINE_BYTES_PER_CELL)]
+        ops = 3 * N * S * v  # F, and B or its halves I and W, per microbatch and stage
+    # Curves are recorded at the update events (at most one per op, plus syncs), whatever the
+    # resolution of the clock; the per-tick reading of the stored run (rpd.analysis.simtime.on_clock)
+    # has at most one point per clock tick, the clock's ticks being multiples of the costs' gcd.
+    runs = G * max(1, len(cfg.method.seeds))
+    events = ops + 2
+    ticks = T * tick // gcd
+    points = min(ticks, max(CLOCK_POINTS, 16 * events))
+    costs_by = tuple(
+        f"costs.{f}"
+        for f in ("F", "B", "I", "W", "FB", "p2p", "straggler_ticks")
+        if getattr(c, f) is not None and max(_flat(getattr(c, f))) > (0 if f in ("p2p", "straggler_ticks") else 1)
+    )
+    grid = ("method.gammas",) if cfg.method.gammas is not None else ("method.gamma_lo", "method.gamma_hi")
+    terms = [
+        budget.Term("schedule op table", by, ops * OP_TABLE_BYTES),
+        budget.Term("curves and traces at the update events", by + grid, runs * events * VALUE_BYTES),
+        budget.Term("curves read per clock tick", by + costs_by + grid, runs * points * VALUE_BYTES),
+    ]
     if lm:
         # Per gradient, per token and stage: ~32 width-sized values and the attention scores
         # (XLA's temporaries for E5's paper-size LocalSGD, 80 gradients at once: 5668 MiB, i.e.
         # 71 MiB per gradient against 68 MiB here). LocalSGD computes R of them per γ at once.
-        local = spec.pipeline.name == "local_sgd"
+        local = spec.pipeline.entry.semantics.runner == "replicas"
         acts = (p.R if local else 1) * G * o.batch_size * o.seq_len * (32 * o.width + o.heads * o.seq_len) * S * item
         terms.append(
             budget.Term(
@@ -135,7 +156,7 @@ def memory_terms(cfg) -> list[budget.Term]:
         terms.append(
             budget.Term("RPD history ring", ("method.delta",) + width, G * (spec.options.delta + 1) * D * item)
         )
-    elif spec.pipeline.name == "local_sgd":
+    elif spec.pipeline.entry.semantics.runner == "replicas":
         terms.append(budget.Term("LocalSGD replicas", ("schedule.R",) + width, G * p.R * D * item))
         rounds = -(-int(p.N or T) // (p.R * p.H)) * p.R * p.H
         terms.append(budget.Term("LocalSGD rounds", ("schedule.R", "schedule.H"), rounds * 8 * 4))
@@ -143,7 +164,14 @@ def memory_terms(cfg) -> list[budget.Term]:
         terms.append(
             budget.Term("history ring and gradient slots", ("schedule.noam",) + width, G * (2 * noam + 2) * D * item)
         )
-    return terms
+    return [t._replace(values=tuple(_shown(cfg, f) for f in t.fields)) for t in terms]
+
+
+def _shown(cfg, field: str) -> str:
+    value = OmegaConf.select(cfg, field) if isinstance(cfg, DictConfig) else None
+    if field == "method.gammas":
+        return f"{len(gammas(cfg.method))} γ"
+    return f"{field}={_value(value)}"
 
 
 def _flat(v) -> list[int]:

@@ -39,6 +39,7 @@ def cost_model(c) -> CostModel:
         allreduce=(alpha, beta),
         straggler=(p, ticks) if p > 0 and ticks > 0 else None,
         seed=c.seed,
+        unit=getattr(c, "unit", "tick"),
     )
 
 

@@ -33,17 +33,21 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from experiments import checks, specs, sweep, wandb_log
+from experiments import checks, compose_check, specs, sweep, wandb_log
 from experiments import config as C
 from experiments import objectives as objective_of
 from rpd import registry
 from rpd.analysis import simtime, tuning
 from rpd.io import provenance, store, tracking
 from rpd.objectives import corpus
+from rpd.results import EVENTS, value_at
 from rpd.runtime import compile_cache
 from rpd.runtime.interrupt import run_main
 
 log = logging.getLogger(__name__)
+# The stored curves' format: 2 records them at the update events (axis/events, events/curve) and
+# after every clock tick read off them (axis/sim_time); a run stored before (per tick) is recomputed.
+STORE_FORMAT = 2
 
 
 class TrainOutcome(NamedTuple):
@@ -62,17 +66,22 @@ def _v(x):
     return C._value(x)
 
 
-def run_config(cfg) -> dict:
+def run_config(cfg, obj=None) -> dict:
     """The resolved config that identifies a run (its results-store key and config.json):
     objective, method, schedule and costs, with what the run does not read set to null and the
     defaults it resolves filled in (``rpd.registry.prepare``), so e.g. ``schedule.H`` does not
-    split PD runs. The LM's key holds the SHA-256 of its text (``rpd.objectives.corpus.identity``). Logger,
-    paths and the experiment name are left out."""
+    split PD runs. The LM's key holds the SHA-256 of its text (``rpd.objectives.corpus.identity``).
+    A user's objective (``objective._target_``) is keyed by its import path, the arguments it is
+    called with and the built objective's own name and sizes (``obj``, built here when None;
+    ``experiments.objectives.identity``). Logger, paths and the experiment name are left out."""
     full = specs.to_container(cfg)
     key = {k: full[k] for k in ("objective", "method", "schedule", "costs")}
     o, m = key["objective"], key["method"]
-    if o.get("_target_"):  # a user's objective: every key may reach it, so all are kept
-        pass
+    o.pop("args", None)
+    if o.get("_target_"):
+        if obj is None:
+            obj = objective_of.build_objective(cfg.objective, specs.objective_blocks(cfg))
+        key["objective"] = o = objective_of.identity(cfg.objective, obj)
     elif o["name"] == "nanochat":
         o.update(n=None, d=None, mu=None, condition_number=None, lam=None)
         try:  # another text is another run
@@ -100,10 +109,13 @@ def run_config(cfg) -> dict:
     params = dataclasses.asdict(spec.pipeline.params)
     if params["local_steps"] is None:  # one local step (DDP): the key such runs had before the field
         del params["local_steps"]
+    if not params["params"]:  # no parameters of its own: the key such runs had before the field
+        del params["params"]
     key["schedule"] = dict(name=spec.pipeline.name, **params)
     if cfg.compare_T is not None:  # the curves are cut there: another result
         key["compare_T"] = {"T": int(cfg.compare_T), "cut": cfg.schedule.cut or "end"}
     key["code"] = "any" if cfg.reuse_other_code else provenance.code_identity()
+    key["format"] = STORE_FORMAT  # how curves are stored: runs of another format are recomputed
     return key
 
 
@@ -131,12 +143,14 @@ def _stack(arrays: list) -> np.ndarray | None:
     return None
 
 
-def train(cfg) -> tuple[dict, dict, str]:
-    """The computation of one job (no I/O): curves, summary and status ("ok" / "diverged")."""
+def train(cfg, obj=None) -> tuple[dict, dict, str]:
+    """The computation of one job (no I/O): curves, summary and status ("ok" / "diverged").
+    ``obj``: the objective when already built (a user's, for its key), else built here."""
     t0 = time.perf_counter()
     grid = checks.gammas(cfg.method)
     spec = specs.run_spec(cfg)
-    obj = objective_of.build_objective(cfg.objective, specs.objective_blocks(cfg))
+    if obj is None:
+        obj = objective_of.build_objective(cfg.objective, specs.objective_blocks(cfg))
     lm = obj.name == "nanochat"
     results, sim_time, block_update, extra = [], None, None, {}
     if cfg.compare_T is not None and spec.pipeline.timeline(obj).T < cfg.compare_T:
@@ -148,6 +162,15 @@ def train(cfg) -> tuple[dict, dict, str]:
         out = registry.run(spec, obj, grid, int(seed))
         results.append(out.result)
         sim_time, block_update, extra = out.sim_time, out.block_update, out.extra
+    events = {}
+    if sim_time is not None and results[0].meta.get("time_axis") == EVENTS:
+        # Recorded at the update events; stored so (axis/events), and read after every clock
+        # tick (the timeline's resolution: the same points whatever unit the costs are in) for
+        # the curves, the γ rules and the tables, through the one "last event at or before t".
+        events = {"axis/events": np.asarray(sim_time, np.int64), "events/curve": np.stack([r.curve for r in results])}
+        results = [simtime.on_clock(r, spec.pipeline.timeline(obj)) for r in results]
+        block_update = value_at(sim_time, np.asarray(block_update), results[0].axis)
+        sim_time = results[0].axis
     if cfg.compare_T is not None and sim_time is not None:  # protocol (i): every row cut at one T
         keep = np.asarray(sim_time) <= simtime.last_time(cfg.compare_T, cfg.schedule.cut or "end")
         results = [dataclasses.replace(r, axis=r.axis[keep], curve=r.curve[:, keep]) for r in results]
@@ -163,6 +186,7 @@ def train(cfg) -> tuple[dict, dict, str]:
     }
     if sim_time is not None:
         curves["axis/sim_time"] = np.asarray(sim_time, np.int64)
+    curves.update(events)
     for k in results[0].traces:
         stacked = _stack([r.traces[k] for r in results])
         if stacked is not None:
@@ -188,7 +212,9 @@ def train(cfg) -> tuple[dict, dict, str]:
         "costs": costs_label(cfg.costs),
         "S": int(cfg.schedule.S),
         "T_rule": cfg.T_rule if cfg.compare_T is not None else None,
-        "updates": int(block_update[-1]),
+        "updates": int(block_update[-1]),  # block updates by T (N: the microbatches run in all)
+        # of T and the curves' axis: the costs' unit (costs.unit: tick, ns, us, ms, s)
+        "time_unit": _v(cfg.costs.unit) if sim_time is not None else "block_update",
         "compare": _v(cfg.compare),
         "git_commit": head,
         "git_dirty": dirty,
@@ -198,6 +224,7 @@ def train(cfg) -> tuple[dict, dict, str]:
         "tuning/gamma": sel.gamma,
         "tuning/rule": sel.rule,
         "tuning/index": sel.index,
+        "tuning/flag": gamma_flag(sel.index, grid, [r.stable for r in sel.reports]),
         "tuning/gamma_log2": (
             tuning.log2_exponent(sel.gamma) if sel.index is not None and _is_pow2(sel.gamma) else None
         ),
@@ -210,6 +237,8 @@ def train(cfg) -> tuple[dict, dict, str]:
         "f0": float(curve[0, 0, 0]),
         "L": obj.L,
         "D": int(obj.D),
+        "objective/n": (obj.meta or {}).get("n", obj.n_batches * obj.batch_size if obj.batch_size else None),
+        "objective/batch_size": obj.batch_size,
         "runtime_s": time.perf_counter() - t0,
         **extra,
         # the simulated time the row is compared at (its timeline's own length is "makespan")
@@ -221,6 +250,22 @@ def train(cfg) -> tuple[dict, dict, str]:
         ),
     }
     return curves, summary, status
+
+
+def gamma_flag(index: int | None, grid, stable) -> str | None:
+    """Why a selected γ needs a second look, or None: on the lowest or highest edge of a grid
+    of several γ (the best may lie beyond it: widen method.gamma_lo / gamma_hi), and marked
+    unstable by the selector's report (``rpd.analysis.tuning``)."""
+    if index is None:
+        return None
+    flags = []
+    if len(grid) > 1 and grid[index] == min(grid):
+        flags.append("lowest on grid")
+    elif len(grid) > 1 and grid[index] == max(grid):
+        flags.append("highest on grid")
+    if not stable[index]:
+        flags.append("unstable")
+    return ", ".join(flags) or None
 
 
 def _is_pow2(g: float) -> bool:
@@ -247,12 +292,19 @@ def _track(cfg, out: TrainOutcome) -> TrainOutcome:
 def run(cfg) -> TrainOutcome:
     """The whole job. ``cfg``: a composed DictConfig, a ``TrainConfig`` or a plain dict."""
 
+    if isinstance(cfg, dict) and isinstance(cfg.get("objective"), dict) and cfg["objective"].get("_target_"):
+        o = cfg["objective"]  # a user's objective from a plain dict: called with the keys given
+        if o.get("args") is None:
+            cfg = {**cfg, "objective": {**o, "args": sorted(set(o) - {"_target_", "options", "args"})}}
     cfg = checks.typed(cfg, C.TrainConfig)
     checks.validate(cfg)
     if _v(cfg.logger.kind) == "wandb":  # a missing optional extra fails before the work
         tracking.require_wandb()
     writable = store.check_root(cfg.results_root)
-    key = run_config(cfg)
+    user_obj = None
+    if objective_of.user_factory(cfg.objective) is not None:  # its name and sizes key the run
+        user_obj = objective_of.build_objective(cfg.objective, specs.objective_blocks(cfg))
+    key = run_config(cfg, user_obj)
     path = store.run_dir(Path(cfg.results_root) / "train", key)
     if not writable:  # a read-only store: its complete runs are reused (reads only, no lock)
         if cfg.force or not store.should_skip(path, key):
@@ -272,19 +324,21 @@ def run(cfg) -> TrainOutcome:
             log.info("skip: %s is complete (%s)", path, done.status)
             return _track(cfg, TrainOutcome(path, done.status, True, done.summary, done.curves, done.error))
         try:
-            curves, summary, status = train(cfg)
+            curves, summary, status = train(cfg, user_obj)
             store.save_run(path, key, curves, summary, status=status)
         except Exception as exc:  # recorded, never kills a sweep; the caller decides the exit code
             log.error("run failed, recorded in %s:\n%s", path, traceback.format_exc())
             store.save_failure(path, key, exc)
             return TrainOutcome(path, "failed", False, {}, {}, f"{type(exc).__name__}: {exc}")
         saved = store.load_run(path)  # what a rerun (or a figure) reads: JSON types, as a skip
-    log.info(
-        "%s: %s, gamma=%s (%s), final=%.4g -> %s",
+    flag = summary.get("tuning/flag")
+    (log.warning if flag else log.info)(
+        "%s: %s, gamma=%s (%s)%s, final=%.4g -> %s",
         summary["method"],
         status,
         summary["tuning/gamma"],
         summary["tuning/rule"],
+        f" [{flag}]" if flag else "",
         summary["final/selected"],
         path,
     )
@@ -304,6 +358,8 @@ def main(cfg: DictConfig) -> float:
     when none) for hydra's optimising sweepers (Optuna, Ax)."""
 
     compile_cache.enable()  # ~/.cache/rpd/jax ($RPD_CACHE, $RPD_JAX_CACHE); RPD_JAX_CACHE=0: off
+    if cfg.objective._target_ and cfg.objective.args is None:  # a user's factory: the keys given
+        cfg.objective.args = objective_of.given_args(HydraConfig.get().overrides.task)
     if _is_multirun() and cfg.schedule.T is None and cfg.compare_T is None and _v(cfg.compare) == "equal_time":
         shared = sweep.equal_time(Path(HydraConfig.get().sweep.dir))
         if shared is not None:  # the sweep's one T (experiments.sweep.EqualTime)
@@ -323,4 +379,4 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
-    run_main(main)  # Ctrl-C: a clean message and exit 130
+    run_main(compose_check.one_line(main, "train"))  # Ctrl-C: a clean message and exit 130

@@ -31,6 +31,7 @@ from experiments import config as C
 from experiments import specs, sweep
 from rpd.io import store, tracking
 from rpd.io.provenance import provenance
+from rpd.results import time_label
 
 log = logging.getLogger(__name__)
 
@@ -234,7 +235,7 @@ def curves_figure(curves: Mapping, summary: Mapping):
         ax.plot(x, mean[i], label=label + (" (selected)" if r["selected"] else ""), **kw)
     if np.all(mean[np.isfinite(mean)] > 0):
         ax.set_yscale("log")
-    ax.set_xlabel(axis.split("/")[1].replace("_", " "))
+    ax.set_xlabel(time_label(summary.get("time_unit")) if axis == "axis/sim_time" else "block update")
     ax.set_ylabel(metric)
     ax.set_title(f"{summary.get('method')} S={summary.get('S')}")
     ax.legend(fontsize=7, ncol=2, title="γ")

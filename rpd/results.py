@@ -165,3 +165,48 @@ def gamma_grid_label(exps) -> str:
     """The power-of-two grid 2^lo..2^hi as "{2⁻⁸, …, 2⁰}"."""
     lo, hi = exps
     return "{" + f"{pow2_label(lo)}, …, {pow2_label(hi)}" + "}"
+
+
+# ---------------------------------------------------------------- curves at events
+
+EVENTS = "events"  # meta["time_axis"] of a sim_time curve recorded at its update events only
+
+
+def value_at(axis, curve, t) -> np.ndarray:
+    """The value of a curve at time(s) ``t``: the point of the last event at or before t.
+
+    ``axis`` [P] (increasing; the first point, 0, is the start) and ``curve`` [..., P] are a
+    step function of time with one step per event: nothing changes between two updates, so a
+    curve recorded at its events gives at any t the value a per-tick curve had there. Returns
+    ``curve[..., i(t)]`` (t a scalar or an array); a t before the first point raises."""
+    axis = np.asarray(axis)
+    t = np.asarray(t)
+    i = np.searchsorted(axis, t, side="right") - 1
+    if np.any(i < 0):
+        raise ValueError(f"t must be >= the curve's first time {axis[0]}, got {t.min()}")
+    return np.asarray(curve)[..., i]
+
+
+def grid_points(T: int, tick: int = 1, stride: int = 1) -> np.ndarray:
+    """int64 [0, s, 2s, .., T] in units of ``tick`` (s = stride * tick), and T always last: the
+    times a per-tick curve with that stride was recorded at, at the resolution ``tick``."""
+    step = int(stride) * int(tick)
+    pts = np.arange(step, int(T) + 1, step, dtype=np.int64)
+    if pts.size == 0 or pts[-1] != int(T):
+        pts = np.append(pts, int(T))
+    return np.concatenate([[0], pts]).astype(np.int64)
+
+
+def time_label(unit: str | None = "tick") -> str:
+    """The axis label of simulated time whose ticks are ``unit`` (``costs.unit``: tick, ns, us,
+    ms, s): "simulated time (ms)", and "simulated time (ticks)" for the paper's time step."""
+    return f"simulated time ({'ticks' if unit in (None, 'tick') else unit})"
+
+
+def axis_label(result: Result) -> str:
+    """The x label of a result's curve: :func:`time_label` of its ``time_unit`` (its meta's, or
+    its stored summary's) on the sim_time axis, else "block update"."""
+    if result.axis_name != "sim_time":
+        return result.axis_name.replace("_", " ")
+    meta = result.meta or {}
+    return time_label(meta.get("time_unit") or (meta.get("summary") or {}).get("time_unit"))

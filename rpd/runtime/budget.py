@@ -2,7 +2,7 @@
 
 An entry point lists the big allocations of a run as :class:`Term` s (bytes, and the config
 fields that set them) and calls :func:`check`, which refuses a run whose total exceeds the cap
-with an error naming the fields of the largest term. The cap is ``$RPD_MAX_MEMORY_GB`` when set,
+with an error naming the fields of the largest term and the values they were given. The cap is ``$RPD_MAX_MEMORY_GB`` when set,
 otherwise the memory the operating system reports available (Linux ``MemAvailable``). The
 estimates are upper bounds of the right order, not exact: their job is to turn a typo
 (``schedule.noam=1000000000``) into an error in a second instead of a swap storm or a 3 TB
@@ -23,9 +23,10 @@ class TooLargeError(ValueError):
 
 
 class Term(NamedTuple):
-    what: str  # e.g. "timeline [T, S] grids"
+    what: str  # e.g. "schedule op table"
     fields: tuple[str, ...]  # the config fields that set it, e.g. ("schedule.N", "schedule.S")
     nbytes: int
+    values: tuple[str, ...] = ()  # the user's values of those fields, e.g. ("schedule.N=512",)
 
 
 def available_bytes() -> int | None:
@@ -71,8 +72,9 @@ def check(terms: Sequence[Term], cap: int | None = None) -> int:
     if cap is None or total <= cap or not terms:
         return total
     big = max(terms, key=lambda t: t.nbytes)
+    given = f" ({', '.join(big.values)})" if big.values else ""
     raise TooLargeError(
-        f"{', '.join(big.fields)} too large: the run needs about {_fmt(total)} ({big.what}: "
+        f"{', '.join(big.fields)} too large{given}: the run needs about {_fmt(total)} ({big.what}: "
         f"{_fmt(big.nbytes)}), more than {what} ({_fmt(cap)}). Lower {' or '.join(big.fields)}"
         f"{'' if what == f'${CAP_ENV}' else f', or set ${CAP_ENV} if the estimate is wrong'}."
     )

@@ -19,9 +19,14 @@ from typing import Sequence
 
 import numpy as np
 
-from rpd.validation import check_int, check_real
+from rpd.validation import check_choice, check_int, check_real
 
 Ticks = int | Sequence[int]
+
+# The units a cost may be written in (``CostModel.unit``) and their length in seconds; "tick" is
+# the paper's time step, with no length in seconds. Costs stay integers in the unit, so the timer
+# stays exact at any resolution (docs/science.md#simulated-time-at-events).
+UNITS = {"tick": None, "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +67,9 @@ class CostModel:
     (DualPipeV), default F + B of the two ops (no overlap gain). ``p2p``: latency added to every
     dependency that crosses ranks. ``allreduce = (alpha, beta)``: an averaging or gradient
     all-reduce of ``values`` numbers takes ceil(alpha + beta * values) ticks. ``straggler``: a
-    :class:`Straggler` or a ``(p, ticks)`` pair; ``seed`` seeds its draws.
+    :class:`Straggler` or a ``(p, ticks)`` pair; ``seed`` seeds its draws. ``unit`` (one of
+    :data:`UNITS`: tick, ns, us, ms, s) is what one tick of every cost above stands for: a label
+    carried into tables, JSON and axes, which changes no timeline.
     """
 
     F: Ticks = 1
@@ -74,8 +81,10 @@ class CostModel:
     allreduce: tuple[float, float] = (0, 0)
     straggler: Straggler | tuple | None = None
     seed: int = 0
+    unit: str = "tick"
 
     def __post_init__(self):
+        check_choice("costs.unit", self.unit, UNITS)
         for name in ("F", "B", "I", "W", "FB"):
             value = getattr(self, name)
             if value is not None:
@@ -115,6 +124,11 @@ class CostModel:
             and self.straggler is None
         )
 
+    @property
+    def seconds_per_tick(self) -> float | None:
+        """The length of one tick in seconds (None for the unit "tick")."""
+        return UNITS[self.unit]
+
     def resolve(self, n_stages: int, split: bool) -> Resolved:
         """Integer costs per global stage for a schedule with ``n_stages`` stages; ``split``:
         whether the schedule uses I and W (their defaults differ, see the class doc)."""
@@ -147,10 +161,11 @@ class CostModel:
 
     def extra_ticks(self, kind: np.ndarray, stage: np.ndarray, mb: np.ndarray, n_stages: int, N: int) -> np.ndarray:
         """int64 straggler ticks of each op (kind, stage, microbatch); zeros without noise."""
-        if self.straggler is None or self.straggler.p == 0 or self.straggler.ticks == 0:
+        s = self.straggler  # a pair was made a Straggler in __post_init__
+        if not isinstance(s, Straggler) or s.p == 0 or s.ticks == 0:
             return np.zeros(len(kind), np.int64)
-        slowed = np.random.default_rng(self.seed).random((5, n_stages, N)) < self.straggler.p
-        return slowed[kind, stage, mb].astype(np.int64) * self.straggler.ticks
+        slowed = np.random.default_rng(self.seed).random((5, n_stages, N)) < s.p
+        return slowed[kind, stage, mb].astype(np.int64) * s.ticks
 
 
 def _ticks(name: str, value):

@@ -181,7 +181,7 @@ class Timeline:
         time = self.b_time.ravel()
         stage = np.tile(np.arange(G, dtype=np.int32), self.N)
         o = np.lexsort((stage, time))
-        return time[o].astype(np.int32), stage[o], (o // G).astype(np.int32)
+        return time[o].astype(np.int64), stage[o], (o // G).astype(np.int32)  # times: int64 (µs, ns costs)
 
     @property
     def update_time(self) -> np.ndarray:

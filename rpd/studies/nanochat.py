@@ -1,4 +1,4 @@
-"""E5 (SPEC §9): PipeDream against LocalSGD on the small character LM, protocol (ii).
+"""E5 (docs/science.md#the-papers-experiments): PipeDream against LocalSGD on the small character LM, protocol (ii).
 
 PD runs N microbatches on its 1F1B timeline (NOAM = S); its length T = 2N + 2S − 2 is the
 time budget. LocalSGD (R replicas, H local steps per round) takes, for every H of ``H_grid``,
@@ -10,7 +10,7 @@ first one). For PD that loss is the core's ``loss_z`` of the microbatch's fresh 
 first backward, on stage S − 1): weight stashing makes it exactly the loss of the forward pass
 F(m, S − 1); for LocalSGD it is the replica's minibatch loss. Curves cover time steps
 0..T − 1. γ is chosen per method by ``selector`` (default "reference", the rule the paper's γ
-were chosen by, SPEC §7; the strict "stable" rule with the LM thresholds and "best_final" are
+were chosen by, docs/science.md#step-sizes; the strict "stable" rule with the LM thresholds and "best_final" are
 reported beside it; ``tuning.LM``, tail ``tail_frac``) on that raw curve from the first
 last-stage forward on.
 The figure draws it smoothed by a trailing mean over ``smooth_window`` time steps (the raw
@@ -48,7 +48,7 @@ CLAIM = "PD reaches a clearly lower training loss"
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    """E5 at the paper's size (SPEC §9). Cost on 2 CPU cores: ~25k gradients of ~0.14 s
+    """E5 at the paper's size (docs/science.md#the-papers-experiments). Cost on 2 CPU cores: ~25k gradients of ~0.14 s
     (about an hour); see BENCHMARKS.md "NanoChat E5"."""
 
     S: int = 16  # pipeline stages: embedding, S − 2 transformer blocks, head
@@ -193,7 +193,7 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
 
     def train(H, tl):
         if H is None:
-            return methods.pipedream(obj, tl, gammas, seed=cfg.seed, stride=stride)
+            return simtime.per_tick(methods.pipedream(obj, tl, gammas, seed=cfg.seed, stride=stride), tl)
         return methods.local_sgd(obj, tl, gammas, seed=cfg.seed, track_time=False)
 
     # The runs share no program, so they start side by side on host threads: one LM gradient

@@ -1,4 +1,4 @@
-"""E3 and E4 (SPEC §9): PipeDream against LocalSGD in simulated time, protocol (i).
+"""E3 and E4 (docs/science.md#the-papers-experiments): PipeDream against LocalSGD in simulated time, protocol (i).
 
 Every method processes the same N microbatches on the same S-stage pipeline: PipeDream with its
 1F1B timeline (NOAM = S), LocalSGD with R replicas and H local steps per round for each H. Curves
@@ -6,7 +6,7 @@ are f(x) − f* of the evaluated model (the replica mean for LocalSGD) after eve
 to the shortest timeline (PD's, T = 2N + 2S − 2) with the time-cut convention ``cut``
 (``rpd.analysis.simtime``; default "authors": ``curve[:T]``, the last point after T − 1 steps, as the
 authors' code). Each method's γ is chosen by ``selector`` (default "reference", the rule the
-paper's γ were chosen by, SPEC §7) on its cut curves; the strict "stable" and the "best_final"
+paper's γ were chosen by, docs/science.md#step-sizes) on its cut curves; the strict "stable" and the "best_final"
 picks are reported beside it. With gradient noise the runs repeat over ``noise_seeds`` (the
 data stays ``seed``): γ is chosen on the seed mean, the figure bands the seeds' min–max, and each
 seed's own pick is reported too.
@@ -50,7 +50,8 @@ TITLES = {
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    """E3 at the paper's size (SPEC §9); E4 is ``objective="logistic_regression", N=400``."""
+    """E3 at the paper's size (docs/science.md#the-papers-experiments); E4 is ``objective="logistic_regression",
+    N=400``."""
 
     objective: str = "nesterov_quadratic"  # or "logistic_regression"
     S: int = 16  # pipeline stages (= parameter blocks)
@@ -180,8 +181,8 @@ def _runs(cfg: Config, obj, tls: list[schedules.Timeline], report) -> list[tuple
 
     def run(seed: int, m: int):
         if m == 0:
-            return methods.pipedream(obj, tls[0], grids[0], seed=seed)
-        return methods.local_sgd(obj, tls[m], grids[m], seed=seed)
+            return simtime.per_tick(methods.pipedream(obj, tls[0], grids[0], seed=seed), tls[0])
+        return simtime.per_tick(methods.local_sgd(obj, tls[m], grids[m], seed=seed), tls[m])
 
     cells = [(seed, m) for seed in cfg.noise_seeds for m in range(len(tls))]
     results = []

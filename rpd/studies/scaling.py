@@ -1,4 +1,4 @@
-"""E6 (SPEC §9): fixed-time scaling in the number of stages S, protocol (ii).
+"""E6 (docs/science.md#the-papers-experiments): fixed-time scaling in the number of stages S, protocol (ii).
 
 Logistic regression with i.i.d. gradient noise, the same data for every S (only the cut into S
 blocks changes). For each S and a wall-clock budget of T time steps:
@@ -8,7 +8,7 @@ blocks changes). For each S and a wall-clock budget of T time steps:
 - LocalSGD (R = S, H local steps) takes the smallest N whose timeline reaches T.
 
 Each method's γ is chosen by ``selector`` (default "reference", the rule the paper's γ were
-chosen by, SPEC §7; the strict "stable" and "best_final" picks are reported beside it; tail
+chosen by, docs/science.md#step-sizes; the strict "stable" and "best_final" picks are reported beside it; tail
 ``tail_frac``) on its curve (PD, LocalSGD: f − f* after every time step; RPD: after every ``S``
 block updates, about one PD time step's worth), and the figure shows the curve's last value
 against S. Where a curve ends is the time-cut convention ``cut`` (``rpd.analysis.simtime``):
@@ -44,7 +44,7 @@ METHODS = ("pd", "rpd", "localsgd")
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    """E6 at the paper's size (SPEC §9)."""
+    """E6 at the paper's size (docs/science.md#the-papers-experiments)."""
 
     S_values: tuple[int, ...] = (2, 4, 8, 16, 32, 64, 128)
     T: int = 3180  # time budget (simulated time steps)
@@ -112,11 +112,13 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
         )
         b = budgets(S, cfg.T, cfg.H)
         res, full = {}, {}
-        full["pd"] = methods.pipedream(obj, b["pd_tl"], grids["pd"], seed=cfg.seed)
+        full["pd"] = simtime.per_tick(methods.pipedream(obj, b["pd_tl"], grids["pd"], seed=cfg.seed), b["pd_tl"])
         report(f"S={S} PD")
         res["rpd"] = methods.rpd(obj, b["K"], grids["rpd"], b["delta"], seed=cfg.seed, stride=S)
         report(f"S={S} RPD")
-        full["localsgd"] = methods.local_sgd(obj, b["ls_tl"], grids["localsgd"], seed=cfg.seed)
+        full["localsgd"] = simtime.per_tick(
+            methods.local_sgd(obj, b["ls_tl"], grids["localsgd"], seed=cfg.seed), b["ls_tl"]
+        )
         report(f"S={S} LocalSGD")
         for m in ("pd", "localsgd"):
             res[m] = _cut(full[m], cfg.T, cfg.cut, m)

@@ -26,25 +26,26 @@ import jax.numpy as jnp
 import numpy as np
 
 from rpd.objectives.base import Objective, on_device
-from rpd.results import Result
+from rpd.results import EVENTS, Result, value_at
 from rpd.schedules import Timeline
-from rpd.validation import check_gammas
+from rpd.schedules.avgpipe import AvgPipeTimeline
+from rpd.validation import check_gammas, required
 
 
-def moving_rate(tl: Timeline) -> float:
+def moving_rate(tl: AvgPipeTimeline) -> float:
     """α of a timeline: its ``elastic``, else 0.9 / P."""
     return 0.9 / tl.pipelines if tl.elastic is None else float(tl.elastic)
 
 
-def batches(tl: Timeline, n_batches: int) -> np.ndarray:
+def batches(tl: AvgPipeTimeline, n_batches: int) -> np.ndarray:
     """int32 [Q, P, M / P]: the dataset batch of pipeline i's microbatch j in iteration q."""
-    P, M = tl.pipelines, tl.M
+    P, M = tl.pipelines, required("M", tl.M)
     return (np.arange(tl.N).reshape(tl.N // M, P, M // P) % n_batches).astype(np.int32)
 
 
-def update_times(tl: Timeline) -> np.ndarray:
+def update_times(tl: AvgPipeTimeline) -> np.ndarray:
     """int [Q P S], sorted: the tick of each (iteration, pipeline, stage) step, its last backward."""
-    P, M, S = tl.pipelines, tl.M, tl.S
+    P, M, S = tl.pipelines, required("M", tl.M), tl.S
     per = tl.b_time.reshape(tl.N // M, P, M // P, S).max(axis=2)
     return np.sort(per.ravel())
 
@@ -72,6 +73,8 @@ def train_avgpipe(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, optimiz
     read off the last iteration end at or before it, as LocalSGD's round ends are)."""
     if optimizer is not None:
         raise ValueError("avgpipe trains with its elastic SGD rule only: leave optimizer unset")
+    if not isinstance(tl, AvgPipeTimeline):
+        raise ValueError(f"avgpipe trains on an AvgPipe timeline (rpd.schedules.avgpipe), got kind={tl.kind!r}")
     if tl.S != obj.S:
         raise ValueError(f"timeline has S={tl.S} stages but the objective has S={obj.S} blocks")
     gammas = check_gammas(gamma)
@@ -86,10 +89,9 @@ def train_avgpipe(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, optimiz
     G = len(gammas)
     axis = np.concatenate([[0], tl.iteration_end() + 1]).astype(np.int64)
     curve = np.concatenate([np.full((G, 1), f0), np.asarray(curve)], axis=1)
-    if at is not None:
-        keep = np.asarray(at, np.int64)
-        idx = np.concatenate([[0], np.searchsorted(axis, keep, side="right") - 1])
-        axis, curve = np.concatenate([[0], keep]), curve[:, idx]
+    if at is not None:  # each asked tick reads the last iteration end at or before it
+        keep = np.concatenate([[0], np.asarray(at, np.int64)])
+        axis, curve = keep, value_at(axis, curve, keep)
     return Result(
         method="avgpipe",
         gammas=np.asarray(gammas),
@@ -99,6 +101,13 @@ def train_avgpipe(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, optimiz
         traces={"update_time": update_times(tl)},
         x_final=np.asarray(centre),
         meta=dict(
-            schedule="avgpipe", N=tl.N, T=tl.T, M=tl.M, pipelines=tl.pipelines, advance=tl.advance, elastic=alpha
+            schedule="avgpipe",
+            N=tl.N,
+            T=tl.T,
+            M=tl.M,
+            pipelines=tl.pipelines,
+            advance=tl.advance,
+            elastic=alpha,
+            **({"time_axis": EVENTS} if at is None else {}),
         ),
     )

@@ -6,7 +6,7 @@ For k = 0..K-1, with a = block[k]:
     g        = grad f(z^k; batch[k])                        (fresh, or reused from slot[k])
     x_a     <- x_a - gamma * (g_a + sigma_g * xi_k)          (only block a moves)
 
-Options a plan may carry (static: each recompiles once), for the schedule family (SPEC §11):
+Options a plan may carry (static: each recompiles once), for the schedule family (docs/schedules.md#training-semantics):
 
 - ``n_micro`` = M > 1: g is the mean of the M microbatch gradients on batches batch[k] ..
   batch[k] + M - 1 (mod n_batches), all at z^k (synchronous flushes, 2BW);
@@ -91,7 +91,7 @@ class CoreOptions(NamedTuple):
     velocity: bool = False  # keep each block's update velocity (plan carries horizons)
     ema: float = 0.9  # u <- ema * u + (1 - ema) * step
     scaled: bool = False  # per-update step-size multipliers (plan carries scale)
-    optimizer: object = None  # rpd.train.optimizers.Optimizer, bound to the objective; None: SGD
+    optimizer: optimizers.Optimizer | None = None  # rpd.train.optimizers.Optimizer, bound to the objective; None: SGD
     clip: float = 0.0  # > 0: a fresh gradient g becomes g * min(1, clip / ||g||) (global-norm clip)
 
 
@@ -124,7 +124,7 @@ def _run(obj: Objective, opts: CoreOptions, noisy: bool, consts, data, plan_arra
         vel=jnp.zeros((C if opts.velocity else 1, D + P), obj.dtype),
         version=jnp.zeros(obj.S, jnp.int32),
         grads=jnp.zeros((0 if opts.stagewise else opts.n_slots, D + P), obj.dtype),
-        inflight=rows.empty(opts.n_slots) if opts.stagewise else (),
+        inflight=rows.empty(opts.n_slots) if rows is not None else (),  # rows: stage-wise runs only
         snapshots=jnp.zeros((opts.n_records + 1, D), obj.dtype),
         missed=jnp.zeros((), bool),
         opt=()
@@ -372,9 +372,9 @@ def execute(
     )
     arrays = tuple(on_device(a) for a in (plan.block, plan.batch, plan.read, plan.fresh, plan.slot))
     extra = {k: on_device(v, np.int32 if k == "read_bwd" else obj.dtype) for k, v in extra.items()}
-    record = on_device(last_writes(record, n_records))
+    rows = on_device(last_writes(record, n_records))
     gammas = on_device(gammas, obj.dtype)
-    out = make_run(obj, opts)(obj.data, arrays, record, gammas, np.int32(seed), extra or None)
+    out = make_run(obj, opts)(obj.data, arrays, rows, gammas, np.int32(seed), extra or None)
     curve, f0, per_update, x_final, missed = jax.device_get(out)
     if bool(np.any(missed)):
         raise RingOverflowError(

@@ -1,5 +1,5 @@
-"""DiLoCo's two optimizers for LocalSGD (SPEC §13; Douillard et al. 2023, "DiLoCo: Distributed
-Low-Communication Training of Language Models", Algorithm 1).
+"""DiLoCo's two optimizers for LocalSGD (docs/optimizers.md#diloco-localsgd-with-an-inner-and-an-outer-optimizer;
+Douillard et al. 2023, "DiLoCo: Distributed Low-Communication Training of Language Models", Algorithm 1).
 
 Inner: each replica r runs the ``optimizer=`` of every other method on its own microbatches, with
 its own state, one state per pipeline block (as the stale core keeps it):

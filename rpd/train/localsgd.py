@@ -1,4 +1,4 @@
-"""LocalSGD on the pipeline (SPEC §2.2, §4): R replicas sharded over a device mesh.
+"""LocalSGD on the pipeline (docs/science.md#schedules, #methods): R replicas sharded over a device mesh.
 
 Within a round every replica runs H plain SGD steps on its own microbatches (rule (a) of the
 schedule makes a replica's microbatches strictly sequential, so there is no staleness); at the
@@ -7,9 +7,11 @@ evaluated model is the replica mean x̄.
 
 The timeline decides *when* each block update lands: replica r's step on microbatch m moves
 block s in time step B(m, s). We scatter every block increment into a per-round buffer indexed
-by time step, sum it over replicas (``psum``) and integrate it tick by tick in a scan that
-evaluates f(x̄) as it goes: the curve after every time step, exactly, without materialising R
-copies per time step or x̄ for every time step.
+by the round's events (:func:`rpd.train.rounds.round_events`: the ticks in which an increment
+lands, the round's first and its sync), sum it over replicas (``psum``) and integrate it event
+by event in a scan that evaluates f(x̄) as it goes: the curve at every event, exactly (the value
+after any tick is that of the last event at or before it), without materialising R copies per
+event or x̄ for every event, and at a cost set by the events, not by the ticks.
 
 Replicas are the leading axis of the state, sharded with ``shard_map`` over mesh axis
 "replica"; R need not equal the device count (R / n_devices replicas per device, vmapped).
@@ -31,10 +33,11 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 from rpd.objectives.base import Objective, ProgramKey, on_device
-from rpd.results import Result
+from rpd.results import EVENTS, Result
 from rpd.runtime.programs import Program
 from rpd.schedules import Timeline
 from rpd.train import diloco, optimizers, semantics_parallel
+from rpd.train.rounds import clock_resolution, round_events, round_plan, round_shape  # noqa: F401
 from rpd.validation import check_gammas, check_int
 
 AXIS = "replica"
@@ -45,47 +48,6 @@ def replica_mesh(R: int, devices=None) -> Mesh:
     devices = list(jax.devices() if devices is None else devices)
     n = max(k for k in range(1, len(devices) + 1) if R % k == 0)
     return Mesh(np.array(devices[:n]), (AXIS,))
-
-
-def localsgd_plan(tl: Timeline, n_batches: int) -> dict:
-    """Host-side integer plan, shaped [Q rounds, H local steps, R replicas, ...]."""
-    if tl.kind != "local_sgd":
-        raise ValueError(f"expected a LocalSGD timeline, got kind={tl.kind!r}")
-    S, N, R, H = tl.S, tl.N, tl.R, tl.H
-    Q = -(-N // (R * H))
-    m = np.arange(Q * R * H).reshape(Q, H, R)  # microbatch of (round, local step, replica)
-    valid = m < N
-    mc = np.minimum(m, N - 1)
-    start = np.concatenate([[0], tl.sync_time[:-1] + 1])  # first time step of each round
-    length = tl.sync_time - start + 1
-    t_rel = tl.b_time[mc] - start[:, None, None, None]  # [Q, H, R, S]
-    t_rel = np.where(valid[..., None], t_rel, 0)
-    return dict(
-        batch=(mc % n_batches).astype(np.int32),
-        valid=valid,
-        t_rel=t_rel.astype(np.int32),
-        mb=m.astype(np.int32),
-        start=start,
-        length=length,
-        T_round=int(length.max()),
-        loss_time=tl.f_time[mc, S - 1],  # when the last-stage forward of m ran
-        R=R,
-        n_micro=1,
-        sync=np.asarray(tl.sync_time),
-        n_steps=N,
-    )
-
-
-def round_plan(tl: Timeline, S_obj: int, n_batches: int) -> dict:
-    """The round plan of a LocalSGD timeline (:func:`localsgd_plan`) or of D pipelines with local
-    steps (:func:`rpd.train.semantics_parallel.dp_rounds_plan`): the arrays above plus ``R``,
-    ``n_micro`` (microbatch gradients averaged per local step), ``sync`` (round-end ticks) and
-    ``n_steps`` (local steps of all replicas)."""
-    if tl.kind == "local_sgd":
-        if tl.S != S_obj:
-            raise ValueError(f"timeline has S={tl.S} stages but the objective has S={S_obj} blocks")
-        return localsgd_plan(tl, n_batches)
-    return semantics_parallel.dp_rounds_plan(tl, S_obj, n_batches)
 
 
 def _round_runner(
@@ -242,14 +204,6 @@ def _start_value(pk: ProgramKey) -> Program:
     return Program(start_value, name)
 
 
-def round_shape(tl: Timeline) -> tuple[int, int]:
-    """(rounds, ticks of the longest round, its averaging included) of a LocalSGD or D-pipeline
-    timeline: the shape of the program that runs it (see ``pad_to`` of :func:`local_sgd`)."""
-    sync = np.asarray(tl.sync_time if tl.kind == "local_sgd" else tl.dp_sync)
-    start = np.concatenate([[0], sync[:-1] + 1])
-    return int(len(sync)), int((sync - start + 1).max())
-
-
 def local_sgd(
     obj: Objective,
     tl: Timeline,
@@ -268,8 +222,10 @@ def local_sgd(
         x_r <- x_r - gamma * grad f(x_r; xi_m)      for its H microbatches of the round,
         x_r <- mean_r' x_r'                          at the round's end (lax.pmean),
 
-    and the curve is f(x̄) - f* after every time step (``track_time``; otherwise only at round
-    ends, which is what the language model uses). ``traces["loss_z"]`` [G, N] is the minibatch
+    and the curve is f(x̄) - f* at its events (``track_time``: after every tick in which an
+    increment lands and at every round end, ``meta["time_axis"] == "events"``; the value at any
+    tick is the last point at or before it, ``rpd.results.value_at``), otherwise only at round
+    ends, which is what the language model uses. ``traces["loss_z"]`` [G, N] is the minibatch
     loss of each microbatch in microbatch order and ``traces["loss_time"]`` [N] the time step
     of its last-stage forward.
 
@@ -297,8 +253,9 @@ def local_sgd(
 
     gammas = check_gammas(gamma)
     p = round_plan(tl, obj.S, obj.n_batches)
-    inputs = [p["batch"], p["valid"], p["t_rel"], p["mb"]]
-    Q, T_round = len(p["length"]), p["T_round"]
+    ev_tick, ev_rel = round_events(p["t_rel"], p["valid"], p["length"], clock_resolution(tl))
+    inputs = [p["batch"], p["valid"], ev_rel, p["mb"]]
+    Q, T_round = len(p["length"]), max(len(e) for e in ev_tick)
     if pad_to is not None:
         if len(pad_to) != 2:
             raise ValueError(f"pad_to must be (rounds, round_ticks), got {pad_to!r}")
@@ -333,20 +290,25 @@ def local_sgd(
     G = len(gammas)
     if track_time:
         curve = np.asarray(curve)  # [G, Q (padded), T_round (padded)]
-        if outer is not None:  # a round's last tick is its sync: θ after the outer step
+        n_ev = np.array([len(e) for e in ev_tick])
+        if outer is not None:  # a round's last event is its sync: θ after the outer step
             curve = curve.copy()
-            curve[:, np.arange(Q), p["length"] - 1] = round_curve
-        body = np.concatenate([curve[:, q, : p["length"][q]] for q in range(Q)], axis=1)
-        axis_vals = np.arange(tl.T + 1)
+            curve[:, np.arange(Q), n_ev - 1] = round_curve
+        body = np.concatenate([curve[:, q, : n_ev[q]] for q in range(Q)], axis=1)
+        axis_vals = np.concatenate([[0], np.concatenate([p["start"][q] + e for q, e in enumerate(ev_tick)]) + 1])
     else:
         body = np.asarray(round_curve)
         axis_vals = np.concatenate([[0], p["sync"] + 1])
     losses = np.asarray(losses).reshape(G, -1)[:, :n_steps]  # (round, step, replica) order = m order
     traces = {"loss_z": losses, "loss_time": p["loss_time"].reshape(-1)[:n_steps], "round_end_curve": round_curve}
-    lsgd = tl.kind == "local_sgd"
+    lsgd = tl.averaged
     if not lsgd:
         traces["update_time"] = p["update_time"]
-    shape = dict(R=tl.R, H=tl.H) if lsgd else dict(R=R, H=tl.local_steps, M=tl.M, D=tl.D, schedule=tl.kind)
+    if lsgd:
+        shape: dict[str, object] = dict(R=tl.R, H=tl.H)
+    else:
+        dp = semantics_parallel.data_parallel_timeline(tl)
+        shape = dict(R=R, H=dp.local_steps, M=dp.M, D=dp.D, schedule=dp.kind)
     return Result(
         method="localsgd" if lsgd else tl.kind,
         gammas=gammas,
@@ -363,6 +325,7 @@ def local_sgd(
             seed=seed,
             objective=obj.name,
             devices=int(mesh.devices.size),
+            **({"time_axis": EVENTS} if track_time else {}),
             **_diloco_meta(inner, outer, inner_state),
         ),
     )

@@ -13,9 +13,10 @@ import dataclasses
 import numpy as np
 
 from rpd.objectives.base import Objective
-from rpd.results import Result, assemble_curve, record_rows
+from rpd.results import EVENTS, Result, assemble_curve, grid_points, record_rows, value_at
 from rpd.schedules import Timeline
-from rpd.train import core, corrections, diloco, optimizers, plans, semantics, semantics_parallel
+from rpd.train import core, corrections, diloco, optimizers, plans, semantics_parallel
+from rpd.train import semantics as semantics_
 from rpd.train.avgpipe import train_avgpipe
 from rpd.train.localsgd import local_sgd
 from rpd.validation import check_choice, check_gammas, check_int
@@ -29,6 +30,20 @@ def _points(n_events_axis: int, stride: int) -> np.ndarray:
     if pts.size == 0 or pts[-1] != n_events_axis - 1:
         pts = np.append(pts, n_events_axis - 1)
     return pts.astype(np.int64)
+
+
+def _event_points(event_time: np.ndarray, n_axis: int) -> np.ndarray:
+    """Recorded positions 0-based: every tick in which an update lands, and the last one; or,
+    where the clock (ticks of the gcd of every event's end and the axis' end) has at most four
+    ticks per event, every clock tick (a superset of the events: under unit costs the snapshots
+    runs recorded per tick before, so f is evaluated in batches of the same shape, bit for bit).
+    Both follow the events, and scaling every cost by c gives the same positions, times c."""
+    ev = np.asarray(event_time, np.int64)
+    ev = np.unique(ev[ev < n_axis])
+    res = int(np.gcd.reduce(np.append(ev + 1, n_axis))) or 1
+    if n_axis // res <= 4 * (len(ev) + 1):
+        return _points(n_axis, res)
+    return np.union1d(ev, [n_axis - 1])
 
 
 def _explicit_points(at, n_axis: int) -> np.ndarray:
@@ -61,7 +76,10 @@ def run_plan(
     """Execute any update plan on a gamma grid.
 
     ``axis="block_update"`` records f after every ``stride`` block updates;
-    ``axis="sim_time"`` after every ``stride`` time steps of the plan's ``time`` (0..T-1).
+    ``axis="sim_time"`` at the plan's update events: after every tick of ``time`` (0..T-1) in
+    which an update lands, and at T (``meta["time_axis"] == "events"``; the value at any t is
+    the last point at or before it, ``rpd.results.value_at``), or with ``stride`` > 1 after
+    every ``stride`` ticks.
     ``at`` (increasing ints in 1..T or 1..K) records exactly there instead: the axis values of
     the curve, so runs of different lengths share one compiled program. ``n_slots`` (gradient
     slots) defaults to the plan's, ``ring_size`` to what it needs (``plans.ring_size``).
@@ -74,7 +92,12 @@ def run_plan(
     K = len(plan.block)
     event = np.arange(K) if axis == "block_update" else np.asarray(plan.time)
     n_axis = K if axis == "block_update" else int(T if T is not None else plan.time[-1] + 1)
-    points = _points(n_axis, stride) if at is None else _explicit_points(at, n_axis)
+    if at is not None:
+        points = _explicit_points(at, n_axis)
+    elif axis == "sim_time" and stride == 1:  # at the update events (and the end): nothing moves between
+        points = _event_points(event, n_axis)
+    else:
+        points = _points(n_axis, stride)
     rows = record_rows(event, points)
     C = plans.ring_size(plan, obj.S, diag_stride) if ring_size is None else check_int("ring_size", ring_size)
     n_slots = int(np.max(plan.slot)) + 1 if n_slots is None else check_int("n_slots", n_slots)
@@ -105,7 +128,14 @@ def run_plan(
         traces=traces,
         x_final=np.asarray(x_final),
         meta=dict(
-            meta or {}, S=obj.S, K=K, ring_size=C, seed=seed, objective=obj.name, optimizer=optimizers.describe(opt)
+            meta or {},
+            S=obj.S,
+            K=K,
+            ring_size=C,
+            seed=seed,
+            objective=obj.name,
+            optimizer=optimizers.describe(opt),
+            **({"time_axis": EVENTS} if axis == "sim_time" and at is None and stride == 1 else {}),
         ),
     )
 
@@ -222,9 +252,11 @@ def train(
     optimizer=None,
     outer_optimizer=None,
     inner_state: str = "keep",
+    semantics: semantics_.Semantics | None = None,
     **options,
 ) -> Result:
-    """Train on any timeline with its schedule's semantics (``rpd.train.semantics``); the curve is on
+    """Train on any timeline with its schedule's ``semantics`` (the registry entry's; None: a bare
+    built-in timeline's, :func:`rpd.train.semantics.of`); the curve is on
     the timeline's tick axis (``axis="sim_time"``) or against block updates, every ``stride``
     or exactly ``at`` (see :func:`run_plan`). ``ring_size`` (raised to what the plan needs)
     lets runs of several timelines share one compiled program.
@@ -238,15 +270,16 @@ def train(
     the pipelines, recorded every ``stride`` ticks); synchronous schedules, PipeDream-2BW and
     PipeMare to their plans."""
     kind = tl.kind
-    sem = semantics.SEMANTICS.get(kind) or semantics.Semantics(None)  # LocalSGD: no options
-    active = semantics.check_options(kind, sem.options, options)
+    sem = semantics_.of(tl) if semantics is None else semantics_.lifted(semantics, tl)
+    active = semantics_.check_options(kind, sem.options, options)
     ema = float(active.get("ema", 0.9))
     dl = dict(optimizer=optimizer, outer_optimizer=outer_optimizer, inner_state=inner_state)
     uses_diloco = diloco.resolve_outer(outer_optimizer) is not None or inner_state != "keep"
-    if kind == "local_sgd" or semantics_parallel.local_rounds(tl, uses_diloco):
+    replicas = sem.runner == "replicas"
+    if replicas or semantics_parallel.local_rounds(tl, uses_diloco):
         if at is None:
             res = local_sgd(obj, tl, gamma, seed=seed, **dl)
-            return res if kind == "local_sgd" else every(res, stride)  # LocalSGD: every tick, as before
+            return res if replicas else every(res, stride)  # LocalSGD: every tick, as before
         # The model LocalSGD trains is the replicas' average, which exists at round ends:
         # record those and read each asked tick off the last round end at or before it.
         res = local_sgd(obj, tl, gamma, seed=seed, track_time=False, **dl)
@@ -255,7 +288,7 @@ def train(
         return dataclasses.replace(
             res, axis=np.concatenate([[0], keep]), curve=res.curve[:, idx], meta=dict(res.meta, recorded="round ends")
         )
-    if kind == "avgpipe":  # replicas and a centre: its own scan (rpd.train.avgpipe)
+    if sem.runner == "elastic":  # replicas and a centre: its own scan (rpd.train.avgpipe)
         return train_avgpipe(obj, tl, gamma, seed=seed, optimizer=optimizer, at=at)
     if uses_diloco:
         raise ValueError(
@@ -263,7 +296,8 @@ def train(
         )
     if tl.S != obj.S and tl.n_stages != obj.S and not tl.synchronous:  # replicated stages: S ranks > stages
         raise ValueError(f"timeline has S={tl.S} stages but the objective has S={obj.S} blocks")
-    plan, n_slots = semantics.of(tl).plan(tl, obj.S, obj.n_batches, **active)
+    assert sem.plan is not None
+    plan, n_slots = sem.plan(tl, obj.S, obj.n_batches, **active)
     if ring_size is not None:  # at least what the plan needs
         ring_size = max(check_int("ring_size", ring_size), plans.ring_size(plan, obj.S, diag_stride))
     res = run_plan(
@@ -291,5 +325,7 @@ def every(res: Result, stride: int) -> Result:
     """``res`` recorded every ``stride`` ticks of its axis (and at its last point)."""
     if check_int("stride", stride) == 1:
         return res
-    keep = (res.axis % stride == 0) | (res.axis == res.axis[-1])
-    return dataclasses.replace(res, axis=res.axis[keep], curve=res.curve[:, keep])
+    axis = grid_points(int(res.axis[-1]), 1, stride)  # read off the events: the last at or before each
+    return dataclasses.replace(
+        res, axis=axis, curve=value_at(res.axis, res.curve, axis), meta=dict(res.meta, time_axis="grid")
+    )

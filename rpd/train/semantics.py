@@ -50,7 +50,7 @@ def _landing_order(land_QxS: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndar
     o = np.lexsort((s, t))
     if np.any(np.diff(q[o]) < 0):
         raise ValueError(f"{kind}: a flush's update lands before the previous flush's last one")
-    return q[o], s[o], t[o].astype(np.int32)
+    return q[o], s[o], t[o].astype(np.int64)  # ticks: int64 (µs, ns costs pass 2³¹)
 
 
 def _stage_blocks(tl: Timeline, S_obj: int) -> np.ndarray:

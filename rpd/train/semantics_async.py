@@ -45,7 +45,7 @@ def _pieces(tl: Timeline, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         time_g.append(np.repeat(land[g], k))
     mb, block, time = (np.concatenate(a) for a in (mb_g, block_g, time_g))
     o = np.lexsort((mb, block, time))
-    return mb[o].astype(np.int64), block[o].astype(np.int32), time[o].astype(np.int32)
+    return mb[o].astype(np.int64), block[o].astype(np.int32), time[o].astype(np.int64)
 
 
 def _step_plan(tl: Timeline, k: int, n_batches: int, vF: np.ndarray, **extra) -> UpdatePlan:

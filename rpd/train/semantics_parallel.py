@@ -80,7 +80,7 @@ def rr_plan(tl: Timeline, S_obj: int, n_batches: int) -> tuple[UpdatePlan, int]:
         time_g.append(np.repeat(tl.land[g], reps[g]))  # microbatch m is in group m // r_g
     mb, block, time = (np.concatenate(a) for a in (mb_g, block_g, time_g))
     o = np.lexsort((mb, block, time))
-    mb, block, time = mb[o], block[o].astype(np.int32), time[o].astype(np.int32)
+    mb, block, time = mb[o], block[o].astype(np.int32), time[o].astype(np.int64)
     fresh, slot, n_slots = _slots(mb)
     read = forward_groups(tl)[mb] * reps[None, :]
     plan = UpdatePlan(
@@ -95,7 +95,9 @@ def rr_plan(tl: Timeline, S_obj: int, n_batches: int) -> tuple[UpdatePlan, int]:
     return plan, n_slots
 
 
-def _dp_timeline(tl: Timeline) -> DataParallelTimeline:
+def data_parallel_timeline(tl: Timeline) -> DataParallelTimeline:
+    """``tl`` as one of D pipelines (its ``dp_land``, ``dp_sync``, ``D``, ``local_steps``); a
+    one-line ValueError for any other timeline."""
     if not isinstance(tl, DataParallelTimeline):
         raise ValueError(f"expected a D-pipeline timeline (rpd.schedules.data_parallel), got kind={tl.kind!r}")
     return tl
@@ -121,7 +123,7 @@ def _block_land(tl: DataParallelTimeline, S_obj: int) -> np.ndarray:
 def dp_plan(tl: Timeline, S_obj: int, n_batches: int) -> tuple[UpdatePlan, None]:
     """D synchronous pipelines (module doc): one update per block per flush, the mean of D·M
     microbatch gradients at W_q, landing at ``tl.dp_land[q, s]``."""
-    tl = _dp_timeline(tl)
+    tl = data_parallel_timeline(tl)
     if tl.local_steps > 1:  # not one minibatch step per flush: replicas (dp_rounds_plan)
         raise ValueError(f"local_steps={tl.local_steps}: D pipelines with local steps train as LocalSGD replicas")
     land = _block_land(tl, S_obj)
@@ -129,7 +131,7 @@ def dp_plan(tl: Timeline, S_obj: int, n_batches: int) -> tuple[UpdatePlan, None]
     q = np.repeat(np.arange(Q, dtype=np.int32), S_obj)
     s = np.tile(np.arange(S_obj, dtype=np.int32), Q)
     o = np.lexsort((s, land.ravel()))
-    q, s, t = q[o], s[o], land.ravel()[o].astype(np.int32)
+    q, s, t = q[o], s[o], land.ravel()[o].astype(np.int64)
     if np.any(np.diff(q) < 0):
         raise ValueError("a flush's update lands before the previous flush's last one")
     DM = int(tl.D) * required("M", tl.M)
@@ -158,11 +160,11 @@ def local_rounds(tl: Timeline, diloco: bool = False) -> bool:
 
 
 def dp_rounds_plan(tl: Timeline, S_obj: int, n_batches: int) -> dict:
-    """D pipelines with local steps (module doc) as :func:`rpd.train.localsgd.localsgd_plan`'s
+    """D pipelines with local steps (module doc) as :func:`rpd.train.rounds.localsgd_plan`'s
     round plan, shaped [rounds, H local steps, D replicas, ...]; a local step is a flush of
     ``n_micro`` = M microbatches, ``batch`` the first of them. ``update_time`` [Q·S_obj]: the
     tick of every (flush, block) update, in landing order."""
-    tl = _dp_timeline(tl)
+    tl = data_parallel_timeline(tl)
     if tl.dp_sync is None:
         raise ValueError(f"expected a D-pipeline timeline (rpd.schedules.data_parallel), got kind={tl.kind!r}")
     land = _block_land(tl, S_obj)  # [Q, S_obj]
@@ -178,7 +180,7 @@ def dp_rounds_plan(tl: Timeline, S_obj: int, n_batches: int) -> dict:
     return dict(
         batch=((step * M) % n_batches).astype(np.int32),
         valid=np.broadcast_to((f < Q)[..., None], step.shape),
-        t_rel=np.broadcast_to(t_rel[:, :, None, :], step.shape + (S_obj,)).astype(np.int32),
+        t_rel=np.broadcast_to(t_rel[:, :, None, :], step.shape + (S_obj,)).astype(np.int64),
         mb=step.astype(np.int32),
         start=start,
         length=sync - start + 1,

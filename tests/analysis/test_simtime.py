@@ -43,19 +43,24 @@ def test_rpd_gets_pd_block_updates():
 
 def test_protocol_i_cuts_to_shortest_timeline():
     obj = random_quadratic(n=48, d=8, S=4, batch_size=4, seed=0)
-    pd = methods.pipedream(obj, schedules.pipedream(4, 24), 0.05)
+    pd = methods.pipedream(obj, schedules.pipedream(4, 24), 0.05)  # recorded at its update events
     ls = methods.local_sgd(obj, schedules.local_sgd(4, 24, 4, 2), 0.05)
     a, b = simtime.cut_to_shortest([pd, ls])
     assert a.axis[-1] == b.axis[-1] == min(pd.meta["T"], ls.meta["T"]) == 2 * 24 + 2 * 4 - 2
-    np.testing.assert_array_equal(simtime.value_at_time(pd, 10), pd.curve[:, 10])
+    every_tick = methods.train(obj, schedules.pipedream(4, 24), 0.05, at=np.arange(1, pd.meta["T"] + 1))
+    np.testing.assert_array_equal(simtime.value_at_time(pd, 10), every_tick.curve[:, 10])
+    np.testing.assert_array_equal(simtime.on_ticks(pd).curve, every_tick.curve)
+    np.testing.assert_array_equal(simtime.on_ticks(a).curve, every_tick.curve[:, : a.axis[-1] + 1])
 
 
 def test_cut_conventions_end_and_authors():
     """cut="end" keeps the point after T steps; cut="authors" keeps curve[:T], the last point
     after T − 1 steps (the authors' protocol (i) code)."""
     obj = random_quadratic(n=48, d=8, S=4, batch_size=4, seed=0)
-    pd = methods.pipedream(obj, schedules.pipedream(4, 24), 0.05)
-    ls = methods.local_sgd(obj, schedules.local_sgd(4, 24, 4, 2), 0.05)
+    # Read after every tick off the update events (rpd.results.value_at): the per-step curves.
+    pd = simtime.on_ticks(methods.pipedream(obj, schedules.pipedream(4, 24), 0.05))
+    ls_events = methods.local_sgd(obj, schedules.local_sgd(4, 24, 4, 2), 0.05)
+    ls = simtime.on_ticks(ls_events)
     T = 2 * 24 + 2 * 4 - 2  # PD's timeline, the shorter one
     np.testing.assert_array_equal(pd.axis[: T + 1], np.arange(T + 1))  # one point per step, x0 first
     end, authors = simtime.cut_to(ls, T), simtime.cut_to(ls, T, cut="authors")
@@ -68,5 +73,10 @@ def test_cut_conventions_end_and_authors():
     np.testing.assert_array_equal(simtime.value_at_time(ls, 10, cut="authors"), ls.curve[:, 9])
     np.testing.assert_array_equal(simtime.value_at_time(ls, 10, cut="end"), ls.curve[:, 10])
     assert (simtime.last_time(10, "end"), simtime.last_time(10, "authors")) == (10, 9)
+    for cut in simtime.CUTS:  # cut at the events, then read per tick: the same as cut per tick
+        np.testing.assert_array_equal(
+            simtime.on_ticks(simtime.cut_to(ls_events, T, cut)).curve, simtime.cut_to(ls, T, cut).curve
+        )
+        np.testing.assert_array_equal(simtime.value_at_time(ls_events, 10, cut), simtime.value_at_time(ls, 10, cut))
     with pytest.raises(ValueError, match="cut"):
         simtime.cut_to(ls, T, cut="paper")

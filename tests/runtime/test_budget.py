@@ -55,8 +55,12 @@ def test_pipedream_of_a_huge_S_refuses_within_seconds():
 
 SMALL = ["objective.n=200", "objective.d=32", "objective.batch_size=10", "schedule.N=20", "schedule.S=4"]
 HUGE = [  # (overrides, the fields the error names first)
-    (["schedule.N=1000000000"], "schedule.N, schedule.S too large"),
-    (["schedule.T=1000000000"], "schedule.T, schedule.S too large"),
+    (  # the curves at the update events: one per op, for every γ of the grid
+        ["schedule.N=1000000000"],
+        r"schedule.N, schedule.S, method.gamma_lo, method.gamma_hi too large \(schedule.N=1000000000, schedule.S=4, "
+        r"method.gamma_lo=-8, method.gamma_hi=0\)",
+    ),
+    (["schedule.T=1000000000"], "schedule.T, schedule.S, method.gamma_lo, method.gamma_hi too large"),
     (["schedule.noam=1000000000"], "schedule.noam, objective.d too large"),
     (["objective.n=1000000000", "objective.d=1000000"], "objective.n, objective.d too large"),
     (["method=localsgd", "schedule.H=1000000000"], "schedule.R, schedule.H too large"),
@@ -87,16 +91,17 @@ def test_the_estimate_of_a_small_run_is_small(monkeypatch):
         assert 0 < budget.check(terms) < 256 * 2**20, extra
 
     def timeline(extra):
-        (t,) = [
-            t for t in checks.memory_terms(checks.typed(_compose([*SMALL, *extra]))) if t.what.startswith("timeline")
-        ]
-        return t.nbytes // (4 * checks.TIMELINE_BYTES_PER_CELL)  # the bound on T (S = 4 lanes, unit costs)
+        cfg = checks.typed(_compose([*SMALL, *extra]))
+        (t,) = [t for t in checks.memory_terms(cfg) if t.what == "curves read per clock tick"]
+        return t.nbytes // (len(checks.gammas(cfg.method)) * checks.VALUE_BYTES)  # the bound on T in clock ticks
 
     assert timeline([]) == 2 * 20 + 2 * 4 == schedules.pipedream(4, 20).T + 2  # PD: 2N + 2S - 2
     assert timeline(["schedule.noam=1"]) == 2 * 20 * 4 + 2 * 4 >= schedules.pipedream(4, 20, 1).T
     gpipe = ["method=pipeline", "schedule=gpipe"]  # 5 flushes of M = 4: 5 * 2 * (4 + 3) = 70
     assert timeline(gpipe) == 2 * 20 + 5 * 2 * 4 >= schedules.gpipe(4, 20, 4).T == 70
     assert timeline([*gpipe, "costs=b2f"]) == 2 * timeline(gpipe)  # B = 2 ticks
+    # The clock's resolution is a multiple of the costs' gcd: costs in microseconds count no more points.
+    assert timeline([*gpipe, "costs.F=1000000", "costs.B=2000000"]) == timeline([*gpipe, "costs=b2f"])
 
 
 def test_localsgd_lm_activations_count_every_replica(monkeypatch):

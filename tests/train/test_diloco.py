@@ -8,6 +8,7 @@ import pytest
 
 import rpd  # noqa: F401
 from rpd import schedules
+from rpd.analysis import simtime
 from rpd.objectives.linear import random_quadratic
 from rpd.train import diloco, methods
 from rpd.train.localsgd import replica_mesh
@@ -90,15 +91,20 @@ def test_diloco_equals_a_literal_loop(quad, inner_state):
         np.testing.assert_allclose(res.x_final[gi], ref, rtol=1e-12, atol=1e-14)
     assert res.meta["outer_optimizer"] == {"name": "nesterov", "lr": 0.7, "beta": 0.9}
     if inner_state == "keep":  # the round's last tick is θ after the outer step
-        np.testing.assert_array_equal(res.curve[:, np.asarray(tl.sync_time) + 1], res.traces["round_end_curve"])
+        ticks = simtime.on_ticks(res)
+        np.testing.assert_array_equal(ticks.curve[:, np.asarray(tl.sync_time) + 1], res.traces["round_end_curve"])
 
 
 @pytest.mark.slow
-def test_sharded_equals_single_device_with_diloco(quad):
+def test_sharded_equals_single_device_with_diloco():
     tl = schedules.local_sgd(3, 32, 8, 2)
     kw = dict(optimizer="adam", outer_optimizer="nesterov", inner_state="average")
-    many = methods.local_sgd(quad, tl, GAMMAS, mesh=replica_mesh(8), **kw)
-    one = methods.local_sgd(quad, tl, GAMMAS, mesh=replica_mesh(8, [replica_mesh(1).devices.item()]), **kw)
+    cpus = jax.devices("cpu")  # tests/conftest.py's 8 virtual CPU devices, whatever the default device
+    with jax.default_device(cpus[0]):
+        quad = random_quadratic(n=96, d=12, S=3, batch_size=4, seed=2)
+        many = methods.local_sgd(quad, tl, GAMMAS, mesh=replica_mesh(8, cpus), **kw)
+        one = methods.local_sgd(quad, tl, GAMMAS, mesh=replica_mesh(8, cpus[:1]), **kw)
+    assert many.meta["devices"] == 8 and one.meta["devices"] == 1
     np.testing.assert_allclose(many.x_final, one.x_final, rtol=1e-12)
 
 

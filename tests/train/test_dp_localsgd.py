@@ -7,6 +7,7 @@ import optax
 import pytest
 
 from rpd import registry, schedules
+from rpd.analysis import simtime
 from rpd.objectives.linear import random_quadratic
 from rpd.schedules.costs import CostModel
 from rpd.schedules.data_parallel import data_parallel
@@ -60,8 +61,8 @@ def test_one_local_step_is_todays_d_pipelines(quad, overlap):
     rpd.train.semantics_parallel.dp_plan) at every tick, for 1F1B and a chunked schedule."""
     for make in (schedules.one_f_one_b, lambda S, N, M, costs: schedules.interleaved(S, N, 3, 2, costs=costs)):
         tl = _pipelines(12, 2, 1, overlap, make)
-        today = methods.train(quad, tl, GAMMAS)  # the stale core's plan
-        rounds = methods.local_sgd(quad, tl, GAMMAS)  # LocalSGD's runner, D replicas
+        today = simtime.on_ticks(methods.train(quad, tl, GAMMAS))  # the stale core's plan, per tick
+        rounds = simtime.on_ticks(methods.local_sgd(quad, tl, GAMMAS))  # LocalSGD's runner, D replicas
         assert rounds.method == tl.kind and rounds.meta["R"] == 2 and rounds.meta["H"] == 1
         np.testing.assert_array_equal(rounds.axis, today.axis)
         np.testing.assert_allclose(rounds.x_final, today.x_final, rtol=0, atol=1e-12)
@@ -72,7 +73,7 @@ def test_one_local_step_is_todays_d_pipelines(quad, overlap):
 @pytest.mark.parametrize("D,H,N", [(2, 3, 16), (3, 2, 12)])  # 8 flushes: a partial last round
 def test_local_steps_equal_a_replay_by_hand(quad, D, H, N):
     tl = _pipelines(N, D, H)
-    res = methods.train(quad, tl, GAMMAS)  # local_steps > 1: LocalSGD across the pipelines
+    res = simtime.on_ticks(methods.train(quad, tl, GAMMAS))  # local_steps > 1: LocalSGD across the pipelines
     assert res.axis[-1] == tl.T and len(res.axis) == tl.T + 1
     for gi, g in enumerate(GAMMAS):
         curve, xbar = _replay(quad, tl, g)

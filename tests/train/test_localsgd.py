@@ -6,6 +6,7 @@ import pytest
 
 import rpd  # noqa: F401
 from rpd import schedules
+from rpd.analysis import simtime
 from rpd.objectives.linear import logistic_regression, random_quadratic
 from rpd.train import methods
 from rpd.train.localsgd import replica_mesh
@@ -17,8 +18,13 @@ def quad():
     return random_quadratic(n=96, d=12, S=3, batch_size=4, seed=2)
 
 
+# The sharded tests run on the 8 virtual CPU devices of tests/conftest.py, named explicitly: with a GPU as
+# JAX's default device, jax.devices() is the GPU alone.
+CPUS = jax.devices("cpu")
+
+
 def test_virtual_devices_present():
-    assert len(jax.devices()) == 8, "tests/conftest.py sets 8 virtual CPU devices"
+    assert len(CPUS) == 8, "tests/conftest.py sets 8 virtual CPU devices"
 
 
 @pytest.mark.parametrize("S,N,R,H", [(3, 20, 3, 2), (3, 17, 4, 3), (3, 9, 3, 1)])
@@ -26,16 +32,18 @@ def test_equals_literal_replay_every_time_step(quad, S, N, R, H):
     """Per-step replica mean matches the op-by-op replay (local steps stay local, averaging at
     the end of the time step in which a round's last microbatch finishes B on stage 0)."""
     tl = schedules.local_sgd(S, N, R, H)
-    res = methods.local_sgd(quad, tl, [0.05, 0.2])
+    res = simtime.on_ticks(methods.local_sgd(quad, tl, [0.05, 0.2]))  # after every tick, off the events
     assert res.axis_name == "sim_time" and len(res.axis) == tl.T + 1
     for gi, g in enumerate([0.05, 0.2]):
         np.testing.assert_allclose(res.curve[gi], replay(quad, tl, g), rtol=1e-11, atol=1e-13)
 
 
-def test_sharded_equals_single_device(quad):
+def test_sharded_equals_single_device():
     tl = schedules.local_sgd(3, 40, 8, 2)
-    many = methods.local_sgd(quad, tl, [0.05, 0.1], mesh=replica_mesh(8))
-    one = methods.local_sgd(quad, tl, [0.05, 0.1], mesh=replica_mesh(8, jax.devices()[:1]))
+    with jax.default_device(CPUS[0]):  # the objective's arrays on the CPU too, whatever the default device
+        quad = random_quadratic(n=96, d=12, S=3, batch_size=4, seed=2)
+        many = methods.local_sgd(quad, tl, [0.05, 0.1], mesh=replica_mesh(8, CPUS))
+        one = methods.local_sgd(quad, tl, [0.05, 0.1], mesh=replica_mesh(8, CPUS[:1]))
     assert many.meta["devices"] == 8 and one.meta["devices"] == 1
     np.testing.assert_allclose(many.curve, one.curve, rtol=1e-12)
     np.testing.assert_allclose(many.x_final, one.x_final, rtol=1e-12)
@@ -65,7 +73,7 @@ def test_local_steps_are_local():
     gradient-summing trap would produce exactly that)."""
     obj = random_quadratic(n=8, d=4, S=2, batch_size=2, seed=0)
     tl = schedules.local_sgd(2, 8, 2, 4)
-    res = methods.local_sgd(obj, tl, 0.1, mesh=replica_mesh(2))
+    res = simtime.on_ticks(methods.local_sgd(obj, tl, 0.1, mesh=replica_mesh(2)))
     np.testing.assert_allclose(res.curve[0], replay(obj, tl, 0.1), rtol=1e-12)
 
 
@@ -87,7 +95,7 @@ def test_costs_timeline_equals_literal_replay(quad, S, N, R, H):
 
     tl = schedules.local_sgd(S, N, R, H, costs=CostModel(F=1, B=2, p2p=1, allreduce=(2, 0.25)), values=4)
     assert tl.T > schedules.local_sgd(S, N, R, H).T
-    res = methods.local_sgd(quad, tl, [0.05, 0.2])
+    res = simtime.on_ticks(methods.local_sgd(quad, tl, [0.05, 0.2]))
     assert len(res.axis) == tl.T + 1
     for gi, g in enumerate([0.05, 0.2]):
         np.testing.assert_allclose(res.curve[gi], replay(quad, tl, g), rtol=1e-11, atol=1e-13)
@@ -102,9 +110,12 @@ def test_curve_is_flat_exactly_on_ticks_where_nothing_lands(quad, costs):
 
     kw = dict(costs=CostModel(F=1, B=2, p2p=1, allreduce=(2, 0.25)), values=4) if costs else {}
     tl = schedules.local_sgd(3, 160, 4, 20, **kw)  # rounds of > 160 ticks
-    res = methods.local_sgd(quad, tl, [0.05, 0.2])
+    events = methods.local_sgd(quad, tl, [0.05, 0.2])
     landing = set(np.asarray(tl.b_time).ravel().tolist())
     round_start = {0, *(np.asarray(tl.sync_time) + 1).tolist()}
+    # Recorded only after the ticks in which an increment lands, a round starts or ends (syncs land).
+    assert set((events.axis[1:] - 1).tolist()) <= landing | round_start | set(np.asarray(tl.sync_time).tolist())
+    res = simtime.on_ticks(events)
     flat = [t for t in range(tl.T) if t not in landing and t not in round_start]
     assert len(flat) >= 4
     for t in flat:  # curve[:, 1 + t] is f(x̄) after tick t
