@@ -2,6 +2,11 @@ import os
 
 # Virtual CPU devices for the sharded LocalSGD tests; must be set before jax initialises.
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+# On an NVIDIA GPU, XLA's scatter-adds (an embedding's gradient) and some reductions sum in a
+# run-dependent order unless told otherwise; the tests compare runs bit for bit, so they ask for
+# deterministic kernels there (docs/running.md#gpu). The CPU is deterministic already.
+if os.path.exists("/dev/nvidiactl") and "xla_gpu_deterministic_ops" not in os.environ["XLA_FLAGS"]:
+    os.environ["XLA_FLAGS"] += " --xla_gpu_deterministic_ops=true"
 # The entry points turn JAX's persistent compilation cache on (rpd.runtime.compile_cache); tests that
 # call them in-process must not point this process's cache at a temporary directory.
 os.environ.setdefault("RPD_JAX_CACHE", "0")
