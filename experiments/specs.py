@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from experiments.config import _value
 from rpd import registry
 from rpd.analysis import simtime
-from rpd.schedules.costs import CostModel
+from rpd.schedules.costs import CostModel, HostLink
 from rpd.validation import check_choice, check_int, check_real
 
 
@@ -29,6 +29,14 @@ def cost_model(c) -> CostModel:
     if p > 1:
         raise ValueError(f"costs.straggler_p must be <= 1, got {p}")
     ticks = check_int("costs.straggler_ticks", c.straggler_ticks, 0)
+    host = None
+    if getattr(c, "host_d2h", None) is not None:  # activation offload over each rank's host link
+        d2h = check_int("costs.host_d2h", c.host_d2h)
+        h2d = d2h if c.host_h2d is None else check_int("costs.host_h2d", c.host_h2d)
+        latency = check_int("costs.host_latency", c.host_latency, 0)
+        host = HostLink(d2h, h2d, latency, check_int("costs.host_min_gap", c.host_min_gap, 2))
+    elif getattr(c, "host_h2d", None) is not None:
+        raise ValueError("costs.host_h2d needs costs.host_d2h (offload is on when host_d2h is set)")
     return CostModel(
         F=c.F,
         B=c.B,
@@ -40,6 +48,7 @@ def cost_model(c) -> CostModel:
         straggler=(p, ticks) if p > 0 and ticks > 0 else None,
         seed=c.seed,
         unit=getattr(c, "unit", "tick"),
+        host=host,
     )
 
 

@@ -22,7 +22,10 @@ schedule and method). Only plain values cross these modules; nothing here import
 
 from __future__ import annotations
 
-from rpd.registry import catalog  # noqa: F401  (registers the built-in schedules)
+from rpd.registry import (
+    catalog,  # noqa: F401  (registers the built-in schedules)
+    catalog_2024,  # noqa: F401  (registers the schedules shipped since 2024)
+)
 from rpd.registry.entry import (
     DEFAULTS,  # noqa: F401  (re-exported)
     SCHEDULES,

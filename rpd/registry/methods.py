@@ -22,7 +22,7 @@ from rpd.results import Result
 from rpd.schedules import Timeline, delays, memory
 from rpd.schedules.costs import CostModel
 from rpd.train import diloco, methods, optimizers, semantics, semantics_parallel
-from rpd.validation import check_choice, check_int
+from rpd.validation import check_choice, check_int, required
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,7 +145,7 @@ def _local_sgd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> Meth
 
 def _sgd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> MethodRun:
 
-    N = pipe.params.N if pipe.params.T is None else pipe.timeline(obj).N  # (ii): the schedule's N at T
+    N = required("N", pipe.params.N) if pipe.params.T is None else pipe.timeline(obj).N  # (ii): the schedule's N at T
     res = methods.sgd(obj, N, gammas, seed=seed, stride=o.stride, optimizer=o.optimizer)
     return MethodRun(res, None, res.axis, {"N": int(res.meta["N"]), "K": int(res.meta["K"])})
 
@@ -162,8 +162,9 @@ def _rpd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> MethodRun:
         "batch_order": lambda: tl.update_mb % obj.n_batches,
     }
     opts = {f: pd_values[f]() if _is(getattr(o, f), "pd") else getattr(o, f) for f in pd_values}
-    res = methods.rpd(obj, K, gammas, o.delta, seed=seed, stride=o.stride, optimizer=o.optimizer, **opts)
-    extra = {"N": tl.N, "K": K, "T": tl.T, "delta": int(o.delta)}
+    delta = required("delta", o.delta)  # filled in by the method's resolve
+    res = methods.rpd(obj, K, gammas, delta, seed=seed, stride=o.stride, optimizer=o.optimizer, **opts)
+    extra: dict[str, float] = {"N": tl.N, "K": K, "T": tl.T, "delta": int(delta)}
     if _is(o.delays, "pd"):
         extra.update(delays.table_summary(opts["delays"]))
     return MethodRun(res, simtime.sim_time_at(tl.update_time, res.axis), res.axis, extra)
@@ -316,9 +317,10 @@ def prepare(
         values = check_int("values", values, 0)
     smallest = check_schedule(name, params, costs, values or 0, prefix=schedule_prefix)
     keep = {"stride", "optimizer", *entry.options}
-    resolved = MethodOptions(
-        **{f.name: getattr(options, f.name) if f.name in keep else None for f in dataclasses.fields(MethodOptions)}
-    )
+    kept: dict[str, Any] = {  # MethodOptions' fields by name
+        f.name: getattr(options, f.name) if f.name in keep else None for f in dataclasses.fields(MethodOptions)
+    }
+    resolved = MethodOptions(**kept)
     if entry.resolve is not None:
         resolved = entry.resolve(resolved, params.S)
     _check_options(entry, resolved, smallest, schedule_entry.semantics, method_prefix)

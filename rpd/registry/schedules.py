@@ -5,6 +5,7 @@ checked before any work (:func:`check_schedule`)."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -13,7 +14,7 @@ from rpd.registry.entry import BOOLS, NOT_INT, SCHEDULES, VARIANTS, ScheduleEntr
 from rpd.schedules import Timeline
 from rpd.schedules.costs import CostModel
 from rpd.schedules.data_parallel import data_parallel
-from rpd.validation import check_choice, check_int, qualify
+from rpd.validation import check_choice, check_int, qualify, required
 
 
 def objective_blocks(name: str, S: int) -> int:
@@ -32,7 +33,7 @@ def resolve(name: str, params: ScheduleParams) -> ScheduleParams:
     """``params`` as schedule ``name`` runs them: its fields' defaults filled in, every field it
     does not read None (N too when T is set)."""
     entry = SCHEDULES[name]
-    kept = {
+    kept: dict[str, Any] = {  # ScheduleParams' fields by name
         "S": params.S,
         "N": params.N if params.T is None else None,
         "T": params.T,
@@ -87,14 +88,16 @@ def build(name: str, params: ScheduleParams, costs: CostModel | None = None, val
     entry = SCHEDULES[name]
     p = resolve(name, params)
     if p.T is None:
-        return _make(entry, p, p.N, costs, values)
-    step = p.M if entry.flush else 1
+        return _make(entry, p, required("N", p.N), costs, values)
+    step = required("M", p.M) if entry.flush else 1
     return simtime.smallest_n_reaching(p.T, lambda q: _make(entry, p, q * step, costs, values))
 
 
 def _qualify(message: str, entry: ScheduleEntry, prefix: str) -> str:
     """The library names its arguments (``M must be >= 1``); give them their config path."""
-    own = {} if entry.params_type is None else {f.name: f"params.{f.name}" for f in dataclasses.fields(entry.params_type)}
+    own = (
+        {} if entry.params_type is None else {f.name: f"params.{f.name}" for f in dataclasses.fields(entry.params_type)}
+    )
     return qualify(message, {f: f for f in ("S", "N", "T", *entry.fields)} | own | dict(entry.aliases), prefix)
 
 
@@ -134,9 +137,9 @@ def check_schedule(
             raise ValueError(f"{prefix}local_steps > 1 needs a schedule with a flush, got {name}")
         if params.local_steps > 1 and params.D in (None, 1):
             raise ValueError(f"{prefix}local_steps > 1 needs {prefix}D > 1 pipelines to average, got D=1")
-    if entry.flush and p.T is None and p.N % p.M:
+    if entry.flush and p.T is None and required("N", p.N) % required("M", p.M):
         raise ValueError(f"{prefix}N must be a whole number of flushes of {prefix}M microbatches, got N={p.N}, M={p.M}")
-    n = p.M if entry.flush else 1
+    n = required("M", p.M) if entry.flush else 1
     try:
         return _make(entry, p, n, costs, values)
     except (ValueError, TypeError) as exc:

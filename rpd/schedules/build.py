@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from rpd.schedules.costs import CostModel
+from rpd.schedules.costs import CostModel, HostLink
 from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD, Order
+from rpd.schedules.offload import time_with_transfers
 from rpd.schedules.timeline import OpTable, Timeline
 from rpd.schedules.timer import flatten, op_durations, time_order
 
@@ -41,7 +42,11 @@ def timed(
     else:
         flush = flat.mb // barrier_every
         gaps = np.full(-(-N // barrier_every), gap, np.int64)
-    start, end = time_order(flat, dur, costs.p2p, flush, gaps)
+    transfers = None
+    if isinstance(costs.host, HostLink):  # activation offload: transfers on each rank's host link
+        start, end, transfers = time_with_transfers(flat, dur, costs.p2p, flush, gaps, costs.host)
+    else:  # (a tuple was made a HostLink by CostModel; None: no offload)
+        start, end = time_order(flat, dur, costs.p2p, flush, gaps)
     f_time = np.empty((N, G), np.int64)
     b_time = np.empty((N, G), np.int64)
     is_f = flat.kind == FWD
@@ -73,6 +78,7 @@ def timed(
         table_=table,
         costs=costs,
         i_time=i_time,
+        transfers=transfers,
         **_barrier_fields(averaging, group_end),
         **fields,
     )

@@ -46,6 +46,27 @@ class Straggler:
 
 
 @dataclasses.dataclass(frozen=True)
+class HostLink:
+    """Each rank's link to host memory, for activation offload (docs/schedules.md#activation-offload):
+    moving one op's activation (one microbatch on one global stage, per chunk like every cost)
+    takes ``latency + d2h`` ticks to the host and ``latency + h2d`` back; each direction moves
+    one activation at a time per rank. An activation is offloaded when at least ``min_gap``
+    ops of its rank run between its forward and its backward (B or I); it comes back while the
+    op just before its backward runs (:mod:`rpd.schedules.offload`)."""
+
+    d2h: int
+    h2d: int
+    latency: int = 0
+    min_gap: int = 2
+
+    def __post_init__(self):
+        check_int("costs.host.d2h", self.d2h)
+        check_int("costs.host.h2d", self.h2d)
+        check_int("costs.host.latency", self.latency, minimum=0)
+        check_int("costs.host.min_gap", self.min_gap, minimum=2)
+
+
+@dataclasses.dataclass(frozen=True)
 class Resolved:
     """Per-stage integer costs of one schedule: int64 [n_stages] each."""
 
@@ -82,6 +103,7 @@ class CostModel:
     straggler: Straggler | tuple | None = None
     seed: int = 0
     unit: str = "tick"
+    host: HostLink | tuple | None = None  # activation offload over a host link per rank; None: none
 
     def __post_init__(self):
         check_choice("costs.unit", self.unit, UNITS)
@@ -110,6 +132,12 @@ class CostModel:
                 raise ValueError(f"costs.straggler must be Straggler(p, ticks) or (p, ticks), got {self.straggler!r}")
             object.__setattr__(self, "straggler", Straggler(*self.straggler))
         check_int("costs.seed", self.seed, minimum=0)
+        if self.host is not None and not isinstance(self.host, HostLink):
+            if not (isinstance(self.host, (tuple, list)) and 2 <= len(self.host) <= 4):
+                raise ValueError(
+                    f"costs.host must be HostLink(d2h, h2d, latency, min_gap) or a tuple of them, got {self.host!r}"
+                )
+            object.__setattr__(self, "host", HostLink(*self.host))
 
     @property
     def is_unit(self) -> bool:
@@ -122,6 +150,7 @@ class CostModel:
             and self.p2p == 0
             and self.allreduce == (0.0, 0.0)
             and self.straggler is None
+            and self.host is None
         )
 
     @property

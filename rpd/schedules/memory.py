@@ -8,6 +8,7 @@ import numpy as np
 
 from rpd.schedules.delays import stashed_versions
 from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD
+from rpd.schedules.offload import D2H
 from rpd.schedules.timeline import Timeline
 
 
@@ -34,6 +35,12 @@ def peak_activations(tl: Timeline, until: str | None = None) -> np.ndarray:
     when = np.concatenate([alloc_t, free_t])
     delta = np.concatenate([np.ones(len(alloc_t)), -np.ones(len(free_t))])
     who = np.concatenate([rank, rank])
+    if tl.transfers is not None:  # offloaded: off the device from the end of its D2H to the start of its H2D
+        x = tl.transfers
+        out = x.kind == D2H
+        when = np.concatenate([when, x.end[out], x.start[~out]])
+        delta = np.concatenate([delta, -np.ones(int(out.sum())), np.ones(int((~out).sum()))])
+        who = np.concatenate([who, x.rank[out], x.rank[~out]])
     o = np.lexsort((delta, when, who))
     level = np.cumsum(delta[o])
     who = who[o]

@@ -152,7 +152,8 @@ def zb_h2_validated(
     lead = np.array([int(np.argmax(a[:, Col.KIND] != FWD)) if np.any(a[:, Col.KIND] != FWD) else len(a) for a in one])
     n_spec = np.minimum(speculative_forwards(S, M), lead)
     flushes = [shift_mb(one, q * M) for q in range(Q)]
-    ghost_of = {}  # (flush q, j) -> ghost microbatch id >= N of a wasted forward of mb q*M + j
+    # (flush q, j) -> ghost microbatch id >= N of a wasted forward of mb q*M + j
+    ghost_of: dict[tuple[int, int], int] = {}
     per_rank, wait_at = [], []  # wait_at[r][q]: index in rank r's order of the op that waits
     for r in range(S):
         rows, waits = [], []

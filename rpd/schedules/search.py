@@ -29,6 +29,7 @@ import dataclasses
 import functools
 import numbers
 import time
+from collections.abc import Hashable
 
 import numpy as np
 
@@ -70,7 +71,7 @@ class SearchedTimeline(Timeline):
     """A Timeline of a searched order; synchronous (one optimizer step per flush) like the
     hand-written flush schedules, with the search's record in ``search_info``."""
 
-    search_info: SearchInfo | None = None
+    search_info: SearchInfo = dataclasses.field(kw_only=True)  # always set by the search
 
     @property
     def synchronous(self) -> bool:
@@ -145,9 +146,9 @@ def searched(
         raise ValueError(f"N must be a whole number of flushes of M microbatches, got N={N}, M={M}")
     if not isinstance(overlapped, (bool, np.bool_)):
         raise TypeError(f"overlapped must be a bool, got {overlapped!r}")
-    cap = 2 * S if memory_cap is None else memory_cap
-    if not isinstance(cap, numbers.Real) and cap is not None:
-        cap = tuple(cap)
+    cap: Hashable = 2 * S if memory_cap is None else memory_cap
+    if not isinstance(memory_cap, numbers.Real) and memory_cap is not None:
+        cap = tuple(memory_cap)
     one = _one_flush(S, M, costs, cap, method, time_limit, bool(overlapped))
     if N == M:
         return one
@@ -179,10 +180,12 @@ def heuristic_order(p: Problem) -> tuple[Order, int, str]:
     rank, and the hand-written schedules that fit the caps, then improved by
     :func:`~rpd.schedules.search_heuristic.improve`. Deterministic; the tuning and the local
     search take fewer steps on larger instances (a few seconds at S = 16, M = 128)."""
-    best = None
-    for rule in rules(p):
+    first, *others = rules(p)
+    order, s = greedy(p, first)
+    best = (s, order, "greedy", first)
+    for rule in others:
         order, s = greedy(p, rule)
-        if best is None or s < best[0]:
+        if s < best[0]:
             best = (s, order, "greedy", rule)
     s, order, source, rule = best
     n = p.S * p.M
@@ -219,7 +222,7 @@ def hand_written(p: Problem) -> list[tuple[str, Order]]:
 def _split_b(order: Order) -> Order:
     out = []
     for a in order:
-        rows = []
+        rows: list[tuple[int, int, int]] = []
         for kind, g, m, _ in a.tolist():
             rows += [(BWD_I, g, m), (BWD_W, g, m)] if kind == BWD else [(kind, g, m)]
         out.append(ops(rows))
@@ -261,8 +264,8 @@ def _caps(memory_cap, S: int, M: int) -> tuple[int, ...]:
             raise ValueError(f"memory_cap has {len(values)} values, the pipeline has S={S} ranks")
         names = [f"memory_cap[{r}]" for r in range(S)]
     caps = []
-    for name, v in zip(names, values):
-        v = check_real(name, v)
+    for name, value in zip(names, values):
+        v = check_real(name, value)
         if v < 1:
             raise ValueError(f"{name} must be >= 1 (one microbatch's activations, A), got {v}")
         caps.append(min(int(np.floor(v + 1e-9)), M))

@@ -65,6 +65,7 @@ class Timeline:
     concat: str | None = None  # Chimera: how a flush of M > S microbatches is built (bidirectional.CONCAT)
     pieces: int = 1  # ops per (microbatch, stage) in the table: Chimera's backward halving runs halves
     sync: bool = False  # set by the constructor: each flush is one minibatch step at one weight version
+    transfers: OpTable | None = None  # activation offload: D2H / H2D ops on the host links (rpd.schedules.offload)
     stash: bool = False  # PipeDream's weight stashing: a version per microbatch in flight (delays, memory)
     versions: int = 1  # weight versions of each block held at once otherwise (2BW: 2; LocalSGD: R replicas)
     copies: int = 1  # copies of each stage's weights kept equal by an all-reduce (Chimera, GEMS: 2; LocalSGD: R)

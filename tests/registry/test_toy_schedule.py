@@ -22,11 +22,11 @@ from hydra_helpers import ROOT, TINY_LINEAR
 from rpd import registry
 from rpd.model import hardware, layers
 from rpd.model.plan import plan
-from rpd.studies import schedule_table
 from rpd.schedules import Timeline, memory
 from rpd.schedules.build import timed
 from rpd.schedules.costs import CostModel
 from rpd.schedules.ir import BWD_I, BWD_W, FWD, concat, ops, shift_mb
+from rpd.studies import schedule_table
 
 NAME = "toy_split_gpipe"
 HERE = Path(__file__).resolve().parent
