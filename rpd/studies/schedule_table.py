@@ -48,6 +48,13 @@ ORDER = (
     "avgpipe",
     "wpipe",
     "zb_h2_pv",
+    "looped_bfs",  # the schedules shipped since 2024 (docs/schedules.md)
+    "interleaved_zb",
+    "dualpipe",
+    "v_half",
+    "v_min",
+    "combined_1f1b",
+    "bitpipe",
 )
 PICTURE_SIZE = dict(S=4, M=8)
 
