@@ -45,10 +45,11 @@ def swept_columns(overrides) -> dict[str, list]:
     items = [_override_items(o) for o in overrides]
     keys = sorted({k for i in items for k in i})
     varied = [k for k in keys if len({i.get(k) for i in items}) > 1 and k not in OVERRIDE_COLUMNS]
-    return {k: [_scalar(i.get(k)) for i in items] for k in varied}
+    return {k: [scalar(i.get(k)) for i in items] for k in varied}
 
 
-def _scalar(text):
+def scalar(text):
+    """An override's value as typed: None, int, float or the text."""
     if text is None or text.lower() in ("none", "null"):
         return None
     for cast in (int, float):

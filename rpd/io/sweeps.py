@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from rpd.io import store
 from rpd.io.atomic import atomic_write
 from rpd.io.sweep_results import time_to_target
-from rpd.io.sweep_table import for_terminal, summary_column, swept_columns
+from rpd.io.sweep_table import for_terminal, scalar, summary_column, swept_columns
 
 JOB_LINK = "result.json"  # in a hydra job's output directory: which stored run the job produced
 JOBS = "jobs.json"  # in a sweep directory: every job's overrides, written when the sweep starts
@@ -299,14 +299,7 @@ def swept(overrides) -> list[str]:
 def _parse_value(text: str):
     if "," in text:
         return [_parse_value(t) for t in text.split(",")]
-    if text.lower() in ("none", "null"):
-        return None
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
+    return scalar(text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
