@@ -7,7 +7,7 @@ import pytest
 
 import rpd  # noqa: F401
 from rpd import schedules
-from rpd.analysis import tuning
+from rpd.analysis import simtime, tuning
 from rpd.studies import load, pd_vs_localsgd_claims
 from rpd.studies import pd_vs_localsgd as study
 from rpd.train import methods
@@ -88,9 +88,9 @@ def test_cut_curves_are_prefixes_of_the_full_runs(tiny):
     H = max(cfg.H, key=lambda h: schedules.local_sgd(cfg.S, cfg.N, cfg.R, h).T)  # the most cut
     T = out.summary["T_cut"]
     for i, seed in enumerate(cfg.noise_seeds):
-        full = methods.local_sgd(
-            obj, schedules.local_sgd(cfg.S, cfg.N, cfg.R, H), tuning.pow2_grid(*cfg.localsgd_gamma_exps), seed=seed
-        )
+        tl = schedules.local_sgd(cfg.S, cfg.N, cfg.R, H)
+        # recorded at its events; read after every time step, as the study reads it
+        full = simtime.per_tick(methods.local_sgd(obj, tl, tuning.pow2_grid(*cfg.localsgd_gamma_exps), seed=seed), tl)
         assert full.curve.shape[1] > T + 1
         np.testing.assert_allclose(out.arrays[f"localsgd_H{H}_seed_curves"][i], full.curve[:, :T], rtol=1e-12)
     if len(cfg.noise_seeds) > 1:  # the noise seeds differ, the drawn curve is their mean

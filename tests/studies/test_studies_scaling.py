@@ -5,7 +5,7 @@ import pytest
 
 import rpd  # noqa: F401
 from rpd import schedules
-from rpd.analysis import tuning
+from rpd.analysis import simtime, tuning
 from rpd.studies import load
 from rpd.studies import scaling as study
 
@@ -84,9 +84,9 @@ def test_localsgd_at_T_is_reported_beside_its_own_end(tiny):
     obj = objectives.logistic_regression(
         n=cfg.n, d=cfg.d, S=S, batch_size=cfg.batch_size, lam=cfg.lam, grad_noise=cfg.grad_noise, seed=cfg.seed
     )
-    full = methods.local_sgd(
-        obj, schedules.local_sgd(S, e["localsgd_N"], S, cfg.H), out.arrays["localsgd_gammas"], seed=cfg.seed
-    )
+    tl = schedules.local_sgd(S, e["localsgd_N"], S, cfg.H)
+    # recorded at its events; read after every time step, as the study reads it
+    full = simtime.per_tick(methods.local_sgd(obj, tl, out.arrays["localsgd_gammas"], seed=cfg.seed), tl)
     j = e["localsgd"]["gamma_index"]
     np.testing.assert_allclose(out.arrays[f"localsgd_S{S}_curves"], full.curve, rtol=1e-12)
     assert e["localsgd"]["at_T"] == pytest.approx(full.curve[j, cfg.T], rel=1e-12)
