@@ -1,5 +1,5 @@
 """A fixed number of workers: pipeline depth, data parallelism and replication chosen together
-(docs/plan.md#a-fixed-number-of-workers-rpdmodelworkers-n_workers).
+(docs/plan.md#a-fixed-number-of-workers-rpdmodelworkers).
 
 Every configuration is PipeDream's: contiguous stages, stage g on r_g workers taking microbatches
 round-robin (1F1B-RR, :mod:`rpd.schedules.round_robin`), weights stashed, a replicated stage's
@@ -44,11 +44,11 @@ class Config:
     workers: int
     bounds: tuple
     replicas: tuple
-    time_per_microbatch_s: float | None = None
-    tokens_per_s: float | None = None
-    peak_bytes: float | None = None  # the worst device
-    weight_bytes: float | None = None  # weights + stashed versions, the worst device
-    stash_versions: int | None = None  # most weight versions one device keeps of its stage
+    time_per_microbatch_s: float
+    tokens_per_s: float
+    peak_bytes: float  # the worst device
+    weight_bytes: float  # weights + stashed versions, the worst device
+    stash_versions: int  # most weight versions one device keeps of its stage
     fits: bool = False
     allreduce_bytes: float = 0.0  # per update of its stage, the worst device
     predicted_s: float | None = None  # PipeDream's partitioner's bottleneck (its own model)

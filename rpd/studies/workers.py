@@ -1,5 +1,5 @@
 """E15: a fixed number of workers, pipeline × data parallelism × replication
-(docs/plan.md#a-fixed-number-of-workers-rpdmodelworkers-n_workers).
+(docs/plan.md#a-fixed-number-of-workers-rpdmodelworkers).
 
 For each model (``gpt3_1.3b``, ``gpt2_medium``: their stage profiles from :mod:`rpd.model.layers`)
 and each worker count n (8..64), every configuration of :func:`rpd.model.workers.configurations`

@@ -10,6 +10,7 @@ import pytest
 
 from rpd import objectives as O
 from rpd import schedules
+from rpd.analysis import simtime
 from rpd.objectives import nanochat as nc
 from rpd.runtime.compile_cache import count_programs
 from rpd.train import core, localsgd, methods
@@ -110,10 +111,11 @@ def _reference_runs():
     g = [0.05, 0.1]
     lg = O.logistic_regression(64, 16, 4, 4, lam=1e-3, grad_noise=0.3, seed=3)
     lm = nc.nanochat(3, text=TEXT, seed=1, **LM)
+    ls = schedules.local_sgd(4, 16, 2, 2)
     return {
         "q_pd": methods.pipedream(O.random_quadratic(64, 16, 4, 4, seed=1), schedules.pipedream(4, 12), g, seed=1),
         "lg_rpd": methods.rpd(lg, 40, g, delta=5, seed=2),
-        "lg_ls": methods.local_sgd(lg, schedules.local_sgd(4, 16, 2, 2), g, seed=1),
+        "lg_ls": simtime.per_tick(methods.local_sgd(lg, ls, g, seed=1), ls),  # events read per tick
         "ml_pm": methods.train(
             O.mlp_chain(32, 6, 4, 4, seed=4), schedules.pipemare(4, 12), g, seed=1, t1=True, t2=True
         ),
