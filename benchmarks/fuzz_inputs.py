@@ -1,4 +1,4 @@
-"""Bad input at every entry point: is each refused before any work, in one line? (issue 34)
+"""Bad input at every entry point: is each refused before any work, in one line?
 
     .venv/bin/python benchmarks/fuzz_inputs.py              # about 130 cases, ~5 minutes on 2 cores
     .venv/bin/python benchmarks/fuzz_inputs.py --limit 20   # a sample

@@ -169,7 +169,9 @@ class OptimizerConfig:
     b2: Optional[float] = None
     eps: Optional[float] = None  # adam, adamw, nadam, muon
     eps_root: Optional[float] = None  # adam, adamw, nadam
-    weight_decay: Optional[float] = None  # adamw (decoupled, times the learning rate), muon, nesterov_async, adam_rotated
+    weight_decay: Optional[float] = (
+        None  # adamw (decoupled, times the learning rate), muon, nesterov_async, adam_rotated
+    )
     ns_steps: Optional[int] = None  # muon: Newton-Schulz iterations
     ns_coeffs: Optional[List[float]] = None  # muon: Newton-Schulz coefficients (a, b, c)
     adam_b1: Optional[float] = None  # muon: Adam on the non-matrix leaves
@@ -258,12 +260,16 @@ class CostsConfig:
     allreduce_values: Optional[int] = None  # v per stage; null: the objective's largest block
     straggler_p: float = 0.0  # each op independently slowed with probability p ...
     straggler_ticks: int = 0  # ... by this many ticks
-    host_d2h: Optional[int] = None  # activation offload (every schedule): ticks to move one activation to host; null: off
+    host_d2h: Optional[int] = (
+        None  # activation offload (every schedule): ticks to move one activation to host; null: off
+    )
     host_h2d: Optional[int] = None  # ... and back (null: host_d2h)
     host_latency: int = 0  # ... plus this per transfer
     host_min_gap: int = 2  # offload an activation when at least this many ops run between its F and its backward
     seed: int = 0  # seed of the straggler draws
-    unit: str = "tick"  # what one tick of the costs above stands for: tick, ns, us, ms or s (a label; integers stay exact)
+    unit: str = (
+        "tick"  # what one tick of the costs above stands for: tick, ns, us, ms or s (a label; integers stay exact)
+    )
 
 
 @dataclasses.dataclass

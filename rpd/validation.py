@@ -6,8 +6,11 @@ import math
 import numbers
 import re
 from collections.abc import Mapping
+from typing import TypeVar
 
 import numpy as np
+
+T = TypeVar("T")
 
 
 def check_int(name: str, value, minimum: int = 1) -> int:
@@ -28,7 +31,15 @@ def check_real(name: str, value, *, positive: bool = True, allow_zero: bool = Fa
     return float(value)
 
 
-def check_choice(name: str, value, choices) -> str:
+def required(name: str, value: T | None) -> T:
+    """``value``, which the caller's kind of object always sets (a LocalSGD timeline's H, a
+    flush schedule's M); a one-line ValueError naming ``name`` if it is None."""
+    if value is None:
+        raise ValueError(f"{name} must be set here, got None")
+    return value
+
+
+def check_choice(name: str, value: T, choices) -> T:
     if value not in choices:
         raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
     return value

@@ -78,7 +78,7 @@ class GammaReport(NamedTuple):
 class Selection(NamedTuple):
     """The chosen γ. ``index`` is None (and ``gamma`` NaN) only when every run diverged."""
 
-    index: int | None
+    index: int | None  # type: ignore[assignment]  # a field named like tuple.index: typeshed's NamedTuple clash
     gamma: float
     rule: str  # "stable", "min_tail_mean" (no γ stable), "reference", "best_final", or "all_diverged"
     reports: tuple[GammaReport, ...]

@@ -29,13 +29,21 @@ import numpy as np
 
 from rpd.model.hardware import Hardware
 from rpd.model.layers import Layer, Model
+from rpd.validation import required
+
+
+def _gemm_rates(hw: Hardware) -> tuple[float, float]:
+    """(FLOP/s of a large GEMM, HBM bytes/s) of ``hw``'s GEMM model; a ValueError without one."""
+    eff = required("hardware.gemm_efficiency", hw.gemm_efficiency)
+    return eff * hw.peak_flops, required("hardware.hbm_bandwidth", hw.hbm_bandwidth)
 
 
 def gemm_seconds(hw: Hardware, m: float, n: float, k: float, count: float = 1) -> float:
     """One (m × k)·(k × n) product, ``count`` times, on ``hw`` (module docstring)."""
     flops = 2.0 * m * n * k
     moved = 2.0 * (m * k + k * n + m * n)
-    return count * (flops / (hw.gemm_efficiency * hw.peak_flops) + moved / hw.hbm_bandwidth)
+    rate, hbm = _gemm_rates(hw)
+    return count * (flops / rate + moved / hbm)
 
 
 def achieved_flops(hw: Hardware, m: float, n: float, k: float) -> float:
@@ -60,17 +68,17 @@ def _passes(hw: Hardware, x: Layer) -> tuple[float, float, float]:
             hw.compute_seconds(x.flops_i + x.flops_recompute),
             hw.compute_seconds(x.flops_w),
         )
+    rate, hbm = _gemm_rates(hw)
     weights = sum(gemm_seconds(hw, m, n, k, c) for m, n, k, c, w in x.gemms if w)
     core = sum(gemm_seconds(hw, m, n, k, c) for m, n, k, c, w in x.gemms if not w)
-    mem = hw.traffic * x.traffic / hw.hbm_bandwidth
+    mem = hw.traffic * x.traffic / hbm
     f = weights + core + mem
     i = weights + 2 * core + 2 * mem
     if x.recompute == "full":
         i += f
     elif x.recompute == "selective" and x.flops_recompute > 0:  # standard attention: its core again
-        i += core + hw.traffic * max(0.0, x.traffic - x.act_bytes) / hw.hbm_bandwidth
+        i += core + hw.traffic * max(0.0, x.traffic - x.act_bytes) / hbm
     if not x.gemms:  # a layer given only FLOPs (a profile, an MLP chain): at the large-GEMM rate
-        rate = hw.gemm_efficiency * hw.peak_flops
         return f + x.flops_fwd / rate, i + (x.flops_i + x.flops_recompute) / rate, x.flops_w / rate
     return f, i, weights
 

@@ -26,7 +26,7 @@ from rpd.model.hardware import Hardware
 from rpd.model.layers import Model
 from rpd.model.memory import OPTIMIZER_BYTES
 from rpd.model.plan import Maker, Row, plan_one
-from rpd.validation import check_int
+from rpd.validation import check_int, required
 
 SYNC = ("1f1b", "interleaved", "zb_h1")
 ASYNC = ("pipedream",)
@@ -76,7 +76,7 @@ def _static_bytes(model: Model, c: Candidate, kw: dict) -> float:
     """Bytes the fullest rank holds at least: an even share of the weights and their state."""
     mixed = kw.get("precision", "bf16_mixed") == "bf16_mixed"
     shard = c.DP if kw.get("zero", 0) else 1
-    per_value = (2 if mixed else 4) + (kw.get("grad_bytes") or 4)
+    per_value: float = (2 if mixed else 4) + (kw.get("grad_bytes") or 4)
     per_value += ((4 if mixed else 0) + OPTIMIZER_BYTES[kw.get("optimizer", "adam")]) / shard
     return model.params / c.PP * per_value
 
@@ -121,9 +121,10 @@ def search(
         timed += 1
         rows.append(r)
         if r.error is None and r.fits:
+            tokens_per_s = required("tokens_per_s", r.tokens_per_s)  # set on a row without an error
             if sync:
-                best_sync = max(best_sync, r.tokens_per_s)
-            best_any = max(best_any, r.tokens_per_s)
+                best_sync = max(best_sync, tokens_per_s)
+            best_any = max(best_any, tokens_per_s)
     return sorted(rows, key=lambda r: (r.error is not None, not r.fits, -(r.tokens_per_s or 0.0))), timed
 
 

@@ -34,7 +34,7 @@ from rpd.model.compute import layer_seconds
 from rpd.model.hardware import Hardware
 from rpd.model.layers import Model
 from rpd.schedules.costs import CostModel
-from rpd.validation import check_choice, check_int, check_real
+from rpd.validation import check_choice, check_int, check_real, required
 
 PARTITIONS = ("even", "layers", "time", "memory", "pipedream")
 
@@ -73,11 +73,12 @@ def _balanced(cost, L: int, G: int) -> tuple[tuple[int, int], ...]:
             val = np.maximum(best[g - 1, lo], cost(g - 1, lo, hi))
             k = int(np.argmin(val))
             best[g, hi], arg[g, hi] = val[k], lo[k]
-    bounds, hi = [], L
+    bounds: list[tuple[int, int]] = []
+    hi = L
     for g in range(G, 0, -1):
-        lo = int(arg[g, hi])
-        bounds.append((lo, hi))
-        hi = lo
+        first = int(arg[g, hi])
+        bounds.append((first, hi))
+        hi = first
     return tuple(reversed(bounds))
 
 
@@ -143,7 +144,7 @@ def stages(model: Model, bounds, hardware: Hardware) -> Stages:
     for j, x in enumerate(model.layers):
         params[stage_of[j]] += x.params
         if x.tied_params:
-            owner = int(stage_of[index[x.tied_to]])
+            owner = int(stage_of[index[required(f"{x.name}.tied_to", x.tied_to)]])
             if owner != stage_of[j]:
                 params[stage_of[j]] += x.tied_params
                 tied.append((int(stage_of[j]), owner, x.tied_params))

@@ -150,8 +150,8 @@ class Objective:
         """The objective as a compiled program sees it: every number removed (``x0`` a
         ShapeDtypeStruct, ``data`` / ``f_star`` / ``grad_noise`` / ``L`` / ``meta`` empty), so a
         program built from it can only read them from its arguments."""
-        return dataclasses.replace(
-            self,
+        # the emptied fields hold no numbers, so not the types a runnable objective has
+        emptied: dict[str, Any] = dict(
             x0=jax.ShapeDtypeStruct(np.shape(self.x0), self.x0.dtype),
             data=None,
             f_star=None,
@@ -159,6 +159,7 @@ class Objective:
             L=None,
             meta={},
         )
+        return dataclasses.replace(self, **emptied)
 
     def constants(self) -> dict:
         """The numbers a compiled run takes besides ``data``: x0, f* and σ_g as arrays of ``dtype``."""

@@ -63,8 +63,8 @@ def merge(a, floats: list, ints: list):
     """An activation shaped like ``a`` (arrays or ShapeDtypeStructs) whose floating leaves
     are ``floats`` and other leaves ``ints``, in order."""
     leaves, treedef = jax.tree.flatten(a)
-    floats, ints = iter(floats), iter(ints)
-    return treedef.unflatten([next(floats) if _is_floating(leaf) else next(ints) for leaf in leaves])
+    next_float, next_int = iter(floats), iter(ints)
+    return jax.tree.unflatten(treedef, [next(next_float) if _is_floating(leaf) else next(next_int) for leaf in leaves])
 
 
 def _chain(obj) -> Chain:
@@ -116,7 +116,7 @@ def two_point_value_and_grad(obj, data, x_fwd: jax.Array, x_bwd: jax.Array, b) -
     """Loss at the forward weights and the flat [D] gradient of the module doc: forward with
     ``x_fwd``, each stage's VJP at ``x_bwd`` applied to the forward-time activations."""
     loss, acts, delta = forward(obj, data, x_fwd, b)
-    grads = [None] * obj.S
+    grads: dict[int, jax.Array] = {}
     for q in reversed(range(obj.S)):
         grads[q], delta = stage_vjp(obj, data, q, obj.block(x_bwd, q), acts[q], delta)
-    return loss, jnp.concatenate(grads)
+    return loss, jnp.concatenate([grads[q] for q in range(obj.S)])

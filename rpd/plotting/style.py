@@ -148,11 +148,19 @@ def delay_law_figure(S, mean, p10, max_, max_fit, mean_fit, path) -> Path:
             linewidth=2.2,
             label=rf"Quadratic fit (${max_fit[0]:.1f} \cdot S^2 {max_fit[1]:+.1f} \cdot S$)",
         )
+        ax.plot(  # the same pipeline's delay counted in a stage's own optimizer steps (docs/optimizers.md)
+            S,
+            S - 1,
+            color="0.35",
+            linestyle=":",
+            linewidth=1.8,
+            label=r"Stage 0's delay in its own optimizer steps ($S - 1$)",
+        )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_ylim(bottom=0.5)
         ax.set_xlabel(r"Number of stages $S$")
-        ax.set_ylabel(r"Staleness $(k-j_k^{(s)})$")
+        ax.set_ylabel(r"Staleness $(k-j_k^{(s)})$ in block updates; optimizer steps dotted")
         ax.set_title("PipeDream exact delay statistics vs number of stages")
         ax.grid(True, alpha=0.28)
         ax.legend(frameon=True)

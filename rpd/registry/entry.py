@@ -148,7 +148,9 @@ class ScheduleEntry:
         names = {f.name for f in dataclasses.fields(self.params_type)}
         for k in given:
             if k not in names:
-                raise TypeError(f"params.{k}: schedule {self.name} has no such parameter (its parameters: {sorted(names)})")
+                raise TypeError(
+                    f"params.{k}: schedule {self.name} has no such parameter (its parameters: {sorted(names)})"
+                )
         return dataclasses.asdict(self.params_type(**given))
 
     def make(self, S: int, N: int, M: int | None, costs: CostModel | None, params: Mapping[str, Any] = {}) -> Timeline:

@@ -90,7 +90,7 @@ def active() -> Path | None:
     or by JAX's own configuration), or None; worker processes pass it on to their children."""
     import jax
 
-    value = jax.config.jax_compilation_cache_dir
+    value = jax.config.jax_compilation_cache_dir  # type: ignore[attr-defined]  # jax's Config types no option attributes
     return Path(value) if value else None
 
 
@@ -114,11 +114,11 @@ def _listen() -> None:
     """Register the two listeners, once per process."""
     import jax
 
-    def on_duration(event, secs, **_kw):
+    def on_duration(event: str, duration_secs: float, **_kw: str | int) -> None:
         if event == _COMPILE_EVENT:
             _COUNTS["events"] += 1
         if event in _STAGE_EVENTS:
-            _COUNTS["seconds"] += secs
+            _COUNTS["seconds"] += duration_secs
 
     def on_event(event, **_kw):
         if event == _HIT_EVENT:

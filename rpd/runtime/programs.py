@@ -72,7 +72,8 @@ def named_builder(builder: Callable) -> Callable:
             _NAMES.setdefault(id(obj), (obj, f"{base}[{i}]"))
         return out
 
-    build.cache_info, build.cache_clear = cached.cache_info, cached.cache_clear
+    for name in ("cache_info", "cache_clear"):  # functools.cache's two methods, on the wrapper too
+        setattr(build, name, getattr(cached, name))
     return build
 
 
@@ -205,7 +206,7 @@ class Program:
         return self.jitted.lower(*args, **kwargs)
 
     def _cache_size(self) -> int:
-        return self.jitted._cache_size() + len(self._exes)
+        return self.jitted._cache_size() + len(self._exes)  # type: ignore[attr-defined]  # jax's jit object: _cache_size is not in its type hints
 
     def _compile(self, path: Path, args: tuple, kwargs: dict):
         """Compile for these arguments and store the executable at ``path``."""
@@ -229,7 +230,7 @@ class Program:
         if _HITS.get(tid, 0) != hits:
             return exe  # from JAX's cache: kept in memory only
         try:  # the devices it runs on, in order (deserializing defaults to all of them)
-            device_ids = [d.id for d in exe._executable.xla_executable.local_devices()]
+            device_ids = [d.id for d in exe._executable.xla_executable.local_devices()]  # type: ignore[attr-defined]  # jax: xla_executable is untyped
             blob = pickle.dumps((serialize_executable.serialize(exe), device_ids))
         except (AttributeError, ValueError, NotImplementedError):  # not serializable: kept in memory only
             return exe

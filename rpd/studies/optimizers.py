@@ -1,4 +1,5 @@
-"""E12 (issue 35): does the paper's ranking hold per optimizer? (SPEC §13)
+"""E12: does the paper's ranking hold per optimizer? (docs/optimizers.md,
+docs/results.md#e12-does-the-papers-ranking-hold-per-optimizer)
 
 PipeDream (PD), Randomized PipeDream (RPD, δ = ⌊S² − S/2⌋, K = PD's block updates), LocalSGD
 (R = S replicas, H = 2, 5, 30), DiLoCo (LocalSGD with DiLoCo's outer Nesterov step on the averaged
@@ -11,7 +12,7 @@ spectrum on the coordinate axes (``objective.align``: a diagonal Hessian) and in
 (``objective.rotate``), so Adam's dependence on axis alignment shows as a contrast, logistic regression (E4's setting, inferred from the published figure),
 the MLP chain and the character LM.
 
-**Equal simulated time, protocol (i)** (SPEC §6): every row processes the same N microbatches of
+**Equal simulated time, protocol (i)** (docs/science.md#simulated-time): every row processes the same N microbatches of
 its objective and is read at one T per objective, the shortest timeline among the rows (PD's,
 2N + 2S − 2; ``cut="end"``: the model after T time steps). RPD's block updates are placed on PD's
 time axis (``rpd.analysis.simtime.block_updates_at``). LocalSGD's model is the replica mean after

@@ -48,7 +48,12 @@ HAND_WRITTEN = {  # name -> constructor of one flush (S, N = M, M, costs)
     "zb_h1": family.zb_h1,
     "zb_h2": family.zb_h2,
 }
-NAMES = {"gpt2_medium": "GPT-2 medium", "gpt3_1.3b": "GPT-3 1.3B", "a100_80g_flat": "A100 80GB", "h100_80g_flat": "H100 80GB"}
+NAMES = {
+    "gpt2_medium": "GPT-2 medium",
+    "gpt3_1.3b": "GPT-3 1.3B",
+    "a100_80g_flat": "A100 80GB",
+    "h100_80g_flat": "H100 80GB",
+}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Correction arms for optimizers under staleness (SPEC §13), each an optax wrapper around any
+"""Correction arms for optimizers under staleness (docs/optimizers.md#correction-arms), each an optax wrapper around any
 optimizer, applied per pipeline block (the core updates one block at a time; block s is stage s):
 
 - ``pipemare_lr`` (PipeMare's learning-rate rescheduling, Yang et al. 2021, "PipeMare:
@@ -18,6 +18,16 @@ optimizer, applied per pipeline block (the core updates one block at a time; blo
   block a, moved by the prediction horizon when the plan predicts), which the history ring
   holds (the ring is sized for it). A two-point plan (PipeMare: forward and backward at
   different versions) has no single stale point and is refused.
+- ``error_feedback`` (an error-feedback correction for delayed updates, after Zmushko, Petrov,
+  Abdullaev, Khrushchev, Horváth 2026, "One-Step Gradient Delay is Not a Barrier for Large-Scale
+  Asynchronous Pipeline Parallel LLM Pretraining", arXiv 2606.30634). A RECONSTRUCTION: the
+  paper's exact update could not be read here; this is the closest documented error-feedback
+  rule (docs/optimizers.md). A block whose gradients are τ_s steps old applies at step k the
+  update its optimizer computed one step of information late; the error of that late step, the
+  change u_k - u_{k-1} of the optimizer's own update, becomes known at step k and is fed back,
+  scaled by the delay: the applied update is u_k + λ τ_s (u_k - u_{k-1}) (no feedback at a
+  block's first update). With τ_s = 0 (no delay) or λ = 0 it is the base optimizer; under
+  2BW (τ_s = 1) and λ = 1 it is 2 u_k - u_{k-1}. :func:`error_feedback` wraps any transformation.
 
 τ_s is the median own-block delay of block s over the plan (:func:`block_delays`: the updates
 block s received between the version its gradient read and the update applying it; PipeDream
@@ -41,6 +51,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "pipemare_lr": {"window": None},  # K, updates per block; None: a quarter of the plan's
     "delay_beta1": {"beta_max": 0.99},
     "dc_asgd": {"lam": 0.04},  # DC-ASGD-c's constant λ (Zheng et al. 2017, CIFAR-10)
+    "error_feedback": {"lam": 1.0},  # the feedback's weight per step of delay (a reconstruction)
 }
 NAMES = tuple(DEFAULTS)
 
@@ -128,14 +139,14 @@ def delay_beta1(beta: float, tau: int, S: int, beta_max: float = 0.99) -> float:
 
 
 class PipeMareLRState(NamedTuple):
-    count: jax.Array  # int32 []: updates this block has received
+    count: jax.Array  # type: ignore[assignment]  # a field named like tuple.count: typeshed's NamedTuple clash; int32 []: updates this block has received
     inner: Any  # the wrapped transformation's state
 
 
 def pipemare_lr(inner: optax.GradientTransformation, tau: int, window: int) -> optax.GradientTransformationExtraArgs:
     """``inner`` with its updates scaled by max(τ, 1)^-(1 - min(k / window, 1)), k = count."""
     inner = optax.with_extra_args_support(inner)
-    tau = float(max(int(tau), 1))
+    base = float(max(int(tau), 1))  # the factor's base, max(τ, 1)
 
     def init(params):
         return PipeMareLRState(jnp.zeros((), jnp.int32), inner.init(params))
@@ -144,7 +155,7 @@ def pipemare_lr(inner: optax.GradientTransformation, tau: int, window: int) -> o
         u, new = inner.update(updates, state.inner, params, **extra)
         dtype = jax.tree.leaves(u)[0].dtype  # int32 / int is float32: compute in the params' dtype
         progress = jnp.minimum(state.count.astype(dtype) / window, 1.0)
-        factor = jnp.power(jnp.asarray(tau, dtype), -(1.0 - progress))
+        factor = jnp.power(jnp.asarray(base, dtype), -(1.0 - progress))
         u = jax.tree.map(lambda leaf: leaf * factor, u)
         return u, PipeMareLRState(optax.safe_int32_increment(state.count), new)
 
@@ -163,3 +174,27 @@ def dc_asgd(inner: optax.GradientTransformation, lam: float) -> optax.GradientTr
         return inner.update(g, state, params, **extra)
 
     return optax.GradientTransformationExtraArgs(inner.init, update)
+
+
+class ErrorFeedbackState(NamedTuple):
+    count: jax.Array  # type: ignore[assignment]  # a field named like tuple.count: typeshed's NamedTuple clash; int32 []: updates this block has applied
+    previous: Any  # the inner transformation's last update u_{k-1} (zeros before the first)
+    inner: Any
+
+
+def error_feedback(inner: optax.GradientTransformation, tau: int, lam: float) -> optax.GradientTransformationExtraArgs:
+    """``inner`` with its update u_k replaced by u_k + λ τ (u_k - u_{k-1}) from the block's second
+    update on (a reconstruction of the one-step-delay paper's correction; module docstring)."""
+    inner = optax.with_extra_args_support(inner)
+    weight = float(lam) * float(max(int(tau), 0))
+
+    def init(params):
+        return ErrorFeedbackState(jnp.zeros((), jnp.int32), jax.tree.map(jnp.zeros_like, params), inner.init(params))
+
+    def update(updates, state, params=None, **extra):
+        u, new = inner.update(updates, state.inner, params, **extra)
+        on = state.count > 0
+        out = jax.tree.map(lambda a, b: a + jnp.where(on, weight * (a - b), 0.0), u, state.previous)
+        return out, ErrorFeedbackState(optax.safe_int32_increment(state.count), u, new)
+
+    return optax.GradientTransformationExtraArgs(init, update)

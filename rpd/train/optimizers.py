@@ -1,4 +1,4 @@
-"""Optimizers for the stale block core (SPEC §13): one interface over optax.
+"""Optimizers for the stale block core (docs/optimizers.md#optimizer-state-under-staleness): one interface over optax.
 
 An :class:`Optimizer` names an optax transformation with every hyper-parameter pinned, or wraps
 a user's own ``optax.GradientTransformation``. The core (``rpd.train.core``) keeps one optimizer
@@ -34,6 +34,13 @@ Defaults, optax vs torch (every one pinned here, so a config says what ran):
 - muon: optax.contrib's defaults (β 0.95, Nesterov, 5 Newton-Schulz steps with coefficients
   (3.4445, -4.775, 2.0315), eps 1e-8, no weight decay; non-matrix leaves to Adam with b1 0.9,
   b2 0.999); the Muon reference code (Keller Jordan's) uses the same β and coefficients.
+
+Two delay-aware optimizers of the 2025-2026 work (docs/optimizers.md; transformations in
+:mod:`rpd.train.transforms`): ``nesterov_async`` (Ajanthan et al. 2025's look-ahead, its momentum
+raised with the stage's delay τ_s, which :func:`bind_plan` reads off the plan: every block gets
+its own transformation, like a correction arm) and ``adam_rotated`` (Jung, Shin, Lee 2026's basis
+rotation: each block's Adam in the eigenbasis of its gradient covariance; it takes the block's
+weight matrices in their shapes where the objective has them, one vector per block elsewhere).
 """
 
 from __future__ import annotations
@@ -49,29 +56,9 @@ import optax
 from rpd.objectives.base import Objective
 from rpd.objectives.nanochat import init_params
 from rpd.train import corrections
-from rpd.validation import check_choice
+from rpd.train.transforms import DEFAULTS, DELAYED, NAMES, SHAPED, build
+from rpd.validation import check_choice, check_int, required
 
-DEFAULTS: dict[str, dict[str, Any]] = {
-    "sgd": {},
-    "momentum": {"beta": 0.9},
-    "nesterov": {"beta": 0.9},
-    "adam": {"b1": 0.9, "b2": 0.999, "eps": 1e-8, "eps_root": 0.0},
-    "adamw": {"b1": 0.9, "b2": 0.999, "eps": 1e-8, "eps_root": 0.0, "weight_decay": 1e-2},
-    "nadam": {"b1": 0.9, "b2": 0.999, "eps": 1e-8, "eps_root": 0.0},
-    "muon": {
-        "beta": 0.95,
-        "nesterov": True,
-        "ns_steps": 5,
-        "ns_coeffs": (3.4445, -4.775, 2.0315),
-        "eps": 1e-8,
-        "weight_decay": 0.0,
-        "adam_b1": 0.9,
-        "adam_b2": 0.999,
-        "adam_eps_root": 0.0,
-        "adam_weight_decay": 0.0,
-    },
-}
-NAMES = tuple(DEFAULTS)
 BETA1 = {  # the momentum that delay_beta1 raises, per optimizer (SGD has none)
     "momentum": ("beta",),
     "nesterov": ("beta",),
@@ -79,6 +66,7 @@ BETA1 = {  # the momentum that delay_beta1 raises, per optimizer (SGD has none)
     "adamw": ("b1",),
     "nadam": ("b1",),
     "muon": ("beta", "adam_b1"),
+    "adam_rotated": ("b1",),
 }
 MATRICES = ("muon",)  # optimizers that must see each block's weight matrices in their shapes
 STRUCTURED = ("mlp_chain", "nanochat")  # objectives whose blocks :func:`block_shapes` knows
@@ -98,6 +86,7 @@ class Optimizer:
     matrices: bool = False
     shapes: tuple[tuple[tuple[int, ...], ...], ...] | None = None
     correction: corrections.Correction | None = None  # a correction arm (rpd.train.corrections)
+    taus: tuple[int, ...] | None = None  # τ_s per block, bound from the plan (DELAYED optimizers)
 
     @property
     def params(self) -> dict:
@@ -109,6 +98,12 @@ class Optimizer:
         return self.correction is not None and self.correction.name == "dc_asgd"
 
     @property
+    def stage_taus(self) -> tuple[int, ...] | None:
+        """τ_s per block where a block's transformation depends on its stage (a correction arm or
+        a delay-aware optimizer, bound to a plan); None: one transformation for every block."""
+        return self.correction.taus if self.correction is not None else self.taus
+
+    @property
     def stable(self) -> bool:
         """Whether the optimizer means the same in every process (a named one; a user's
         transformation is known only by identity)."""
@@ -118,23 +113,32 @@ class Optimizer:
         """The optax transformation with learning rate 1 (updates to add, scaled by γ outside)."""
         if self.custom is not None:
             return self.custom
-        return _transform(self.name, self.params)
+        return build(self.name, self.params, vectors=self.shapes is None)
 
     def block_transform(self, s: int) -> optax.GradientTransformation:
         """Block s's transformation: :meth:`transform` with the correction arm for stage s
         (bound to a plan's delays, :func:`bind_plan`)."""
-        c = self.correction
-        if c is None:
+        c, taus = self.correction, self.stage_taus
+        if taus is None:
             return self.transform()
-        tau = c.taus[s]
+        tau, S = taus[s], len(taus)
+        own = 0 if self.taus is None else self.taus[s]  # a DELAYED optimizer's own τ_s
+        if self.custom is not None:
+            base = self.custom
+        else:
+            base = build(self.name, self.params, tau=own, S=S, vectors=self.shapes is None)
+        if c is None:
+            return base
         if c.name == "delay_beta1":
             h = dict(self.params)
             for k in BETA1[self.name]:
-                h[k] = corrections.delay_beta1(h[k], tau, len(c.taus), c.p["beta_max"])
-            return _transform(self.name, h)
+                h[k] = corrections.delay_beta1(h[k], tau, S, c.p["beta_max"])
+            return build(self.name, h, tau=own, S=S, vectors=self.shapes is None)
         if c.name == "pipemare_lr":
-            return corrections.pipemare_lr(self.transform(), tau, c.p["window"])
-        return corrections.dc_asgd(self.transform(), c.p["lam"])
+            return corrections.pipemare_lr(base, tau, c.p["window"])
+        if c.name == "error_feedback":
+            return corrections.error_feedback(base, tau, c.p["lam"])
+        return corrections.dc_asgd(base, c.p["lam"])
 
 
 def describe(optimizer: Optimizer | None) -> dict:
@@ -142,46 +146,12 @@ def describe(optimizer: Optimizer | None) -> dict:
     if optimizer is None:
         return {"name": "sgd"}
     out = {"name": optimizer.name, **{k: list(v) if isinstance(v, tuple) else v for k, v in optimizer.hyper}}
+    if optimizer.taus is not None:
+        out["taus"] = list(optimizer.taus)
     if optimizer.correction is not None:  # absent otherwise: earlier metas unchanged
         c = optimizer.correction
         out["correction"] = {"name": c.name, **c.p, **({} if c.taus is None else {"taus": list(c.taus)})}
     return out
-
-
-def _transform(name: str, h: dict) -> optax.GradientTransformation:
-    if name == "sgd":
-        return optax.sgd(1.0)
-    if name in ("momentum", "nesterov"):
-        return optax.sgd(1.0, momentum=h["beta"], nesterov=name == "nesterov")
-    if name == "adam":
-        return optax.adam(1.0, b1=h["b1"], b2=h["b2"], eps=h["eps"], eps_root=h["eps_root"], nesterov=False)
-    if name == "adamw":
-        return optax.adamw(
-            1.0,
-            b1=h["b1"],
-            b2=h["b2"],
-            eps=h["eps"],
-            eps_root=h["eps_root"],
-            weight_decay=h["weight_decay"],
-            nesterov=False,
-        )
-    if name == "nadam":
-        return optax.nadam(1.0, b1=h["b1"], b2=h["b2"], eps=h["eps"], eps_root=h["eps_root"])
-    if name == "muon":
-        return optax.contrib.muon(
-            1.0,
-            ns_coeffs=tuple(h["ns_coeffs"]),
-            ns_steps=h["ns_steps"],
-            beta=h["beta"],
-            eps=h["eps"],
-            weight_decay=h["weight_decay"],
-            nesterov=h["nesterov"],
-            adam_b1=h["adam_b1"],
-            adam_b2=h["adam_b2"],
-            adam_eps_root=h["adam_eps_root"],
-            adam_weight_decay=h["adam_weight_decay"],
-        )
-    raise ValueError(f"unknown optimizer {name!r}")
 
 
 def make(name: str, *, correction=None, **hyper) -> Optimizer:
@@ -207,6 +177,14 @@ def make(name: str, *, correction=None, **hyper) -> Optimizer:
             raise ValueError(f"optimizer {name}: {k} must lie in [0, 1), got {v}")
         if k in ("eps", "eps_root", "weight_decay", "adam_eps_root", "adam_weight_decay") and float(v) < 0:
             raise ValueError(f"optimizer {name}: {k} must be >= 0, got {v}")
+        if k in ("momentum_decay",) and float(v) < 0:
+            raise ValueError(f"optimizer {name}: {k} must be >= 0, got {v}")
+        if k == "beta_max" and not 0.0 < float(v) < 1.0:
+            raise ValueError(f"optimizer {name}: beta_max must lie in (0, 1), got {v}")
+        if k == "shampoo_beta" and not float(v) < 1.0:
+            raise ValueError(f"optimizer {name}: shampoo_beta must be < 1 (negative: b2), got {v}")
+    if "frequency" in values:
+        values["frequency"] = check_int(f"optimizer {name}: frequency", values["frequency"])
     return Optimizer(name, tuple(sorted(values.items())), matrices=name in MATRICES, correction=correction)
 
 
@@ -251,9 +229,14 @@ def resolve(optimizer) -> Optimizer | None:
 
 
 def bind_plan(optimizer: Optimizer | None, plan, S: int) -> Optimizer | None:
-    """The optimizer with its correction arm bound to the plan's delays (τ_s per block,
-    :func:`rpd.train.corrections.bind`); unchanged without a correction."""
-    if optimizer is None or optimizer.correction is None:
+    """The optimizer with its correction arm, and a delay-aware optimizer (:data:`DELAYED`) itself,
+    bound to the plan's delays (τ_s per block, :func:`rpd.train.corrections.block_delays`);
+    unchanged otherwise."""
+    if optimizer is None:
+        return None
+    if optimizer.name in DELAYED and optimizer.custom is None:
+        optimizer = dataclasses.replace(optimizer, taus=corrections.block_delays(plan, S))
+    if optimizer.correction is None:
         return optimizer
     return dataclasses.replace(optimizer, correction=corrections.bind(optimizer.correction, plan, S))
 
@@ -274,10 +257,13 @@ def block_shapes(obj: Objective) -> tuple[tuple[tuple[int, ...], ...], ...] | No
 
 def bind(optimizer: Optimizer | None, obj: Objective) -> Optimizer | None:
     """The optimizer with the objective's block shapes when it needs them; a ValueError when it
-    needs weight matrices and the objective's parameter is one flat vector."""
-    if optimizer is None or not optimizer.matrices:
+    needs weight matrices and the objective's parameter is one flat vector. A :data:`SHAPED`
+    optimizer takes the shapes where the objective has them, one flat vector per block elsewhere."""
+    if optimizer is None or not (optimizer.matrices or optimizer.name in SHAPED):
         return optimizer
     shapes = block_shapes(obj)
+    if shapes is None and not optimizer.matrices:
+        return optimizer
     if shapes is None:
         raise ValueError(
             f"optimizer {optimizer.name!r} orthogonalises weight matrices, but objective {obj.name!r} "
@@ -312,8 +298,8 @@ def init_state(optimizer: Optimizer, windows: jax.Array, sizes: tuple[int, ...])
     first sizes[s] entries): flat, one state stacked over blocks (leaves [S, ...]); with shapes,
     a tuple of S states, one per block's leaves."""
     tx = optimizer.transform()
-    if optimizer.correction is not None:  # one transformation per block: stack their states
-        S = len(optimizer.correction.taus)
+    if optimizer.stage_taus is not None:  # one transformation per block: stack their states
+        S = len(optimizer.stage_taus)
         if optimizer.shapes is None:
             per_block = [optimizer.block_transform(s).init(windows[s]) for s in range(S)]
             return jax.tree.map(lambda *leaves: jnp.stack(leaves), *per_block)
@@ -327,7 +313,7 @@ def update(optimizer: Optimizer, state, a: jax.Array, g: jax.Array, x: jax.Array
     """(u [P], state): block a's update from its gradient g [P] and weights x [P] (zero past
     the block's end), advancing block a's state only; ``stale`` [P]: block a of the point g was
     read at (DC-ASGD's correction needs it)."""
-    if optimizer.correction is not None:
+    if optimizer.stage_taus is not None:
         return _corrected_update(optimizer, state, a, g, x, stale)
     tx = optimizer.transform()
     if optimizer.shapes is None:
@@ -391,4 +377,5 @@ def _corrected_update(optimizer: Optimizer, state, a, g, x, stale):
         return run
 
     stale = jnp.zeros_like(x) if stale is None else stale
-    return jax.lax.switch(a, [branch(s) for s in range(len(optimizer.correction.taus))], state, g, x, stale)
+    n_blocks = len(required("stage_taus", optimizer.stage_taus))  # set: update() came here for it
+    return jax.lax.switch(a, [branch(s) for s in range(n_blocks)], state, g, x, stale)

@@ -41,7 +41,7 @@ class UpdatePlan(NamedTuple):
     read: np.ndarray  # int32 [K, S]: v_k^(r), version of block r inside z^k
     fresh: np.ndarray  # bool [K]: compute a new gradient at z^k (else reuse slot[k])
     slot: np.ndarray  # int32 [K]: gradient slot written (fresh) or read
-    time: np.ndarray  # int32 [K]: simulated time step in which the update lands
+    time: np.ndarray  # int64 [K]: simulated time step in which the update lands
     # Options of the schedule family (docs/schedules.md#training-semantics); None / 1 = PD's single-point,
     # one-microbatch core.
     n_micro: int = 1  # microbatch gradients averaged per fresh gradient (batches batch[k] + j)

@@ -30,9 +30,9 @@ def replay(obj: Objective, tl: Timeline, gamma: float) -> np.ndarray:
     # Events per tick: F's read at their first tick, B's land at the end of their last tick
     # (with unit costs both are the op's time step), in stage order within a tick.
     events: dict[int, list[tuple[int, int, int]]] = {}
-    for kind, times in ((FWD, tl.f_time), (BWD, tl.b_time)):
+    for op, times in ((FWD, tl.f_time), (BWD, tl.b_time)):
         for m, s in np.ndindex(times.shape):
-            events.setdefault(int(times[m, s]), []).append((s, kind, m))
+            events.setdefault(int(times[m, s]), []).append((s, op, m))
     curve = [float(loss(obj.data, x.mean(0))) - obj.f_star]
     for t in range(tl.T):
         for s, kind, m in sorted(events.get(t, ())):
@@ -74,7 +74,8 @@ def replay_pipemare(obj: Objective, tl: Timeline, gamma: float, every: int = 1) 
     acc = [np.zeros(b.stop - b.start) for b in blocks]  # per stage: the weight parts not yet applied
     count = [0] * S
     acts: dict[tuple[int, int], object] = {}  # (m, s) -> a_s of microbatch m
-    targets, delta = {}, {}
+    targets: dict[int, object] = {}  # m -> microbatch m's target
+    delta: dict[int, object] = {}  # m -> the cotangent stage s - 1 receives
     events = sorted(
         [(int(tl.f_time[m, s]), s, FWD, m) for m, s in np.ndindex(tl.f_time.shape)]
         + [(int(tl.b_time[m, s]), s, BWD, m) for m, s in np.ndindex(tl.b_time.shape)]

@@ -1,4 +1,4 @@
-"""One source of truth for what a figure computes (issue 12, item 1): the study's typed fields
+"""One source of truth for what a figure computes: the study's typed fields
 (``study.<field>=``), train-cell overrides refused by ``experiments.figure``, one γ grid per
 method and experiment, ``--help`` on every entry point."""
 
@@ -189,7 +189,7 @@ def test_figure_without_an_experiment_says_which_to_pick(tmp_path):
 
 def test_quick_figures_are_not_tracked():
     """The main command writes the quick figures to paper_figures/quick/, which git ignores and
-    does not track, so reproducing leaves the checkout clean (issue 12, item 5)."""
+    does not track, so reproducing leaves the checkout clean."""
     import shutil
 
     if shutil.which("git") is None or not (ROOT / ".git").exists():

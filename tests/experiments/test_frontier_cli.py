@@ -1,4 +1,4 @@
-"""The survey's remaining systems from the CLI (issue 33): WPipe's 2S-block objective built for
+"""The survey's remaining systems from the CLI: WPipe's 2S-block objective built for
 it, ZB-H2 with optimizer post-validation."""
 
 from __future__ import annotations

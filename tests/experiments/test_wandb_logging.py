@@ -1,4 +1,4 @@
-"""wandb runs of stored results (experiments.wandb_log, issue 12 item 3; issue 13's online hang):
+"""wandb runs of stored results (experiments.wandb_log; the online hang):
 a stored run logged without recomputing it, readable names, swept values as tags and config,
 provenance, the per-γ table, the curves image and artifact, the wandb id in the stored summary,
 runs under the job's output directory, figures, and an unreachable server that falls back to
@@ -121,7 +121,7 @@ def test_table_image_and_artifact_are_in_the_offline_run(logged):
     rows = [dict(zip(t["columns"], r)) for r in t["data"]]
     s = first.summary
     assert [r["gamma"] for r in rows] == s["gammas"] and [r["gamma_log2"] for r in rows] == [-5, -4, 6]
-    # a diverged γ (issue 26: its NaN tail mean made wandb refuse the table) is logged, marked
+    # a diverged γ (its NaN tail mean made wandb refuse the table) is logged, marked
     assert s["diverged"] == [False, False, True] and rows[2]["diverged"] is True
     assert [r["final"] for r in rows[:2]] == pytest.approx(s["final"][:2])
     assert rows[2]["tail_mean"] is None or np.isfinite(rows[2]["tail_mean"])

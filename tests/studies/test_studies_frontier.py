@@ -8,7 +8,7 @@ import pytest
 from rpd.studies import frontier, make_config
 
 S = 4
-SURVEY = ("GEMS", "AMPNet", "AvgPipe", "WPipe", "ZB-H2+PV", "Chimera FD", "Chimera BH")  # issue 33's rows
+SURVEY = ("GEMS", "AMPNet", "AvgPipe", "WPipe", "ZB-H2+PV", "Chimera FD", "Chimera BH")  # the survey's rows
 
 
 def small(variants, **kw):

@@ -1,4 +1,4 @@
-"""E9 (rpd.studies.schedule_table): the measured table against ZOO.md's closed forms, and the
+"""E9 (rpd.studies.schedule_table): the measured table against the closed forms of docs/schedules.md, and the
 seeds' claims with verdicts computed from the timelines."""
 
 import json
@@ -29,7 +29,7 @@ def test_every_schedule_size_cost_and_latency_is_a_row(out):
 
 @pytest.mark.parametrize("S,M", [(4, 16), (8, 32)])
 def test_closed_forms_in_stage_units(out, S, M):
-    # ZOO.md §9 (F = 1, B = 2; split I = W = 1; chunks at half cost), two flushes per cell
+    # docs/schedules.md#reference-makespans (F = 1, B = 2; split I = W = 1; chunks at half cost), two flushes per cell
     assert cell(out, "gpipe", S, M)["T"] == cell(out, "1f1b", S, M)["T"] == 2 * 3 * (M + S - 1)
     assert cell(out, "interleaved", S, M)["T"] == 2 * 1.5 * (2 * M + S - 1)
     assert cell(out, "zb_h1", S, M)["T"] == 2 * (3 * M + S - 1)
@@ -43,7 +43,7 @@ def test_closed_forms_in_stage_units(out, S, M):
     assert g["bubble_r_ideal"] == pytest.approx((S - 1) / M)
 
 
-# the survey's rows (issue 33): registry name, its options, costs per op at F = B in quarter-F ticks
+# the survey's rows: registry name, its options, costs per op at F = B in quarter-F ticks
 SURVEY_ROWS = {
     "gems": ("gems", {}, dict(F=4, B=4)),
     "ampnet": ("ampnet", {}, dict(F=4, B=4)),

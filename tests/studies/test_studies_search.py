@@ -48,7 +48,7 @@ def test_exact_proven_optimal_at_s4_m8(out):
 
 
 def test_hand_written_numbers(out):
-    # one flush at unit costs (ZOO.md §9): GPipe and 1F1B 3(M + S - 1), ZB-H1/H2 3M + S - 1;
+    # one flush at unit costs (docs/schedules.md#reference-makespans): GPipe and 1F1B 3(M + S - 1), ZB-H1/H2 3M + S - 1;
     # activations held until W: GPipe M, 1F1B S (rank 0), ZB-H1 S, ZB-H2 2S
     hand = panel(out, "unit")["hand"]
     assert {n: (h["T"], h["peak"]) for n, h in hand.items()} == {

@@ -21,7 +21,8 @@ def test_rows_hold_the_closed_forms():
     gp = (S - 1) / (M + S - 1)  # fill-drain, per flush, at any tF:tB
     assert t["GPipe"]["bubble_F=B"] == pytest.approx(gp) and t["GPipe"]["bubble_B=2F"] == pytest.approx(gp)
     assert t["GPipe"]["activations"] == M and t["DAPPLE / 1F1B"]["activations"] == S
-    assert t["Chimera"]["bubble_F=B"] == pytest.approx((S - 2) / (2 * M + S - 2))  # ZOO §3.11, D - 2 idle slots
+    # D - 2 idle slots (docs/schedules.md#chimera)
+    assert t["Chimera"]["bubble_F=B"] == pytest.approx((S - 2) / (2 * M + S - 2))
     assert t["GEMS"]["activations"] == 1 and t["GEMS"]["weights"] == 2 and t["Chimera"]["weights"] == 2
     fd, bh = t["Chimera, forward doubling"], t["Chimera, backward halving"]  # M = 2S (rpd.schedules.bidirectional)
     assert fd["bubble_B=2F"] == pytest.approx((S - 2) / (2 * M + S - 2))

@@ -5,7 +5,7 @@ import jax
 import numpy as np
 import pytest
 
-from rpd import registry, objectives, schedules
+from rpd import objectives, registry, schedules
 from rpd.schedules.costs import CostModel
 from rpd.train import core, methods, plans, semantics
 from rpd.train.replay import replay_pipemare

@@ -1,0 +1,59 @@
+"""E17's protocol pieces (rpd.studies.staleness_2026_tuning): the tuning never settles on a grid
+edge while it may widen, updates to a target, and a plan's delay in both units."""
+
+import numpy as np
+
+from rpd import schedules
+from rpd.schedules import delays
+from rpd.studies import load, staleness_2026
+from rpd.studies.staleness_2026_tuning import delay_units, tune, updates_to_target
+from rpd.train import plans, semantics
+
+
+def test_registered():
+    assert load("e17_staleness_2026") is staleness_2026
+
+
+def test_tuning_widens_until_the_choice_is_interior():
+    """Score (log2 γ + 3)² + seed: the best exponent -3 lies above the first grid -9..-6, so the grid
+    grows upward two at a time until -3 is inside; every seed ran every exponent tried."""
+    calls = []
+
+    def run(seed, gammas):
+        calls.append((seed, len(gammas)))
+        return np.log2(gammas)[:, None] * np.ones((1, 3))
+
+    def score(seed, curves):
+        return (curves[:, -1] + 3.0) ** 2 + 1.0 + seed
+
+    t = tune(run, score, [0, 1], -9, -6, max_widen=5)
+    assert t["exp"] == -3 and t["edge"] is None
+    assert t["exps"] == [-9, -2] and t["widened"] == 2
+    assert all(n == 4 for _, n in calls)  # padded to the first grid's length: one compiled shape
+    np.testing.assert_array_equal(t["scores"], [1.0, 2.0])
+
+
+def test_tuning_reports_an_edge_it_could_not_leave():
+    t = tune(lambda s, g: np.log2(g)[:, None], lambda s, c: 10.0 - c[:, 0], [0], -3, -1, max_widen=1)
+    assert t["edge"] == "high" and t["exp"] == 1 and t["exps"] == [-3, 1]
+
+
+def test_updates_to_target():
+    c = np.array([[4.0, 2.0, 1.0, 0.5], [4.0, np.nan, 0.1, 0.1], [4.0, 3.0, 3.0, 3.0]])
+    np.testing.assert_array_equal(updates_to_target(c, 1.0), [2, 2, np.inf])
+    np.testing.assert_array_equal(updates_to_target(c, [2.0, 0.05, 3.0]), [1, np.inf, 1])
+
+
+def test_delay_in_both_units():
+    """PipeDream 1F1B: max ⌊S² − S/2⌋ block updates (the delay law) and S − 1 − s own steps per
+    stage; 2BW: one step on every stage; 1F1B with flushes: none."""
+    for S in (4, 5, 8):
+        tl = schedules.pipedream(S, 12 * S)
+        pd = delay_units(plans.pipedream_plan(tl, 1)[0], S, tl)
+        assert pd["block_updates_max"] == delays.max_delay(S)
+        assert pd["optimizer_steps_per_stage"] == [S - 1 - s for s in range(S)]
+    tl = schedules.pipedream_2bw(4, 48, 4)
+    assert delay_units(semantics.pipedream_2bw_plan(tl, 4), 4)["optimizer_steps_per_stage"] == [1, 1, 1, 1]
+    tl = schedules.one_f_one_b(4, 48, 4)
+    sync = semantics.of(tl).plan(tl, 4, 4)[0]
+    assert delay_units(sync, 4)["optimizer_steps_per_stage"] == [0, 0, 0, 0]
