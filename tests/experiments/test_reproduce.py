@@ -195,6 +195,7 @@ def test_manifest_failure_does_not_hide_the_summary(fakes, tmp_path, monkeypatch
     assert "warning: MANIFEST.json not written" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # ~15-20 s on 2 cores: the slow suite (CI's second step)
 def test_figures_in_worker_processes_equal_figures_made_in_turn(tmp_path):
     """``jobs=2``: the figures are made in two spawned processes at once; the numbers, the
     manifest and the order of the reports are those of making them one after another."""

@@ -220,6 +220,7 @@ def test_chain_two_point_gradient():
     np.testing.assert_array_equal(blk(g0, S - 1), blk(g, S - 1))
 
 
+@pytest.mark.slow  # ~15-20 s on 2 cores: the slow suite (CI's second step)
 def test_pipemare_runs_stage_wise_on_the_lm():
     """PipeMare on the LM, one stage's backward per update (a_0 token ids, a_1..a_3 hidden
     states, a_4 logits: per-stage shapes), is the whole two-point gradient per update."""

@@ -48,6 +48,7 @@ def test_nesterov_gram_matrix_is_A_and_cheap_loss_is_exact(mu, kappa):
     np.testing.assert_allclose(obj.full_loss(jnp.asarray(x)), direct, rtol=1e-10)
 
 
+@pytest.mark.slow  # ~15-20 s on 2 cores: the slow suite (CI's second step)
 def test_logistic_f_star_is_the_minimum():
     obj = logistic_regression(n=60, d=5, S=5, batch_size=6, lam=1e-2, seed=0)
     grad = jax.grad(lambda x: obj.full_loss(x))

@@ -1,6 +1,7 @@
 """rpd.plotting.style (schedule and delay-law figures) and the E2/E7 studies, on small sizes."""
 
 import numpy as np
+import pytest
 
 from rpd import schedules
 from rpd.plotting import style
@@ -28,6 +29,7 @@ def test_delay_law_figure(tmp_path):
     assert path.read_bytes()[:8] == PNG
 
 
+@pytest.mark.slow  # ~15-20 s on 2 cores: the slow suite (CI's second step)
 def test_e2_and_e7_studies_write_numbers_and_figures(tmp_path):
     """E2 and E7 follow the study protocol (run, then figure from the output)."""
     e2 = delay_law.run(delay_law.Config(S_max=12))
