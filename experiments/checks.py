@@ -36,7 +36,7 @@ from rpd.io.tracking import MODES
 from rpd.objectives.nanochat import stage_sizes
 from rpd.runtime import budget
 from rpd.train import diloco, optimizers
-from rpd.validation import check_choice, check_int, check_real
+from rpd.validation import check_choice, check_int, check_real, nearest
 
 
 def _grid_exponents(m) -> None:
@@ -297,7 +297,11 @@ def check_keys(cfg, schema=TrainConfig, prefix: str = "") -> None:
     for key in cfg:
         if key not in fields:
             where = f"in {prefix[:-1]}" if prefix else "at the top level"
-            raise ValueError(f"unknown config key {prefix}{key}: valid keys {where} are {', '.join(sorted(fields))}")
+            near = nearest(str(key), fields)
+            hint = f"nearest: {', '.join(prefix + k for k in near)}; " if near else ""
+            raise ValueError(
+                f"unknown config key {prefix}{key}: {hint}valid keys {where} are {', '.join(sorted(fields))}"
+            )
         if dataclasses.is_dataclass(hints[key]) and cfg[key] is not None:
             check_keys(cfg[key], hints[key], f"{prefix}{key}.")
 

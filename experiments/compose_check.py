@@ -16,7 +16,6 @@ no ``outputs/`` or ``multirun/`` folder. ``RPD_DEBUG=1`` skips the check (hydra'
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import os
 import sys
@@ -29,19 +28,9 @@ from hydra.errors import HydraException, MissingConfigException, OverrideParseEx
 from omegaconf.errors import OmegaConfBaseException
 
 from experiments import config  # noqa: F401  (registers the schemas the configs compose onto)
+from rpd.validation import nearest
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
-
-
-def nearest(word: str, choices, n: int = 3) -> list[str]:
-    """The choices closest to ``word`` (difflib), best first; case-insensitive."""
-    by_lower = {str(c).lower(): str(c) for c in choices}
-    close = [by_lower[m] for m in difflib.get_close_matches(word.lower(), list(by_lower), n=n, cutoff=0.5)]
-    stem = word.lower()  # else the choices sharing its longest prefix (2+ characters): e3x -> e3_nesterov
-    while not close and len(stem) >= 2:
-        close = [c for low, c in by_lower.items() if low.startswith(stem)][:n]
-        stem = stem[:-1]
-    return close
 
 
 def _combinations(overrides: list[str]) -> list[list[str]]:

@@ -117,6 +117,8 @@ class HardwareConfig:
     gemm_efficiency: Optional[float] = None
     hbm_bandwidth: Optional[float] = None
     traffic: float = 0.0
+    host_bandwidth: Optional[float] = None  # bytes/s each way to host memory (offload=true)
+    host_latency: float = 0.0
 
 
 @dataclasses.dataclass
@@ -167,6 +169,7 @@ class PlanConfig:
     zero: int = 0  # 1: the distributed optimizer (master weights, optimizer state sharded over D)
     attention: str = "standard"  # standard | flash (no a*s^2 scores kept)
     tp_overlap: bool = False  # TP collectives hidden under compute where they fit
+    offload: bool = False  # activations to host memory between F and B (hardware.host_bandwidth)
     n_workers: Optional[int] = None  # S, D and replication chosen for this many workers (rpd.model.workers)
     schedules: Optional[List[str]] = None  # null: every registered schedule
     tick_s: Optional[float] = None  # null: the smallest op / 100
@@ -220,6 +223,8 @@ def run(cfg) -> dict:
     margin = check_real("margin", cfg.margin, allow_zero=True)
     if margin >= 1:
         raise ValueError(f"margin must be < 1, got {margin}")
+    if cfg.offload and hw.host_bandwidth is None:
+        raise ValueError("offload needs hardware.host_bandwidth (bytes/s between a GPU and host memory)")
     if cfg.objective is not None:  # the training half's input, checked before any work
         train_grid(cfg)
         check_int("train.N", cfg.train.N)
@@ -256,6 +261,7 @@ def run(cfg) -> dict:
         "v": cfg.pipeline.v,
         "zero": check_choice("zero", cfg.zero, (0, 1)),
         "attention": par.attention,
+        "offload": bool(cfg.offload),
     }
     kw = dict(
         optimizer=settings["optimizer"],
@@ -269,6 +275,7 @@ def run(cfg) -> dict:
         zero=settings["zero"],
         recompute=settings["recompute"],
         margin=margin,
+        offload=settings["offload"],
     )
     if cfg.n_workers is not None:  # TP x PP x DP x M for n workers: only that search
         out = workers_search(cfg, hw, par, kw, settings, build_model)
@@ -280,7 +287,7 @@ def run(cfg) -> dict:
             f"{model.name}: {model.params:,} parameters per TP rank, {len(model.layers)} layers; {hw.name}; "
             f"TP={par.TP}{' SP' if par.SP else ''}, S={cfg.pipeline.S}, D={D}, zero={settings['zero']}, "
             f"{settings['optimizer']}, {settings['precision']}, recompute {settings['recompute']}, "
-            f"attention {par.attention}"
+            f"attention {par.attention}{', offload' if cfg.offload else ''}"
         )
         print(format_table(rows))
         out = to_json(model, hw, rows, settings)

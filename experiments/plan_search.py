@@ -18,12 +18,18 @@ from rpd.validation import check_int
 RECOMPUTE_ORDER = ("none", "selective", "full")
 
 
+# The schedules the N-workers search tries: 1F1B, interleaved (v = 2), ZB-H1 and, with one
+# pipeline, the asynchronous PipeDream (docs/plan.md#n-workers).
+SEARCHED = ("1f1b", "interleaved", "zb_h1", "pipedream")
+
+
 def _v(x):
     return x.value if isinstance(x, enum.Enum) else x
 
 
 def knobs(cfg, hw, par, names, M, D, kw, build_model) -> dict:
-    """Rows of the same plan with one knob changed each (recompute, TP, ZeRO, stages, micro-batch)."""
+    """Rows of the same plan with one knob changed each (recompute, TP, ZeRO, offload, stages,
+    micro-batch)."""
     S, rec, mb = cfg.pipeline.S, kw["recompute"], cfg.model.micro_batch
     blocks = cfg.model.n_layer if _v(cfg.model.kind) == "gpt" else 0
     tries = {}
@@ -41,6 +47,8 @@ def knobs(cfg, hw, par, names, M, D, kw, build_model) -> dict:
         )
     if D > 1 and not kw["zero"]:
         tries["zero=1"] = (dict(kw, zero=1), par, S, M, cfg.model)
+    if hw.host_bandwidth is not None and not kw["offload"]:
+        tries["offload=true"] = (dict(kw, offload=True), par, S, M, cfg.model)
     if 2 * S <= blocks:
         tries[f"pipeline.S={2 * S}"] = (kw, par, 2 * S, M, cfg.model)
     if mb > 1:
@@ -65,8 +73,9 @@ def workers_search(cfg, hw, par, kw, settings, build_model) -> dict:
         return cache[tp]
 
     k = {key: v for key, v in kw.items() if key not in ("memory_cap", "SP")}
+    shape = (cfg.model.n_head, cfg.model.d_model)
     rows, timed = search3d.search(
-        models, hw, registry.timeline, n, B, kw["memory_cap"], shape=(cfg.model.n_head, cfg.model.d_model), **k
+        models, hw, registry.timeline, n, B, kw["memory_cap"], registry.searched(SEARCHED), shape=shape, **k
     )
     lines = answer(rows, kw["memory_cap"], kw["margin"])
     best = choose(rows)[0] or choose(rows)[1]

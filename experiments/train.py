@@ -120,9 +120,10 @@ def run_config(cfg, obj=None) -> dict:
 
 
 def schedule_label(pipeline) -> str:
-    """The schedule's name as a table shows it: the registry's, and "naive" for PipeDream with
-    one microbatch in flight (configs/schedule/naive.yaml)."""
-    return "naive" if pipeline.name == "pipedream" and pipeline.params.noam == 1 else pipeline.name
+    """The schedule's name as a table shows it: the registry's, or its variant's where the run
+    has the variant's fixed fields ("naive" for PipeDream with one microbatch in flight,
+    configs/schedule/naive.yaml; rpd.registry.label_of)."""
+    return registry.label_of(pipeline.name, pipeline.params)
 
 
 def costs_label(c) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import numbers
 import re
@@ -37,6 +38,17 @@ def required(name: str, value: T | None) -> T:
     if value is None:
         raise ValueError(f"{name} must be set here, got None")
     return value
+
+
+def nearest(word: str, choices, n: int = 3) -> list[str]:
+    """The choices closest to ``word`` (difflib), best first; case-insensitive."""
+    by_lower = {str(c).lower(): str(c) for c in choices}
+    close = [by_lower[m] for m in difflib.get_close_matches(word.lower(), list(by_lower), n=n, cutoff=0.5)]
+    stem = word.lower()  # else the choices sharing its longest prefix (2+ characters): e3x -> e3_nesterov
+    while not close and len(stem) >= 2:
+        close = [c for low, c in by_lower.items() if low.startswith(stem)][:n]
+        stem = stem[:-1]
+    return close
 
 
 def check_choice(name: str, value: T, choices) -> T:

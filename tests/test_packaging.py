@@ -28,6 +28,7 @@ def test_wandb_is_an_extra_and_optax_a_dependency():
     assert extras["cuda13"] == ["jax[cuda13]>=0.10.2"]
 
 
+@pytest.mark.slow
 def test_no_module_imports_wandb_pandas_or_xarray_at_import_time():
     code = (
         "import sys, rpd, rpd.io.tracking, rpd.io.dashboard, rpd.results, experiments.train, "

@@ -51,10 +51,11 @@ def parse_bytes(value, field: str = "memory_cap") -> float:
 
 def describe(r: Row) -> str:
     """One row as a configuration a user can type."""
-    v = f", v={r.v}" if r.schedule == "interleaved" and r.v else ""
+    v = f", v={r.v}" if r.v and r.v > 1 else ""  # a schedule with chunks per rank as a parameter
     sp = ", SP" if r.SP else ""
     z = f", zero={r.zero}" if r.zero else ""
-    return f"{r.schedule}{v} with TP={r.TP}{sp}, S={r.S}, D={r.D}, M={r.M}{z}, recompute={r.recompute}"
+    off = ", offload" if r.offload else ""
+    return f"{r.schedule}{v} with TP={r.TP}{sp}, S={r.S}, D={r.D}, M={r.M}{z}, recompute={r.recompute}{off}"
 
 
 def _tokens_per_s(r: Row) -> float:

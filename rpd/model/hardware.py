@@ -19,6 +19,11 @@ inter-node figures, ``p2p_bandwidth`` per GPU for messages and ``allreduce_bandw
 for collectives, times the group's members per node (each has its own port; NCCL's rings and
 trees spread a collective over them), at most ``intra_bandwidth``. ``gpus_per_node`` 1 (the
 default) makes every link inter-node: the flat presets.
+
+Host memory (activation offload, ``offload=true``): ``host_bandwidth`` bytes/s each way between a
+GPU and its host over its own PCIe link, ``host_latency`` s per transfer; the DGX presets take the
+PCIe link's peak (Gen4 x16 32 GB/s for the A100, Gen5 x16 64 GB/s for the H100; what a copy
+achieves is lower, so an offloaded step here is a lower bound), None: no host link.
 """
 
 from __future__ import annotations
@@ -53,6 +58,8 @@ class Hardware:
     gemm_efficiency: float | None = None
     hbm_bandwidth: float | None = None
     traffic: float = 0.0
+    host_bandwidth: float | None = None  # bytes/s each way between a GPU and host memory (offload)
+    host_latency: float = 0.0
 
     def __post_init__(self):
         check_real("hardware.peak_flops", self.peak_flops)
@@ -79,6 +86,9 @@ class Hardware:
                 raise ValueError("hardware.hbm_bandwidth must be set with hardware.gemm_efficiency")
         if self.hbm_bandwidth is not None:
             check_real("hardware.hbm_bandwidth", self.hbm_bandwidth)
+        if self.host_bandwidth is not None:
+            check_real("hardware.host_bandwidth", self.host_bandwidth)
+        check_real("hardware.host_latency", self.host_latency, allow_zero=True)
 
     @property
     def flops(self) -> float:
@@ -156,6 +166,8 @@ PRESETS: dict[str, Hardware] = {
         intra_bandwidth=300e9,
         intra_latency=5e-6,
         hbm_bandwidth=2.039e12,
+        host_bandwidth=32e9,  # PCIe Gen4 x16 per GPU, each way (the link's peak)
+        host_latency=10e-6,
         gemm_efficiency=DGX_FIT["a100_80g"][0],
         traffic=DGX_FIT["a100_80g"][1],
     ),
@@ -171,6 +183,8 @@ PRESETS: dict[str, Hardware] = {
         intra_bandwidth=450e9,
         intra_latency=5e-6,
         hbm_bandwidth=3.35e12,
+        host_bandwidth=64e9,  # PCIe Gen5 x16 per GPU, each way (the link's peak)
+        host_latency=10e-6,
         gemm_efficiency=DGX_FIT["h100_80g"][0],
         traffic=DGX_FIT["h100_80g"][1],
     ),

@@ -24,7 +24,9 @@ Activations are counted from the timeline on *each rank*: F(m, g) allocates stag
 all but ``act_w`` (what W still needs) and W the rest; at one tick frees come before
 allocations (as :func:`rpd.schedules.memory.peak_activations`, whose ``until="W"`` count this
 is, weighted by each stage's bytes). ``buffers``: a receive and a send buffer per stage held
-(its input and output tensors).
+(its input and output tensors). With activation offload (the timeline's ``transfers``), an
+offloaded activation's ``act`` bytes leave the device at the end of its D2H and come back at the
+start of its H2D; ``offloaded`` is the most bytes a rank has in host memory at once.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import numpy as np
 from rpd.model.stages import Stages
 from rpd.schedules import memory as sched_memory
 from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD
+from rpd.schedules.offload import D2H
 from rpd.schedules.timeline import Timeline
 from rpd.validation import check_choice, check_int
 
@@ -56,6 +59,7 @@ class RankMemory:
     optimizer: np.ndarray
     activations: np.ndarray
     buffers: np.ndarray
+    offloaded: np.ndarray | None = None  # most bytes in host memory at once (activation offload)
 
     @property
     def static(self) -> np.ndarray:
@@ -66,7 +70,8 @@ class RankMemory:
         return self.static + self.activations + self.buffers
 
     def breakdown(self) -> dict[str, list[float]]:
-        """Bytes per rank by kind, named for the reader (``offloaded``: nothing is, in rpd)."""
+        """Bytes per rank by kind, named for the reader (``offloaded``: in host memory, not in
+        the peak)."""
         return {
             "weights": self.weights.tolist(),
             "master_weights": self.master.tolist(),
@@ -75,7 +80,7 @@ class RankMemory:
             "stashed_versions": self.stash.tolist(),
             "activations": self.activations.tolist(),
             "buffers": self.buffers.tolist(),
-            "offloaded": [0.0] * len(self.weights),
+            "offloaded": (np.zeros(len(self.weights)) if self.offloaded is None else self.offloaded).tolist(),
         }
 
 
@@ -99,6 +104,19 @@ def rank_params(tl: Timeline, st: Stages) -> np.ndarray:
     return p
 
 
+def _peaks(S: int, delta: np.ndarray, when: np.ndarray, who: np.ndarray) -> np.ndarray:
+    """float [S]: the highest running sum of ``delta`` per rank, events in time order (at one
+    tick, frees before allocations)."""
+    o = np.lexsort((delta, when, who))
+    delta, who = delta[o], who[o]
+    level = np.cumsum(delta)
+    starts = np.searchsorted(who, np.arange(S))
+    base = np.concatenate([[0.0], level])[starts]
+    peak = np.zeros(S)
+    np.maximum.at(peak, who, level - base[who])
+    return peak
+
+
 def activation_peak(tl: Timeline, act, act_w) -> np.ndarray:
     """float [S]: most activation bytes in flight on each rank over the run (module docstring)."""
     t = tl.table
@@ -110,16 +128,25 @@ def activation_peak(tl: Timeline, act, act_w) -> np.ndarray:
         0.0,
     )
     when = np.where(t.kind == FWD, t.start, t.end)
+    who = t.rank
+    if tl.transfers is not None:  # offloaded: off the device from its D2H's end to its H2D's start
+        x = tl.transfers
+        out = x.kind == D2H
+        delta = np.concatenate([delta, np.where(out, -act[x.stage], act[x.stage])])
+        when = np.concatenate([when, np.where(out, x.end, x.start)])
+        who = np.concatenate([who, x.rank])
     keep = delta != 0
-    delta, when, who = delta[keep], when[keep], t.rank[keep]
-    o = np.lexsort((delta, when, who))
-    delta, who = delta[o], who[o]
-    level = np.cumsum(delta)
-    starts = np.searchsorted(who, np.arange(tl.S))
-    base = np.concatenate([[0.0], level])[starts]
-    peak = np.zeros(tl.S)
-    np.maximum.at(peak, who, level - base[who])
-    return peak
+    return _peaks(tl.S, delta[keep], when[keep], who[keep])
+
+
+def host_peak(tl: Timeline, act) -> np.ndarray:
+    """float [S]: most activation bytes each rank has in host memory at once (0 without offload)."""
+    if tl.transfers is None:
+        return np.zeros(tl.S)
+    x = tl.transfers
+    act = np.asarray(act, float)
+    out = x.kind == D2H
+    return _peaks(tl.S, np.where(out, act[x.stage], -act[x.stage]), np.where(out, x.end, x.start), x.rank)
 
 
 def rank_memory(
@@ -154,4 +181,5 @@ def rank_memory(
         optimizer=copies * values * OPTIMIZER_BYTES[optimizer] / shard,
         activations=activation_peak(tl, st.act, st.act_w),
         buffers=buffers,
+        offloaded=host_peak(tl, st.act),
     )

@@ -56,15 +56,14 @@ import numpy as np
 from rpd.model.hardware import Hardware
 from rpd.model.layers import Model
 from rpd.model.memory import held, rank_memory
-from rpd.model.stages import partition, stage_costs, stages
+from rpd.model.stages import host_link, partition, stage_costs, stages
 from rpd.model.topology import place
-from rpd.schedules import family
 from rpd.schedules import memory as sched_memory
 from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD
 from rpd.schedules.timeline import Timeline
 from rpd.validation import check_int, check_real, required
 
-Maker = Callable[..., Timeline]  # (name, S, N, M, costs, values) -> Timeline
+Maker = Callable[..., Timeline]  # (name, S, N, M, costs, values, chunks) -> Timeline
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +79,7 @@ class Row:
     v: int | None = None
     zero: int = 0
     recompute: str = "none"
+    offload: bool = False
     synchronous: bool | None = None
     step_time_s: float | None = None
     bubble_total: float | None = None
@@ -231,13 +231,15 @@ def plan_one(
     zero: int = 0,
     recompute: str = "none",
     margin: float = 0.0,
+    offload: bool = False,
 ) -> Row:
     """The :class:`Row` of schedule ``name`` at S ranks, M microbatches per step and pipeline,
     D pipelines; ``model`` is per TP rank (built with ``TP``, ``SP``, ``recompute``)."""
-    label: dict[str, Any] = dict(schedule=name, S=S, M=M, D=D, TP=TP, SP=SP, v=v, zero=zero, recompute=recompute)
-    make = with_v(make, v)
+    label: dict[str, Any] = dict(
+        schedule=name, S=S, M=M, D=D, TP=TP, SP=SP, v=v, zero=zero, recompute=recompute, offload=offload
+    )
     try:
-        unit = make(name, S, M, M, None, 0)
+        unit = make(name, S, M, M, None, 0, v)
         where = place(hw, TP, D, S)
     except (ValueError, TypeError) as exc:
         return Row(**label, error=f"{type(exc).__name__}: {exc}")
@@ -247,7 +249,9 @@ def plan_one(
         return Row(**label, error="ValueError: D > 1 needs a flush (a synchronous schedule)")
     gb = 4 if grad_bytes is None else grad_bytes
     st, costs, tick, values = staged(model, hw, unit, how, tick_s, gb, where.p2p_intra)
-    one, two = make(name, S, M, M, costs, values), make(name, S, 2 * M, M, costs, values)
+    if offload:  # activations to host memory and back over each rank's host link
+        costs = dataclasses.replace(costs, host=host_link(st, hw, tick))
+    one, two = make(name, S, M, M, costs, values, v), make(name, S, 2 * M, M, costs, values, v)
     busy = float(two.busy().sum() - one.busy().sum())
     mem = rank_memory(two, st, optimizer, precision, grad_bytes, zero, D)
     gather = mem.weights if zero else None
@@ -280,19 +284,6 @@ def plan_one(
         dp_allreduce_s=dp_s,
         memory=mem.breakdown(),
     )
-
-
-def with_v(make: Maker, v: int | None) -> Maker:
-    """``make`` with the interleaved schedule at ``v`` chunks per rank (None: ``make``'s own)."""
-    if v is None:
-        return make
-
-    def made(name, S, N, M, costs=None, values=0):
-        if name == "interleaved":
-            return family.interleaved(S, N, M, v, costs)
-        return make(name, S, N, M, costs, values)
-
-    return made
 
 
 def _rank_values(tl: Timeline, st) -> np.ndarray:

@@ -4,9 +4,11 @@ and asynchronous (docs/plan.md#n-workers).
 Candidates: TP a divisor of ``gpus_per_node`` (and of the heads and the hidden size), PP a
 divisor of N / TP up to the model's blocks, DP = N / (TP·PP), and a global batch of ``B``
 microbatches cut into M = B / DP per pipeline (DP must divide B); for each the synchronous
-schedules (1F1B; interleaved with v = 2 where every rank gets whole layers; ZB-H1) and, where
-DP = 1, the asynchronous PipeDream. A configuration uses TP·PP·DP workers, at most N (PP may
-leave some idle when no divisor fits: the count is reported).
+schedules the caller names (:class:`Searched`: a chunked one, like interleaved, at v = 2 chunks
+per rank where every rank gets whole layers; at PP = 1 only the first unchunked one, since every
+schedule is then one stage with nothing to overlap) and, where DP = 1, the asynchronous ones. A
+configuration uses TP·PP·DP workers, at most N (PP may leave some idle when no divisor fits: the
+count is reported). The caller (``experiments/plan_search.py``) reads the facts from the registry.
 
 :func:`search` orders the candidates by an upper bound of their tokens/s -- every rank busy on
 its share of the model's F + I + W with no bubble, p2p or DP collective -- and skips those that
@@ -19,7 +21,7 @@ straightforward loop; the same winners, tested).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from rpd.model.compute import layer_seconds
 from rpd.model.hardware import Hardware
@@ -28,8 +30,15 @@ from rpd.model.memory import OPTIMIZER_BYTES
 from rpd.model.plan import Maker, Row, plan_one
 from rpd.validation import check_int, required
 
-SYNC = ("1f1b", "interleaved", "zb_h1")
-ASYNC = ("pipedream",)
+
+@dataclasses.dataclass(frozen=True)
+class Searched:
+    """A schedule the search tries, with the two facts it reads: synchronous (one weight version
+    per step: may run with DP > 1) and chunked (chunks per rank are a parameter, tried at v = 2)."""
+
+    name: str
+    synchronous: bool = True
+    chunked: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,8 +55,12 @@ class Candidate:
         return self.TP * self.PP * self.DP
 
 
-def candidates(n: int, B: int, hw: Hardware, blocks: int, heads: int, hidden: int) -> list[Candidate]:
+def candidates(
+    n: int, B: int, hw: Hardware, blocks: int, heads: int, hidden: int, schedules: Sequence[Searched]
+) -> list[Candidate]:
     """Every (TP, PP, DP, M, schedule) of ``n`` workers and a global batch of ``B`` microbatches."""
+    sync = [s for s in schedules if s.synchronous]
+    single = [s for s in sync if not s.chunked][:1]  # PP = 1: one stage, every schedule the same
     n, B = check_int("n_workers", n), check_int("pipeline.global_batch", B)
     out = []
     for TP in (1, 2, 4, 8, 16):
@@ -60,15 +73,13 @@ def candidates(n: int, B: int, hw: Hardware, blocks: int, heads: int, hidden: in
             if B % DP:
                 continue
             M = B // DP
-            for name in SYNC:
-                if name == "interleaved":
-                    if PP == 1 or blocks % (2 * PP) or M % PP:
-                        continue
-                    out.append(Candidate(TP, PP, DP, M, name, 2))
-                elif name != "zb_h1" or PP > 1:
-                    out.append(Candidate(TP, PP, DP, M, name))
+            for s in sync if PP > 1 else single:
+                if not s.chunked:
+                    out.append(Candidate(TP, PP, DP, M, s.name))
+                elif not (blocks % (2 * PP) or M % PP):  # whole layers per chunk; Megatron's M rule
+                    out.append(Candidate(TP, PP, DP, M, s.name, 2))
             if DP == 1 and PP > 1:
-                out += [Candidate(TP, PP, 1, M, name) for name in ASYNC]
+                out += [Candidate(TP, PP, 1, M, s.name) for s in schedules if not s.synchronous]
     return out
 
 
@@ -92,15 +103,23 @@ def _evaluate(models, hw, make, c: Candidate, kw) -> Row:
 
 
 def search(
-    models: Callable[[int], Model], hw: Hardware, make: Maker, n: int, B: int, cap: float, **kw
+    models: Callable[[int], Model],
+    hw: Hardware,
+    make: Maker,
+    n: int,
+    B: int,
+    cap: float,
+    schedules: Sequence[Searched],
+    **kw,
 ) -> tuple[list[Row], int]:
     """(rows timed, best first; how many candidates were timed) for ``n`` workers. ``models(TP)``:
     the model per TP rank; ``kw``: :func:`rpd.model.plan.plan_one`'s settings (optimizer, zero,
     grad_bytes, margin, SP, recompute, ...)."""
+    synchronous = {s.name: s.synchronous for s in schedules}
     base = models(1)
     blocks = sum(1 for x in base.layers if x.kind == "block")
-    heads_hidden = kw.pop("shape")
-    cands = candidates(n, B, hw, blocks, *heads_hidden)
+    heads, hidden = kw.pop("shape")
+    cands = candidates(n, B, hw, blocks, heads, hidden, schedules)
     margin = kw.get("margin", 0.0)
     secs = {}
     bounds = []
@@ -114,7 +133,7 @@ def search(
     for bound, may_fit, c in bounds:
         if not may_fit:
             continue
-        sync = c.schedule in SYNC
+        sync = synchronous[c.schedule]
         if bound <= (best_sync if sync else best_any):
             continue
         r = _evaluate(models, hw, make, c, dict(kw, memory_cap=cap))
@@ -129,10 +148,18 @@ def search(
 
 
 def brute_force(
-    models: Callable[[int], Model], hw: Hardware, make: Maker, n: int, B: int, cap: float, **kw
+    models: Callable[[int], Model],
+    hw: Hardware,
+    make: Maker,
+    n: int,
+    B: int,
+    cap: float,
+    schedules: Sequence[Searched],
+    **kw,
 ) -> list[Row]:
     """Every candidate timed (the straightforward loop :func:`search` is checked against)."""
     blocks = sum(1 for x in models(1).layers if x.kind == "block")
-    cands = candidates(n, B, hw, blocks, *kw.pop("shape"))
+    heads, hidden = kw.pop("shape")
+    cands = candidates(n, B, hw, blocks, heads, hidden, schedules)
     rows = [_evaluate(models, hw, make, c, dict(kw, memory_cap=cap)) for c in cands]
     return sorted(rows, key=lambda r: (r.error is not None, not r.fits, -(r.tokens_per_s or 0.0)))

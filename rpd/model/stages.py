@@ -33,7 +33,7 @@ import numpy as np
 from rpd.model.compute import layer_seconds
 from rpd.model.hardware import Hardware
 from rpd.model.layers import Model
-from rpd.schedules.costs import CostModel
+from rpd.schedules.costs import CostModel, HostLink
 from rpd.validation import check_choice, check_int, check_real, required
 
 PARTITIONS = ("even", "layers", "time", "memory", "pipedream")
@@ -197,3 +197,13 @@ def stage_costs(
         F=ticks(st.t_f), I=ticks(st.t_i), W=ticks(st.t_w), p2p=int(math.ceil(p2p / tick_s - 1e-9)), allreduce=allreduce
     )
     return costs, tick_s
+
+
+def host_link(st: Stages, hardware: Hardware, tick_s: float, min_gap: int = 2) -> HostLink:
+    """Each rank's link to host memory in ticks (activation offload, docs/plan.md#activation-offload):
+    one transfer moves the largest stage's activation of one microbatch (every stage's transfer
+    takes that long: the timer's links have one duration), ``host_latency`` added per transfer."""
+    if hardware.host_bandwidth is None:
+        raise ValueError("offload needs hardware.host_bandwidth (bytes/s between a GPU and host memory)")
+    ticks = max(1, int(math.ceil(float(st.act.max()) / hardware.host_bandwidth / tick_s - 1e-9)))
+    return HostLink(ticks, ticks, int(math.ceil(hardware.host_latency / tick_s - 1e-9)), min_gap)

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from rpd.plotting.style import paper_style, save
+from rpd.registry import style
 
 
 def _pct(x) -> str:
@@ -46,17 +46,19 @@ def survey_figure(out, path) -> Path:
         lines = [f"{c['verdict']}: {c['claim']}" for c in out.summary.get("claims", [])]
         ax_t.text(0.0, -0.02, "\n".join(lines), transform=ax_t.transAxes, fontsize=7, va="top", ha="left")
         axis = out.arrays[f"S{S0}/axis"]
-        colors = colormaps["tab20"].colors  # one colour per system, up to 20; dashed from the 11th
-        for i, r in enumerate(mine):
+        seen: set[str] = set()  # the registry's colour per schedule; a schedule's second row dashed
+        for r in mine:
             y = out.arrays[f"S{S0}/{r['system']}"]
+            colour = style(r["schedule"]).colour
             ax_c.plot(
                 axis[: len(y)],
                 y,
-                label=r["system"],
-                color=colors[i % 20],
+                label=r["system"] + ("" if r.get("in_survey", True) else " (2024+)"),
+                color=colour,
                 linewidth=1.2,
-                linestyle=("-", "--")[i // 10],
+                linestyle="--" if colour in seen else "-",
             )
+            seen.add(colour)
         ax_c.set_yscale("log")
         ax_c.set_xlabel("simulated time (units of one stage's F), B = 2F")
         ax_c.set_ylabel("f - f* at the tuned γ (Nesterov's quadratic)")

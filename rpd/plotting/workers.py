@@ -12,7 +12,7 @@ from matplotlib.ticker import NullFormatter, ScalarFormatter
 from rpd.plotting.style import save
 
 MARK = {True: "holds", False: "fails", None: "depends"}
-STYLE = {"pure DP": "s-", "pure PP": "^-", "best even S×D": "o-", "pipedream": "*-"}
+STYLE = {"pure DP": ("s-", 6), "pure PP": ("^-", 6), "best even S×D": ("o-", 6), "pipedream": ("*-", 8)}
 
 
 def _series(table: list[dict], model: str, key: str) -> dict[str, tuple[list, list]]:
@@ -51,7 +51,8 @@ def workers_figure(summary: dict, table: list[dict], path) -> None:
         for i, (key, label) in enumerate((("tokens_per_s", "tokens / s"), ("peak_gib", "peak GiB per device"))):
             ax = axes[i, j]
             for name, (xs, ys) in _series(table, model, key).items():
-                ax.plot(xs, ys, STYLE[name], label=name, ms=8 if name == "pipedream" else 6)
+                fmt, size = STYLE[name]
+                ax.plot(xs, ys, fmt, label=name, ms=size)
             _log2(ax)
             ax.set_xlabel("workers")
             ax.set_ylabel(label)

@@ -266,6 +266,7 @@ for _entry in (
 
 
 for _variant in (
+    Variant("naive", "pipedream", {"noam": 1}, "naive PD (1 in flight)", "naive", "0.5", "x"),
     Variant("zb_h2_pv", "zb_h2", {"post_validation": True}, "ZB-H2 + post-val.", "ZB-H2+PV", "#E6AB02", "v"),
     Variant(
         "chimera_fd",

@@ -221,6 +221,16 @@ def style(name: str) -> ScheduleEntry | Variant:
     return SCHEDULES[name]
 
 
+def label_of(name: str, params: ScheduleParams) -> str:
+    """The name a run of schedule ``name`` with ``params`` is tabled under: the variant of ``name``
+    whose fixed fields it has (PipeDream with ``noam = 1`` is ``naive``), else ``name``."""
+    own = dict(params.params)
+    for v in VARIANTS.values():
+        if v.base == name and all(own.get(k, getattr(params, k, None)) == x for k, x in v.fixed.items()):
+            return v.name
+    return name
+
+
 def entry_of(name: str) -> ScheduleEntry:
     """The registered entry of a schedule or of a variant's base."""
     return SCHEDULES[VARIANTS[name].base if name in VARIANTS else name]

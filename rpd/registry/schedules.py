@@ -5,11 +5,13 @@ checked before any work (:func:`check_schedule`)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
 from rpd.analysis import simtime
+from rpd.model.search3d import Searched
 from rpd.registry.entry import BOOLS, NOT_INT, SCHEDULES, VARIANTS, ScheduleEntry, ScheduleParams
 from rpd.schedules import Timeline
 from rpd.schedules.costs import CostModel
@@ -75,11 +77,28 @@ def make(name: str, S: int, N: int, M: int | None = None, costs: CostModel | Non
     return SCHEDULES[base].make(S, N, M, costs, fixed | params)
 
 
-def timeline(name: str, S: int, N: int, M: int, costs: CostModel | None = None, values: int = 0) -> Timeline:
+def timeline(
+    name: str, S: int, N: int, M: int, costs: CostModel | None = None, values: int = 0, chunks: int | None = None
+) -> Timeline:
     """``build`` with the schedule's defaults for every field but S, N and M (and a variant's
-    fixed fields, :data:`VARIANTS`): the plan's schedule maker (``rpd.model.plan.Maker``)."""
+    fixed fields, :data:`VARIANTS`): the plan's schedule maker (``rpd.model.plan.Maker``).
+    ``chunks`` sets the chunks per rank of a schedule whose entry makes them a parameter
+    (``chunks_per_rank="v"``: interleaved) and is ignored by the others."""
     base, fixed = variant(name)
+    per_rank = SCHEDULES[base].chunks_per_rank
+    if chunks is not None and isinstance(per_rank, str):
+        fixed[per_rank] = chunks
     return build(base, ScheduleParams(S=S, N=N, M=M, **fixed), costs, values)
+
+
+def searched(names: Iterable[str]) -> list[Searched]:
+    """The facts the N-workers search (:mod:`rpd.model.search3d`) reads of each schedule."""
+    out = []
+    for name in names:
+        base, _ = variant(name)
+        e = SCHEDULES[base]
+        out.append(Searched(name, synchronous=e.synchronous, chunked=isinstance(e.chunks_per_rank, str)))
+    return out
 
 
 def build(name: str, params: ScheduleParams, costs: CostModel | None = None, values: int = 0) -> Timeline:

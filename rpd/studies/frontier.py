@@ -77,6 +77,15 @@ VARIANTS = (
     ("AvgPipe", "avgpipe", {}),
     ("WPipe", "wpipe", {}),
     ("ZB-H2+PV", "zb_h2_pv", {}),  # E9's row: ZB-H2 with optimizer post-validation, no rollback
+    # the schedules shipped since 2024 (docs/schedules.md): synchronous, DualPipe and BitPipe with
+    # their two copies' gradients summed
+    ("looped BFS", "looped_bfs", {}),
+    ("interleaved ZB", "interleaved_zb", {}),
+    ("DualPipe", "dualpipe", {}),
+    ("V-Half", "v_half", {}),
+    ("V-Min", "v_min", {}),
+    ("combined 1F1B", "combined_1f1b", {}),
+    ("BitPipe", "bitpipe", {}),
 )
 COST_SETTINGS = {"F=B": ("F=B", 1, 1, 0), "B=2F+lat": ("B=2F", 1, 2, 1)}  # label -> (E9 label, f, b, p2p)
 OBJECTIVES = ("nesterov_quadratic", "logistic_regression", "mlp_chain", "nanochat")

@@ -30,6 +30,7 @@ def result():
     return rows, time_to_target(rows, MODEL, HW, make, chain, 16, GRID, points=8)
 
 
+@pytest.mark.slow
 def test_every_row_is_read_at_one_time_and_replays_exactly(result):
     rows, out = result
     # interleaved's two chunks per rank train a 4-block model: its own group, its own T and target

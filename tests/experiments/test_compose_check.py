@@ -60,6 +60,7 @@ def test_the_wrapper_prints_one_line_and_exits_2_before_main(monkeypatch, capsys
     assert err == "error: schedule=zbh1: no such schedule; nearest: zb_h1, zb_h2, zb_v (configs/schedule/)\n"
 
 
+@pytest.mark.slow
 def test_a_bad_sweep_leaves_no_folder(tmp_path):
     """The issue's 59-line multirun: one line, exit 2, no multirun/ (nor outputs/) folder."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))

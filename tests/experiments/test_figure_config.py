@@ -99,6 +99,7 @@ def test_train_cell_overrides_are_refused_naming_them(override, hint):
     )
 
 
+@pytest.mark.slow
 def test_figure_cli_refuses_an_ignored_override_before_any_work(tmp_path):
     """The issue's command: it used to run E3's own preset silently."""
     cmd = [
@@ -158,6 +159,7 @@ def test_method_grids_are_their_own():
     assert (over.gamma_lo, over.gamma_hi) == (-5, -3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "module, expect",
     [
@@ -175,6 +177,7 @@ def test_help_works_for_every_entry_point(module, expect):
     assert expect in proc.stdout
 
 
+@pytest.mark.slow
 def test_figure_without_an_experiment_says_which_to_pick(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "experiments.figure", f"hydra.run.dir={tmp_path}"],

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from hydra_helpers import ROOT
 
 from experiments import objectives as objective_of
@@ -35,6 +36,7 @@ def test_given_args_are_the_objective_keys_of_the_overrides():
     ) == ["delta", "n"]
 
 
+@pytest.mark.slow
 def test_docs_example_runs_from_the_command_line_under_its_own_name_and_sizes(tmp_path):
     """The docs' module and command, run as a user would (hydra's command line): the factory's
     own defaults n = 400, d = 64, batch size 10 (not random_quadratic's 2000, 512, 100) reach the
@@ -81,6 +83,7 @@ def test_docs_example_runs_from_the_command_line_under_its_own_name_and_sizes(tm
         sys.path.remove(str(tmp_path))
 
 
+@pytest.mark.slow
 def test_keys_given_reach_the_factory_and_split_the_key(tmp_path):
     """From Python with a plain dict: the objective keys given are the factory's arguments (n
     and batch_size here, d keeps its default) and the key holds them."""

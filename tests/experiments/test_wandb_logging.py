@@ -75,6 +75,7 @@ def logged(wandb_env):
     return first, out, offline_run.read_offline_run(run_dir), run_dir
 
 
+@pytest.mark.slow
 def test_stored_run_is_logged_without_recomputing(logged):
     first, out, back, _ = logged
     assert out.skipped and out.path == first.path

@@ -89,6 +89,7 @@ REWRITER = """
 """
 
 
+@pytest.mark.slow
 def test_reads_during_two_rewriting_processes_never_mix_writes(tmp_path):
     path, go = tmp_path / "run", tmp_path / "go"
     store.save_run(path, CFG, {"who": np.full(2000, 0), "i": np.array(0)}, {"who": 0, "i": 0})

@@ -38,6 +38,7 @@ def optimizer_sweep(tmp_path_factory):
     return tmp, proc
 
 
+@pytest.mark.slow
 def test_every_swept_override_is_a_column(optimizer_sweep):
     tmp, _ = optimizer_sweep
     df = sweeps.load_sweep(tmp / "multirun")
@@ -54,6 +55,7 @@ def test_every_swept_override_is_a_column(optimizer_sweep):
     assert list(sweeps.load_sweep(tmp / "multirun", optimizer="adam")["job"]) == [2, 3]
 
 
+@pytest.mark.slow
 def test_columns_take_any_key_of_the_summary(optimizer_sweep, capsys):
     tmp, _ = optimizer_sweep
     assert sweeps.main(["ls", str(tmp / "multirun"), "--columns", "job,optimizer,M,D,noam,n_diverged"]) == 0
@@ -79,6 +81,7 @@ def test_gamma_flag_known_cases():
     assert train.gamma_flag(None, grid, [False] * 3) is None
 
 
+@pytest.mark.slow
 def test_a_gamma_on_the_edge_is_flagged_in_log_summary_and_table(optimizer_sweep, capsys):
     tmp, proc = optimizer_sweep
     df = sweeps.load_sweep(tmp / "multirun")
@@ -100,6 +103,7 @@ def test_a_gamma_on_the_edge_is_flagged_in_log_summary_and_table(optimizer_sweep
     assert "gamma_flag" in (proc.stdout + proc.stderr)  # the end-of-sweep table shows the column
 
 
+@pytest.mark.slow
 def test_ls_rows_are_short_with_the_full_text_in_the_metadata(optimizer_sweep, capsys):
     """``ls --target auto``: what every row shares is said once above the table (T_rule's
     sentence too), wide cells are abbreviated, and the full text stays in the table's attrs
@@ -120,6 +124,7 @@ def test_ls_rows_are_short_with_the_full_text_in_the_metadata(optimizer_sweep, c
     assert all(r in csv for r in df["result"]) and sweep.T_RULE in csv
 
 
+@pytest.mark.slow
 def test_a_sweep_stopped_early_lists_every_job(optimizer_sweep, tmp_path, capsys):
     """The sweep wrote its 4 jobs' overrides when it started (jobs.json); with jobs 2 and 3
     never started (no job directory, as after a Ctrl-C), ls still reports 4 jobs, those two not

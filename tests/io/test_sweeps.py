@@ -48,6 +48,7 @@ def e3_sweep(tmp_path_factory):
     return tmp, proc
 
 
+@pytest.mark.slow
 def test_load_sweep_is_the_sweeps_table(e3_sweep):
     tmp, proc = e3_sweep
     df = sweeps.load_sweep(tmp / "multirun")
@@ -85,6 +86,7 @@ def test_load_sweep_is_the_sweeps_table(e3_sweep):
         ).resolve()
 
 
+@pytest.mark.slow
 def test_load_sweep_filters_and_store_listing(e3_sweep):
     tmp, _ = e3_sweep
     local = sweeps.load_sweep(tmp / "multirun", method="localsgd", H=[5, 30])
@@ -98,6 +100,7 @@ def test_load_sweep_filters_and_store_listing(e3_sweep):
         sweeps.load_sweep(tmp / "nothing")
 
 
+@pytest.mark.slow
 def test_store_ls_cli(e3_sweep, capsys):
     tmp, _ = e3_sweep
     assert sweeps.main(["ls", str(tmp / "multirun"), "method=localsgd", "--columns", "job,H,status"]) == 0
@@ -140,6 +143,7 @@ def test_sweep_counts_and_swept():
     assert sweeps.swept(["a=1 b=2 c=3", "a=2 b=2 c=3"]) == ["a=1", "a=2"]
 
 
+@pytest.mark.slow
 def test_a_row_reopens_as_its_result(e3_sweep):
     """Issue 26, item 7: any row of a sweep table is its Result again."""
     tmp, _ = e3_sweep
@@ -155,6 +159,7 @@ def test_a_row_reopens_as_its_result(e3_sweep):
         sweep_results.load_result({"result": None})
 
 
+@pytest.mark.slow
 def test_time_to_target_reads_each_rows_selected_curve(e3_sweep):
     """Issue 26's missing column: the first simulated time each row's selected curve reaches the
     target (E10's rule by default: the lowest value any row has at half the common T)."""

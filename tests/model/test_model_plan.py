@@ -132,6 +132,7 @@ def test_bad_input_names_the_field():
         entry.run(compose(["schedules=[nope]", "out=null"], "plan"))
 
 
+@pytest.mark.slow
 def test_objective_adds_time_to_target(tmp_path, capsys):
     """``objective=mlp_chain`` trains each row (here with momentum, the group's own grid narrowed)."""
     out = tmp_path / "plan.json"

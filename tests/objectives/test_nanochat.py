@@ -65,6 +65,7 @@ def _train_windows(S, **kw):
     return corpus.windows(train, kw["batch_size"], kw["seq_len"])
 
 
+@pytest.mark.slow
 def test_stage_chain_and_objective_equal_the_unsplit_model_loss_and_gradient():
     S, b = 4, 2
     obj = nc.nanochat(S, text=TEXT, **SMALL)
@@ -104,6 +105,7 @@ def test_every_matrix_product_runs_at_full_float32_precision():
     assert all("precision = [HIGHEST, HIGHEST]" in line for line in dots), [d for d in dots if "HIGHEST" not in d]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("S", [3, 4, 7])
 def test_shapes_layout_and_stage_params_roundtrip(S):
     obj = nc.nanochat(S, text=TEXT, **SMALL)
@@ -175,6 +177,7 @@ def test_missing_default_corpus_says_how_to_fetch(tmp_path, monkeypatch):
         nc.nanochat(3)
 
 
+@pytest.mark.slow
 def test_plain_sgd_overfits_a_tiny_text():
     text = "the quick brown fox jumps over the lazy dog. " * 40
     obj = nc.nanochat(3, text=text, batch_size=4, seq_len=16, width=32, heads=2, heldout_frac=0.2)
@@ -196,6 +199,7 @@ def test_plain_sgd_overfits_a_tiny_text():
     assert jax.jit(obj.loss)(obj.data, x) < 0.1 * log_v
 
 
+@pytest.mark.slow
 def test_chain_two_point_gradient():
     """The LM's chain: x^F = x^B is value_and_grad; other backward weights change the gradient
     of every block below the last, and block S-1's only through x^B_{S-1}."""

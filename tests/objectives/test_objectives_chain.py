@@ -26,6 +26,7 @@ def _points(obj, seed):
     return (jnp.asarray(rng.standard_normal(obj.D)), jnp.asarray(rng.standard_normal(obj.D)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make", LINEAR + [lambda: mlp_chain(n=32, width=5, S=4, batch_size=8, seed=4)])
 def test_same_weights_equal_value_and_grad(make):
     obj = make()

@@ -67,6 +67,7 @@ def _legend_labels(fig) -> list[str]:
     return [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
 
 
+@pytest.mark.slow
 def test_no_section_numbers_in_titles_e11_e9(tmp_path, drawn):
     from rpd.plotting.costs import costs_figure
     from rpd.plotting.schedules import frontier_table_figure

@@ -3,12 +3,14 @@ aspect, and the legend names only the op kinds drawn."""
 
 import matplotlib.image
 import numpy as np
+import pytest
 from hydra_helpers import compose
 
 from experiments import schedule, specs
 from rpd.plotting import schedules as plot_schedules
 
 
+@pytest.mark.slow
 def test_a_long_schedule_wraps_and_its_legend_is_what_is_drawn(tmp_path, monkeypatch):
     drawn = []
     save = plot_schedules.save

@@ -150,6 +150,7 @@ def test_toy_is_planned_and_drawn(toy_registered, tmp_path):
     assert (tmp_path / "e9.png").stat().st_size > 10_000
 
 
+@pytest.mark.slow
 def test_toy_trains_from_the_cli_and_is_tabled_in_a_sweep(toy_configs, tmp_path):
     """``python -m experiments.train -m schedule=<toy>`` run by a script that registers it first: trains
     (a synchronous schedule: minibatch SGD, the same iterates as GPipe on the same

@@ -83,6 +83,7 @@ def test_oversized_configs_fail_before_any_work(overrides, message, tmp_path, mo
     assert not (tmp_path / "train").exists()  # nothing computed, nothing recorded
 
 
+@pytest.mark.slow
 def test_the_estimate_of_a_small_run_is_small(monkeypatch):
     monkeypatch.setenv(budget.CAP_ENV, "16")
     for extra in ([], ["method=localsgd"], ["method=rpd"], ["objective=nanochat"]):

@@ -64,6 +64,7 @@ def test_program_key_is_shapes_and_statics():
     assert prog.data is None and prog.f_star is None and isinstance(prog.x0, jax.ShapeDtypeStruct)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name",
     [
@@ -88,6 +89,7 @@ def test_rebuilt_objective_does_not_recompile(name):
     assert same is not first and same.program_key == first.program_key == other_seed.program_key
 
 
+@pytest.mark.slow
 def test_shared_program_gives_the_same_numbers_as_a_fresh_one():
     build = BUILDERS["logistic_noisy"]  # f*, σ_g and the data all differ between the seeds
     _runs(build(0))
@@ -123,6 +125,7 @@ def _reference_runs():
     }
 
 
+@pytest.mark.slow
 def test_numbers_unchanged_from_before_programs_were_shared():
     """Bit-identical on the machine that made the reference (checked on 192 arrays of every
     method, objective and plan option when the change was made); here to float rounding, as

@@ -55,6 +55,7 @@ def _wait_for(pred, proc, timeout):
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_a_localsgd_run_exits_130_and_stores_nothing(tmp_path):
     results = tmp_path / "results"
     with _running(
@@ -173,6 +174,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads the process tree from /proc")
 def test_ctrl_c_ends_the_figure_worker_processes_too(tmp_path):
     """--jobs 2: Ctrl-C reaches the script (the workers ignore it); it ends its workers, exits

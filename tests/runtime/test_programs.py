@@ -92,6 +92,7 @@ def _traced():
     return seen
 
 
+@pytest.mark.slow
 def test_stored_programs_load_without_tracing_and_give_the_same_numbers(store):
     obj = O.logistic_regression(64, 16, 4, 4, lam=1e-3, grad_noise=0.3, seed=5)  # noise: the seed matters
     _forget_programs()
@@ -114,6 +115,7 @@ def test_stored_programs_load_without_tracing_and_give_the_same_numbers(store):
     np.testing.assert_allclose(other_grid.curve[:2], first[0].curve, rtol=1e-13)
 
 
+@pytest.mark.slow
 def test_an_unreadable_stored_program_is_compiled_again(store):
     obj = O.random_quadratic(64, 16, 4, 4, seed=0)
     _forget_programs()
@@ -163,6 +165,7 @@ print(*stored, programs.COUNTS["loaded"], programs.COUNTS["broken"])
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("start", ["empty", "broken"])
 def test_a_program_in_jax_cache_is_not_stored_from_there(tmp_path, start):
     """An executable JAX loaded from its own persistent cache serializes without its kernels

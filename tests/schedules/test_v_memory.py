@@ -226,6 +226,7 @@ def test_order_equals_sail_sgs_action_for_action(setup, S, M):
         assert [tuple(x[:3]) for x in order[r].tolist()] == rows
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("S", [4, 6, 8, 12, 16])
 def test_memory_against_1f1b(S):
     """1F1B holds S·A on rank 0 (2S chunks). V-Half holds S/2 + 1 A on its worst rank: "about

@@ -23,6 +23,7 @@ def test_the_metrics_come_from_the_predicted_time():
     assert out.summary["a100_80g"]["max_abs_error"] == err.max()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", ["a100_80g", "h100_80g"])
 def test_the_fitted_pair_is_a_local_optimum(preset):
     """One (gemm_efficiency, traffic) per preset, the fit's: no neighbour at the fit's last steps is better."""

@@ -73,6 +73,7 @@ def test_registry_and_settings_are_e3_and_e6():
     assert study.n_steps(quick) == 2 + 5 * 3 + 3 * (2 + 5)
 
 
+@pytest.mark.slow
 def test_unit_rung_is_e3_and_e6(tiny):
     """At zero extra cost the study is E3 (protocol (i)) and E6 (protocol (ii)) for the same setting
     (E11 selects with the stable rule and cuts at the point after T steps: E3/E6 set so)."""
@@ -106,6 +107,7 @@ def test_unit_rung_is_e3_and_e6(tiny):
         np.testing.assert_allclose(mine["f_at_budget"], row[m]["f_at_T"], rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_budgets_and_timelines_follow_the_cost_model(tiny):
     cfg, out = tiny
     unit_pd = schedules.pipedream(2, 12).T  # quadratic: T_paper = PD's unit makespan
@@ -152,6 +154,7 @@ def test_budgets_and_timelines_follow_the_cost_model(tiny):
     np.testing.assert_array_equal(short.f_time, full.f_time[: r["N"]])
 
 
+@pytest.mark.slow
 def test_summary_and_crossover_recomputed_from_saved_arrays(tiny):
     cfg, out = tiny
     for r in out.summary["runs"]:
@@ -229,6 +232,7 @@ def test_resample_is_the_identity_at_unit_cost_and_the_budget_grid_otherwise():
     np.testing.assert_array_equal(got[0], [0, 1, 3, 4, 6, 7, 9, 10, 12])
 
 
+@pytest.mark.slow
 def test_localsgd_padding_changes_nothing():
     """``pad_to`` (one compiled program for a whole cost ladder) gives the unpadded run, bit for
     bit: f(x̄) is evaluated tick by tick, so padded ticks and rounds change no shape it sees."""
@@ -246,6 +250,7 @@ def test_localsgd_padding_changes_nothing():
         methods.local_sgd(obj, tl, [0.05], pad_to=(Q - 1, T_round))
 
 
+@pytest.mark.slow
 def test_figure_from_saved_output(tiny, figure_from_store):
     cfg, out = tiny
     figure_from_store(study, cfg, out)

@@ -44,6 +44,7 @@ def rows(out, objective, costs):
     }
 
 
+@pytest.mark.slow
 def test_every_variant_runs_or_says_why(out):
     assert len(out.table) == 2 * 2 * (len(frontier.VARIANTS) - len(SURVEY))
     assert all(r["status"] == "ok" for r in out.table), [r.get("reason") for r in out.table]
@@ -61,6 +62,7 @@ def test_survey_rows_are_in_both_sizes():
     assert set(SURVEY) <= set(make_config(frontier.Config, "full").variants)
 
 
+@pytest.mark.slow
 def test_wpipe_is_na_where_2S_blocks_are_another_objective(survey):
     _, cfg = survey
     made = {}
@@ -71,6 +73,7 @@ def test_wpipe_is_na_where_2S_blocks_are_another_objective(survey):
     assert frontier.objective_for("mlp_chain", S, "zb_h2_pv", cfg, {})[0].S == S
 
 
+@pytest.mark.slow
 def test_survey_rows_run_their_own_timelines(survey, tmp_path):
     out, _ = survey
     assert all(r["status"] == "ok" for r in out.table), [r.get("reason") for r in out.table]
@@ -94,6 +97,7 @@ def test_survey_rows_run_their_own_timelines(survey, tmp_path):
     frontier.figure(out, tmp_path / "e10.png")  # every row has a marker and a colour
 
 
+@pytest.mark.slow
 def test_memory_of_each_schedule(out):
     for costs in ("F=B", "B=2F+lat"):
         r = rows(out, "mlp_chain", costs)
@@ -108,6 +112,7 @@ def test_memory_of_each_schedule(out):
             assert x["memory"] == pytest.approx(x["act_A"] * A + x["weights_W"] * W), name
 
 
+@pytest.mark.slow
 def test_pipemare_is_pipedream_on_a_linear_chain_and_not_on_the_mlp(out):
     for costs in ("F=B", "B=2F+lat"):
         q = rows(out, "nesterov_quadratic", costs)
@@ -116,6 +121,7 @@ def test_pipemare_is_pipedream_on_a_linear_chain_and_not_on_the_mlp(out):
     assert not np.allclose(out.arrays[key.format("PipeMare")], out.arrays[key.format("PipeDream")])
 
 
+@pytest.mark.slow
 def test_synchronous_schedules_only_differ_in_time(out):
     """Same iterates: a schedule that finishes more flushes by the budget is never worse
     than one that finishes fewer, at the same selected step size."""
@@ -128,6 +134,7 @@ def test_synchronous_schedules_only_differ_in_time(out):
                 assert a["loss_stable"] <= b["loss_stable"] + 1e-12
 
 
+@pytest.mark.slow
 def test_curves_end_at_the_reported_loss_and_budget(out):
     for r in (r for r in out.table if r["status"] == "ok"):
         key = f"{r['objective']}/S{r['S']}/{r['costs']}/{r['schedule']}"
@@ -135,6 +142,7 @@ def test_curves_end_at_the_reported_loss_and_budget(out):
         assert axis[-1] == r["budget"] and curve[-1] == r["loss_stable"]
 
 
+@pytest.mark.slow
 def test_pareto_front_and_time_to_target(out):
     for objective in ("nesterov_quadratic", "mlp_chain"):
         for costs in ("F=B", "B=2F+lat"):
@@ -158,6 +166,7 @@ def test_pareto_front_and_time_to_target(out):
                     assert x["loss_stable"] > x["target"]
 
 
+@pytest.mark.slow
 def test_summary_and_figure(out, tmp_path):
     s = out.summary
     assert len(s["cells"]) == 4 and sum(s["wins"].values()) >= 4

@@ -72,6 +72,7 @@ def test_registry_and_paper_size_defaults():
         study.run(dataclasses.replace(full, H=(3,)))
 
 
+@pytest.mark.slow
 def test_runs_end_to_end_with_the_expected_outputs(tiny):
     cfg, out = tiny
     T = 2 * cfg.N + 2 * cfg.S - 2
@@ -91,6 +92,7 @@ def test_runs_end_to_end_with_the_expected_outputs(tiny):
     assert len(claim) == 1 and claim[0]["paper"].startswith("PD ends below")
 
 
+@pytest.mark.slow
 def test_runs_side_by_side_give_the_numbers_of_runs_one_after_another(tiny, monkeypatch):
     """PD and LocalSGD train on host threads at once (rpd.runtime.concurrency); one worker runs them in
     turn. Every array is bit-identical."""
@@ -111,6 +113,7 @@ def _most_recent(f_last_N: np.ndarray, t: int) -> int:
     return best
 
 
+@pytest.mark.slow
 def test_pd_curve_at_t_is_loss_z_of_the_most_recent_last_stage_forward(tiny, loss_at_x0):
     cfg, out = tiny
     tl = schedules.pipedream(cfg.S, cfg.N)
@@ -132,6 +135,7 @@ def test_pd_curve_at_t_is_loss_z_of_the_most_recent_last_stage_forward(tiny, los
     np.testing.assert_allclose(train[:, cfg.S - 1], loss_at_x0(0), rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_localsgd_curve_at_t_is_the_replica_loss_of_the_most_recent_microbatch(tiny, loss_at_x0):
     cfg, out = tiny
     e = {e["key"]: e for e in out.summary["methods"]}["localsgd_H2"]
@@ -151,6 +155,7 @@ def test_localsgd_curve_at_t_is_the_replica_loss_of_the_most_recent_microbatch(t
         np.testing.assert_allclose(loss_GxN[:, m], loss_at_x0(m), rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_protocol_ii_localsgd_takes_the_smallest_n_reaching_T(tiny):
     cfg, out = tiny
     T = out.summary["T"]
@@ -162,6 +167,7 @@ def test_protocol_ii_localsgd_takes_the_smallest_n_reaching_T(tiny):
         assert length(e["N"]) == e["T_own"] >= T > length(e["N"] - 1)
 
 
+@pytest.mark.slow
 def test_selection_uses_the_lm_thresholds_on_the_saved_curves(tiny):
     cfg, out = tiny
     for e in out.summary["methods"]:
@@ -219,6 +225,7 @@ def test_pd_ring_holds_at_most_noam_plus_one_versions():
     assert plans.ring_size(plan, 16) <= tl.noam + 1 and slots == tl.noam
 
 
+@pytest.mark.slow
 def test_figure_from_saved_output(tiny, figure_from_store):
     cfg, out = tiny
     figure_from_store(study, cfg, out)

@@ -36,6 +36,7 @@ def out(cfg):
     return e12.run(cfg)
 
 
+@pytest.mark.slow
 def test_table_has_one_row_per_cell_and_says_why_not(out):
     labels = e12.method_labels((2,), diloco=False)
     assert labels == ("PD", "RPD", "LocalSGD H=2", "2BW", "GPipe", "1F1B")
@@ -54,6 +55,7 @@ def test_table_has_one_row_per_cell_and_says_why_not(out):
         assert (r["gamma_edge"] is None) == (lo < r["gamma_exp"] < hi)
 
 
+@pytest.mark.slow
 def test_rankings_and_verdicts_follow_the_losses(out):
     for c in out.summary["cells"]:
         if c["optimizer"] == "muon":
@@ -65,6 +67,7 @@ def test_rankings_and_verdicts_follow_the_losses(out):
         assert c["verdict"].startswith("holds" if c["holds"] else "fails")
 
 
+@pytest.mark.slow
 def test_sgd_rows_equal_the_methods_at_the_same_gamma_and_T(cfg, out):
     """The study's SGD cells are the existing front-ends' values at T (cut="end")."""
     row = {r["method"]: r for r in out.table if r["optimizer"] == "sgd"}

@@ -65,6 +65,7 @@ def test_presets_are_the_papers_settings():
         study.config_for("e3_nesterov", "full", Hs=(1,))
 
 
+@pytest.mark.slow
 def test_protocol_i_cuts_every_curve_to_the_shortest_timeline(tiny):
     cfg, out = tiny
     S, N, R = cfg.S, cfg.N, cfg.R
@@ -82,6 +83,7 @@ def test_protocol_i_cuts_every_curve_to_the_shortest_timeline(tiny):
         assert out.arrays[f"{key}_seed_curves"].shape[::2] == (len(cfg.noise_seeds), T_cut)
 
 
+@pytest.mark.slow
 def test_cut_curves_are_prefixes_of_the_full_runs(tiny):
     cfg, out = tiny
     obj = study.make_objective(cfg)
@@ -99,6 +101,7 @@ def test_cut_curves_are_prefixes_of_the_full_runs(tiny):
         np.testing.assert_allclose(out.arrays[f"localsgd_H{H}_curves"], seeds.mean(0), rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_summary_equals_recomputation_from_arrays(tiny):
     cfg, out = tiny
     for e in out.summary["methods"]:
@@ -128,6 +131,7 @@ def test_summary_equals_recomputation_from_arrays(tiny):
     assert "rows.append" in out.summary["authors_override"] and out.summary["selectors"][0] == "reference"
 
 
+@pytest.mark.slow
 def test_sensitivity_setting_is_reported_beside(tiny):
     cfg, out = tiny
     sens = out.summary["sensitivity"]
@@ -181,6 +185,7 @@ def test_cut_end_keeps_the_point_after_T_steps():
         study.run(dataclasses.replace(cfg, selector="strict"))
 
 
+@pytest.mark.slow
 def test_figure_from_saved_output(tiny, figure_from_store):
     cfg, out = tiny
     figure_from_store(study, cfg, out)

@@ -58,6 +58,7 @@ def test_e1_summary_equals_recomputation(e1):
             assert e["log10_gap_to_pd"] == pytest.approx(gap, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_rpd_sweep_equals_methods_rpd_and_pipedream():
     """Shared program (one ring, PD's gradient slots) + seed convention: the sweep's curve for
     (δ, seed) is methods.rpd's and its PD run is methods.pipedream's, on any number of threads."""

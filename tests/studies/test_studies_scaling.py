@@ -34,6 +34,7 @@ def test_registry_and_paper_config():
     assert cfg.selector == "reference" and cfg.cut == "authors"
 
 
+@pytest.mark.slow
 def test_protocol_ii_budgets(tiny):
     cfg, out = tiny
     for e in out.summary["per_S"]:
@@ -52,6 +53,7 @@ def test_protocol_ii_budgets(tiny):
         assert out.arrays[f"rpd_S{S}_axis"][-1] == e["rpd_K"]
 
 
+@pytest.mark.slow
 def test_summary_equals_recomputation_from_arrays(tiny):
     cfg, out = tiny
     for i, e in enumerate(out.summary["per_S"]):
@@ -72,6 +74,7 @@ def test_summary_equals_recomputation_from_arrays(tiny):
     assert len(out.summary["checks_stable_rule"]) == len(out.summary["checks"])
 
 
+@pytest.mark.slow
 def test_localsgd_at_T_is_reported_beside_its_own_end(tiny):
     """The alternative to the authors' convention: LocalSGD's value after exactly T steps at the
     same γ (the full run's point at T)."""
@@ -112,6 +115,7 @@ def test_claims_are_trends():
     assert not c["LocalSGD wins for S >= 4"]["holds"] and "S = [8, 16]" in c["LocalSGD wins for S >= 4"]["measured"]
 
 
+@pytest.mark.slow
 def test_figure_from_saved_output(tiny, figure_from_store):
     cfg, out = tiny
     figure_from_store(study, cfg, out)

@@ -21,12 +21,14 @@ def cell(out, name, S, M, costs="B=2F", p2p=0):
     )
 
 
+@pytest.mark.slow
 def test_every_schedule_size_cost_and_latency_is_a_row(out):
     assert len(out.table) == len(st.ORDER) * 2 * 2 * 2 * 2
     assert cell(out, "dualpipe_v", 4, 4)["status"] == "n/a" and "M >= 2S" in cell(out, "dualpipe_v", 4, 4)["reason"]
     assert cell(out, "dualpipe_v", 4, 16)["status"] == "ok"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("S,M", [(4, 16), (8, 32)])
 def test_closed_forms_in_stage_units(out, S, M):
     # docs/schedules.md#reference-makespans (F = 1, B = 2; split I = W = 1; chunks at half cost), two flushes per cell
@@ -55,6 +57,7 @@ SURVEY_ROWS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", SURVEY_ROWS)
 def test_survey_rows_are_the_registry_timelines(out, row):
     name, options, costs = SURVEY_ROWS[row]
@@ -65,6 +68,7 @@ def test_survey_rows_are_the_registry_timelines(out, row):
     assert got["bubble_f_total"] == tl.bubble_ratio() and got["T"] == tl.T / st.SCALE
 
 
+@pytest.mark.slow
 def test_survey_rows_columns(out):
     S, M = 8, 32
     assert cell(out, "gems", S, M)["act_max"] == 1 and cell(out, "gems", S, M)["weight_memory"] == 2
@@ -75,12 +79,14 @@ def test_survey_rows_columns(out):
     assert "T_overlapped" not in cell(out, "zb_h2_pv", S, M)
 
 
+@pytest.mark.slow
 def test_latency_costs_1f1b_more_than_gpipe(out):
     g, o = cell(out, "gpipe", 4, 16, p2p=1), cell(out, "1f1b", 4, 16, p2p=1)
     assert g["T"] == 2 * (3 * 19 + 2 * 3)  # + 2(S-1)c per flush
     assert o["T"] > g["T"]
 
 
+@pytest.mark.slow
 def test_claim_verdicts(out):
     verdicts = {c["claim"].split(" ")[0]: c for c in out.summary["claims"]}
     assert [c["holds"] for c in out.summary["claims"]] == [False, False, False, True]
@@ -89,6 +95,7 @@ def test_claim_verdicts(out):
     json.dumps(out.summary)  # stored as JSON
 
 
+@pytest.mark.slow
 def test_claim_verdicts_are_read_from_the_table(out):
     gpipe, one_f1b, inter, speed = out.summary["claims"]
     assert gpipe["verdict"].startswith("18.75% is r_ideal")
@@ -107,6 +114,7 @@ def test_claim_verdicts_are_read_from_the_table(out):
     assert f"1F1B {2 * 8 * 32 * 2 / lat['T']:.2f}x" in speed["verdict"]
 
 
+@pytest.mark.slow
 def test_table_figure(out, tmp_path):
     from rpd.plotting.schedules import frontier_table_figure
 

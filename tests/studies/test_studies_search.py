@@ -23,12 +23,14 @@ def panel(out, costs):
     return next(p for p in out.summary["panels"] if p["costs"] == costs)
 
 
+@pytest.mark.slow
 def test_every_cost_model_and_cap_is_a_row(out):
     assert [(r["costs"], r["cap"]) for r in out.table] == [(c, k) for c in e14.COST_MODELS for k in range(1, 9)]
     json.dumps(out.summary)  # stored as JSON
     json.dumps(out.table)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("costs", e14.COST_MODELS)
 def test_exact_le_heuristic_le_every_fitting_hand_written(out, costs):
     p = panel(out, costs)
@@ -42,11 +44,13 @@ def test_exact_le_heuristic_le_every_fitting_hand_written(out, costs):
     assert all(a >= b for a, b in zip(p["exact"], p["exact"][1:]))
 
 
+@pytest.mark.slow
 def test_exact_proven_optimal_at_s4_m8(out):
     assert all(all(p["optimal"]) for p in out.summary["panels"])
     assert all(r["exact_proven"] and r["exact_bound"] == r["exact"] for r in out.table)
 
 
+@pytest.mark.slow
 def test_hand_written_numbers(out):
     # one flush at unit costs (docs/schedules.md#reference-makespans): GPipe and 1F1B 3(M + S - 1), ZB-H1/H2 3M + S - 1;
     # activations held until W: GPipe M, 1F1B S (rank 0), ZB-H1 S, ZB-H2 2S
@@ -59,6 +63,7 @@ def test_hand_written_numbers(out):
     }
 
 
+@pytest.mark.slow
 def test_table_gain(out):
     for r in out.table:
         if r["cap"] < 4:  # below S nothing hand-written fits
@@ -80,6 +85,7 @@ def test_table_gain(out):
     assert gains["latency"]["search_same_time_cap"] == 7
 
 
+@pytest.mark.slow
 def test_imbalanced_costs_come_from_the_model(out):
     p = panel(out, "imbalanced")
     c = p["cost_model"]
@@ -94,5 +100,6 @@ def test_unknown_cost_model_is_refused():
         e14.run(e14.Config(sizes=((2, 2),), cost_models=("unit", "bogus")))
 
 
+@pytest.mark.slow
 def test_figure_from_store(out, cfg, figure_from_store):
     figure_from_store(e14, cfg, out, "e14.png")

@@ -19,6 +19,7 @@ def out():
     return staleness.run(TINY)
 
 
+@pytest.mark.slow
 def test_fixed_gamma_is_largest_converging_at_largest_S_and_holds_everywhere(out):
     s, a = out.summary, out.arrays
     gamma = s["gamma"]
@@ -31,6 +32,7 @@ def test_fixed_gamma_is_largest_converging_at_largest_S_and_holds_everywhere(out
         assert np.all(np.isfinite(a[f"{m}_final"])) and np.all(a[f"{m}_final"] > 0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_measured_means_equal_a_direct_pd_run(out, seed):
     a, gamma, S = out.arrays, out.summary["gamma"], 4
@@ -54,6 +56,7 @@ def test_measured_means_equal_a_direct_pd_run(out, seed):
     assert not np.allclose(v[0], v[1])
 
 
+@pytest.mark.slow
 def test_slopes_equal_loglog_fit_on_saved_arrays(out):
     a, fits = out.arrays, out.summary["fits"]
     for m in staleness.METHODS:
@@ -67,6 +70,7 @@ def test_slopes_equal_loglog_fit_on_saved_arrays(out):
     assert row["large_S_slope"] == round(e["large_S_slope"], 3) and row["large_S_range"] == "4..8"
 
 
+@pytest.mark.slow
 def test_seed_exponents_recomputed_from_the_saved_per_seed_arrays(out):
     """Real output: every exponent is recomputed by hand from the per-seed arrays; the local slopes
     telescope to the endpoint slope; the measured ‖x − z‖² stays under the proof's bound γ²δ²G² at
@@ -138,6 +142,7 @@ def test_exponents_see_a_steepening_curve():
         staleness.local_slopes(S[::-1], Y)
 
 
+@pytest.mark.slow
 def test_figure_from_saved_output(out, figure_from_store):
     figure_from_store(staleness, TINY, out)
 

@@ -50,6 +50,7 @@ def test_verdicts_follow_the_rows():
 @pytest.mark.slow
 def test_quick_study_runs_and_every_system_trains():
     out = survey.run(make_config(survey.Config, "quick", survey.QUICK))
-    assert len(out.table) == 17 and all(np.isfinite(r["loss"]) for r in out.table)
+    assert len(out.table) == 17 + 7 and all(np.isfinite(r["loss"]) for r in out.table)
+    assert sum(r["in_survey"] for r in out.table) == 17  # the 2024-26 schedules beside the survey's
     assert {c["verdict"] for c in out.summary["claims"]} <= {"agrees", "disagrees", "depends"}
     json.dumps(out.summary)

@@ -145,6 +145,7 @@ def test_error_feedback_equals_the_replay(quad):
     assert res.meta["optimizer"]["correction"] == {"name": "error_feedback", "lam": 0.5, "taus": [3, 2, 1, 0]}
 
 
+@pytest.mark.slow
 def test_error_feedback_without_delay_is_the_base_optimizer(quad):
     """Minibatch SGD's plan (τ_s = 0), and λ = 0 under PipeDream: the optimizer (to rounding: the
     per-stage path compiles apart)."""
@@ -179,6 +180,7 @@ def test_nesterov_async_equals_the_replay(quad):
     assert res.meta["optimizer"]["taus"] == [3, 2, 1, 0]
 
 
+@pytest.mark.slow
 def test_nesterov_async_without_delay_is_nadam(quad):
     """No delay (minibatch SGD's plan): every stage's β1 is b1, and the step is torch's NAdam."""
     tl = schedules.pipedream(1, 8)
@@ -195,6 +197,7 @@ def test_nesterov_async_without_delay_is_nadam(quad):
 # ---------------------------------------------------------------- Adam in a rotated basis
 
 
+@pytest.mark.slow
 def test_adam_rotated_equals_the_replay_on_flat_blocks():
     """Blocks of 2 entries rotated whole (their 2 x 2 gradient covariance), refreshed every 3.
     eps = 1e-4: at a block's first update the covariance has rank one, and its null direction's
@@ -208,6 +211,7 @@ def test_adam_rotated_equals_the_replay_on_flat_blocks():
     assert np.abs(res.x_final[0] - adam).max() > 1e-6  # the rotation moved the iterates
 
 
+@pytest.mark.slow
 def test_adam_rotated_equals_the_replay_on_weight_matrices():
     """The MLP chain's blocks (W [2, 2] two-sided, b [2] on plain Adam), PipeDream S = 3."""
     mlp = mlp_chain(n=16, width=2, S=3, batch_size=4, seed=0)
@@ -217,6 +221,7 @@ def test_adam_rotated_equals_the_replay_on_weight_matrices():
     np.testing.assert_allclose(res.x_final[0], ref, rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.slow
 def test_adam_rotated_on_one_coordinate_blocks_is_adam():
     """A block of one coordinate has nothing to rotate: without eps and decay, Adam (optax's),
     with no delay (minibatch SGD) and under PipeDream."""

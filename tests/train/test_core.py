@@ -75,6 +75,7 @@ def test_zero_delay_is_block_sgd(quad):
     np.testing.assert_allclose(res.curve[0], ref, rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_uniform_delays_match_full_history_reference(quad):
     K, delta = 60, 12
     res = methods.rpd(quad, K, [0.02, 0.05], delta=delta, seed=2)
@@ -86,6 +87,7 @@ def test_uniform_delays_match_full_history_reference(quad):
     assert res.meta["ring_size"] <= delta + 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("S,N,noam", [(4, 12, None), (3, 7, 2), (4, 6, 1)])
 def test_pipedream_equals_weight_stashing_replay(S, N, noam):
     obj = random_quadratic(n=60, d=12, S=S, batch_size=10, seed=1)
@@ -158,6 +160,7 @@ def test_second_call_does_not_recompile(quad):
     assert fn._cache_size() == before == 1
 
 
+@pytest.mark.slow
 def test_seeds_reproducible_and_distinct(quad):
     a = methods.rpd(quad, 50, 0.05, delta=8, seed=4)
     b = methods.rpd(quad, 50, 0.05, delta=8, seed=4)
@@ -166,6 +169,7 @@ def test_seeds_reproducible_and_distinct(quad):
     assert not np.allclose(a.curve, c.curve)
 
 
+@pytest.mark.slow
 def test_gradient_noise_is_per_block_and_seeded():
     obj = logistic_regression(n=40, d=8, S=2, batch_size=4, grad_noise=0.5, seed=0)
     a = methods.rpd(obj, 30, 0.1, delta=2, seed=0)

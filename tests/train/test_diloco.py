@@ -66,6 +66,7 @@ def test_outer_sgd_lr1_is_todays_averaging_bit_for_bit(quad):
     assert "outer_optimizer" not in plain.meta  # plain LocalSGD's meta unchanged
 
 
+@pytest.mark.slow
 def test_stateless_inner_sgd_coincides_for_every_inner_state(quad):
     """optax.sgd(1) as the inner optimizer (through the optimizer path, no state) equals plain
     LocalSGD bit for bit under keep, average and reset, at every tick."""
@@ -77,6 +78,7 @@ def test_stateless_inner_sgd_coincides_for_every_inner_state(quad):
         np.testing.assert_array_equal(res.x_final, plain.x_final)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inner_state", diloco.INNER_STATES)
 def test_diloco_equals_a_literal_loop(quad, inner_state):
     """Inner AdamW per replica, DiLoCo's outer Nesterov (0.7, 0.9): x̄ after the run and f(x̄)

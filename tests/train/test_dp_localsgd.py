@@ -55,6 +55,7 @@ def _replay(obj, tl, gamma):
     return np.array(curve), xbar
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("overlap", [False, True])
 def test_one_local_step_is_todays_d_pipelines(quad, overlap):
     """H = 1, inner SGD, plain averaging = the gradient all-reduce (minibatch SGD with batch D·M,
@@ -70,6 +71,7 @@ def test_one_local_step_is_todays_d_pipelines(quad, overlap):
         np.testing.assert_array_equal(rounds.traces["update_time"], today.traces["update_time"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("D,H,N", [(2, 3, 16), (3, 2, 12)])  # 8 flushes: a partial last round
 def test_local_steps_equal_a_replay_by_hand(quad, D, H, N):
     tl = _pipelines(N, D, H)
@@ -87,6 +89,7 @@ def test_local_steps_equal_a_replay_by_hand(quad, D, H, N):
     assert np.abs(res.x_final - ddp.x_final).max() > 1e-3  # local steps are not the all-reduce's
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inner_state", ["keep", "reset"])
 def test_diloco_inner_adam_outer_nesterov_equals_optax(quad, inner_state):
     """Inner Adam per pipeline replica, DiLoCo's outer Nesterov (0.7, 0.9) on Δ = θ - mean_d x_d:
@@ -116,6 +119,7 @@ def test_diloco_inner_adam_outer_nesterov_equals_optax(quad, inner_state):
     assert res.meta["outer_optimizer"] == {"name": "nesterov", "lr": 0.7, "beta": 0.9}
 
 
+@pytest.mark.slow
 def test_pipeline_method_runs_local_steps_and_diloco():
     """``method=pipeline schedule.D=2 schedule.local_steps=2`` through the hydra config and the
     registry; DiLoCo's options are accepted with D > 1 and refused with D = 1."""

@@ -77,6 +77,7 @@ def test_local_steps_are_local():
     np.testing.assert_allclose(res.curve[0], replay(obj, tl, 0.1), rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_noise_and_long_run_finish():
     """A noisy run with many rounds finishes in one compiled program (no dispatch loop)."""
     obj = logistic_regression(n=64, d=16, S=4, batch_size=1, grad_noise=0.5, seed=0)

@@ -26,6 +26,7 @@ def _blocks(obj):
     return [slice(o, o + n) for o, n in zip(obj.layout.offsets, obj.layout.sizes)]
 
 
+@pytest.mark.slow
 def test_plain_sgd_is_bit_identical(quad):
     """None, "sgd" and make("sgd") take the core's original path; optax's sgd(1) as a user's
     transformation goes through the optimizer path (per-block state, γ outside) and still lands
@@ -56,6 +57,7 @@ def _optax_loop(obj, tx, N, x0=None):
     return np.asarray(x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name, reference",
     [
@@ -127,6 +129,7 @@ def test_pipedream_equals_the_literal_replay(quad, name, reference):
     )
 
 
+@pytest.mark.slow
 def test_muon_sees_weight_matrices():
     """Refused on a flat vector (it would silently be Adam); on the MLP chain each block is (W, b):
     zero delay equals optax.contrib.muon's loop on the list of every block's leaves."""
@@ -152,6 +155,7 @@ def test_muon_sees_weight_matrices():
         np.testing.assert_allclose(res.x_final[i], np.concatenate([np.ravel(p) for p in x]), rtol=1e-11, atol=1e-13)
 
 
+@pytest.mark.slow
 def test_registry_passes_the_optimizer(quad):
     """MethodOptions.optimizer reaches the method (LocalSGD: the replicas' inner optimizer, with
     DiLoCo's outer one); the outer optimizer is refused on every other schedule."""

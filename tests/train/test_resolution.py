@@ -35,6 +35,7 @@ def _train(obj, tl):
     return methods.train(obj, tl, GAMMAS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(_cases()))
 def test_scaling_every_cost_by_c_scales_every_event_time_by_c_and_nothing_else(case):
     obj = random_quadratic(d=24, n=64, S=S, batch_size=8, seed=3)

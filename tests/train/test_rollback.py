@@ -18,6 +18,7 @@ def _tree(rng, like):
     return jax.tree.map(lambda x: jnp.asarray(rng.normal(size=x.shape)), like)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("wd", [0.0, 1e-2])
 def test_adam_rollback_returns_weights_and_both_moments(wd):
     lr = 3e-2

@@ -48,6 +48,7 @@ SYNC = {
 COSTS = [None, CostModel(F=1, B=2, I=1, W=1, p2p=1, allreduce=(2, 0.01))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("costs", COSTS, ids=["unit", "b2f_latency"])
 def test_synchronous_schedules_are_minibatch_sgd_with_batch_MB(quad, costs):
     expect = _minibatch_sgd(quad, GAMMA, N // M)
@@ -115,6 +116,7 @@ def test_2bw_is_sgd_with_a_one_step_stale_gradient(quad):
         schedules.pipedream_2bw(8, 16, 4)
 
 
+@pytest.mark.slow
 def test_pipemare_equals_pipedream_on_additive_linear_chains(quad):
     """Forward versions of PipeMare are PD's stashed ones; x^B has no effect on a linear chain."""
     a = methods.train(quad, schedules.pipemare(S, N), [GAMMA, 0.1])
@@ -122,6 +124,7 @@ def test_pipemare_equals_pipedream_on_additive_linear_chains(quad):
     np.testing.assert_allclose(a.x_final, b.x_final, atol=1e-14)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("costs", COSTS, ids=["unit", "b2f_latency"])
 def test_pipemare_equals_the_literal_stage_by_stage_replay(mlp, costs):
     tl = schedules.pipemare(S, 24, costs=costs)
@@ -133,6 +136,7 @@ def test_pipemare_equals_the_literal_stage_by_stage_replay(mlp, costs):
     assert res.meta["ring_size"] <= 2 * S  # bounded history: at most the in-flight versions
 
 
+@pytest.mark.slow
 def test_pipemare_options(mlp):
     tl = schedules.pipemare(S, 40)
     plan = semantics.pipemare_plan(tl, mlp.n_batches, t1=True, t1_window=20, t2=True, predict=True)
@@ -153,6 +157,7 @@ def test_pipemare_options(mlp):
         assert np.abs(methods.train(mlp, tl, [0.05], **opts).x_final - base).max() > 1e-6, opts
 
 
+@pytest.mark.slow
 def test_prediction_with_no_staleness_is_plain(quad):
     one = objectives.random_quadratic(n=60, d=6, S=1, batch_size=5, seed=0)
     tl = schedules.pipedream(1, 10)
@@ -198,6 +203,7 @@ def _whole_two_point(plan):
     return plan._replace(fresh=np.ones(K, bool), slot=np.zeros(K, np.int32))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "opts", [{}, {"t1": True}, {"t2": True}, {"predict": True}], ids=["plain", "t1", "t2", "predict"]
 )
@@ -223,6 +229,7 @@ def test_pipemare_stage_wise_equals_the_whole_two_point_gradient(mlp, opts):
     assert fast.meta["ring_size"] <= whole.meta["ring_size"]
 
 
+@pytest.mark.slow
 def test_stage_wise_plans_are_checked(mlp):
     plan = semantics.pipemare_plan(schedules.pipemare(S, 24), mlp.n_batches)
     swapped = plan._replace(block=plan.block.copy())

@@ -33,6 +33,7 @@ def test_gems_is_minibatch_sgd_landing_after_the_allreduce(quad):
     np.testing.assert_array_equal(np.unique(plan.time), tl.flush_time)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k, costs", [(1, None), (3, B2F)], ids=["k1_unit", "k3_b2f"])
 def test_ampnet_equals_the_literal_event_loop(k, costs):
     mlp = objectives.mlp_chain(n=64, width=6, S=S, batch_size=4, seed=1)

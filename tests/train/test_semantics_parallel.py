@@ -52,6 +52,7 @@ def _replay_rr(obj, grad, tl, gamma):
     return x
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "reps,costs,N",
     [
