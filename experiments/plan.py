@@ -23,6 +23,7 @@ import dataclasses
 import enum
 import json
 import logging
+import typing
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -76,49 +77,43 @@ class Partition(enum.Enum):
     pipedream = "pipedream"
 
 
-@dataclasses.dataclass
-class ModelConfig:
-    """``rpd.model.layers.GPTConfig`` (kind gpt) or a profile file (kind profile)."""
-
-    name: str = "gpt2_medium"
-    kind: ModelKind = ModelKind.gpt
-    n_layer: int = 24
-    d_model: int = 1024
-    n_head: int = 16
-    seq: int = 1024
-    vocab: int = 50257
-    micro_batch: int = 1
-    tied: bool = True
-    ffn: Optional[int] = None  # null: 4 d_model
-    gated: bool = False  # SwiGLU MLP
-    bias: bool = True
-    norm: str = "layernorm"  # layernorm | rmsnorm
-    positions: str = "learned"  # learned | rope
-    profile: Optional[str] = None  # kind profile: a JSON / CSV file (rpd.model.profile)
-    tokens_per_microbatch: Optional[int] = None  # kind profile
+def _schema(name: str, source: type, required: dict, extra: tuple = (), doc: str = "") -> type:
+    """A hydra schema with the fields, types and defaults of ``source`` (a frozen dataclass of
+    rpd.model), ``required`` giving the fields the library leaves without a default (``???``
+    where absent: a config group must set them), then ``extra`` fields: the config cannot drift
+    from the library's type, and the library's own checks run when the plan builds it."""
+    hints = typing.get_type_hints(source)
+    fields = []
+    for f in dataclasses.fields(source):
+        default = f.default if f.default is not dataclasses.MISSING else required.get(f.name, "???")
+        fields.append((f.name, hints[f.name], dataclasses.field(default=default)))
+    schema = dataclasses.make_dataclass(name, [*fields, *extra])
+    schema.__doc__ = doc
+    return schema
 
 
-@dataclasses.dataclass
-class HardwareConfig:
-    """``rpd.model.hardware.Hardware``: FLOP/s, bytes, bytes/s, seconds; the node and the compute
-    model (configs/hardware/: a100_80g and h100_80g the DGX nodes, *_flat the first plan's)."""
-
-    name: str = "a100_80g"
-    peak_flops: float = 312e12
-    efficiency: float = 0.5
-    memory_bytes: int = 80 * 2**30
-    p2p_bandwidth: float = 25e9
-    p2p_latency: float = 5e-6
-    allreduce_bandwidth: float = 25e9
-    allreduce_latency: float = 20e-6
-    gpus_per_node: int = 1
-    intra_bandwidth: Optional[float] = None
-    intra_latency: float = 0.0
-    gemm_efficiency: Optional[float] = None
-    hbm_bandwidth: Optional[float] = None
-    traffic: float = 0.0
-    host_bandwidth: Optional[float] = None  # bytes/s each way to host memory (offload=true)
-    host_latency: float = 0.0
+# ``rpd.model.layers.GPTConfig`` (kind gpt, gpt2_medium's sizes by default) or a profile file
+ModelConfig = _schema(
+    "ModelConfig",
+    layers.GPTConfig,
+    dict(n_layer=24, d_model=1024, n_head=16, seq=1024, vocab=50257),
+    extra=(
+        ("name", str, dataclasses.field(default="gpt2_medium")),
+        ("kind", ModelKind, dataclasses.field(default=ModelKind.gpt)),
+        ("profile", Optional[str], dataclasses.field(default=None)),  # kind profile: JSON / CSV (rpd.model.profile)
+        ("tokens_per_microbatch", Optional[int], dataclasses.field(default=None)),  # kind profile
+    ),
+    doc="rpd.model.layers.GPTConfig's fields (kind gpt) or a profile file (kind profile).",
+)
+# ``rpd.model.hardware.Hardware``: FLOP/s, bytes, bytes/s, seconds; the node and the compute model
+# (configs/hardware/: a100_80g and h100_80g the DGX nodes, *_flat the first plan's), which set the
+# fields the library requires (name, peak_flops, memory_bytes, p2p and all-reduce bandwidths)
+HardwareConfig = _schema(
+    "HardwareConfig",
+    hw_lib.Hardware,
+    {},
+    doc="rpd.model.hardware.Hardware's fields and defaults; a configs/hardware/ file sets the rest.",
+)
 
 
 @dataclasses.dataclass
@@ -149,8 +144,9 @@ class PlanTrainConfig:
 
 @dataclasses.dataclass
 class PlanConfig:
-    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
-    hardware: HardwareConfig = dataclasses.field(default_factory=HardwareConfig)
+    # schemas made from rpd.model's types at import (_schema): a type to hydra, a variable to mypy
+    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)  # type: ignore[valid-type]
+    hardware: HardwareConfig = dataclasses.field(default_factory=HardwareConfig)  # type: ignore[valid-type]
     pipeline: PipelineConfig = dataclasses.field(default_factory=PipelineConfig)
     # the optimizer group shared with experiments.train (configs/optimizer/): its state bytes count
     optimizer: C.OptimizerConfig = dataclasses.field(

@@ -55,7 +55,7 @@ from rpd.studies.schedule_table import SCALE, build, cost_model, schedule_of
 from rpd.train import methods
 
 # (label, schedule name, options of its semantics)
-VARIANTS = (
+VARIANTS: tuple[tuple[str, str, dict], ...] = (
     ("GPipe", "gpipe", {}),
     ("1F1B", "1f1b", {}),
     ("interleaved", "interleaved", {}),

@@ -45,7 +45,7 @@ from rpd.train import methods
 
 SCALE = 4  # ticks per F: a chunk costs half a stage, I = W = B/2
 # (label, schedule, constructor options, training options)
-SYSTEMS = (
+SYSTEMS: tuple[tuple[str, str, dict, dict], ...] = (
     ("GPipe", "gpipe", {}, {}),
     ("GEMS", "gems", {}, {}),
     ("DAPPLE / 1F1B", "1f1b", {}, {}),
@@ -66,7 +66,7 @@ SYSTEMS = (
 )
 # rows beside the survey's: the schedules shipped since 2024 (docs/schedules.md), measured alike;
 # the survey's statements are judged on the survey's systems only
-SINCE_2024 = (
+SINCE_2024: tuple[tuple[str, str, dict, dict], ...] = (
     ("looped BFS", "looped_bfs", {}, {}),
     ("interleaved ZB", "interleaved_zb", {}, {}),
     ("DualPipe", "dualpipe", {}, {}),
@@ -170,7 +170,7 @@ def train_rows(cfg: Config, S: int, rows: list[dict]) -> dict:
 
 def claims(rows: list[dict], zb_lost: float) -> list[dict]:
     """The survey's statements (module doc), each with a verdict computed from the survey's rows."""
-    by = {}
+    by: dict[int, dict[str, dict]] = {}
     for r in rows:
         if not r.get("in_survey", True):
             continue
