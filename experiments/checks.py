@@ -15,6 +15,7 @@ import os
 import sys
 import typing
 
+import jax
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import (
@@ -63,9 +64,16 @@ def validate(cfg) -> None:
     """Every value check that does not need data, then the memory estimate
     (:func:`memory_terms`, ``rpd.runtime.budget``); raises ValueError/TypeError naming the field.
 
-    Runs before anything expensive (no objective, timeline or compile yet)."""
+    Runs before anything expensive (no objective, timeline or compile yet). A user's objective
+    (``_target_``) is estimated once it is built, from its own sizes (:func:`check_memory`)."""
     _check_values(cfg)
-    budget.check(memory_terms(cfg))
+    if user_factory(cfg.objective) is None:
+        check_memory(cfg)
+
+
+def check_memory(cfg, objective=None) -> None:
+    """The memory estimate of a checked config (``objective``: a user's, built)."""
+    budget.check(memory_terms(cfg, objective))
 
 
 # The LM's vocabulary is only known once its text is read; the estimate assumes this many
@@ -75,13 +83,15 @@ OP_TABLE_BYTES = 96  # one op of a timeline: its rank, stage, microbatch, kind, 
 VALUE_BYTES = 16  # a recorded value (float64) and its time (int64)
 
 
-def memory_terms(cfg) -> list[budget.Term]:
+def memory_terms(cfg, objective=None) -> list[budget.Term]:
     """The big allocations of a checked config as ``rpd.runtime.budget.Term`` s, each with the
     user's values of the fields that set it: the objective's data, the schedule's op table, the
     curves at the update events and their per-tick reading (bounded by the events, not by the
     costs' resolution: docs/science.md#simulated-time-at-events), the method's state for the
     whole γ grid (PD's history ring and NOAM gradient slots, RPD's δ + 1 versions, LocalSGD's R
-    replicas and padded rounds) and the LM's activations."""
+    replicas and padded rounds) and the LM's activations. A user's objective (``_target_``) is
+    sized by what it built, ``objective`` (its x's length D and its data arrays' bytes), not by
+    the config's n and d, which it may not read."""
     o, s = cfg.objective, cfg.schedule
     spec = run_spec(cfg)
     p = spec.pipeline.params
@@ -92,6 +102,8 @@ def memory_terms(cfg) -> list[budget.Term]:
         item = 4
     elif _value(o.name) == "mlp_chain" and user_factory(o) is None:
         D, width, item = objective_blocks(cfg) * (int(o.width) ** 2 + int(o.width)), ("objective.width",), 8
+    elif objective is not None:
+        D, width, item = int(objective.D), ("objective._target_",), 8
     else:
         D, width, item = int(o.d), ("objective.d",), 8
     c = cfg.costs
@@ -148,6 +160,9 @@ def memory_terms(cfg) -> list[budget.Term]:
         )
     elif _value(o.name) == "mlp_chain" and user_factory(o) is None:
         terms.append(budget.Term("data", ("objective.n", "objective.width"), int(o.n) * int(o.width) * 2 * 8))
+    elif objective is not None:  # a user's objective: the arrays it holds
+        nbytes = sum(int(getattr(x, "nbytes", 0)) for x in jax.tree_util.tree_leaves(objective.data))
+        terms.append(budget.Term("data", ("objective._target_",), nbytes))
     else:
         terms.append(budget.Term("data", ("objective.n", "objective.d"), int(o.n) * D * 8))
         if user_factory(o) is None:  # the linear objectives form A = XᵀX / n (d x d) for f and L

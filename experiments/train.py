@@ -305,6 +305,7 @@ def run(cfg) -> TrainOutcome:
     user_obj = None
     if objective_of.user_factory(cfg.objective) is not None:  # its name and sizes key the run
         user_obj = objective_of.build_objective(cfg.objective, specs.objective_blocks(cfg))
+        checks.check_memory(cfg, user_obj)  # estimated from the sizes it built
     key = run_config(cfg, user_obj)
     path = store.run_dir(Path(cfg.results_root) / "train", key)
     if not writable:  # a read-only store: its complete runs are reused (reads only, no lock)

@@ -8,6 +8,7 @@ import shlex
 import subprocess
 import sys
 
+import jax
 import numpy as np
 import pytest
 from hydra_helpers import ROOT
@@ -124,5 +125,28 @@ def test_a_required_argument_comes_from_the_config(tmp_path):
         assert objective_of.user_args(o) == {"n": 200, "batch_size": 100}  # n required; batch_size listed
         objective_of.build_objective(o, 2)
         assert needs_n.calls == [dict(S=2, n=200, d=12, batch_size=100, seed=3)]
+    finally:
+        sys.path.remove(str(tmp_path))
+
+
+def test_the_memory_estimate_reads_the_users_objective_not_the_configs_sizes(tmp_path):
+    """objective.d (512 by default) is not what a user's factory builds: the estimate reads the
+    built objective's D and data bytes (d = 12 here), named by objective._target_."""
+    (tmp_path / "small_d.py").write_text(
+        "from rpd import objectives\n"
+        "def make(S, n=40, d=12, batch_size=4, seed=0):\n"
+        "    return objectives.random_quadratic(n, d, S, batch_size, seed=seed)\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        cfg = train.checks.typed({"objective": {"_target_": "small_d.make", "args": []}, "schedule": {"S": 2, "N": 8}})
+        obj = objective_of.build_objective(cfg.objective, 2)
+        terms = {t.what: t for t in train.checks.memory_terms(cfg, obj)}
+        data = sum(int(x.nbytes) for x in jax.tree_util.tree_leaves(obj.data))
+        assert terms["data"].nbytes == data and terms["data"].fields == ("objective._target_",)
+        ring = terms["history ring and gradient slots"]
+        gammas = len(train.checks.gammas(cfg.method))
+        assert ring.nbytes == gammas * (2 * 2 + 2) * 12 * 8  # noam = S = 2, D = 12, float64
+        assert int(cfg.objective.d) != 12
     finally:
         sys.path.remove(str(tmp_path))
