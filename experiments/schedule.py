@@ -47,6 +47,11 @@ def chart(cfg) -> dict:
         panel["ops"] = np.concatenate([ops, w.astype(np.int64)], axis=1)
         panel["wasted"] = np.arange(panel["ops"].shape[1]) >= ops.shape[1]
         panel["steps"] = np.asarray(tl.step_end)
+    if tl.transfers is not None:  # activation offload: the host links' D2H / H2D transfers
+        x = tl.transfers
+        panel["transfers"] = np.stack([x.kind, x.stage, x.mb, x.rank, x.start, x.end]).astype(np.int64)
+        title += f", offload ({len(x.kind) // 2} activations)"
+        panel["title"] = title
     path = schedule_gantt([panel], cfg.out, wrap=WRAP)
     acts = memory.peak_activations(tl)
     return {

@@ -17,12 +17,19 @@ from matplotlib.patches import Rectangle
 from rpd import registry
 from rpd.plotting.style import BWD_COLOR, FWD_COLOR, paper_style, save
 
-KIND_COLOR = {1: FWD_COLOR, 2: BWD_COLOR, 3: "#F58518", 4: "#B279A2"}
+KIND_COLOR = {1: FWD_COLOR, 2: BWD_COLOR, 3: "#F58518", 4: "#B279A2", 5: "#D62728", 6: "#FFD700"}
 KIND_LABEL = {1: "F", 2: "B", 3: "I", 4: "W"}
 R_TICKS = (0, 10, 25, 50, 100, 200, 500, 1000, 2000)  # E9's r_ideal axis, %
 
 
-KIND_NAME = {1: "Forward", 2: "Backward", 3: "Backward (input, I)", 4: "Backward (weights, W)"}
+KIND_NAME = {
+    1: "Forward",
+    2: "Backward",
+    3: "Backward (input, I)",
+    4: "Backward (weights, W)",
+    5: "activation to host (D2H)",
+    6: "activation back (H2D)",
+}
 
 
 def schedule_gantt(panels: list[dict], path, wrap: float | None = None) -> Path:
@@ -42,8 +49,11 @@ def schedule_gantt(panels: list[dict], path, wrap: float | None = None) -> Path:
             _gantt(ax, p["ops"], p["scale"], p["title"] if k == 0 else f"{p['title']} (continued)")
             if "wasted" in p:
                 _post_validation(ax, p["ops"], p["wasted"], p["steps"], p["scale"])
+            if "transfers" in p:
+                _transfers(ax, p["transfers"], p["scale"], int(p["ops"][3].max()) + 1)
             ax.set_xlim(k * span, (k + 1) * span)
-        kinds = sorted({int(x) for p in panels for x in np.unique(p["ops"][0])} & set(KIND_NAME))
+        drawn = [p["ops"][0] for p in panels] + [p["transfers"][0] for p in panels if "transfers" in p]
+        kinds = sorted({int(x) for k in drawn for x in np.unique(k)} & set(KIND_NAME))
         handles = [Rectangle((0, 0), 1, 1, facecolor=KIND_COLOR[k], edgecolor="black") for k in kinds]
         axes[0].legend(
             handles,
@@ -106,6 +116,21 @@ def _gantt(ax, ops: np.ndarray, scale: int, title: str) -> None:
     )
     ax.set_title(title + note, fontsize=9, loc="left")
     ax.grid(False)
+
+
+def _transfers(ax, x: np.ndarray, scale: int, S: int) -> None:
+    """Activation offload's transfers (kind 5 D2H, 6 H2D; ``x`` int [6, n] = kind, stage, mb,
+    rank, start, end) as thin bars on their rank's row: D2H along its top edge, H2D along its
+    bottom, over the compute they overlap."""
+    kind, _, _, rank, start, end = (np.asarray(r) for r in x[:6])
+    bars = [
+        Rectangle(
+            (start[i] / scale, S - 1 - rank[i] + (0.8 if kind[i] == 5 else 0.0)), (end[i] - start[i]) / scale, 0.2
+        )
+        for i in range(len(kind))
+    ]
+    colours = [KIND_COLOR[int(k)] for k in kind]
+    ax.add_collection(PatchCollection(bars, facecolor=colours, edgecolor="black", linewidth=0.3))
 
 
 def _post_validation(ax, ops: np.ndarray, wasted: np.ndarray, steps: np.ndarray, scale: int) -> None:

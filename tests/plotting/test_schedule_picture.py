@@ -27,3 +27,20 @@ def test_a_long_schedule_wraps_and_its_legend_is_what_is_drawn(tmp_path, monkeyp
     kinds = sorted(set(np.asarray(tl.table.kind).tolist()))
     labels = [t.get_text() for t in axes[0].get_legend().get_texts()]
     assert labels == [plot_schedules.KIND_NAME[k] for k in kinds] and "Backward" not in labels
+
+
+@pytest.mark.slow
+def test_offload_draws_each_transfer_on_its_rank_and_names_both_in_the_legend(tmp_path, monkeypatch):
+    drawn = []
+    save = plot_schedules.save
+    monkeypatch.setattr(plot_schedules, "save", lambda fig, path, **kw: (drawn.append(fig), save(fig, path, **kw))[1])
+    overrides = ["schedule=interleaved", "schedule.S=4", "schedule.M=8", "schedule.N=8", "costs.host_d2h=1"]
+    numbers = schedule.chart(compose([*overrides, f"out={tmp_path / 'off.png'}"], "chart"))
+    tl = specs.run_spec(compose(overrides, "chart")).pipeline.timeline()
+    x = tl.transfers
+    (ax,) = drawn[-1].axes
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[-2:] == [plot_schedules.KIND_NAME[5], plot_schedules.KIND_NAME[6]]
+    bars = ax.collections[-1].get_paths()  # the transfers' collection, drawn last
+    assert len(bars) == len(x.kind) > 0 and "offload (56 activations)" in ax.get_title(loc="left")
+    assert max(numbers["peak_activations"]) < 5.5  # interleaved's busiest rank holds 5.5 A without
