@@ -2,6 +2,7 @@
 Adam in a rotated basis, each against a literal PipeDream replay whose optimizer is written in
 NumPy from the formulas, and each in its degenerate case (no delay) equal to a known method."""
 
+import jax
 import numpy as np
 import optax
 import pytest
@@ -218,7 +219,11 @@ def test_adam_rotated_equals_the_replay_on_weight_matrices():
     tl = schedules.pipedream(3, 8)
     res = methods.pipedream(mlp, tl, [LR], optimizer={"name": "adam_rotated", "frequency": 2})
     ref = replay_pd(mlp, tl, lambda s: np_adam_rotated([(2, 2), (2,)], freq=2, vectors=False))
-    np.testing.assert_allclose(res.x_final[0], ref, rtol=1e-12, atol=1e-14)
+    # The replay's eigh is NumPy's (LAPACK); rpd's is JAX's, LAPACK too on the CPU but cuSOLVER on
+    # an NVIDIA GPU, whose eigenvectors differ in the last bits and compound over the steps (6.4e-11
+    # relative measured on an H200): the tolerance is the eigensolvers' agreement, per backend.
+    rtol = 1e-12 if jax.default_backend() == "cpu" else 1e-9
+    np.testing.assert_allclose(res.x_final[0], ref, rtol=rtol, atol=1e-14)
 
 
 @pytest.mark.slow
