@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from rpd import registry
 from rpd.model import search3d
-from rpd.model.answer import answer, choose, describe
+from rpd.model.answer import answer, choose, describe, workers_of
 from rpd.model.plan import plan
 from rpd.validation import check_int
 
@@ -77,10 +77,14 @@ def workers_search(cfg, hw, par, kw, settings, build_model) -> dict:
     rows, timed = search3d.search(
         models, hw, registry.timeline, n, B, kw["memory_cap"], registry.searched(SEARCHED), shape=shape, **k
     )
+    rows += search3d.replicated(models, hw, n, kw["memory_cap"], *shape, **k)  # PipeDream's partitioner
+    rows.sort(key=lambda r: (r.error is not None, not r.fits, -(r.tokens_per_s or 0.0)))
     lines = answer(rows, kw["memory_cap"], kw["margin"])
-    best = choose(rows)[0] or choose(rows)[1]
-    if best is not None:
-        lines.append(f"the answer uses {best.TP * best.S * best.D} of {n} workers (TP x S x D)")
+    sync, fastest = choose(rows)
+    for best in [sync] + ([fastest] if fastest is not sync else []):
+        if best is None:
+            continue
+        lines.append(f"{describe(best).split(' with ')[0]} uses {workers_of(best)} of {n} workers")
     print("\n".join(lines))
     print(f"{n} workers, a global batch of {B} microbatches: {timed} configurations timed, fastest first:")
     for r in rows[:12]:

@@ -55,7 +55,15 @@ def describe(r: Row) -> str:
     sp = ", SP" if r.SP else ""
     z = f", zero={r.zero}" if r.zero else ""
     off = ", offload" if r.offload else ""
+    if r.replicas is not None:  # PipeDream's partitioner: stage g on replicas[g] groups of TP workers
+        reps = ",".join(map(str, r.replicas))
+        return f"{r.schedule} with TP={r.TP}{sp}, S={r.S}, replicas=({reps}), recompute={r.recompute}"
     return f"{r.schedule}{v} with TP={r.TP}{sp}, S={r.S}, D={r.D}, M={r.M}{z}, recompute={r.recompute}{off}"
+
+
+def workers_of(r: Row) -> int:
+    """Workers a row uses: TP·S·D, or TP times the replicas of PipeDream's partitioner."""
+    return r.TP * (sum(r.replicas) if r.replicas is not None else r.S * r.D)
 
 
 def _tokens_per_s(r: Row) -> float:

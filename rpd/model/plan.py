@@ -97,6 +97,7 @@ class Row:
     tick_s: float | None = None
     dp_allreduce_s: float = 0.0
     memory: dict | None = None  # RankMemory.breakdown()
+    replicas: tuple | None = None  # 1F1B-RR: workers of each stage (PipeDream's partitioner)
     error: str | None = None
 
 

@@ -28,6 +28,7 @@ from rpd.model.hardware import Hardware
 from rpd.model.layers import Model
 from rpd.model.memory import OPTIMIZER_BYTES
 from rpd.model.plan import Maker, Row, plan_one
+from rpd.model.workers import pipedream_config
 from rpd.validation import check_int, required
 
 
@@ -163,3 +164,47 @@ def brute_force(
     cands = candidates(n, B, hw, blocks, heads, hidden, schedules)
     rows = [_evaluate(models, hw, make, c, dict(kw, memory_cap=cap)) for c in cands]
     return sorted(rows, key=lambda r: (r.error is not None, not r.fits, -(r.tokens_per_s or 0.0)))
+
+
+def replicated(
+    models: Callable[[int], Model], hw: Hardware, n: int, cap: float, heads: int, hidden: int, **kw
+) -> list[Row]:
+    """PipeDream's partitioner's stages and replicas (1F1B-RR: asynchronous, weights stashed,
+    a replicated stage's gradients all-reduced; :func:`rpd.model.workers.pipedream_config`) on
+    the n / TP groups of TP workers, for every TP the node and the model allow, as plan rows
+    (per microbatch: the stream has no step; ``replicas`` the workers of each stage)."""
+    rows = []
+    margin = kw.get("margin", 0.0)
+    for TP in (1, 2, 4, 8, 16):
+        if TP > hw.gpus_per_node or hw.gpus_per_node % TP or heads % TP or hidden % TP or n % TP:
+            continue
+        model = models(TP)
+        c = pipedream_config(
+            model,
+            hw,
+            n // TP,
+            grad_bytes=kw.get("grad_bytes") or 4,
+            optimizer=kw.get("optimizer", "adam"),
+            precision=kw.get("precision", "bf16_mixed"),
+            memory_cap=cap * (1 - margin),
+        )
+        s = c.time_per_microbatch_s
+        rows.append(
+            Row(
+                schedule="pipedream_rr",
+                S=c.S,
+                M=1,
+                TP=TP,
+                recompute=kw.get("recompute", "none"),
+                synchronous=False,
+                step_time_s=s,
+                tokens_per_s=c.tokens_per_s,
+                mfu=model.model_flops / (s * c.workers * hw.peak_flops) if model.model_flops > 0 else None,
+                peak_bytes=[c.peak_bytes],
+                fits=c.fits,
+                max_delay=c.stash_versions - 1,
+                weight_versions=c.stash_versions,
+                replicas=c.replicas,
+            )
+        )
+    return rows

@@ -9,6 +9,7 @@ from hydra_helpers import compose
 from toy_hardware import toy_hardware
 
 from experiments import plan as entry
+from rpd.model import hardware
 from rpd.model.layers import Layer, Model
 from rpd.model.workers import configurations, evaluate, even_config, pipedream_config
 
@@ -73,7 +74,14 @@ def test_the_plan_command_chooses_for_n_workers(tmp_path, capsys):
     assert first.startswith("use: ") and "of 4 workers" in text and "f_total" not in text
     data = json.loads(out.read_text())
     rows = data["rows"]
-    assert all(r["TP"] * r["S"] * r["D"] <= 4 for r in rows)
+    assert all(r["TP"] * (sum(r["replicas"]) if r["replicas"] else r["S"] * r["D"]) <= 4 for r in rows)
+    # PipeDream's partitioner's replicated stages are candidates too, as asynchronous rows
+    rr = [r for r in rows if r["replicas"]]
+    assert rr and all(r["schedule"] == "pipedream_rr" and not r["synchronous"] for r in rr)
+    one = next(r for r in rr if r["TP"] == 1)
+    model = entry.build_model(compose(["model=gpt2_small"], "plan").model, "none")
+    c = pipedream_config(model, hardware.preset("a100_80g"), 4, memory_cap=80 * 2**30 * 0.95)
+    assert (tuple(one["replicas"]), one["tokens_per_s"], one["fits"]) == (c.replicas, c.tokens_per_s, c.fits)
     best = max((r for r in rows if r["fits"] and r["synchronous"]), key=lambda r: r["tokens_per_s"])
     assert f"{best['schedule']}" in first and f"TP={best['TP']}" in first and f"S={best['S']}" in first
 
