@@ -270,3 +270,21 @@ def test_registry_entries_build_on_the_v():
     v[np.arange(4), np.arange(4)] = v[np.arange(4), 7 - np.arange(4)] = True
     np.testing.assert_array_equal(held, v)  # stage 0 (embedding) and stage 7 (LM head) on rank 0
     assert tl.synchronous and tl.split and tl.v == 2
+
+
+@pytest.mark.parametrize(
+    "S", [4, 6, 8, pytest.param(12, marks=pytest.mark.slow), pytest.param(16, marks=pytest.mark.slow)]
+)
+def test_the_papers_memory_and_bubble_table(S):
+    """The controllable-memory paper's table (sail-sg's Hugging Face space for arXiv 2405.15362;
+    docs/schedules.md#v-half-and-v-min), at T_F = T_B = T_W: activation memory in microbatches
+    1F1B p, V-Half (p + 2) // 2, V-Min (p + 4) // 3, exactly; bubble about p/m, p/(2m) and 2p/(3m),
+    i.e. at most 1/2 and 2/3 of 1F1B's idle time (measured 0.28-0.46 and 0.57-0.66 here)."""
+    for M in (2 * S, 4 * S):
+        one = registry.make("1f1b", S, M, M, CostModel(F=2, B=4))  # a stage is two chunks of the V
+        idle_1f1b = one.T - 6 * M
+        for name, mem, share in (("v_half", (S + 2) // 2, 1 / 2), ("v_min", (S + 4) // 3, 2 / 3)):
+            tl = registry.make(name, S, M, M, CostModel(F=1, I=1, W=1))
+            assert memory.peak_activations(tl, until="W").max() == mem
+            assert 0 < tl.T - 6 * M <= share * idle_1f1b
+        assert memory.peak_activations(one).max() == S
