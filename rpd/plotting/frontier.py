@@ -102,7 +102,7 @@ def _grid(rows: list[dict], y: str, ylabel: str, suptitle: str, path) -> Path:
     objectives = [o for o in NAMES if any(r["objective"] == o for r in rows)]
     cols = sorted({(r["S"], r["costs"]) for r in rows}, key=lambda c: (c[1] != "F=B", c[0]))
     with paper_style():
-        fig = Figure(figsize=(2.9 * len(cols) + 1.8, 2.5 * len(objectives) + 0.8))
+        fig = Figure(figsize=(2.9 * len(cols) + 2.6, 2.5 * len(objectives) + 0.8))
         axes = fig.subplots(len(objectives), len(cols), squeeze=False)
         for i, o in enumerate(objectives):
             for j, (S, costs) in enumerate(cols):
@@ -137,7 +137,7 @@ def _grid(rows: list[dict], y: str, ylabel: str, suptitle: str, path) -> Path:
             )
         fig.legend(handles=handles, loc="center right", fontsize=8, frameon=True)
         fig.suptitle(suptitle, fontsize=10)
-        fig.tight_layout(rect=(0, 0, 1 - 1.6 / (2.9 * len(cols) + 1.8), 0.97))
+        fig.tight_layout(rect=(0, 0, 1 - 2.6 / (2.9 * len(cols) + 2.6), 0.97))  # the legend's column
         return save(fig, path)
 
 
