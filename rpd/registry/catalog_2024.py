@@ -27,7 +27,7 @@ for _entry in (
         doc="looped BFS: every microbatch of chunk c before chunk c + 1, v chunks per rank",
         label="looped BFS (v=2)",
         short="looped BFS",
-        colour="#B15928",
+        colour="#FFD92F",  # gold: brown diamonds are LocalSGD
         marker="d",
         source=Source("Lamy-Poirier, Breadth-first pipeline parallelism, MLSys 2023", TORCH),
     ),
