@@ -77,8 +77,9 @@ def workers_search(cfg, hw, par, kw, settings, build_model) -> dict:
     rows, timed = search3d.search(
         models, hw, registry.timeline, n, B, kw["memory_cap"], registry.searched(SEARCHED), shape=shape, **k
     )
-    rows += search3d.replicated(models, hw, n, kw["memory_cap"], *shape, **k)  # PipeDream's partitioner
-    rows.sort(key=lambda r: (r.error is not None, not r.fits, -(r.tokens_per_s or 0.0)))
+    rows = search3d.best_first(
+        rows + search3d.replicated(models, hw, n, kw["memory_cap"], *shape, **k)
+    )  # + the partitioner's 1F1B-RR
     lines = answer(rows, kw["memory_cap"], kw["margin"])
     sync, fastest = choose(rows)
     for best in [sync] + ([fastest] if fastest is not sync else []):

@@ -56,6 +56,28 @@ class Candidate:
         return self.TP * self.PP * self.DP
 
 
+def tp_values(hw: Hardware, n: int, heads: int, hidden: int) -> list[int]:
+    """Tensor-parallel widths tried: powers of two inside one node dividing the heads, the hidden
+    size and the ``n`` workers."""
+    return [
+        TP
+        for TP in (1, 2, 4, 8, 16)
+        if TP <= hw.gpus_per_node and not (hw.gpus_per_node % TP or heads % TP or hidden % TP or n % TP)
+    ]
+
+
+def best_first(rows: list[Row]) -> list[Row]:
+    """Rows without an error that fit first, fastest first, then those that do not fit, then errors."""
+    return sorted(rows, key=lambda r: (r.error is not None, not r.fits, -(r.tokens_per_s or 0.0)))
+
+
+def _all_candidates(models, hw, n, B, schedules, kw) -> list[Candidate]:
+    """:func:`candidates` of the search's arguments (``kw``'s ``shape`` = (heads, hidden) taken out)."""
+    blocks = sum(1 for x in models(1).layers if x.kind == "block")
+    heads, hidden = kw.pop("shape")
+    return candidates(n, B, hw, blocks, heads, hidden, schedules)
+
+
 def candidates(
     n: int, B: int, hw: Hardware, blocks: int, heads: int, hidden: int, schedules: Sequence[Searched]
 ) -> list[Candidate]:
@@ -64,9 +86,7 @@ def candidates(
     single = [s for s in sync if not s.chunked][:1]  # PP = 1: one stage, every schedule the same
     n, B = check_int("n_workers", n), check_int("pipeline.global_batch", B)
     out = []
-    for TP in (1, 2, 4, 8, 16):
-        if TP > hw.gpus_per_node or hw.gpus_per_node % TP or heads % TP or hidden % TP or n % TP:
-            continue
+    for TP in tp_values(hw, n, heads, hidden):
         for PP in range(1, min(n // TP, blocks) + 1):
             if (n // TP) % PP:
                 continue
@@ -117,10 +137,7 @@ def search(
     the model per TP rank; ``kw``: :func:`rpd.model.plan.plan_one`'s settings (optimizer, zero,
     grad_bytes, margin, SP, recompute, ...)."""
     synchronous = {s.name: s.synchronous for s in schedules}
-    base = models(1)
-    blocks = sum(1 for x in base.layers if x.kind == "block")
-    heads, hidden = kw.pop("shape")
-    cands = candidates(n, B, hw, blocks, heads, hidden, schedules)
+    cands = _all_candidates(models, hw, n, B, schedules, kw)
     margin = kw.get("margin", 0.0)
     secs = {}
     bounds = []
@@ -145,7 +162,7 @@ def search(
             if sync:
                 best_sync = max(best_sync, tokens_per_s)
             best_any = max(best_any, tokens_per_s)
-    return sorted(rows, key=lambda r: (r.error is not None, not r.fits, -(r.tokens_per_s or 0.0))), timed
+    return best_first(rows), timed
 
 
 def brute_force(
@@ -159,11 +176,8 @@ def brute_force(
     **kw,
 ) -> list[Row]:
     """Every candidate timed (the straightforward loop :func:`search` is checked against)."""
-    blocks = sum(1 for x in models(1).layers if x.kind == "block")
-    heads, hidden = kw.pop("shape")
-    cands = candidates(n, B, hw, blocks, heads, hidden, schedules)
-    rows = [_evaluate(models, hw, make, c, dict(kw, memory_cap=cap)) for c in cands]
-    return sorted(rows, key=lambda r: (r.error is not None, not r.fits, -(r.tokens_per_s or 0.0)))
+    cands = _all_candidates(models, hw, n, B, schedules, kw)
+    return best_first([_evaluate(models, hw, make, c, dict(kw, memory_cap=cap)) for c in cands])
 
 
 def replicated(
@@ -175,9 +189,7 @@ def replicated(
     (per microbatch: the stream has no step; ``replicas`` the workers of each stage)."""
     rows = []
     margin = kw.get("margin", 0.0)
-    for TP in (1, 2, 4, 8, 16):
-        if TP > hw.gpus_per_node or hw.gpus_per_node % TP or heads % TP or hidden % TP or n % TP:
-            continue
+    for TP in tp_values(hw, n, heads, hidden):
         model = models(TP)
         c = pipedream_config(
             model,
