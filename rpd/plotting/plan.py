@@ -10,7 +10,11 @@ from pathlib import Path
 import matplotlib
 import matplotlib.lines
 import matplotlib.ticker
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.text import Text
+from matplotlib.transforms import Bbox
 
 from rpd import registry
 from rpd.plotting.style import paper_style, save
@@ -76,6 +80,29 @@ def frontier_figure(points, path, title: str = "", cap_gib: float | None = None,
         return save(fig, path)
 
 
+def _label_points(ax, points, renderer) -> None:
+    """Name each (name, x, y) point at 7 pt where the label overlaps no marker and no label already
+    placed."""
+    r = 3.0 * renderer.points_to_pixels(1.0)  # a marker's half width in pixels
+    placed: list = [
+        Bbox.from_extents(u - r, v - r, u + r, v + r) for u, v in ax.transData.transform([p[1:] for p in points])
+    ]
+    # beside the point, else in a column in the panel's empty lower right with a leader line (the
+    # highest points take the highest slots, so no lines cross)
+    near = [((4, 2), "offset points", "left"), ((-4, 2), "offset points", "right")]
+    column = [((0.62, 0.40 - 0.055 * k), "axes fraction", "left") for k in range(8)]
+    for name, x, y in sorted(points, key=lambda p: (-p[2], p[1])):
+        for k, (where, coords, ha) in enumerate(near + column):
+            lead = dict(arrowprops=dict(arrowstyle="-", lw=0.5, color="0.4", shrinkA=2, shrinkB=3)) if k >= 2 else {}
+            t = ax.annotate(name, (x, y), fontsize=7, xytext=where, textcoords=coords, ha=ha, va="bottom", **lead)
+            t.update_positions(renderer)
+            box = Text.get_window_extent(t, renderer)  # the words, not the leader line
+            if not any(box.overlaps(b) for b in placed) or k == len(near) + len(column) - 1:
+                placed.append(box)
+                break
+            t.remove()
+
+
 def accuracy_figure(table, summary, path) -> Path:
     """Predicted against published, one panel per development set (rows of
     :func:`rpd.studies.plan_accuracy.run`), the ±10 % band shaded; from the saved numbers only."""
@@ -84,6 +111,7 @@ def accuracy_figure(table, summary, path) -> Path:
     with paper_style():
         fig = Figure(figsize=(5.0 * len(presets), 4.6))
         axes = fig.subplots(1, len(presets), squeeze=False)[0]
+        named = []
         for ax, preset in zip(axes, presets):
             rows = [r for r in table if r["preset"] == preset]
             pub = [r["published"] for r in rows]
@@ -92,10 +120,27 @@ def accuracy_figure(table, summary, path) -> Path:
             ax.fill_between(xs, [0.9 * x for x in xs], [1.1 * x for x in xs], color="0.9", zorder=1, label="±10 %")
             ax.plot(xs, xs, color="k", lw=0.8, zorder=2)
             ax.scatter(pub, [r["predicted"] for r in rows], s=24, color="C0", zorder=3)
-            for r in rows:
-                ax.annotate(
-                    r["name"], (r["published"], r["predicted"]), fontsize=7, xytext=(3, 3), textcoords="offset points"
+            # rows whose published figure needs more compute than the plan's, DP free (a bound)
+            beyond = [r for r in rows if r.get("least_compute_mfu", 0.0) > r.get("plan_compute_mfu", np.inf)]
+            if beyond:
+                ax.scatter(
+                    [r["published"] for r in beyond],
+                    [r["predicted"] for r in beyond],
+                    s=90,
+                    facecolors="none",
+                    edgecolors="C3",
+                    zorder=4,
+                    label="published needs faster\ncompute than the plan's",
                 )
+                note = "\n".join(
+                    f"{r['name']} at micro-batch {r.get('micro_batch', 1)}: the published figure\n"
+                    f"needs >= {r['least_compute_mfu']:.0%} compute MFU (the plan's: {r['plan_compute_mfu']:.0%})"
+                    for r in beyond
+                )
+                ax.text(0.97, 0.03, note, transform=ax.transAxes, ha="right", va="bottom", fontsize=7, color="C3")
+            ax.set_xlim(lo, hi)
+            ax.set_ylim(lo, hi)
+            named.append((ax, [(r["name"], r["published"], r["predicted"]) for r in rows]))
             s = summary[preset]
             ax.set_title(
                 f"{s['source']}\nmean |error| {s['mean_abs_error']:.1%}, max {s['max_abs_error']:.1%}", fontsize=9
@@ -103,8 +148,9 @@ def accuracy_figure(table, summary, path) -> Path:
             unit = units[rows[0]["set"]]
             ax.set_xlabel(f"published {unit}")
             ax.set_ylabel(f"predicted {unit}")
-            ax.set_xlim(lo, hi)
-            ax.set_ylim(lo, hi)
             ax.legend(loc="upper left", fontsize=8, frameon=False)
         fig.tight_layout()
+        renderer = FigureCanvasAgg(fig).get_renderer()  # labels placed where the layout put the axes
+        for ax, points in named:
+            _label_points(ax, points, renderer)
         return save(fig, path)
