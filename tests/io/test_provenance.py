@@ -31,6 +31,19 @@ def test_provenance_names_versions_flags_devices_and_commit(monkeypatch):
     assert json.loads(json.dumps(p)) == p  # goes into a manifest or a wandb config as it is
 
 
+def test_the_cpu_is_named_with_its_vector_extensions_and_cores(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text(
+        "processor\t: 0\nmodel name\t: Some CPU @ 2.80GHz\nflags\t\t: fpu sse4_2 avx avx2 fma avx512f x\n\n"
+        "processor\t: 1\nmodel name\t: Some CPU @ 2.80GHz\nflags\t\t: fpu sse4_2 avx avx2 fma avx512f x\n"
+    )
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert P.describe_cpu(info) == f"Some CPU @ 2.80GHz; sse4_2 avx avx2 fma avx512f; {cores} cores"
+    model, ext, n = P.describe_cpu(tmp_path / "absent").split("; ")
+    assert ext == "no extensions listed" and n == f"{cores} cores"
+    assert P.provenance()["cpu"] == P.describe_cpu()
+
+
 def test_xla_flags_unset_is_none(monkeypatch):
     monkeypatch.delenv("XLA_FLAGS", raising=False)
     assert P.provenance()["xla_flags"] is None
