@@ -88,7 +88,7 @@ def describe_cpu(cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> str:
     """ "<model>; <vector extensions>; <n> cores": the host processor, the extensions of
     :data:`_SIMD` it has, and the cores this process may run on (``platform.processor()`` and no
     extensions where ``cpuinfo`` cannot be read, as off Linux)."""
-    model, flags = platform.processor() or platform.machine(), []
+    model, flags = platform.processor() or platform.machine(), list[str]()
     try:
         text = Path(cpuinfo).read_text()
     except OSError:
