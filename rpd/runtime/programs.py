@@ -28,6 +28,12 @@ store an executable that still came from JAX's cache; and it waits for a loaded 
 first run: one that fails that way is compiled again and stored anew (``COUNTS["broken"]``).
 A broken entry costs a compile, never a result.
 
+jaxlib fills the function table of its CPU LAPACK kernels (eigh, QR, ...) from SciPy the first
+time a process lowers a linear-algebra op. An executable loaded from the store calls them
+without lowering anything, so in a process that has not lowered one yet it jumps to a null
+address: a segfault, not an error the first-run check could catch (E17's rotated Adam, a warm
+cache). :func:`_load` therefore lowers one small eigh and QR for the CPU first, once per process.
+
 Objective functions are named by the builders that make them: :func:`named_builder` memoizes a
 builder (like ``functools.cache``) and names every object it returns by the builder's qualified
 name and arguments, so ``Objective.program_id`` can describe them in words that mean the same in
@@ -240,6 +246,17 @@ class Program:
         return exe
 
 
+@functools.cache
+def _prepare_kernels() -> None:
+    """Fill jaxlib's CPU LAPACK function table (module doc) by lowering, not compiling, a 2 × 2
+    eigh and QR for the CPU: once per process, before the first stored executable runs."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    x = np.eye(2, dtype=np.float32)
+    jax.jit(lambda a: (jnp.linalg.eigh(a), jnp.linalg.qr(a))).trace(x).lower(lowering_platforms=("cpu",))
+
+
 def _load(path: Path):
     """The executable stored at ``path``, or None (absent, or unreadable: a partial copy,
     another jaxlib)."""
@@ -247,6 +264,7 @@ def _load(path: Path):
 
     if not path.exists():
         return None
+    _prepare_kernels()
     t0 = time.perf_counter()
     try:
         (payload, in_tree, out_tree), device_ids = pickle.loads(path.read_bytes())

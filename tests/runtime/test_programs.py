@@ -183,3 +183,34 @@ def test_a_program_in_jax_cache_is_not_stored_from_there(tmp_path, start):
     # .exe files after each pass, then executables loaded and found broken (LocalSGD's two programs)
     expected = "2 2 2 4 0" if start == "empty" else "2 2 0 0 0 2"
     assert " ".join(out.stdout.split()[-len(expected.split()) :]) == expected
+
+
+_LAPACK = """
+import pathlib, sys, jax, jax.numpy as jnp, numpy as np
+from rpd.runtime import programs
+programs.use_store(pathlib.Path(sys.argv[1]))
+prog = programs.Program(lambda a: jnp.linalg.eigh(a @ a.T)[0] + jnp.linalg.qr(a)[1].sum(), "lapack_probe")
+x = jnp.asarray(np.random.default_rng(0).normal(size=(6, 6)))
+print(repr(np.asarray(prog(x)).tolist()), programs.COUNTS["loaded"])
+"""
+
+
+@pytest.mark.slow
+def test_a_stored_program_calling_lapack_runs_in_a_fresh_process(tmp_path):
+    """jaxlib fills its CPU LAPACK kernels' table when a process first lowers a linear-algebra
+    op; a stored executable that calls eigh and QR in a new process that has lowered none ran
+    into a null address (a segfault: E17 on a warm cache). Stored by one process, loaded by the
+    next, it gives the same numbers."""
+    import subprocess
+    import sys
+
+    def run():
+        out = subprocess.run(
+            [sys.executable, "-c", _LAPACK, str(tmp_path)], capture_output=True, text=True, timeout=300
+        )
+        assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
+        return out.stdout.split()
+
+    compiled, loaded = run(), run()
+    assert compiled[-1] == "0" and loaded[-1] == "1"  # the second process loaded it from the store
+    assert compiled[:-1] == loaded[:-1]
