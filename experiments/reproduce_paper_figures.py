@@ -225,9 +225,26 @@ def _terminate(pool) -> None:
     pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _reproduce_in_processes(names: Sequence[str], jobs: int, file=None, **kw) -> list[Report]:
+def _reproduce_in_processes(names: Sequence[str], jobs: int, file=None, make=_make, **kw) -> list[Report]:
     """Every figure in its own task of a pool of ``jobs`` fresh (spawned) processes, the most
-    expensive started first; reports come back in the order of ``names``."""
+    expensive started first; reports come back in the order of ``names``. A worker that dies (a
+    signal, out of memory) breaks the pool and fails every figure still in it; those are made
+    again, each in a process of its own, so only a figure that dies again is reported failed."""
+    done = _pool_pass(names, jobs, file, make, quiet_deaths=True, **kw)
+    lost = [n for n in names if done[n].status == "failed" and (done[n].error or "").startswith(_DIED)]
+    if lost:
+        tqdm.write(f"a figure worker died; making {', '.join(lost)} again, one process each", file=file)
+        for name in lost:
+            done.update(_pool_pass([name], 1, file, make, **kw))
+    return [done[n] for n in names]
+
+
+_DIED = "BrokenProcessPool"  # how a figure's report reads when its worker process died
+
+
+def _pool_pass(names: Sequence[str], jobs: int, file, make, quiet_deaths: bool = False, **kw) -> dict[str, Report]:
+    """One pool of ``jobs`` workers making ``names``: their reports by name (``quiet_deaths``:
+    figures lost with a dead worker are not announced, since they will be made again)."""
     cache = compile_cache.active()
     threads = max(1, default_workers() // jobs)
     rank = {n: i for i, n in enumerate(COST_ORDER)}
@@ -241,7 +258,7 @@ def _reproduce_in_processes(names: Sequence[str], jobs: int, file=None, **kw) ->
     done: dict[str, Report] = {}
     outer = tqdm(total=len(names), desc=f"figures ({jobs} processes)", unit="fig", file=file, dynamic_ncols=True)
     try:
-        futures = {pool.submit(_make, n, file=None, **kw): n for n in order}
+        futures = {pool.submit(make, n, file=None, **kw): n for n in order}
         pending = set(futures)
         while pending:
             # short waits: the bar names the figures being made, and Ctrl-C is seen at once
@@ -257,7 +274,8 @@ def _reproduce_in_processes(names: Sequence[str], jobs: int, file=None, **kw) ->
                     rep = Report(name, "failed", None, f"{type(err).__name__}: {err}", float("nan"))
                 done[name] = rep
                 outer.update(1)
-                _announce(rep, file)
+                if not (quiet_deaths and (rep.error or "").startswith(_DIED)):
+                    _announce(rep, file)
     except BaseException:  # Ctrl-C (or a failure here): end the workers now; finished runs stay stored
         _terminate(pool)
         raise
@@ -265,7 +283,7 @@ def _reproduce_in_processes(names: Sequence[str], jobs: int, file=None, **kw) ->
         pool.shutdown()
     finally:
         outer.close()
-    return [done[n] for n in names]
+    return done
 
 
 def reproduce(
