@@ -10,8 +10,8 @@ The development set (docs/plan.md quotes it with its sources):
   the table gives v.
 * Megatron-LM's H100 table (DGX H100, ``h100_80g``): sequence 4096, vocabulary 131,072, bf16,
   DP 48, micro-batch 1 (not stated by the source; docs/plan.md#accuracy weighs 2); the published
-  figure is MFU, 72·B·s·l·h²·(1 + s/(6h) + V/(12·h·l)) over (iteration time × GPUs × 989 TFLOP/s). Its settings as the repository runs them: flash
-  attention, sequence parallelism with TP, the distributed optimizer (``zero=1``, fp32 gradients
+  figure is MFU, 72·B·s·l·h²·(1 + s/(6h) + V/(12·h·l)) over (iteration time × GPUs × 989 TFLOP/s).
+  Its settings as the repository runs them: flash attention, sequence parallelism with TP, the distributed optimizer (``zero=1``, fp32 gradients
   reduce-scattered, bf16 weights gathered) with data-parallel and TP communication overlapped
   (``overlap_allreduce="backward"``, ``tp_overlap``), 1F1B.
 
@@ -132,6 +132,7 @@ def predict_h100(hw, row, mbs: int = 1) -> dict:
         raise ValueError(f"{name}: {r.error}")
     flops = h100_flops(row)
     published_step = flops / (gpus * hw.peak_flops * published / 100)
+    first = first_stage(model, hw, PP)
     return dict(
         set="h100",
         name=name,
@@ -144,36 +145,42 @@ def predict_h100(hw, row, mbs: int = 1) -> dict:
         published=published,
         predicted=100 * flops / (r.step_time_s * gpus * hw.peak_flops),
         step_time_s=r.step_time_s,
-        plan_compute_mfu=plan_compute_mfu(model, hw, PP),
-        least_compute_mfu=least_compute_mfu(model, hw, PP, M, H100_DP, TP, published_step),
+        plan_compute_mfu=plan_compute_mfu(first, hw),
+        least_compute_mfu=least_compute_mfu(first, hw, M, H100_DP, place(hw, TP, H100_DP, PP), published_step),
     )
 
 
-def plan_compute_mfu(model, hw, PP: int) -> float:
-    """The fraction of peak the plan's first pipeline rank computes at (its model FLOPs over its
-    F + I + W seconds: no bubble, no DP communication), to hold :func:`least_compute_mfu` against."""
+def first_stage(model, hw, PP: int) -> tuple[float, float, float]:
+    """(values held, model FLOPs per microbatch, F + I + W seconds) of the first of the plan's
+    ``PP`` even stages of ``model``."""
     st = stages(model, partition(model, PP, "even", hw), hw)
-    return float(st.model_flops[0] / (st.t_f[0] + st.t_i[0] + st.t_w[0]) / hw.peak_flops)
+    return float(st.params[0]), float(st.model_flops[0]), float(st.t_f[0] + st.t_i[0] + st.t_w[0])
 
 
-def least_compute_mfu(model, hw, PP: int, M: int, D: int, TP: int, step_s: float) -> float:
-    """The least fraction of peak the first pipeline rank's compute must run at for a 1F1B step of
-    ``step_s`` seconds under Megatron's overlapped distributed optimizer (docs/plan.md#accuracy).
+def plan_compute_mfu(first: tuple[float, float, float], hw) -> float:
+    """The fraction of peak the plan's first pipeline rank (:func:`first_stage`) computes at: its
+    model FLOPs over its F + I + W seconds, no bubble and no DP communication; to hold
+    :func:`least_compute_mfu` against."""
+    _, flops, seconds = first
+    return flops / seconds / hw.peak_flops
+
+
+def least_compute_mfu(first: tuple[float, float, float], hw, M: int, D: int, where, step_s: float) -> float:
+    """The least fraction of peak the first pipeline rank (:func:`first_stage`) must compute at
+    for a 1F1B step of ``step_s`` seconds under Megatron's overlapped distributed optimizer, its
+    DP group placed as ``where`` (:func:`rpd.model.topology.place`; docs/plan.md#accuracy).
 
     Its fp32 gradients are reduce-scattered (R seconds) and then its 16-bit weights all-gathered
     (A seconds) over its DP group's links; the reduce-scatter starts no earlier than its last
     backward and the gather must end before its first forward, so with M equal microbatches at most
-    one microbatch's compute (C/M) hides them: step >= C·(M−1)/M + R + A, and the rank's W model
-    FLOPs per step need at least W·(M−1)/M / (step − R − A) FLOP/s. A bound from the link rates
-    and byte counts alone, independent of the compute model (inf where the links alone exceed
-    the step)."""
-    st = stages(model, partition(model, PP, "even", hw), hw)
-    per_node = place(hw, TP, D, PP).dp_per_node
-    comm = hw.half_seconds(4.0 * st.params[0], D, per_node) + hw.half_seconds(2.0 * st.params[0], D, per_node)
-    room = step_s - comm
-    if room <= 0:
-        return float("inf")
-    return float(st.model_flops[0] * M * (M - 1) / M / room / hw.peak_flops)
+    one microbatch's compute (C/M) hides them: step >= C·(M−1)/M + R + A, and the rank's model
+    FLOPs W per microbatch need at least W·(M−1) / (step − R − A) FLOP/s. A bound from the link
+    rates and byte counts alone, independent of the compute model (inf where the links alone
+    exceed the step)."""
+    values, flops, _ = first
+    per_node = where.dp_per_node
+    room = step_s - hw.half_seconds(4.0 * values, D, per_node) - hw.half_seconds(2.0 * values, D, per_node)
+    return float(flops * (M - 1) / room / hw.peak_flops) if room > 0 else float("inf")
 
 
 def predictions(hw, preset: str) -> list[dict]:

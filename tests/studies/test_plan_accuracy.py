@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from rpd.model import hardware
+from rpd.model.topology import place
 from rpd.studies import plan_accuracy as P
 
 
@@ -49,7 +50,8 @@ def test_the_least_compute_bound_holds_for_the_plans_own_steps(k):
     st, costs, tick, _ = staged(model, hw, registry.timeline("1f1b", PP, r["M"], r["M"], None, 0, None))
     # the timeline's own seconds (whole ticks) of one microbatch on the first rank
     rate = st.model_flops[0] / ((costs.F[0] + costs.I[0] + costs.W[0]) * tick) / hw.peak_flops
-    bound = P.least_compute_mfu(model, hw, PP, r["M"], P.H100_DP, TP, r["step_time_s"])
+    first = P.first_stage(model, hw, PP)
+    bound = P.least_compute_mfu(first, hw, r["M"], P.H100_DP, place(hw, TP, P.H100_DP, PP), r["step_time_s"])
     assert 0 < bound <= rate * (1 + 1e-9)
 
 
@@ -66,5 +68,6 @@ def test_the_least_compute_bound_by_hand():
     moved = 6.0 * params * 47 / 48  # (4 + 2) bytes, (D-1)/D of them each way
     comm = moved / 50e9 + 2 * hw.collective_link(1, 48)[1]
     want = flops * 3 / 4 / (step - comm) / 989e12
-    assert P.least_compute_mfu(model, hw, 1, 4, 48, 8, step) == pytest.approx(want, rel=1e-9)
-    assert P.least_compute_mfu(model, hw, 1, 4, 48, 8, comm / 2) == float("inf")
+    first, where = P.first_stage(model, hw, 1), place(hw, 8, 48, 1)
+    assert P.least_compute_mfu(first, hw, 4, 48, where, step) == pytest.approx(want, rel=1e-9)
+    assert P.least_compute_mfu(first, hw, 4, 48, where, comm / 2) == float("inf")
