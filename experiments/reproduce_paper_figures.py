@@ -225,6 +225,9 @@ def _terminate(pool) -> None:
     pool.shutdown(wait=False, cancel_futures=True)
 
 
+_DIED = "BrokenProcessPool"  # how a figure's report reads when its worker process died
+
+
 def _reproduce_in_processes(names: Sequence[str], jobs: int, file=None, make=_make, **kw) -> list[Report]:
     """Every figure in its own task of a pool of ``jobs`` fresh (spawned) processes, the most
     expensive started first; reports come back in the order of ``names``. A worker that dies (a
@@ -237,9 +240,6 @@ def _reproduce_in_processes(names: Sequence[str], jobs: int, file=None, make=_ma
         for name in lost:
             done.update(_pool_pass([name], 1, file, make, **kw))
     return [done[n] for n in names]
-
-
-_DIED = "BrokenProcessPool"  # how a figure's report reads when its worker process died
 
 
 def _pool_pass(names: Sequence[str], jobs: int, file, make, quiet_deaths: bool = False, **kw) -> dict[str, Report]:
