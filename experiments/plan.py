@@ -43,6 +43,7 @@ from rpd.analysis.plan_train import format_times, time_to_target
 from rpd.model import hardware as hw_lib
 from rpd.model import layers
 from rpd.model.answer import answer, breakdown_lines, choose, describe, knob_lines, parse_bytes
+from rpd.model.overlap import Overlap
 from rpd.model.partition import partition_model
 from rpd.model.plan import format_table, plan, to_json
 from rpd.model.profile import load_profile
@@ -116,6 +117,10 @@ HardwareConfig = _schema(
 )
 
 
+# ``rpd.model.overlap.Overlap``: Megatron-Core's overlap switches (docs/plan.md#megatrons-overlaps)
+OverlapConfig = _schema("OverlapConfig", Overlap, {}, doc="rpd.model.overlap.Overlap's switches and defaults.")
+
+
 @dataclasses.dataclass
 class PipelineConfig:
     S: int = 4  # ranks
@@ -126,6 +131,7 @@ class PipelineConfig:
     TP: int = 1  # tensor-parallel ranks per stage, inside one node
     SP: bool = False  # sequence parallelism (with TP > 1)
     v: Optional[int] = None  # interleaved: chunks per rank (null: 2)
+    CP: int = 1  # context-parallel ranks (ring attention), placed after TP, before DP (Megatron's order)
     global_batch: Optional[int] = None  # n_workers: microbatches per step over all pipelines (null: n_workers)
 
 
@@ -148,6 +154,7 @@ class PlanConfig:
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)  # type: ignore[valid-type]
     hardware: HardwareConfig = dataclasses.field(default_factory=HardwareConfig)  # type: ignore[valid-type]
     pipeline: PipelineConfig = dataclasses.field(default_factory=PipelineConfig)
+    overlap: OverlapConfig = dataclasses.field(default_factory=OverlapConfig)  # type: ignore[valid-type]
     # the optimizer group shared with experiments.train (configs/optimizer/): its state bytes count
     optimizer: C.OptimizerConfig = dataclasses.field(
         default_factory=lambda: C.OptimizerConfig(name=C.OptimizerName.adam)
@@ -159,12 +166,14 @@ class PlanConfig:
     train: PlanTrainConfig = dataclasses.field(default_factory=PlanTrainConfig)
     precision: Precision = Precision.bf16_mixed
     recompute: Recompute = Recompute.none
-    grad_bytes: Optional[int] = None  # 4 (fp32 main gradients, Megatron) or 2; null: 4
+    # the gradients' dtype, kept and reduced: 4 (fp32, Megatron's default under bf16) or 2
+    # (--grad-reduce-in-bf16; NeMo's grad_sync_dtype: bf16); null: 4
+    grad_bytes: Optional[int] = None
     memory_cap: Optional[Any] = None  # per device: bytes or a size (40GiB, 80GB); null: hardware.memory_bytes
     margin: float = 0.05  # a row fits when its peak is at most (1 - margin) x the cap
     zero: int = 0  # 1: the distributed optimizer (master weights, optimizer state sharded over D)
     attention: str = "standard"  # standard | flash (no a*s^2 scores kept)
-    tp_overlap: bool = False  # TP collectives hidden under compute where they fit
+    tp_overlap: bool = False  # the same as overlap.tp_comm (kept for earlier commands)
     offload: bool = False  # activations to host memory between F and B (hardware.host_bandwidth)
     n_workers: Optional[int] = None  # S, D and replication chosen for this many workers (rpd.model.workers)
     schedules: Optional[List[str]] = None  # null: every registered schedule
@@ -199,6 +208,7 @@ def build_model(m, recompute: str, par: layers.Parallel = layers.NO_TP) -> layer
         bias=m.bias,
         norm=m.norm,
         positions=m.positions,
+        n_kv_heads=m.n_kv_heads,
     )
     return layers.gpt_model(cfg, recompute, name=m.name, par=par)
 
@@ -208,11 +218,14 @@ def run(cfg) -> dict:
     hydra run directory when there is one)."""
     cfg = OmegaConf.merge(OmegaConf.structured(PlanConfig), cfg)
     hw = hw_lib.Hardware(**OmegaConf.to_container(cfg.hardware, resolve=True))
+    ov = Overlap(**OmegaConf.to_container(cfg.overlap, resolve=True))
+    ov = dataclasses.replace(ov, tp_comm=ov.tp_comm or bool(cfg.tp_overlap))
     par = layers.Parallel(
         TP=check_int("pipeline.TP", cfg.pipeline.TP),
         SP=bool(cfg.pipeline.SP),
         attention=cfg.attention,
-        tp_overlap=bool(cfg.tp_overlap),
+        tp_overlap=ov.tp_comm,
+        CP=check_int("pipeline.CP", cfg.pipeline.CP),
     )
     model = build_model(cfg.model, _v(cfg.recompute), par)
     cap = parse_bytes(cfg.memory_cap) if cfg.memory_cap is not None else float(hw.memory_bytes)
@@ -254,6 +267,8 @@ def run(cfg) -> dict:
         "margin": margin,
         "TP": par.TP,
         "SP": par.SP,
+        "CP": par.CP,
+        "overlap": dataclasses.asdict(ov),
         "v": cfg.pipeline.v,
         "zero": check_choice("zero", cfg.zero, (0, 1)),
         "attention": par.attention,
@@ -272,6 +287,9 @@ def run(cfg) -> dict:
         recompute=settings["recompute"],
         margin=margin,
         offload=settings["offload"],
+        CP=par.CP,
+        # the named switches replace pipeline.overlap_allreduce once any of theirs is set
+        overlap=None if ov == Overlap(tp_comm=ov.tp_comm) else ov,
     )
     if cfg.n_workers is not None:  # TP x PP x DP x M for n workers: only that search
         out = workers_search(cfg, hw, par, kw, settings, build_model)
@@ -281,7 +299,7 @@ def run(cfg) -> dict:
         print("\n".join(lines))
         print(
             f"{model.name}: {model.params:,} parameters per TP rank, {len(model.layers)} layers; {hw.name}; "
-            f"TP={par.TP}{' SP' if par.SP else ''}, S={cfg.pipeline.S}, D={D}, zero={settings['zero']}, "
+            f"TP={par.TP}{' SP' if par.SP else ''}, CP={par.CP}, S={cfg.pipeline.S}, D={D}, zero={settings['zero']}, "
             f"{settings['optimizer']}, {settings['precision']}, recompute {settings['recompute']}, "
             f"attention {par.attention}{', offload' if cfg.offload else ''}"
         )

@@ -21,6 +21,15 @@ TP collectives (:mod:`rpd.model.tensor`) run over the node's link: a collective 
 latency and each half (a reduce-scatter or an all-gather) (t-1)/t of its tensor's bytes over the
 intra-node bandwidth; F gets the forward's, I the backward's. With ``tp_overlap`` a pass takes
 max(compute, collectives) instead of their sum.
+
+Context parallelism (Megatron-Core's ring attention through Transformer Engine): the attention
+of a layer runs in CP steps; at each step a rank computes its queries against the K and V chunk
+it holds while it sends that chunk on and receives the next (``cp_bytes``, p2p), so CP − 1
+transfers each overlap one step's attention core (the core's time / CP). The exposed time of a
+pass is (CP − 1) · max(0, transfer − core / CP): F sends K and V, I sends them again and their
+gradients (twice the bytes) under the backward's core (twice the forward's). The CP group sits
+after TP in Megatron's rank order (:mod:`rpd.model.topology`): inside the node while TP·CP ≤
+``gpus_per_node`` (NVLink), else each transfer crosses the sender's InfiniBand port.
 """
 
 from __future__ import annotations
@@ -60,24 +69,61 @@ def tp_seconds(hw: Hardware, x: Layer, which: tuple) -> float:
     return n * hw.intra_latency + halves * (x.tp - 1) / x.tp * x.tp_bytes / bw
 
 
+# a fused attention kernel's backward runs five matmuls (the scores recomputed, dP, dV, dQ, dK)
+# to its forward's two (FlashAttention-2, Dao 2023, Algorithms 1 and 2)
+FLASH_BACKWARD = 2.5
+
+
+def flash_seconds(hw: Hardware, core: list) -> float:
+    """A fused attention kernel's forward over the core GEMMs ``core`` ((queries, keys, head
+    dim, heads) of Q·K^T first): the causal half of the score tiles at the kernel's published
+    rate (``hardware.attention_efficiency`` × peak; None: the large-GEMM rate), Q, K, V and the
+    output through memory once; the s² scores never leave the chip."""
+    rate, hbm = _gemm_rates(hw)
+    if hw.attention_efficiency is not None:
+        rate = hw.attention_efficiency * hw.peak_flops
+    if not core:
+        return 0.0
+    q, kv, d, heads = core[0][:4]
+    flops = 2 * (2.0 * q * kv * d) / 2  # the two matmuls, the causal half of the tiles
+    moved = 2.0 * (2 * q * d + 2 * kv * d)
+    return heads * (flops / rate + moved / hbm)
+
+
+def cp_seconds(hw: Hardware, x: Layer, core: float, backward: bool = False) -> float:
+    """Exposed seconds of layer ``x``'s ring-attention exchange in F (or I, ``backward``), its
+    attention core taking ``core`` seconds in that pass (module docstring)."""
+    if x.cp == 1 or x.cp_bytes <= 0:
+        return 0.0
+    intra = x.tp * x.cp <= hw.gpus_per_node
+    step = hw.p2p_seconds(x.cp_bytes * (2 if backward else 1), intra)
+    return (x.cp - 1) * max(0.0, step - core / x.cp)
+
+
 def _passes(hw: Hardware, x: Layer) -> tuple[float, float, float]:
     """Compute seconds (F, I, W) of ``x`` without its TP collectives."""
     if hw.gemm_efficiency is None:
+        core = hw.compute_seconds(sum(2.0 * m * n * k * c for m, n, k, c, w in x.gemms if not w))
         return (
-            hw.compute_seconds(x.flops_fwd),
-            hw.compute_seconds(x.flops_i + x.flops_recompute),
+            hw.compute_seconds(x.flops_fwd) + cp_seconds(hw, x, core),
+            hw.compute_seconds(x.flops_i + x.flops_recompute) + cp_seconds(hw, x, 2 * core, backward=True),
             hw.compute_seconds(x.flops_w),
         )
     rate, hbm = _gemm_rates(hw)
     weights = sum(gemm_seconds(hw, m, n, k, c) for m, n, k, c, w in x.gemms if w)
-    core = sum(gemm_seconds(hw, m, n, k, c) for m, n, k, c, w in x.gemms if not w)
+    if x.flash:
+        core = flash_seconds(hw, [g for g in x.gemms if not g[4]])
+        core_i = FLASH_BACKWARD * core
+    else:
+        core = sum(gemm_seconds(hw, m, n, k, c) for m, n, k, c, w in x.gemms if not w)
+        core_i = 2 * core
     mem = hw.traffic * x.traffic / hbm
-    f = weights + core + mem
-    i = weights + 2 * core + 2 * mem
+    f = weights + core + mem + cp_seconds(hw, x, core)
+    i = weights + core_i + 2 * mem + cp_seconds(hw, x, core_i, backward=True)
     if x.recompute == "full":
         i += f
-    elif x.recompute == "selective" and x.flops_recompute > 0:  # standard attention: its core again
-        i += core + hw.traffic * max(0.0, x.traffic - x.act_bytes) / hbm
+    elif x.recompute == "selective" and x.flops_recompute > 0:  # the core attention's forward again
+        i += core + (0.0 if x.flash else hw.traffic * max(0.0, x.traffic - x.act_bytes) / hbm)
     if not x.gemms:  # a layer given only FLOPs (a profile, an MLP chain): at the large-GEMM rate
         return f + x.flops_fwd / rate, i + (x.flops_i + x.flops_recompute) / rate, x.flops_w / rate
     return f, i, weights

@@ -60,6 +60,7 @@ class Hardware:
     traffic: float = 0.0
     host_bandwidth: float | None = None  # bytes/s each way between a GPU and host memory (offload)
     host_latency: float = 0.0
+    attention_efficiency: float | None = None  # a fused attention kernel's FLOP/s over peak (None: the GEMMs')
 
     def __post_init__(self):
         check_real("hardware.peak_flops", self.peak_flops)
@@ -89,6 +90,8 @@ class Hardware:
         if self.host_bandwidth is not None:
             check_real("hardware.host_bandwidth", self.host_bandwidth)
         check_real("hardware.host_latency", self.host_latency, allow_zero=True)
+        if self.attention_efficiency is not None and not 0 < self.attention_efficiency <= 1:
+            raise ValueError(f"hardware.attention_efficiency must be in (0, 1], got {self.attention_efficiency}")
 
     @property
     def flops(self) -> float:
@@ -145,7 +148,7 @@ class Hardware:
 
 # (gemm_efficiency, traffic) of each DGX preset, fitted once on its published runs
 # (rpd.studies.plan_accuracy.fit; docs/plan.md)
-DGX_FIT = {"a100_80g": (0.6812, 1.5), "h100_80g": (0.75, 2.25)}
+DGX_FIT = {"a100_80g": (0.675, 1.5), "h100_80g": (0.6125, 2.25)}
 
 PRESETS: dict[str, Hardware] = {
     "a100_80g_flat": Hardware(
@@ -170,6 +173,9 @@ PRESETS: dict[str, Hardware] = {
         host_latency=10e-6,
         gemm_efficiency=DGX_FIT["a100_80g"][0],
         traffic=DGX_FIT["a100_80g"][1],
+        # FlashAttention-2 on A100, causal, head dim 128, forward and backward: about 170 of 312
+        # TFLOP/s (Dao 2023, "FlashAttention-2", Fig. 4), the causal half of the FLOPs counted
+        attention_efficiency=0.55,
     ),
     # DGX H100 (NVIDIA DGX H100 data sheet; H100 SXM data sheet): 8 H100 80GB SXM, NVLink 4 at
     # 900 GB/s per GPU both directions, 8 x 400 Gb/s NDR InfiniBand compute ports, HBM3 3.35 TB/s
@@ -187,6 +193,10 @@ PRESETS: dict[str, Hardware] = {
         host_latency=10e-6,
         gemm_efficiency=DGX_FIT["h100_80g"][0],
         traffic=DGX_FIT["h100_80g"][1],
+        # cuDNN's fused attention (Transformer Engine's) on H100, causal, head dim 128, BF16,
+        # forward and backward at 2k-8k tokens: about 450 of 989 TFLOP/s (Shah et al. 2024,
+        # "FlashAttention-3", Figs. 5-6), the causal half of the FLOPs counted
+        attention_efficiency=0.45,
     ),
 }
 

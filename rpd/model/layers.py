@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 
 from rpd.model import tensor
+from rpd.model.shapes import NO_TP, PRESETS, GPTConfig, Parallel
 from rpd.validation import check_choice, check_int, check_real
 
 RECOMPUTE = ("none", "selective", "full")
@@ -69,6 +70,9 @@ class Layer:
     tp_fwd: tuple = (0, 0)  # (collectives, halves) in F (rpd.model.tensor.collectives)
     tp_bwd: tuple = (0, 0)
     tp_overlap: bool = False  # TP collectives hidden under the layer's compute where they fit
+    flash: bool = False  # the attention core a fused kernel (rpd.model.compute times it so)
+    cp: int = 1  # context-parallel ranks (ring attention)
+    cp_bytes: float = 0.0  # bytes of K and V one ring step sends in F (B sends them and their gradients)
 
     def __post_init__(self):
         check_int(f"{self.name}.params", self.params, minimum=0)
@@ -134,149 +138,83 @@ class Model:
         }
 
 
-@dataclasses.dataclass(frozen=True)
-class GPTConfig:
-    """A GPT-style decoder. ``ffn`` None: 4·d_model; ``gated``: SwiGLU (three MLP matrices);
-    ``norm``: "layernorm" (scale and bias) or "rmsnorm" (scale); ``positions``: "learned" (s·h
-    table) or "rope" (none)."""
-
-    n_layer: int
-    d_model: int
-    n_head: int
-    seq: int
-    vocab: int
-    micro_batch: int = 1
-    tied: bool = True
-    ffn: int | None = None
-    gated: bool = False
-    bias: bool = True
-    norm: str = "layernorm"
-    positions: str = "learned"
-
-    def __post_init__(self):
-        for f in ("n_layer", "d_model", "n_head", "seq", "vocab", "micro_batch"):
-            check_int(f, getattr(self, f))
-        if self.ffn is not None:
-            check_int("ffn", self.ffn)
-        if self.d_model % self.n_head:
-            raise ValueError(f"d_model must be a multiple of n_head, got d_model={self.d_model}, n_head={self.n_head}")
-        check_choice("norm", self.norm, ("layernorm", "rmsnorm"))
-        check_choice("positions", self.positions, ("learned", "rope"))
-
-
-PRESETS: dict[str, GPTConfig] = {
-    # GPT-2 (Radford et al. 2019; HF gpt2 / gpt2-medium): tied embeddings, learned positions
-    "gpt2_small": GPTConfig(n_layer=12, d_model=768, n_head=12, seq=1024, vocab=50257),
-    "gpt2_medium": GPTConfig(n_layer=24, d_model=1024, n_head=16, seq=1024, vocab=50257),
-    # GPT-3 XL (Brown et al. 2020, Table 2.1: 24 layers, d 2048, context 2048; its "24 heads of
-    # 128" do not multiply to 2048: 16 heads of 128 here, as Megatron's 1.3B; heads change only 5as²b)
-    "gpt3_1.3b": GPTConfig(n_layer=24, d_model=2048, n_head=16, seq=2048, vocab=50257),
-    # LLaMA-7B (Touvron et al. 2023): SwiGLU 11008, RMSNorm, no biases, RoPE, untied head
-    "llama_7b": GPTConfig(
-        n_layer=32,
-        d_model=4096,
-        n_head=32,
-        seq=2048,
-        vocab=32000,
-        tied=False,
-        ffn=11008,
-        gated=True,
-        bias=False,
-        norm="rmsnorm",
-        positions="rope",
-    ),
-}
-
-
 def _norm_params(cfg: GPTConfig) -> int:
     return 2 * cfg.d_model if cfg.norm == "layernorm" else cfg.d_model
 
 
-@dataclasses.dataclass(frozen=True)
-class Parallel:
-    """How each layer runs on its ranks: ``TP`` tensor-parallel ranks in a node, ``SP`` sequence
-    parallelism, ``attention`` standard or flash (:mod:`rpd.model.tensor`), ``tp_overlap``: the TP
-    collectives hidden under the layer's compute where they fit."""
-
-    TP: int = 1
-    SP: bool = False
-    attention: str = "standard"
-    tp_overlap: bool = False
-
-    def __post_init__(self):
-        check_int("pipeline.TP", self.TP)
-        check_choice("attention", self.attention, tensor.ATTENTION)
-        if self.SP and self.TP == 1:
-            raise ValueError("pipeline.SP=true needs pipeline.TP > 1 (sequence parallelism splits over the TP ranks)")
-
-
-NO_TP = Parallel()
-
-
 def block_layer(cfg: GPTConfig, i: int, recompute: str = "none", par: Parallel = NO_TP) -> Layer:
-    """Transformer layer i on one of ``par.TP`` ranks (module docstring and
-    :mod:`rpd.model.tensor` for the formulas)."""
+    """Transformer layer i on one of ``par.TP`` × ``par.CP`` ranks (module docstring and
+    :mod:`rpd.model.tensor` for the formulas; grouped-query attention's K and V are n_kv·h/a wide,
+    context parallelism holds s/CP of the sequence and attends it to all s keys)."""
     check_choice("recompute", recompute, RECOMPUTE)
     h, a, s, b = cfg.d_model, cfg.n_head, cfg.seq, cfg.micro_batch
-    t, sp = par.TP, par.SP
-    if t > 1 and (a % t or h % t):
-        raise ValueError(f"pipeline.TP={t} must divide model.n_head={a} and model.d_model={h}")
+    t, sp, c, kvh = par.TP, par.SP, par.CP, cfg.kv_heads
+    if t > 1 and (a % t or h % t or kvh % t):
+        raise ValueError(f"pipeline.TP={t} must divide model.n_head={a}, model.d_model={h} and model.n_kv_heads={kvh}")
+    if c > 1 and s % (2 * c):
+        raise ValueError(f"pipeline.CP={c}: model.seq={s} must split into 2·CP equal chunks (causal load balancing)")
     f = 4 * h if cfg.ffn is None else cfg.ffn
     k = 3 if cfg.gated else 2  # MLP matrices
-    matmul = 4 * h * h + k * h * f
-    split_biases = (3 * h + (k - 1) * f) if cfg.bias else 0  # QKV and the first MLP matrix: by columns
+    d = h // a
+    kvd = kvh * d  # width of K and of V
+    matmul = 2 * h * h + 2 * h * kvd + k * h * f
+    split_biases = (h + 2 * kvd + (k - 1) * f) if cfg.bias else 0  # QKV and the first MLP matrix: by columns
     whole_biases = 2 * h if cfg.bias else 0  # after the row-parallel matrices: on every rank
     params = matmul + split_biases + whole_biases + 2 * _norm_params(cfg)
     if t > 1:
         params = -(-(matmul + split_biases) // t) + whole_biases + 2 * _norm_params(cfg)
-    fwd = 2 * b * s * matmul + 4 * b * s * s * h
-    sbh = s * b * h
-    if t == 1 and not sp and par.attention == "standard":  # the first plan's arithmetic, to the byte
+    sl = s // c  # tokens of the sequence on this rank
+    fwd = 2 * b * sl * matmul + 4 * b * sl * s * h  # its queries against all s keys
+    sbh = sl * b * h
+    w_inputs = 2 * sl * b * (3 * h + f) + 2 * sl * b * (3 * h + 2 * kvd + (k - 1) * f)
+    if t == 1 and c == 1 and kvh == a and not sp and par.attention == "standard":  # the first plan's arithmetic
         mlp_act = 3 * sbh + (6 if cfg.gated else 4) * s * b * f
         act = 11 * sbh + 5 * a * s * s * b + mlp_act + 4 * sbh
-        act_w = 2 * s * b * (3 * h + f) + 2 * s * b * (5 * h + (k - 1) * f)
+        act_w = w_inputs
         if recompute == "selective":
             act -= 5 * a * s * s * b
         elif recompute == "full":  # only the input is kept; W recomputes from it, so all of it waits for W
             act = act_w = 2 * sbh
     else:
-        act = round(tensor.activation_bytes(h, a, s, b, f, cfg.gated, t, sp, recompute, par.attention))
-        whole_w = 2 * s * b * (3 * h + f) + 2 * s * b * (5 * h + (k - 1) * f)
-        act_w = act if recompute == "full" else round(whole_w / t)
+        kv = kvh / a
+        act = round(tensor.activation_bytes(h, a, s, b, f, cfg.gated, t, sp, recompute, par.attention, kv, c))
+        act_w = act if recompute == "full" else round(w_inputs / t)
     extra = 0.0
-    if recompute == "selective" and par.attention == "standard":
-        extra = 4.0 * b * s * s * h / t
+    if recompute == "selective":  # Megatron checkpoints the core attention, whichever kernel runs it
+        extra = 4.0 * b * sl * s * h / t
     elif recompute == "full":
         extra = float(fwd) / t
-    d = h // a
     gemms = (
-        (s * b, 3 * h // t, h, 1, True),
-        (s, s, d, b * a // t, False),  # scores Q K^T, per head
-        (s, d, s, b * a // t, False),  # scores x V
-        (s * b, h, h // t, 1, True),
-        (s * b, (k - 1) * f // t, h, 1, True),
-        (s * b, h, f // t, 1, True),
+        (sl * b, (h + 2 * kvd) // t, h, 1, True),
+        (sl, s, d, b * a // t, False),  # scores Q K^T, per head (all s keys)
+        (sl, d, s, b * a // t, False),  # scores x V
+        (sl * b, h, h // t, 1, True),
+        (sl * b, (k - 1) * f // t, h, 1, True),
+        (sl * b, h, f // t, 1, True),
     )
     fwd_c, bwd_c = tensor.collectives(sp, recompute) if t > 1 else ((0, 0), (0, 0))
     return Layer(
         name=f"layer{i}",
         params=params,
         flops_fwd=float(fwd) / t,
-        flops_i=float(fwd + 4 * b * s * s * h) / t,
-        flops_w=float(2 * b * s * matmul) / t,
+        flops_i=float(fwd + 4 * b * sl * s * h) / t,
+        flops_w=float(2 * b * sl * matmul) / t,
         act_bytes=act,
         act_w_bytes=min(act_w, act),
         out_bytes=2 * sbh // t,
         kind="block",
         flops_recompute=extra,
         gemms=gemms,
-        traffic=tensor.traffic_bytes(h, a, s, b, f, cfg.gated, t, sp, par.attention),
+        traffic=tensor.traffic_bytes(h, a, s, b, f, cfg.gated, t, sp, par.attention, kvh / a, c),
         recompute=recompute,
         tp=t,
         tp_bytes=2.0 * sbh,
         tp_fwd=fwd_c,
         tp_bwd=bwd_c,
         tp_overlap=par.tp_overlap,
+        flash=par.attention == "flash",
+        cp=c,
+        cp_bytes=2.0 * 2 * sl * b * kvd / t if c > 1 else 0.0,
     )
 
 
@@ -285,15 +223,16 @@ def gpt_model(cfg: GPTConfig, recompute: str = "none", name: str = "gpt", par: P
     ``par.TP`` ranks: the vocabulary split in TP too (one all-reduce of the embedding's output in
     F, one of the head's input gradient in B)."""
     check_choice("recompute", recompute, RECOMPUTE)
-    h, s, b, V = cfg.d_model, cfg.seq, cfg.micro_batch, cfg.vocab
+    h, b, V = cfg.d_model, cfg.micro_batch, cfg.vocab
     t, sp = par.TP, par.SP
+    s = cfg.seq // par.CP  # the rank's share of the sequence (context parallelism)
     q = t if sp else 1  # what sequence parallelism splits
     sbh = s * b * h
     vt = -(-V // t)  # vocabulary rows per rank
     coll = (1, 1) if sp else (1, 2)
     emb = Layer(
         name="embedding",
-        params=vt * h + (s * h if cfg.positions == "learned" else 0),
+        params=vt * h + (cfg.seq * h if cfg.positions == "learned" else 0),
         act_bytes=sbh // q,
         out_bytes=2 * sbh // t,
         kind="embedding",
@@ -324,7 +263,7 @@ def gpt_model(cfg: GPTConfig, recompute: str = "none", name: str = "gpt", par: P
         tp_overlap=par.tp_overlap,
     )
     blocks = tuple(block_layer(cfg, i, recompute, par) for i in range(cfg.n_layer))
-    return Model(name=name, layers=(emb, *blocks, head), tokens_per_microbatch=s * b)
+    return Model(name=name, layers=(emb, *blocks, head), tokens_per_microbatch=cfg.seq * b)
 
 
 def preset(name: str, micro_batch: int = 1, recompute: str = "none") -> Model:

@@ -56,10 +56,11 @@ import numpy as np
 from rpd.model.hardware import Hardware
 from rpd.model.layers import Model
 from rpd.model.memory import held, rank_memory
+from rpd.model.overlap import Overlap, dp_seconds
 from rpd.model.stages import host_link, partition, stage_costs, stages
 from rpd.model.topology import place
 from rpd.schedules import memory as sched_memory
-from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD
+from rpd.schedules.ir import BWD, BWD_I, FWD
 from rpd.schedules.timeline import Timeline
 from rpd.validation import check_int, check_real, required
 
@@ -80,6 +81,7 @@ class Row:
     zero: int = 0
     recompute: str = "none"
     offload: bool = False
+    CP: int = 1
     synchronous: bool | None = None
     step_time_s: float | None = None
     bubble_total: float | None = None
@@ -154,46 +156,6 @@ def _allreduce_bytes(tl: Timeline, st, p: np.ndarray, hw: Hardware, grad_bytes: 
     return sent
 
 
-def dp_allreduce_seconds(
-    tl: Timeline,
-    grads: np.ndarray,
-    hw: Hardware,
-    D: int,
-    tick_s: float,
-    overlap: bool | str = False,
-    per_node: int = 1,
-    gather: np.ndarray | None = None,
-) -> float:
-    """Seconds the D-pipeline all-reduce adds to one flush of ``tl`` (module docstring);
-    ``grads`` [S] gradient bytes per rank; ``gather`` [S]: ZeRO-1's weight bytes, a
-    reduce-scatter of the gradients and an all-gather of these in place of the all-reduce.
-    ``overlap`` "backward" (Megatron's overlapped reduction): the all-reduce or reduce-scatter
-    starts with each rank's last backward, the all-gather runs under a forward op of the next step
-    (its shortest), each exposed only where it does not fit."""
-    ag = np.zeros(tl.S)
-    if gather is None:
-        ar = np.array([hw.allreduce_seconds(b, D, per_node) for b in grads])
-    else:
-        ar = np.array([hw.half_seconds(b, D, per_node) for b in grads])
-        ag = np.array([hw.half_seconds(w, D, per_node) for w in gather])
-        if overlap != "backward":  # the all-gather after the reduce-scatter
-            ar, ag = ar + ag, np.zeros(tl.S)
-    if not overlap:
-        return float(ar.max())
-    t = tl.table
-    bwd = np.isin(t.kind, (BWD, BWD_I, BWD_W))
-    last = np.zeros(tl.S)
-    when = t.start if overlap == "backward" else t.end
-    np.maximum.at(last, t.rank[bwd], when[bwd].astype(float))
-    exposed = max(0.0, (last * tick_s + ar).max() - tl.T * tick_s)
-    if ag.any():  # Megatron's overlapped parameter gather: under the next step's first forward op
-        fwd = t.kind == FWD
-        first = np.full(tl.S, np.inf)
-        np.minimum.at(first, t.rank[fwd], (t.end[fwd] - t.start[fwd]).astype(float))
-        exposed += float(np.maximum(0.0, ag - np.where(np.isfinite(first), first, 0.0) * tick_s).max())
-    return float(exposed)
-
-
 def staged(
     model: Model,
     hw: Hardware,
@@ -233,38 +195,56 @@ def plan_one(
     recompute: str = "none",
     margin: float = 0.0,
     offload: bool = False,
+    CP: int = 1,
+    overlap: Overlap | None = None,
 ) -> Row:
     """The :class:`Row` of schedule ``name`` at S ranks, M microbatches per step and pipeline,
-    D pipelines; ``model`` is per TP rank (built with ``TP``, ``SP``, ``recompute``)."""
+    D pipelines; ``model`` is per TP × CP rank (built with ``TP``, ``SP``, ``CP``,
+    ``recompute``). ``overlap`` (:class:`~rpd.model.overlap.Overlap`) names Megatron's overlaps
+    and takes the place of ``overlap_allreduce`` (its ``tp_comm`` is the model's, ``Parallel``)."""
     label: dict[str, Any] = dict(
-        schedule=name, S=S, M=M, D=D, TP=TP, SP=SP, v=v, zero=zero, recompute=recompute, offload=offload
+        schedule=name, S=S, M=M, D=D, TP=TP, SP=SP, v=v, zero=zero, recompute=recompute, offload=offload, CP=CP
     )
+    param_gather = None
+    if overlap is not None:
+        overlap_allreduce, param_gather = ("backward" if overlap.grad_reduce else False), overlap.param_gather
     try:
         unit = make(name, S, M, M, None, 0, v)
-        where = place(hw, TP, D, S)
+        where = place(hw, TP, D, S, CP)
     except (ValueError, TypeError) as exc:
         return Row(**label, error=f"{type(exc).__name__}: {exc}")
     label["synchronous"] = bool(unit.synchronous)
     label["v"] = int(unit.v)  # chunks per rank the schedule ran with (the override, or its default)
-    if D > 1 and not unit.synchronous:
-        return Row(**label, error="ValueError: D > 1 needs a flush (a synchronous schedule)")
+    if D * CP > 1 and not unit.synchronous:
+        return Row(**label, error=f"ValueError: {'D' if D > 1 else 'CP'} > 1 needs a flush (a synchronous schedule)")
     gb = 4 if grad_bytes is None else grad_bytes
     st, costs, tick, values = staged(model, hw, unit, how, tick_s, gb, where.p2p_intra)
+    if overlap is not None and not overlap.p2p and S > 1:  # blocking sends hold the sender (rpd.model.overlap)
+        G = st.G
+        costs = dataclasses.replace(
+            costs,
+            F=tuple(f + (costs.p2p if g < G - 1 else 0) for g, f in enumerate(costs.F)),
+            I=tuple(i + (costs.p2p if g > 0 else 0) for g, i in enumerate(costs.I)),
+            B=None,
+        )
     if offload:  # activations to host memory and back over each rank's host link
         costs = dataclasses.replace(costs, host=host_link(st, hw, tick))
     one, two = make(name, S, M, M, costs, values, v), make(name, S, 2 * M, M, costs, values, v)
     busy = float(two.busy().sum() - one.busy().sum())
-    mem = rank_memory(two, st, optimizer, precision, grad_bytes, zero, D)
+    DC = D * CP  # gradients reduced, and ZeRO's shards spread, over the DP x CP ranks (Megatron)
+    mem = rank_memory(two, st, optimizer, precision, grad_bytes, zero, DC)
     gather = mem.weights if zero else None
     dp_s = 0.0
-    if D > 1:
-        dp_s = dp_allreduce_seconds(one, mem.grads, hw, D, tick, overlap_allreduce, where.dp_per_node, gather)
+    if DC > 1:
+        dp_s = dp_seconds(
+            one, mem.grads, hw, DC, tick, overlap_allreduce, where.dp_per_node, gather, param_gather, st.params
+        )
     step = two.T - one.T + dp_s / tick  # ticks, the all-reduce's share fractional
     step_s = step * tick
     cap = float(hw.memory_bytes if memory_cap is None else memory_cap) * (1.0 - margin)
     p = _rank_values(two, st)
     dp_bytes = mem.grads if gather is None else (mem.grads + gather) / 2  # RS + AG: half a ring each
-    ar = _allreduce_bytes(two, st, p, hw, gb, M) + np.array([hw.ring_bytes(b, D) for b in dp_bytes])
+    ar = _allreduce_bytes(two, st, p, hw, gb, M) + np.array([hw.ring_bytes(b, DC) for b in dp_bytes])
     return Row(
         **label,
         step_time_s=step_s,

@@ -23,6 +23,14 @@ extra forward. ``traffic``: the bytes the forward writes to memory (the no-recom
 activations, the scores only under standard attention), what :mod:`rpd.model.compute` times at
 HBM speed.
 
+Grouped-query attention (``kv`` = n_kv_heads / n_head): K and V have n_kv heads, so their
+activations shrink by ``kv``: attention's split part is (4 + 4·kv)·sbh (Q 2sbh, K and V 2·kv·sbh
+each, the projection's input 2sbh), 8·sbh at kv = 1.
+
+Context parallelism over ``cp`` ranks (Megatron-Core's ring attention): every token-wise tensor
+holds s/cp of the sequence, so every sbh term is divided by cp; the scores a standard kernel keeps
+are those of the rank's s/cp queries against all s keys, 5·a·(s/cp)·s·b (their 1/cp share).
+
 TP collectives per layer and microbatch, each of a tensor of s·b·h 16-bit values: two
 all-reduces in the forward (after attention, after the MLP) and two in the backward; with SP each
 becomes an all-gather plus a reduce-scatter (the same bytes in a ring, two latencies). Full
@@ -48,18 +56,21 @@ def activation_bytes(
     sp: bool = False,
     recompute: str = "none",
     attention: str = "standard",
+    kv: float = 1.0,
+    cp: int = 1,
 ) -> float:
-    """Bytes one rank keeps per layer and microbatch (module docstring)."""
-    t = check_int("pipeline.TP", t)
+    """Bytes one rank keeps per layer and microbatch (module docstring); ``kv`` = n_kv / n_head,
+    ``cp`` context-parallel ranks."""
+    t, cp = check_int("pipeline.TP", t), check_int("pipeline.CP", cp)
     check_choice("recompute", recompute, ("none", "selective", "full"))
     check_choice("attention", attention, ATTENTION)
     f = 4 * h if f is None else f
-    sbh = s * b * h
+    sbh = s * b * h / cp
     if recompute == "full":
         return 2 * sbh / (t if sp else 1)
     whole = 10 * sbh
-    split = 8 * sbh + (6 if gated else 4) * s * b * f
-    scores = 5 * a * s * s * b if recompute == "none" and attention == "standard" else 0
+    split = (4 + 4 * kv) * sbh + (6 if gated else 4) * s * b * f / cp
+    scores = 5 * a * s * s * b / cp if recompute == "none" and attention == "standard" else 0
     return whole / (t if sp else 1) + (split + scores) / t
 
 
@@ -73,9 +84,11 @@ def traffic_bytes(
     t: int = 1,
     sp: bool = False,
     attention: str = "standard",
+    kv: float = 1.0,
+    cp: int = 1,
 ) -> float:
     """Bytes the forward of one layer writes on one rank (module docstring)."""
-    return activation_bytes(h, a, s, b, f, gated, t, sp, "none", attention)
+    return activation_bytes(h, a, s, b, f, gated, t, sp, "none", attention, kv, cp)
 
 
 def collectives(sp: bool, recompute: str = "none") -> tuple[tuple[int, int], tuple[int, int]]:

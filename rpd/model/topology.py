@@ -1,13 +1,16 @@
 """Where the ranks of a TP × PP × DP job sit, and which link each transfer crosses (docs/plan.md).
 
-Ranks are numbered as Megatron numbers them, tensor parallel fastest, then data parallel, then
-pipeline: rank = tp + TP·(dp + DP·pp), and node = rank // gpus_per_node. So
+Ranks are numbered as Megatron numbers them, tensor parallel fastest, then context parallel,
+then data parallel, then pipeline: rank = tp + TP·(cp + CP·(dp + DP·pp)), and node = rank //
+gpus_per_node. So
 
 * a TP group (TP consecutive ranks) must sit inside one node: TP divides ``gpus_per_node``
   (refused otherwise);
-* a DP group (stride TP) has min(DP, gpus_per_node // TP) members in each node (at least 1);
-  its collectives use that many inter-node ports when it spans nodes
-  (:meth:`rpd.model.hardware.Hardware.collective_link`);
+* a CP group (stride TP) sits inside one node while TP·CP <= gpus_per_node, its ring's
+  transfers on NVLink, else on each rank's InfiniBand port (:mod:`rpd.model.compute`);
+* the gradients are reduced over the DP × CP ranks that hold the same weights (stride TP),
+  min(DP·CP, gpus_per_node // TP) of them in each node (at least 1); its collectives use that
+  many inter-node ports when it spans nodes (:meth:`rpd.model.hardware.Hardware.collective_link`);
 * stage p sends to stage p + 1 over NVLink when both sit in one node, over InfiniBand
   otherwise; the plan times every boundary by the slowest one, so p2p is inter-node as soon as
   the pipeline (S·TP·DP ranks for its every replica) spans more than one node.
@@ -25,32 +28,39 @@ from rpd.validation import check_int
 
 @dataclasses.dataclass(frozen=True)
 class Placement:
-    """TP × DP × S ranks on ``hardware``'s nodes (module docstring)."""
+    """TP × CP × DP × S ranks on ``hardware``'s nodes (module docstring)."""
 
     TP: int
     DP: int
     S: int
     gpus_per_node: int
+    CP: int = 1
 
     @property
     def workers(self) -> int:
-        return self.TP * self.DP * self.S
+        return self.TP * self.CP * self.DP * self.S
 
     @property
     def dp_per_node(self) -> int:
-        """Members of one DP group in each node it touches."""
-        return max(1, min(self.DP, self.gpus_per_node // self.TP))
+        """Members of one gradient-reduction (DP × CP) group in each node it touches."""
+        return max(1, min(self.DP * self.CP, self.gpus_per_node // self.TP))
+
+    @property
+    def cp_intra(self) -> bool:
+        """A CP group inside one node."""
+        return self.TP * self.CP <= self.gpus_per_node
 
     @property
     def p2p_intra(self) -> bool:
         """Every stage boundary inside one node."""
-        return self.TP * self.DP * self.S <= self.gpus_per_node
+        return self.workers <= self.gpus_per_node
 
 
-def place(hw: Hardware, TP: int = 1, DP: int = 1, S: int = 1) -> Placement:
+def place(hw: Hardware, TP: int = 1, DP: int = 1, S: int = 1, CP: int = 1) -> Placement:
     """The :class:`Placement` of a job; TP must divide ``hardware.gpus_per_node``."""
     TP, DP, S = check_int("pipeline.TP", TP), check_int("pipeline.D", DP), check_int("pipeline.S", S)
+    CP = check_int("pipeline.CP", CP)
     g = hw.gpus_per_node
     if TP > 1 and (TP > g or g % TP):
         raise ValueError(f"pipeline.TP={TP} must divide hardware.gpus_per_node={g} (a TP group sits inside one node)")
-    return Placement(TP=TP, DP=DP, S=S, gpus_per_node=g)
+    return Placement(TP=TP, DP=DP, S=S, gpus_per_node=g, CP=CP)
