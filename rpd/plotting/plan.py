@@ -11,10 +11,7 @@ import matplotlib
 import matplotlib.lines
 import matplotlib.ticker
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.text import Text
-from matplotlib.transforms import Bbox
 
 from rpd import registry
 from rpd.plotting.style import paper_style, save
@@ -80,77 +77,65 @@ def frontier_figure(points, path, title: str = "", cap_gib: float | None = None,
         return save(fig, path)
 
 
-def _label_points(ax, points, renderer) -> None:
-    """Name each (name, x, y) point at 7 pt where the label overlaps no marker and no label already
-    placed."""
-    r = 3.0 * renderer.points_to_pixels(1.0)  # a marker's half width in pixels
-    placed: list = [
-        Bbox.from_extents(u - r, v - r, u + r, v + r) for u, v in ax.transData.transform([p[1:] for p in points])
-    ]
-    # beside the point, else in a column in the panel's empty lower right with a leader line (the
-    # highest points take the highest slots, so no lines cross)
-    near = [((4, 2), "offset points", "left"), ((-4, 2), "offset points", "right")]
-    column = [((0.62, 0.40 - 0.055 * k), "axes fraction", "left") for k in range(8)]
-    for name, x, y in sorted(points, key=lambda p: (-p[2], p[1])):
-        for k, (where, coords, ha) in enumerate(near + column):
-            lead = dict(arrowprops=dict(arrowstyle="-", lw=0.5, color="0.4", shrinkA=2, shrinkB=3)) if k >= 2 else {}
-            t = ax.annotate(name, (x, y), fontsize=7, xytext=where, textcoords=coords, ha=ha, va="bottom", **lead)
-            t.update_positions(renderer)
-            box = Text.get_window_extent(t, renderer)  # the words, not the leader line
-            if not any(box.overlaps(b) for b in placed) or k == len(near) + len(column) - 1:
-                placed.append(box)
-                break
-            t.remove()
-
-
 def accuracy_figure(table, summary, path) -> Path:
-    """Predicted against published, one panel per development set (rows of
-    :func:`rpd.studies.plan_accuracy.run`), the ±10 % band shaded; from the saved numbers only."""
-    presets = list(dict.fromkeys(r["preset"] for r in table))
-    units = {"sc21": "TFLOP/s per GPU", "h100": "MFU (%)"}
+    """Predicted against published step time, every run of the development set as its
+    left-out fold predicts it (rows of :func:`rpd.studies.plan_accuracy.run`), one colour per
+    source, the ±5 % and ±10 % bands shaded; beside it each source's error per run. Runs whose
+    published figure needs faster compute than the plan's (a bound from bytes and link rates)
+    are ringed. From the saved numbers only."""
+    sources = list(dict.fromkeys(r["source"] for r in table))
     with paper_style():
-        fig = Figure(figsize=(5.0 * len(presets), 4.6))
-        axes = fig.subplots(1, len(presets), squeeze=False)[0]
-        named = []
-        for ax, preset in zip(axes, presets):
-            rows = [r for r in table if r["preset"] == preset]
-            pub = [r["published"] for r in rows]
-            lo, hi = 0.85 * min(pub), 1.15 * max(pub)
-            xs = [lo, hi]
-            ax.fill_between(xs, [0.9 * x for x in xs], [1.1 * x for x in xs], color="0.9", zorder=1, label="±10 %")
-            ax.plot(xs, xs, color="k", lw=0.8, zorder=2)
-            ax.scatter(pub, [r["predicted"] for r in rows], s=24, color="C0", zorder=3)
-            # rows whose published figure needs more compute than the plan's, DP free (a bound)
-            beyond = [r for r in rows if r.get("least_compute_mfu", 0.0) > r.get("plan_compute_mfu", np.inf)]
-            if beyond:
-                ax.scatter(
-                    [r["published"] for r in beyond],
-                    [r["predicted"] for r in beyond],
-                    s=90,
-                    facecolors="none",
-                    edgecolors="C3",
-                    zorder=4,
-                    label="published needs faster\ncompute than the plan's",
-                )
-                note = "\n".join(
-                    f"{r['name']} at micro-batch {r.get('micro_batch', 1)}: the published figure\n"
-                    f"needs >= {r['least_compute_mfu']:.0%} compute MFU (the plan's: {r['plan_compute_mfu']:.0%})"
-                    for r in beyond
-                )
-                ax.text(0.97, 0.03, note, transform=ax.transAxes, ha="right", va="bottom", fontsize=7, color="C3")
-            ax.set_xlim(lo, hi)
-            ax.set_ylim(lo, hi)
-            named.append((ax, [(r["name"], r["published"], r["predicted"]) for r in rows]))
-            s = summary[preset]
-            ax.set_title(
-                f"{s['source']}\nmean |error| {s['mean_abs_error']:.1%}, max {s['max_abs_error']:.1%}", fontsize=9
+        fig = Figure(figsize=(11.0, 4.8))
+        ax, bx = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=(1, 1.2)))
+        pub = [r["published_step_s"] for r in table]
+        lo, hi = 0.7 * min(pub), 1.4 * max(pub)
+        xs = np.geomspace(lo, hi, 50)
+        ax.fill_between(xs, 0.9 * xs, 1.1 * xs, color="0.93", zorder=1, label="±10 %")
+        ax.fill_between(xs, 0.95 * xs, 1.05 * xs, color="0.82", zorder=1, label="±5 %")
+        ax.plot(xs, xs, color="k", lw=0.8, zorder=2)
+        for i, source in enumerate(sources):
+            rows = [r for r in table if r["source"] == source]
+            s = summary[source]
+            label = f"{s['title']}: {s['mean_abs_error']:.1%} mean, {s['max_abs_error']:.1%} max"
+            ax.scatter(
+                [r["published_step_s"] for r in rows],
+                [r["predicted_step_s"] for r in rows],
+                s=22,
+                color=f"C{i}",
+                marker=MARKERS[i % len(MARKERS)],
+                zorder=3,
+                label=label,
             )
-            unit = units[rows[0]["set"]]
-            ax.set_xlabel(f"published {unit}")
-            ax.set_ylabel(f"predicted {unit}")
-            ax.legend(loc="upper left", fontsize=8, frameon=False)
+            bx.plot(
+                range(len(rows)),
+                [100 * r["error"] for r in rows],
+                marker=MARKERS[i % len(MARKERS)],
+                color=f"C{i}",
+                lw=0.8,
+                ms=4,
+            )
+            for j, r in enumerate(rows):
+                if r.get("least_compute_mfu", 0.0) > r.get("plan_compute_mfu", np.inf):
+                    ax.scatter(r["published_step_s"], r["predicted_step_s"], s=90, facecolors="none", edgecolors="C3")
+                    bx.scatter(j, 100 * r["error"], s=90, facecolors="none", edgecolors="C3", zorder=4)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_xlabel("published step time (s)")
+        ax.set_ylabel("predicted step time (s), source left out of the fit")
+        cv = summary["cross_validated"]
+        ax.set_title(
+            f"leave-one-source-out: mean |error| {cv['mean_abs_error']:.1%}, max {cv['max_abs_error']:.1%}"
+            f" ({cv['rows']} runs)",
+            fontsize=9,
+        )
+        ax.legend(loc="upper left", fontsize=6.5, frameon=False)
+        bx.axhspan(-5, 5, color="0.82", zorder=0)
+        bx.axhspan(-10, 10, color="0.93", zorder=-1)
+        bx.axhline(0, color="k", lw=0.8)
+        bx.set_xlabel("run of its source, in the source's order (model size or GPUs)")
+        bx.set_ylabel("step-time error (%), ringed: published needs faster compute")
+        bx.set_title("error of each run when its source is left out", fontsize=9)
         fig.tight_layout()
-        renderer = FigureCanvasAgg(fig).get_renderer()  # labels placed where the layout put the axes
-        for ax, points in named:
-            _label_points(ax, points, renderer)
         return save(fig, path)
