@@ -148,7 +148,7 @@ class Hardware:
 
 # (gemm_efficiency, traffic) of each DGX preset, fitted once on its published runs
 # (rpd.studies.plan_accuracy.fit; docs/plan.md)
-DGX_FIT = {"a100_80g": (0.675, 1.5), "h100_80g": (0.6125, 2.25)}
+DGX_FIT = {"a100_80g": (0.675, 1.5), "h100_80g": (0.625, 2.5)}
 
 PRESETS: dict[str, Hardware] = {
     "a100_80g_flat": Hardware(
