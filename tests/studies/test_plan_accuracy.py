@@ -47,14 +47,20 @@ def test_the_study_reports_the_left_out_errors():
 @pytest.mark.parametrize("k", range(9))
 def test_the_least_compute_bound_holds_for_the_plans_own_steps(k):
     """Fed the plan's own predicted step, the bound is at most the compute rate the plan's first
-    rank ran at: a lower bound, not an estimate."""
+    rank ran at in its timeline (whole ticks): a lower bound, not an estimate."""
+    from rpd import registry
+    from rpd.model.plan import staged
+
     hw = hardware.preset("h100_80g")
     run = [r for r in D.runs() if r.source == "megatron_h100"][k]
     r = P.plan_run(run, hw)
-    first = P.first_stage(P.model_of(run), hw, run.PP)
+    model = P.model_of(run)
+    st, costs, tick, _ = staged(model, hw, registry.timeline("1f1b", run.PP, run.M, run.M, None, 0, None))
+    rate = st.model_flops[0] / ((costs.F[0] + costs.I[0] + costs.W[0]) * tick) / hw.peak_flops
+    first = P.first_stage(model, hw, run.PP)
     where = place(hw, run.TP, run.DP, run.PP)
     bound = P.least_compute_mfu(first, hw, run.M, run.DP, where, r.step_time_s, run.grad_bytes)
-    assert 0 < bound <= first[1] / first[2] / hw.peak_flops * (1 + 1e-9)
+    assert 0 < bound <= rate * (1 + 1e-9)
 
 
 def test_the_least_compute_bound_by_hand():
