@@ -21,14 +21,18 @@ from pathlib import Path
 import hydra
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
-from experiments import checks, specs
+from experiments import checks, compose_check, specs
 from experiments import config as C
 from experiments import objectives as objective_of
 from rpd.io import sweeps
 from rpd.io.atomic import atomic_write
+from rpd.io.sweep_table import unequal_time
+from rpd.results import unit_name
 
 EQUAL_TIME = "equal_time.json"  # in a sweep directory: the one simulated time T of its rows
 T_RULE = "the shortest time any row of the sweep needs for its schedule.N microbatches (protocol (i))"
@@ -79,7 +83,8 @@ def summary_text(sweep_dir: str | Path) -> tuple[str, dict]:
     )
     failed = df[~df["status"].isin(["ok", "diverged"])]
     errors = [f"  job {r.job}: {r.overrides}: {r.error}" for r in failed.itertuples()]
-    return "\n".join([table, line, *errors]), c
+    note = unequal_time(df) if len(df) else None
+    return "\n".join([table, *([note] if note else []), line, *errors]), c
 
 
 class SweepSummary(Callback):
@@ -117,19 +122,33 @@ def sweep_time(cfgs) -> int | None:
     any row sets ``schedule.T`` or ``compare_T`` itself (the user's), else :data:`T_RULE`: the
     smallest makespan of the rows' timelines for ``schedule.N`` microbatches. Every row runs
     its N microbatches and is read at T (the paper's protocol (i): every curve cut to the
-    shortest), so every row has a point at T."""
-    typed = [checks.typed(c, C.TrainConfig) for c in cfgs]
+    shortest), so every row has a point at T. Raises ValueError naming the job (its index in
+    ``cfgs``) whose config is invalid."""
+    typed = [_job(i, checks.typed, c, C.TrainConfig) for i, c in enumerate(cfgs)]
     if any(c.schedule.T is not None or c.compare_T is not None for c in typed):
         return None
-    shortest = None
-    for c in typed:
-        checks.validate(c)
-        pipeline = specs.run_spec(c).pipeline
-        averaging = c.costs.allreduce_alpha or c.costs.allreduce_beta
-        obj = objective_of.build_objective(c.objective, specs.objective_blocks(c)) if averaging else None
-        T = int(pipeline.timeline(obj).T)
-        shortest = T if shortest is None else min(shortest, T)
-    return shortest
+    units = sorted({C._value(c.costs.unit) for c in typed})
+    if len(units) > 1:
+        raise ValueError(
+            f"costs.unit: the rows' costs are in different units ({', '.join(units)}), so no one T "
+            "compares them: give every row one costs.unit"
+        )
+    return min((_job(i, _makespan, c) for i, c in enumerate(typed)), default=None)
+
+
+def _makespan(c) -> int:
+    checks.validate(c)
+    pipeline = specs.run_spec(c).pipeline
+    averaging = c.costs.allreduce_alpha or c.costs.allreduce_beta
+    obj = objective_of.build_objective(c.objective, specs.objective_blocks(c)) if averaging else None
+    return int(pipeline.timeline(obj).T)
+
+
+def _job(i: int, f, *args):
+    try:
+        return f(*args)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"job {i}: {exc}") from None
 
 
 def equal_time(sweep_dir: Path) -> dict | None:
@@ -140,24 +159,44 @@ def equal_time(sweep_dir: Path) -> dict | None:
 
 class EqualTime(Callback):
     """Before a multirun of ``experiments.train`` (``compare=equal_time``, the default) with no
-    ``schedule.T``: compose every job, take :func:`sweep_time` and write it to
+    ``schedule.T``: compose every job with the run's own search path (:func:`compose_jobs`: a
+    schedule added through ``hydra.searchpath`` too), take :func:`sweep_time` and write it to
     ``<sweep dir>/equal_time.json``, which each job reads (``experiments.train.main``), so
-    every row ends at the same simulated time. Printed with the rule that chose it."""
+    every row ends at the same simulated time. Printed with the rule that chose it. A job that
+    cannot be composed or timed refuses the whole sweep before any job runs (one line, exit 2):
+    no table at unequal T."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         if C._value(config.get("compare")) != "equal_time":
             return
-        cfgs = [hydra.compose(config.hydra.job.config_name, overrides=job) for job in job_overrides(config)]
-        if len(cfgs) < 2:
-            return
-        T = sweep_time(cfgs)
+        try:
+            cfgs = compose_jobs(config)
+            T = sweep_time(cfgs) if len(cfgs) >= 2 else None
+        except ValueError as exc:
+            checks.refuse(ValueError(f"compare=equal_time: {exc} (no job was run)"))
         if T is None or not math.isfinite(T):
             return
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         atomic_write(sweep_dir / EQUAL_TIME, json.dumps({"T": T, "rule": T_RULE}).encode())
+        unit = unit_name(C._value(checks.typed(cfgs[0], C.TrainConfig).costs.unit))
         print(
-            f"comparing the {len(cfgs)} rows at one simulated time T = {T} ticks ({T_RULE}); "
-            f"compare_T=<ticks> sets another, compare=equal_n compares after N microbatches",
+            f"comparing the {len(cfgs)} rows at one simulated time T = {T} {unit} ({T_RULE}); "
+            f"compare_T=<time> sets another, compare=equal_n compares after N microbatches",
             flush=True,
         )
+
+
+def compose_jobs(config: DictConfig) -> list[DictConfig]:
+    """Every job of the multirun ``config`` composed as its run composes it: with the command
+    line's ``hydra.searchpath`` (hydra applies it only while loading a run's config, so a
+    plain ``hydra.compose`` would not find a schedule added there). Raises ValueError naming
+    the job that does not compose."""
+    search = [o for o in config.hydra.overrides.hydra if o.lstrip("+~").split("=", 1)[0] == "hydra.searchpath"]
+    out = []
+    for i, job in enumerate(job_overrides(config)):
+        try:
+            out.append(hydra.compose(config.hydra.job.config_name, overrides=[*search, *job]))
+        except (HydraException, OmegaConfBaseException) as exc:
+            raise ValueError(f"job {i} ({' '.join(job)}): {compose_check.message(exc, job)}") from None
+    return out

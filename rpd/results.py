@@ -197,10 +197,16 @@ def grid_points(T: int, tick: int = 1, stride: int = 1) -> np.ndarray:
     return np.concatenate([[0], pts]).astype(np.int64)
 
 
+def unit_name(unit: str | None = "tick") -> str:
+    """A time in ``unit`` (``costs.unit``: tick, ns, us, ms, s) as printed after its number:
+    "ms", and "ticks" for the paper's time step (None: a run that recorded no unit)."""
+    return "ticks" if unit in (None, "tick") else unit
+
+
 def time_label(unit: str | None = "tick") -> str:
     """The axis label of simulated time whose ticks are ``unit`` (``costs.unit``: tick, ns, us,
     ms, s): "simulated time (ms)", and "simulated time (ticks)" for the paper's time step."""
-    return f"simulated time ({'ticks' if unit in (None, 'tick') else unit})"
+    return f"simulated time ({unit_name(unit)})"
 
 
 def axis_label(result: Result) -> str:

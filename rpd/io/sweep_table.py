@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 from rpd.io import store
+from rpd.results import unit_name
 
 # a swept override already shown by a column of its own
 OVERRIDE_COLUMNS = {
@@ -112,3 +113,19 @@ def for_terminal(df, width: int = WIDE, collapse: bool = True):
     table.attrs.update(full_text=full, constant=constant)
     every = textwrap.wrap(f"every row: {' '.join(short)}", 100, subsequent_indent="  ") if short else []
     return table, every + lines
+
+
+def unequal_time(df) -> str | None:
+    """A line saying that the rows of a sweep table that hold a result end at different
+    simulated times T (so they are not compared at equal time), or None when they share one."""
+    done = df[df["status"].isin(["ok", "diverged"]) & df["T"].notna()]
+    ends = sorted(
+        {(int(t), unit_name(u if isinstance(u, str) else None)) for t, u in zip(done["T"], done["time_unit"])}
+    )
+    if len(ends) < 2:
+        return None
+    shown = ", ".join(f"{t} {u}" for t, u in ends)
+    return (
+        f"note: the rows end at different simulated times T ({shown}): not compared at equal time "
+        "(compare=equal_time, the default, with no schedule.T or compare_T, gives a sweep one T)"
+    )

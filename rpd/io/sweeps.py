@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from rpd.io import store
 from rpd.io.atomic import atomic_write
 from rpd.io.sweep_results import time_to_target
-from rpd.io.sweep_table import for_terminal, scalar, summary_column, swept_columns
+from rpd.io.sweep_table import for_terminal, scalar, summary_column, swept_columns, unequal_time
 
 JOB_LINK = "result.json"  # in a hydra job's output directory: which stored run the job produced
 JOBS = "jobs.json"  # in a sweep directory: every job's overrides, written when the sweep starts
@@ -348,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    counts = sweep_counts(df)
+    counts, note = sweep_counts(df), unequal_time(df) if len(df) else None
     if args.columns:
         cols, known = args.columns.split(","), list(df.columns)
         for c in cols:  # any key of the runs' summary.json
@@ -377,6 +377,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n".join([*above, table.to_string(index=False)]))
         if table.attrs["full_text"]:
             print(f"(abbreviated: {', '.join(table.attrs['full_text'])}; --csv prints them in full)")
+        if note:
+            print(note)
         c = counts
         left = f", {c['not_finished']} not finished" if c["not_finished"] else ""
         print(f"{c['total']} jobs: {c['done']} done, {c['skipped']} skipped, {c['failed']} failed{left}")

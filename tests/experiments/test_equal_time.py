@@ -1,0 +1,85 @@
+"""A sweep's rows at one simulated time (experiments.sweep.EqualTime): for every schedule the run
+composes, one added from outside through ``hydra.searchpath`` too, or the sweep refused before
+any job runs; a table whose rows end at different T says so (rpd.io.sweep_table.unequal_time)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pandas as pd
+from hydra_helpers import ROOT, TINY_LINEAR
+
+from rpd.io import sweeps
+from rpd.io.sweep_table import unequal_time
+
+# GPipe with flushes of 2 microbatches, added from outside the repository: T = 48 ticks for
+# S = 3, N = 12 at unit costs, against 1F1B's 40 (M = S = 3)
+MY_GPIPE = textwrap.dedent(
+    """\
+    name: gpipe
+    S: 3
+    N: 12
+    M: 2
+    T: null
+    """
+)
+
+
+def _sweep(tmp_path, *overrides):
+    (tmp_path / "cfg" / "schedule").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "cfg" / "schedule" / "my_gpipe.yaml").write_text(MY_GPIPE)
+    tiny = [o for o in TINY_LINEAR if not o.startswith("schedule.N")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "experiments.train",
+        "-m",
+        "method=pipeline",
+        *tiny,
+        *overrides,
+        f"hydra.searchpath=[file://{tmp_path / 'cfg'}]",
+        f"results_root={tmp_path / 'results'}",
+        f"hydra.sweep.dir={tmp_path / 'multirun'}",
+    ]
+    env = dict(os.environ, WANDB_MODE="disabled")
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_a_schedule_on_the_search_path_is_compared_at_the_sweeps_one_time(tmp_path):
+    """Before: the callback could not compose ``schedule=my_gpipe`` (a warning), and the table
+    held GPipe at T = 48 against 1F1B at T = 40. Now both rows end at the shorter, 40."""
+    proc = _sweep(tmp_path, "schedule=my_gpipe,1f1b", "schedule.N=12")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "EqualTime" not in proc.stderr
+    assert "at one simulated time T = 40 ticks" in proc.stdout
+    df = sweeps.load_sweep(tmp_path / "multirun")
+    assert list(df["schedule"]) == ["gpipe", "1f1b"]
+    assert list(df["T"]) == [40, 40]
+    assert "different simulated times" not in proc.stdout
+
+
+def test_a_sweep_whose_row_cannot_be_timed_is_refused_before_any_job(tmp_path):
+    """1F1B's flush is M = S = 3 microbatches, and N = 8 is not a whole number of them: no T
+    for that row, so no equal-time comparison; one line, exit 2, no job run or stored."""
+    proc = _sweep(tmp_path, "schedule=my_gpipe,1f1b", "schedule.N=8")
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    error = [x for x in proc.stderr.splitlines() if x.strip()]
+    assert len(error) == 1, proc.stderr
+    assert error[0].startswith("error: compare=equal_time: job 1: schedule.N must be a whole number of flushes")
+    assert not (tmp_path / "results").exists() and not list((tmp_path / "multirun").glob("*/.hydra"))
+
+
+def test_a_table_at_unequal_time_says_so():
+    df = pd.DataFrame(
+        {"status": ["ok", "ok", "failed"], "T": [48, 40, None], "time_unit": ["tick", "tick", None]}
+    ).astype({"T": "Int64"})
+    note = unequal_time(df)
+    assert note is not None and note.startswith(
+        "note: the rows end at different simulated times T (40 ticks, 48 ticks)"
+    )
+    assert unequal_time(df.assign(T=[40, 40, None]).astype({"T": "Int64"})) is None
+    us = unequal_time(df.assign(time_unit=["us", "us", None]))
+    assert us is not None and "(40 us, 48 us)" in us
