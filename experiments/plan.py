@@ -36,13 +36,13 @@ from omegaconf import OmegaConf
 from experiments import checks, compose_check, specs
 from experiments import config as C
 from experiments.objectives import build_objective
-from experiments.plan_search import knobs, workers_search
+from experiments.plan_search import knobs, least_line, workers_search
 from rpd import registry
 from rpd.analysis import tuning
 from rpd.analysis.plan_train import format_times, time_to_target
 from rpd.model import hardware as hw_lib
 from rpd.model import layers
-from rpd.model.answer import answer, breakdown_lines, choose, describe, knob_lines, parse_bytes
+from rpd.model.answer import answer, best_first, breakdown_lines, choose, describe, knob_lines, parse_bytes
 from rpd.model.overlap import Overlap
 from rpd.model.partition import partition_model
 from rpd.model.plan import format_table, plan, to_json
@@ -295,6 +295,7 @@ def run(cfg) -> dict:
         out = workers_search(cfg, hw, par, kw, settings, build_model)
     else:
         rows = plan(model, hw, names, registry.timeline, cfg.pipeline.S, M, D=D, TP=par.TP, v=cfg.pipeline.v, **kw)
+        rows = best_first(rows)  # at equal speed the smaller peak first
         lines = answer(rows, cap, margin)
         print("\n".join(lines))
         print(
@@ -303,7 +304,7 @@ def run(cfg) -> dict:
             f"{settings['optimizer']}, {settings['precision']}, recompute {settings['recompute']}, "
             f"attention {par.attention}{', offload' if cfg.offload else ''}"
         )
-        print(format_table(rows))
+        print(table(rows))
         out = to_json(model, hw, rows, settings)
         out["answer"] = lines
         chosen = choose(rows)[0] or choose(rows)[1]
@@ -311,10 +312,14 @@ def run(cfg) -> dict:
             print(f"bytes per rank of the answer ({describe(chosen)}):")
             print("\n".join(breakdown_lines(chosen)))
         else:
-            tried = knobs(cfg, hw, par, names, M, D, kw, build_model)
+            tried, skipped = knobs(cfg, hw, par, names, M, D, kw, build_model)
             print("what would fit (each knob alone, from rows computed with it):")
-            print("\n".join(knob_lines(tried)))
+            print("\n".join(knob_lines(tried, skipped)))
+            least = least_line(cfg, hw, par, kw, par.TP * par.CP * cfg.pipeline.S * D, build_model)
+            print(least)
             out["knobs"] = {k: [dataclasses.asdict(r) for r in v] for k, v in tried.items()}
+            out["knobs_skipped"] = skipped
+            out["least_devices"] = least
         if settings["partition"] == "pipedream":
             part = partition_model(model, hw, cfg.pipeline.S * D, grad_bytes=cfg.grad_bytes or 4)
             out["partitioner"] = {
@@ -350,6 +355,16 @@ def run(cfg) -> dict:
         Path(path).write_text(json.dumps(out, indent=1))
         print(f"wrote {path}")
     return out
+
+
+def table(rows) -> str:
+    """:func:`rpd.model.plan.format_table` with each refusal's reason in full below the table
+    (the table's cell holds a pointer to it)."""
+    refused = [r for r in rows if r.error is not None]
+    ref = {id(r): i + 1 for i, r in enumerate(refused)}
+    shown = [r if r.error is None else dataclasses.replace(r, error=f"E: reason ({ref[id(r)]}) below") for r in rows]
+    notes = [f"({ref[id(r)]}) {r.schedule} M={r.M}: {r.error.split(': ', 1)[-1]}" for r in refused]
+    return "\n".join([format_table(shown), *notes])
 
 
 def train_grid(cfg) -> tuple[int, int]:

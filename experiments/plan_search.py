@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from rpd import registry
 from rpd.model import search3d
-from rpd.model.answer import answer, choose, describe, workers_of
+from rpd.model.answer import answer, best_first, choose, describe, mfu_text, workers_of
 from rpd.model.plan import plan
 from rpd.validation import check_int
 
@@ -27,9 +27,10 @@ def _v(x):
     return x.value if isinstance(x, enum.Enum) else x
 
 
-def knobs(cfg, hw, par, names, M, D, kw, build_model) -> dict:
+def knobs(cfg, hw, par, names, M, D, kw, build_model) -> tuple[dict, dict]:
     """Rows of the same plan with one knob changed each (recompute, TP, ZeRO, offload, stages,
-    micro-batch)."""
+    micro-batch): ({knob: rows}, {knob: why it cannot apply}) -- a knob the model or the
+    hardware refuses (more stages than layers, ...) is skipped with its reason."""
     S, rec, mb = cfg.pipeline.S, kw["recompute"], cfg.model.micro_batch
     blocks = cfg.model.n_layer if _v(cfg.model.kind) == "gpt" else 0
     tries = {}
@@ -54,11 +55,77 @@ def knobs(cfg, hw, par, names, M, D, kw, build_model) -> dict:
     if mb > 1:
         smaller = OmegaConf.merge(cfg.model, {"micro_batch": mb // 2})
         tries[f"model.micro_batch={mb // 2} (M x 2)"] = (kw, par, S, [2 * m for m in M], smaller)
-    out = {}
+    out, skipped = {}, {}
     for label, (k, p, s, ms, m) in tries.items():
-        model = build_model(m, k["recompute"], p)
-        out[label] = plan(model, hw, names, registry.timeline, s, ms, D=D, TP=p.TP, v=cfg.pipeline.v, **k)
-    return out
+        try:
+            model = build_model(m, k["recompute"], p)
+            out[label] = plan(model, hw, names, registry.timeline, s, ms, D=D, TP=p.TP, v=cfg.pipeline.v, **k)
+        except (ValueError, TypeError) as exc:  # the knob cannot apply to this model: say why, go on
+            skipped[label] = str(exc)
+    return out, skipped
+
+
+def held_fixed(cfg, kw) -> list[str]:
+    """The settings the n_workers search does not vary, each with why."""
+    ov = kw.get("overlap")
+    switches = "" if ov is None else ", ".join(f"{k}={str(v).lower()}" for k, v in dataclasses.asdict(ov).items())
+    return [
+        "held fixed (the run's recipe, not its layout):",
+        f"  model.micro_batch={cfg.model.micro_batch} (the global batch counts microbatches of this size)",
+        f"  attention={_v(cfg.attention)} (a kernel, not a split: set attention=flash to plan with it)",
+        f"  offload={str(bool(cfg.offload)).lower()} (host memory is a choice of the run: set offload=true to plan with it)",
+        f"  {_v(cfg.precision)}, {_v(cfg.optimizer.name)}, gradients of {kw.get('grad_bytes') or 4} bytes, "
+        f"partition={kw['how']} (the training recipe)",
+        "  overlap: "
+        + (switches or f"pipeline.overlap_allreduce={str(bool(kw['overlap_allreduce'])).lower()}")
+        + " (Megatron's switches, the run's)",
+        f"  recompute={kw['recompute']}, pipeline.SP={str(bool(kw['SP'])).lower()}, zero={kw['zero']}, v=2 for "
+        "interleaved, CP=1 (not yet searched: set them to plan with others)",
+    ]
+
+
+def _row_line(r) -> str:
+    state = r.error or (
+        f"{r.tokens_per_s:,.0f} tokens/s, MFU {mfu_text(r)}, peak "
+        f"{max(r.peak_bytes) / 2**30:.1f} GiB" + ("" if r.fits else " (does not fit)")
+    )
+    return f"  {describe(r)}: {state}"
+
+
+def least_line(cfg, hw, par, kw, have: int, build_model, searched: bool = False) -> str:
+    """When nothing fits: the fewest devices the static bytes need (rpd.model.search3d), and
+    the knob to change. ``have``: the devices of the plan; ``searched``: the n_workers search
+    (its layouts already tried)."""
+    cap = kw["memory_cap"] * (1 - kw["margin"])
+    cache = {}
+
+    def models(tp):
+        if tp not in cache:
+            cache[tp] = build_model(cfg.model, "none", dataclasses.replace(par, TP=tp, SP=False))
+        return cache[tp]
+
+    static = {k: kw[k] for k in ("precision", "optimizer", "grad_bytes") if k in kw}
+    least = search3d.least_devices(models, hw, cap, cfg.model.n_head, cfg.model.d_model, how=kw["how"], **static)
+    if least is None:
+        return f"no TP x PP holds the weights, gradients and optimizer state in {cap / 2**30:.1f} GiB per device: raise memory_cap"
+    need = (
+        f"the weights, gradients and optimizer state alone need at least {least[0]} devices "
+        f"(TP={least[1]}, PP={least[2]}, one pipeline)"
+    )
+    if not searched:
+        return need + f"; this plan has {have}"
+    if least[0] > have:
+        return need + f": set n_workers={least[0]} or more"
+    others = [] if _v(cfg.attention) == "flash" else ["attention=flash"]
+    if hw.host_bandwidth is not None and not cfg.offload:
+        others.append("offload=true")
+    if cfg.model.micro_batch > 1:
+        others.append(f"model.micro_batch={cfg.model.micro_batch // 2}")
+    return (
+        need
+        + f", {have} here; the activations do not fit: "
+        + (f"try {' or '.join(others)}" if others else "raise memory_cap or use more devices")
+    )
 
 
 def workers_search(cfg, hw, par, kw, settings, build_model) -> dict:
@@ -74,29 +141,37 @@ def workers_search(cfg, hw, par, kw, settings, build_model) -> dict:
 
     k = {key: v for key, v in kw.items() if key not in ("memory_cap", "SP")}
     shape = (cfg.model.n_head, cfg.model.d_model)
-    rows, timed = search3d.search(
-        models, hw, registry.timeline, n, B, kw["memory_cap"], registry.searched(SEARCHED), shape=shape, **k
-    )
-    rows = search3d.best_first(
-        rows + search3d.replicated(models, hw, n, kw["memory_cap"], *shape, **k)
-    )  # + the partitioner's 1F1B-RR
+    searched = registry.searched(SEARCHED)
+    found = search3d.search(models, hw, registry.timeline, n, B, kw["memory_cap"], searched, shape=shape, **k)
+    straight = any(not s.synchronous for s in searched)
+    extra = search3d.replicated(models, hw, n, kw["memory_cap"], *shape, straight=straight, **k)
+    rows = best_first(found.rows + extra)  # + the partitioner's 1F1B-RR
     lines = answer(rows, kw["memory_cap"], kw["margin"])
     sync, fastest = choose(rows)
     for best in [sync] + ([fastest] if fastest is not sync else []):
         if best is None:
             continue
         lines.append(f"{describe(best).split(' with ')[0]} uses {workers_of(best)} of {n} workers")
+    if fastest is None:
+        lines.append(least_line(cfg, hw, par, kw, n, build_model, searched=True))
     print("\n".join(lines))
-    print(f"{n} workers, a global batch of {B} microbatches: {timed} configurations timed, fastest first:")
-    for r in rows[:12]:
-        state = r.error or (
-            f"{r.tokens_per_s:,.0f} tokens/s, MFU {'n/a' if r.mfu is None else f'{r.mfu:.1%}'}, peak "
-            f"{max(r.peak_bytes) / 2**30:.1f} GiB" + ("" if r.fits else " (does not fit)")
-        )
-        print(f"  {describe(r)}: {state}")
+    print("\n".join(held_fixed(cfg, kw)))
+    fit = sum(1 for r in rows if r.error is None and r.fits)
+    print(
+        f"{n} workers, a global batch of {B} microbatches: {found.candidates} configurations; "
+        f"{found.over_cap} over the cap on static bytes alone and {found.bounded} bounded below the best "
+        f"(not timed); {found.timed} timed, + {len(extra)} of PipeDream's partitioner (1F1B-RR); {fit} of these "
+        f"{len(rows)} fit"
+    )
+    shown = rows[:12]
+    if shown:
+        print(f"the {len(shown)} fastest of the {len(rows)}" + (", those that fit first:" if fit else ":"))
+    for r in shown:
+        print(_row_line(r))
     return dict(
         settings=dict(settings, n_workers=n, global_batch=B),
         answer=lines,
-        timed=timed,
+        timed=found.timed,
+        counts=dict(candidates=found.candidates, over_cap=found.over_cap, bounded=found.bounded, timed=found.timed),
         rows=[dataclasses.asdict(r) for r in rows],
     )

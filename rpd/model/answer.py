@@ -2,7 +2,7 @@
 when nothing fits, and the chosen row's bytes per rank.
 
 * :func:`parse_bytes`: a memory cap with its unit, ``40GiB``, ``80GB``, ``8.5e10`` (bytes);
-  GB = 10⁹ bytes, GiB = 2³⁰.
+  GB = 10⁹ bytes, GiB = 2³⁰; a bare number below 1 MiB is refused (a size missing its unit).
 * :func:`answer`: the first lines of the plan -- the fastest *synchronous* row that fits (its
   worst rank's peak at most (1 − margin) × the cap), then the fastest row that fits overall when
   that one is asynchronous, with its stale delay (updates between the weights a gradient was
@@ -33,19 +33,32 @@ KINDS = (
 )
 
 
+# a bare number below this is a size missing its unit (memory_cap=1 meant 1 GiB, not one byte)
+BARE_MIN = 2**20
+UNIT_NAMES = "B, kB, MB, GB, TB, KiB, MiB, GiB, TiB"
+
+
 def parse_bytes(value, field: str = "memory_cap") -> float:
-    """Bytes of ``value``: a number (bytes) or a string with a unit (module docstring)."""
+    """Bytes of ``value``: a number (bytes, at least 1 MiB) or a string with a unit (module
+    docstring)."""
     if isinstance(value, bool):
         raise TypeError(f"{field} must be bytes or a size like 40GiB, got {value!r}")
+    unit = ""
     if isinstance(value, (int, float)):
         out = float(value)
     else:
         m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", str(value))
         if m is None or m.group(2).lower() not in UNITS:
             raise ValueError(f"{field} must be bytes or a size like 40GiB, 80GB, 512MiB; got {value!r}")
-        out = float(m.group(1)) * UNITS[m.group(2).lower()]
+        unit = m.group(2)
+        out = float(m.group(1)) * UNITS[unit.lower()]
     if not out > 0:
         raise ValueError(f"{field} must be > 0, got {value!r}")
+    if not unit and out < BARE_MIN:
+        raise ValueError(
+            f"{field}={value!r} without a unit is {out:g} bytes, below 1 MiB: give its unit "
+            f"({UNIT_NAMES}), e.g. {field}={value!r}GiB"
+        )
     return out
 
 
@@ -71,20 +84,38 @@ def _tokens_per_s(r: Row) -> float:
     return required("tokens_per_s", r.tokens_per_s)
 
 
+def mfu_text(r: Row) -> str:
+    """MFU as the table prints it: a fraction of peak, three decimals (n/a without FLOPs)."""
+    return "n/a" if r.mfu is None else f"{r.mfu:.3f}"
+
+
 def _speed(r: Row, cap: float) -> str:
     step_s, peak = required("step_time_s", r.step_time_s), required("peak_bytes", r.peak_bytes)
     return (
-        f"{r.tokens_per_s:,.0f} tokens/s, step {step_s * 1e3:,.1f} ms, MFU {'n/a' if r.mfu is None else f'{r.mfu:.1%}'}, "
+        f"{r.tokens_per_s:,.0f} tokens/s, step {step_s * 1e3:,.1f} ms, MFU {mfu_text(r)}, "
         f"peak {max(peak) / 2**30:.1f} of {cap / 2**30:.1f} GiB"
     )
 
 
+def rank_key(r: Row) -> tuple:
+    """The order of rows: those without an error that fit first, then by tokens/s (fastest
+    first), ties by the worst rank's peak bytes (least first), then those that do not fit, then
+    the refused."""
+    peak = max(r.peak_bytes) if r.peak_bytes else float("inf")
+    return (r.error is not None, not r.fits, -(r.tokens_per_s or 0.0), peak)
+
+
+def best_first(rows: list[Row]) -> list[Row]:
+    """``rows`` in :func:`rank_key`'s order."""
+    return sorted(rows, key=rank_key)
+
+
 def choose(rows: list[Row]) -> tuple[Row | None, Row | None]:
-    """(fastest synchronous row that fits, fastest row that fits) by tokens/s."""
-    ok = [r for r in rows if r.error is None and r.fits]
+    """(fastest synchronous row that fits, fastest row that fits) by tokens/s; at equal speed the
+    one with the smaller peak (1F1B before GPipe)."""
+    ok = best_first([r for r in rows if r.error is None and r.fits])
     sync = [r for r in ok if r.synchronous is not False]
-    key = _tokens_per_s
-    return (max(sync, key=key) if sync else None), (max(ok, key=key) if ok else None)
+    return (sync[0] if sync else None), (ok[0] if ok else None)
 
 
 def answer(rows: list[Row], cap: float, margin: float) -> list[str]:
@@ -107,13 +138,14 @@ def answer(rows: list[Row], cap: float, margin: float) -> list[str]:
     return lines
 
 
-def knob_lines(tried: dict[str, list[Row]]) -> list[str]:
-    """For each knob (its label -> the rows computed with it), what fits and the fastest of it."""
-    out = []
+def knob_lines(tried: dict[str, list[Row]], skipped: dict[str, str] | None = None) -> list[str]:
+    """For each knob (its label -> the rows computed with it), what fits and the fastest of it;
+    ``skipped``: the knobs that cannot apply (label -> why)."""
+    out = [f"  {knob}: cannot apply ({why})" for knob, why in (skipped or {}).items()]
     for knob, rows in tried.items():
         fit = [r for r in rows if r.error is None and r.fits]
         if fit:
-            best = max(fit, key=_tokens_per_s)
+            best = best_first(fit)[0]
             names = sorted({r.schedule for r in fit})
             out.append(
                 f"  {knob}: {len(fit)} of {len(rows)} rows fit ({', '.join(names)}); fastest "

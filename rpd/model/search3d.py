@@ -23,11 +23,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
+from rpd.model.answer import best_first
 from rpd.model.compute import layer_seconds
 from rpd.model.hardware import Hardware
 from rpd.model.layers import Model
 from rpd.model.memory import OPTIMIZER_BYTES
 from rpd.model.plan import Maker, Row, plan_one
+from rpd.model.stages import partition
 from rpd.model.workers import pipedream_config
 from rpd.validation import check_int, required
 
@@ -66,11 +70,6 @@ def tp_values(hw: Hardware, n: int, heads: int, hidden: int) -> list[int]:
     ]
 
 
-def best_first(rows: list[Row]) -> list[Row]:
-    """Rows without an error that fit first, fastest first, then those that do not fit, then errors."""
-    return sorted(rows, key=lambda r: (r.error is not None, not r.fits, -(r.tokens_per_s or 0.0)))
-
-
 def _all_candidates(models, hw, n, B, schedules, kw) -> list[Candidate]:
     """:func:`candidates` of the search's arguments (``kw``'s ``shape`` = (heads, hidden) taken out)."""
     blocks = sum(1 for x in models(1).layers if x.kind == "block")
@@ -104,13 +103,50 @@ def candidates(
     return out
 
 
+def bytes_per_value(kw: dict, shard: int = 1) -> float:
+    """Static bytes per parameter: weights, gradients, master weights and optimizer state, the
+    last two over ``shard`` ranks (ZeRO-1)."""
+    mixed = kw.get("precision", "bf16_mixed") == "bf16_mixed"
+    per_value: float = (2 if mixed else 4) + (kw.get("grad_bytes") or 4)
+    return per_value + ((4 if mixed else 0) + OPTIMIZER_BYTES[kw.get("optimizer", "adam")]) / shard
+
+
+def stage_params(model: Model, bounds) -> np.ndarray:
+    """int [G]: values each stage of ``bounds`` holds, a tied matrix on both of its stages (as
+    :func:`rpd.model.stages.stages` counts them)."""
+    stage_of = np.repeat(np.arange(len(bounds)), [b - a for a, b in bounds])
+    index = {x.name: j for j, x in enumerate(model.layers)}
+    out = np.zeros(len(bounds), np.int64)
+    for j, x in enumerate(model.layers):
+        out[stage_of[j]] += x.params
+        if x.tied_params and x.tied_to is not None and stage_of[index[x.tied_to]] != stage_of[j]:
+            out[stage_of[j]] += x.tied_params
+    return out
+
+
 def _static_bytes(model: Model, c: Candidate, kw: dict) -> float:
     """Bytes the fullest rank holds at least: an even share of the weights and their state."""
-    mixed = kw.get("precision", "bf16_mixed") == "bf16_mixed"
-    shard = c.DP if kw.get("zero", 0) else 1
-    per_value: float = (2 if mixed else 4) + (kw.get("grad_bytes") or 4)
-    per_value += ((4 if mixed else 0) + OPTIMIZER_BYTES[kw.get("optimizer", "adam")]) / shard
-    return model.params / c.PP * per_value
+    return model.params / c.PP * bytes_per_value(kw, c.DP if kw.get("zero", 0) else 1)
+
+
+def least_devices(
+    models: Callable[[int], Model], hw: Hardware, cap: float, heads: int, hidden: int, how: str = "even", **kw
+) -> tuple[int, int, int] | None:
+    """(devices, TP, PP) of the fewest devices whose fullest rank holds its weights, gradients,
+    master weights and optimizer state (one version, one pipeline: ZeRO over more pipelines
+    costs more devices in all) within ``cap`` bytes; None when no TP × PP does."""
+    best = None
+    for TP in tp_values(hw, hw.gpus_per_node, heads, hidden):
+        model = models(TP)
+        blocks = sum(1 for x in model.layers if x.kind == "block")
+        per_value = bytes_per_value(kw)
+        for PP in range(1, blocks + 1):
+            if best is not None and TP * PP >= best[0]:
+                break
+            if stage_params(model, partition(model, PP, how, hw)).max() * per_value <= cap:
+                best = (TP * PP, TP, PP)
+                break
+    return best
 
 
 def _bound(model: Model, c: Candidate, secs: float) -> float:
@@ -123,6 +159,20 @@ def _evaluate(models, hw, make, c: Candidate, kw) -> Row:
     return plan_one(models(c.TP), hw, c.schedule, make, c.PP, c.M, D=c.DP, TP=c.TP, v=c.v, **kw)
 
 
+@dataclasses.dataclass(frozen=True)
+class Found:
+    """What :func:`search` did: the rows it timed (best first) and how every candidate ended."""
+
+    rows: list[Row]
+    candidates: int  # every (TP, PP, DP, M, schedule) of the space
+    over_cap: int  # not timed: static bytes alone above the cap
+    bounded: int  # not timed: their bound of tokens/s at most the best found
+
+    @property
+    def timed(self) -> int:
+        return len(self.rows)
+
+
 def search(
     models: Callable[[int], Model],
     hw: Hardware,
@@ -132,10 +182,10 @@ def search(
     cap: float,
     schedules: Sequence[Searched],
     **kw,
-) -> tuple[list[Row], int]:
-    """(rows timed, best first; how many candidates were timed) for ``n`` workers. ``models(TP)``:
-    the model per TP rank; ``kw``: :func:`rpd.model.plan.plan_one`'s settings (optimizer, zero,
-    grad_bytes, margin, SP, recompute, ...)."""
+) -> Found:
+    """The rows timed for ``n`` workers, and the counts of those not timed (:class:`Found`).
+    ``models(TP)``: the model per TP rank; ``kw``: :func:`rpd.model.plan.plan_one`'s settings
+    (optimizer, zero, grad_bytes, margin, SP, recompute, ...)."""
     synchronous = {s.name: s.synchronous for s in schedules}
     cands = _all_candidates(models, hw, n, B, schedules, kw)
     margin = kw.get("margin", 0.0)
@@ -147,22 +197,23 @@ def search(
         static = _static_bytes(models(c.TP), c, kw)
         bounds.append((_bound(models(c.TP), c, secs[c.TP]), static <= cap * (1 - margin), c))
     bounds.sort(key=lambda x: -x[0])
-    rows, best_sync, best_any, timed = [], 0.0, 0.0, 0
+    rows, best_sync, best_any, over, bounded = [], 0.0, 0.0, 0, 0
     for bound, may_fit, c in bounds:
         if not may_fit:
+            over += 1
             continue
         sync = synchronous[c.schedule]
         if bound <= (best_sync if sync else best_any):
+            bounded += 1
             continue
         r = _evaluate(models, hw, make, c, dict(kw, memory_cap=cap))
-        timed += 1
         rows.append(r)
         if r.error is None and r.fits:
             tokens_per_s = required("tokens_per_s", r.tokens_per_s)  # set on a row without an error
             if sync:
                 best_sync = max(best_sync, tokens_per_s)
             best_any = max(best_any, tokens_per_s)
-    return best_first(rows), timed
+    return Found(best_first(rows), len(cands), over, bounded)
 
 
 def brute_force(
@@ -181,12 +232,22 @@ def brute_force(
 
 
 def replicated(
-    models: Callable[[int], Model], hw: Hardware, n: int, cap: float, heads: int, hidden: int, **kw
+    models: Callable[[int], Model],
+    hw: Hardware,
+    n: int,
+    cap: float,
+    heads: int,
+    hidden: int,
+    straight: bool = False,
+    **kw,
 ) -> list[Row]:
     """PipeDream's partitioner's stages and replicas (1F1B-RR: asynchronous, weights stashed,
     a replicated stage's gradients all-reduced; :func:`rpd.model.workers.pipedream_config`) on
     the n / TP groups of TP workers, for every TP the node and the model allow, as plan rows
-    (per microbatch: the stream has no step; ``replicas`` the workers of each stage)."""
+    (per microbatch: the stream has no step; ``replicas`` the workers of each stage).
+    ``straight``: the search times PipeDream on n / TP unreplicated stages itself, so a
+    partition with every replica 1 on all n / TP groups is that configuration, left to it (one
+    configuration, one answer)."""
     rows = []
     margin = kw.get("margin", 0.0)
     for TP in tp_values(hw, n, heads, hidden):
@@ -200,6 +261,8 @@ def replicated(
             precision=kw.get("precision", "bf16_mixed"),
             memory_cap=cap * (1 - margin),
         )
+        if straight and set(c.replicas) == {1} and c.S * TP == n:
+            continue
         s = c.time_per_microbatch_s
         rows.append(
             Row(

@@ -12,7 +12,7 @@ from hydra_helpers import compose
 
 from experiments import plan as entry
 from rpd import registry
-from rpd.model import compute, hardware, layers, search3d, tensor
+from rpd.model import compute, hardware, layers, tensor
 from rpd.model.answer import answer, parse_bytes
 from rpd.model.layers import GPTConfig, Parallel, block_layer, gpt_model
 from rpd.model.plan import plan_one
@@ -142,23 +142,6 @@ def test_the_answer_names_the_synchronous_row_then_the_stale_one():
     fastest = max(rows, key=lambda r: r.tokens_per_s)
     if not fastest.synchronous:
         assert f"stale by up to {fastest.max_delay} updates" in lines[1]
-
-
-def test_search_finds_what_the_straightforward_loop_finds():
-    cfg = dataclasses.replace(CFG, n_layer=8, d_model=1024, n_head=16, seq=512, vocab=1000)
-    models = lambda t: gpt_model(cfg, par=Parallel(TP=t))  # noqa: E731
-    kw = dict(shape=(16, 1024), margin=0.05)
-    cap = 2.5 * 2**30
-    names = registry.searched(("1f1b", "interleaved", "zb_h1", "pipedream"))
-    fast, timed = search3d.search(models, DGX, registry.timeline, 16, 32, cap, names, **kw)
-    slow = search3d.brute_force(models, DGX, registry.timeline, 16, 32, cap, names, **dict(kw))
-    best = lambda rows, sync: max(  # noqa: E731
-        (r for r in rows if r.fits and r.error is None and (r.synchronous or not sync)), key=lambda r: r.tokens_per_s
-    )
-    for sync in (True, False):
-        a, b = best(fast, sync), best(slow, sync)
-        assert (a.schedule, a.TP, a.S, a.D, a.M) == (b.schedule, b.TP, b.S, b.D, b.M)
-    assert timed < len(slow)
 
 
 def test_the_done_when_command_rows(tmp_path, capsys):

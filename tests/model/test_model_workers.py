@@ -68,19 +68,19 @@ def test_the_plan_command_chooses_for_n_workers(tmp_path, capsys):
     """n_workers prints only its search (TP x PP x DP x M), a synchronous answer first and how many
     workers it uses; every row it timed uses at most n workers."""
     out = tmp_path / "plan.json"
-    entry.run(compose(["model=gpt2_small", "n_workers=4", f"out={out}"], "plan"))
+    entry.run(compose(["model=gpt2_small", "n_workers=8", f"out={out}"], "plan"))
     text = capsys.readouterr().out
     first = text.splitlines()[0]
-    assert first.startswith("use: ") and "of 4 workers" in text and "f_total" not in text
+    assert first.startswith("use: ") and "of 8 workers" in text and "f_total" not in text
     data = json.loads(out.read_text())
     rows = data["rows"]
-    assert all(r["TP"] * (sum(r["replicas"]) if r["replicas"] else r["S"] * r["D"]) <= 4 for r in rows)
+    assert all(r["TP"] * (sum(r["replicas"]) if r["replicas"] else r["S"] * r["D"]) <= 8 for r in rows)
     # PipeDream's partitioner's replicated stages are candidates too, as asynchronous rows
     rr = [r for r in rows if r["replicas"]]
     assert rr and all(r["schedule"] == "pipedream_rr" and not r["synchronous"] for r in rr)
     one = next(r for r in rr if r["TP"] == 1)
     model = entry.build_model(compose(["model=gpt2_small"], "plan").model, "none")
-    c = pipedream_config(model, hardware.preset("a100_80g"), 4, memory_cap=80 * 2**30 * 0.95)
+    c = pipedream_config(model, hardware.preset("a100_80g"), 8, memory_cap=80 * 2**30 * 0.95)
     assert (tuple(one["replicas"]), one["tokens_per_s"], one["fits"]) == (c.replicas, c.tokens_per_s, c.fits)
     best = max((r for r in rows if r["fits"] and r["synchronous"]), key=lambda r: r["tokens_per_s"])
     assert f"{best['schedule']}" in first and f"TP={best['TP']}" in first and f"S={best['S']}" in first
