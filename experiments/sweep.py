@@ -43,6 +43,7 @@ SHOWN = [
     "schedule",
     "costs",
     "T",
+    "time_unit",
     "status",
     "skipped",
     "gamma",

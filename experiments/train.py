@@ -40,7 +40,7 @@ from rpd import registry
 from rpd.analysis import simtime, tuning
 from rpd.io import provenance, store, tracking
 from rpd.objectives import corpus
-from rpd.results import EVENTS, value_at
+from rpd.results import EVENTS, unit_name, value_at
 from rpd.runtime import compile_cache
 from rpd.runtime.interrupt import run_main
 
@@ -226,6 +226,8 @@ def train(cfg, obj=None) -> tuple[dict, dict, str]:
         "tuning/rule": sel.rule,
         "tuning/index": sel.index,
         "tuning/flag": gamma_flag(sel.index, grid, [r.stable for r in sel.reports]),
+        # the stable test's failed criteria for the selected γ ("cv 0.28 > 0.15"; [] when it passed)
+        "tuning/reasons": list(sel.reports[sel.index].reasons) if sel.index is not None else [],
         "tuning/gamma_log2": (
             tuning.log2_exponent(sel.gamma) if sel.index is not None and _is_pow2(sel.gamma) else None
         ),
@@ -267,6 +269,28 @@ def gamma_flag(index: int | None, grid, stable) -> str | None:
     if not stable[index]:
         flags.append("unstable")
     return ", ".join(flags) or None
+
+
+# The stable test's criteria that a tail rising or oscillating fails; a tail that only falls
+# fails cv alone (it has not settled yet), which is no reason to doubt the γ chosen.
+UNSTABLE = ("up_frac", "max_up", "tv_ratio", "log_slope")
+
+
+def flag_level(flag: str | None, reasons) -> int:
+    """The level of a run's log line: WARNING when its selected γ needs a second look (on the
+    grid's edge, or unstable: its tail rises or oscillates, ``reasons`` naming one of
+    :data:`UNSTABLE`), else INFO, a tail that only has not settled (``cv``) included."""
+    edge = flag is not None and "on grid" in flag
+    unstable = any(str(r).split()[0] in UNSTABLE for r in reasons or ())
+    return logging.WARNING if edge or unstable else logging.INFO
+
+
+def _at_time(summary: dict) -> str:
+    """Where a run's final value is read, as its log line says it: " at T = 40 ticks" (in the
+    costs' unit), " after 24 block updates" for a run with no simulated time."""
+    if summary.get("T") is not None and summary.get("time_unit") != "block_update":
+        return f" at T = {summary['T']} {unit_name(summary.get('time_unit'))}"
+    return f" after {summary['updates']} block updates"
 
 
 def _is_pow2(g: float) -> bool:
@@ -334,14 +358,16 @@ def run(cfg) -> TrainOutcome:
             return TrainOutcome(path, "failed", False, {}, {}, f"{type(exc).__name__}: {exc}")
         saved = store.load_run(path)  # what a rerun (or a figure) reads: JSON types, as a skip
     flag = summary.get("tuning/flag")
-    (log.warning if flag else log.info)(
-        "%s: %s, gamma=%s (%s)%s, final=%.4g -> %s",
+    log.log(
+        flag_level(flag, summary["tuning/reasons"]),
+        "%s: %s, gamma=%s (%s)%s, final=%.4g%s -> %s",
         summary["method"],
         status,
         summary["tuning/gamma"],
         summary["tuning/rule"],
         f" [{flag}]" if flag else "",
         summary["final/selected"],
+        _at_time(summary),
         path,
     )
     return _track(cfg, TrainOutcome(path, saved.status, False, saved.summary, saved.curves))

@@ -203,6 +203,12 @@ def unit_name(unit: str | None = "tick") -> str:
     return "ticks" if unit in (None, "tick") else unit
 
 
+def time_unit(tl) -> str:
+    """The unit of a timeline's ticks: its cost model's ``unit`` ("tick" when it has none), as
+    a result trained on it records in ``meta["time_unit"]`` (its axis, ``T``)."""
+    return getattr(getattr(tl, "costs", None), "unit", None) or "tick"
+
+
 def time_label(unit: str | None = "tick") -> str:
     """The axis label of simulated time whose ticks are ``unit`` (``costs.unit``: tick, ns, us,
     ms, s): "simulated time (ms)", and "simulated time (ticks)" for the paper's time step."""

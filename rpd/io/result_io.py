@@ -152,8 +152,11 @@ def plot(
     point); the y range is that of the γ that did not diverge, so a blow-up does not flatten them.
     The selected γ (``selected``: an index, a γ or a ``select_gamma`` result; by default a stored
     run's own choice) is drawn thick and black, "(selected)" in its label, the others lighter.
+    The x axis is labelled with the result's time unit (``meta["time_unit"]``, the costs'
+    ``unit``; ``rpd.results.axis_label``), its ticks whole numbers of it.
     ``ax`` defaults to ``plt.gca()``; ``line_kw`` go to every ``ax.plot``."""
     import matplotlib as mpl
+    from matplotlib.ticker import StrMethodFormatter
 
     if ax is None:
         import matplotlib.pyplot as plt
@@ -178,6 +181,8 @@ def plot(
     if top is not None:
         ax.set_ylim(shown.min() / 2.0, top)
     ax.set_xlabel(axis_label(r))
+    if r.axis_name == "sim_time":  # whole times in the label's unit, never "× 1e7" beside them
+        ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
     ax.set_ylabel("f(x) − f*" if r.meta.get("objective") != "nanochat" else "held-out loss")
     ax.set_title(r.method)
     ax.legend(fontsize="small")

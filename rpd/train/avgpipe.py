@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rpd.objectives.base import Objective, on_device
-from rpd.results import EVENTS, Result, value_at
+from rpd.results import EVENTS, Result, time_unit, value_at
 from rpd.schedules import Timeline
 from rpd.schedules.avgpipe import AvgPipeTimeline
 from rpd.validation import check_gammas, required
@@ -104,6 +104,7 @@ def train_avgpipe(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, optimiz
             schedule="avgpipe",
             N=tl.N,
             T=tl.T,
+            time_unit=time_unit(tl),
             M=tl.M,
             pipelines=tl.pipelines,
             advance=tl.advance,

@@ -33,7 +33,7 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 from rpd.objectives.base import Objective, ProgramKey, on_device
-from rpd.results import EVENTS, Result
+from rpd.results import EVENTS, Result, time_unit
 from rpd.runtime.programs import Program
 from rpd.schedules import Timeline
 from rpd.train import diloco, optimizers, semantics_parallel
@@ -322,6 +322,7 @@ def local_sgd(
             N=tl.N,
             **shape,
             T=tl.T,
+            time_unit=time_unit(tl),
             seed=seed,
             objective=obj.name,
             devices=int(mesh.devices.size),

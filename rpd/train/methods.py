@@ -13,7 +13,7 @@ import dataclasses
 import numpy as np
 
 from rpd.objectives.base import Objective
-from rpd.results import EVENTS, Result, assemble_curve, grid_points, record_rows, value_at
+from rpd.results import EVENTS, Result, assemble_curve, grid_points, record_rows, time_unit, value_at
 from rpd.schedules import Timeline
 from rpd.train import core, corrections, diloco, optimizers, plans, semantics_parallel
 from rpd.train import semantics as semantics_
@@ -172,7 +172,7 @@ def pipedream(
         T=tl.T,
         method="pd",
         optimizer=optimizer,
-        meta={"N": tl.N, "T": tl.T, "noam": tl.noam},
+        meta={"N": tl.N, "T": tl.T, "noam": tl.noam, "time_unit": time_unit(tl)},
     )
 
 
@@ -315,7 +315,7 @@ def train(
         at=at,
         ring_size=ring_size,
         optimizer=optimizer,
-        meta=dict(N=tl.N, T=tl.T, M=tl.M, schedule=kind, **active),
+        meta=dict(N=tl.N, T=tl.T, M=tl.M, schedule=kind, time_unit=time_unit(tl), **active),
     )
     res.traces["update_time"] = np.asarray(plan.time)  # [K]: the tick each update lands
     return res

@@ -50,14 +50,15 @@ def _sweep(tmp_path, *overrides):
 
 def test_a_schedule_on_the_search_path_is_compared_at_the_sweeps_one_time(tmp_path):
     """Before: the callback could not compose ``schedule=my_gpipe`` (a warning), and the table
-    held GPipe at T = 48 against 1F1B at T = 40. Now both rows end at the shorter, 40."""
-    proc = _sweep(tmp_path, "schedule=my_gpipe,1f1b", "schedule.N=12")
+    held GPipe at T = 48 000 us against 1F1B at T = 40 000 us. Now both rows end at the
+    shorter, and the start line says so in the costs' unit (it said "ticks" under us)."""
+    proc = _sweep(tmp_path, "schedule=my_gpipe,1f1b", "schedule.N=12", "costs.unit=us", "costs.F=1000", "costs.B=1000")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "EqualTime" not in proc.stderr
-    assert "at one simulated time T = 40 ticks" in proc.stdout
+    assert "at one simulated time T = 40000 us (" in proc.stdout
     df = sweeps.load_sweep(tmp_path / "multirun")
     assert list(df["schedule"]) == ["gpipe", "1f1b"]
-    assert list(df["T"]) == [40, 40]
+    assert list(df["T"]) == [40000, 40000] and list(df["time_unit"]) == ["us", "us"]
     assert "different simulated times" not in proc.stdout
 
 

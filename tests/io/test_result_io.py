@@ -3,10 +3,15 @@ import os
 
 import numpy as np
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from rpd import schedules
 from rpd.io import result_io
+from rpd.objectives.linear import random_quadratic
 from rpd.results import Result
+from rpd.schedules.costs import CostModel
+from rpd.train import methods
 
 NAN = float("nan")
 
@@ -182,3 +187,30 @@ def test_load_rejects_other_npz_files(tmp_path):
     np.savez(tmp_path / "other.npz", curve=np.ones(3))
     with pytest.raises(ValueError, match="not a saved Result"):
         result_io.load(tmp_path / "other.npz")
+
+
+@pytest.mark.parametrize("kind", ["pipedream", "1f1b", "local_sgd"])
+def test_a_result_trained_on_costs_in_us_carries_the_unit_to_its_plot(kind):
+    """``CostModel(unit="us")``: ``meta["time_unit"]`` is "us", and the plot's x axis says
+    "simulated time (us)" with whole microseconds on its ticks (no "1e7" beside them)."""
+    us = CostModel(F=10**6, B=2 * 10**6, unit="us")
+    obj = random_quadratic(d=12, n=32, S=3, batch_size=4, seed=0)
+    tl = {
+        "pipedream": lambda: schedules.pipedream(3, 12, costs=us),
+        "1f1b": lambda: schedules.one_f_one_b(3, 12, 3, costs=us),
+        "local_sgd": lambda: schedules.local_sgd(3, 12, 3, 2, costs=us),
+    }[kind]()
+    r = methods.local_sgd(obj, tl, [0.01]) if kind == "local_sgd" else methods.train(obj, tl, [0.01])
+    assert r.meta["time_unit"] == "us" and r.meta["T"] == tl.T == r.axis[-1] > 10**7
+    fig = Figure()
+    FigureCanvasAgg(fig)
+    ax = result_io.plot(r, fig.subplots())
+    fig.canvas.draw()
+    assert ax.get_xlabel() == "simulated time (us)"
+    assert ax.xaxis.offsetText.get_text() == ""
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert "10,000,000" in ticks or "20,000,000" in ticks, ticks
+    unit = methods.train(obj, schedules.pipedream(3, 12), [0.01])
+    assert unit.meta["time_unit"] == "tick" and result_io.plot(unit, Figure().subplots()).get_xlabel() == (
+        "simulated time (ticks)"
+    )

@@ -1,0 +1,44 @@
+"""A single run's log line (experiments.train.run): the simulated time its final value is read
+at, in the costs' unit, and its level: WARNING only when the selected γ needs a second look."""
+
+from __future__ import annotations
+
+import logging
+
+from hydra_helpers import TINY_LINEAR
+from hydra_helpers import compose as _compose
+
+from experiments import train
+
+
+def test_the_log_line_says_when_in_the_costs_unit(tmp_path, caplog):
+    """1F1B, S = 3, N = 12 (flushes of 3) at F = B = 1000 us: 40 unit steps, 40 000 us."""
+    cfg = _compose(
+        [
+            f"results_root={tmp_path}",
+            *TINY_LINEAR,
+            "method=pipeline",
+            "schedule=1f1b",
+            "schedule.N=12",
+            "costs.unit=us",
+            "costs.F=1000",
+            "costs.B=1000",
+        ]
+    )
+    with caplog.at_level(logging.INFO, logger="experiments.train"):
+        out = train.run(cfg)
+    assert out.status == "ok" and out.summary["T"] == 40000 and out.summary["time_unit"] == "us"
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("pipeline: ok")]
+    assert len(lines) == 1 and " at T = 40000 us -> " in lines[0], lines
+
+
+def test_a_tail_that_only_has_not_settled_is_no_warning():
+    """The stable test's cv alone fails on a curve still falling (every short run's best γ):
+    INFO. A tail that rises or oscillates, or a γ on the grid's edge: WARNING."""
+    assert train.flag_level("unstable", ["cv 0.282 > 0.15"]) == logging.INFO
+    assert train.flag_level(None, []) == logging.INFO
+    assert train.flag_level("unstable", ["cv 0.3 > 0.15", "up_frac 0.6 > 0.45"]) == logging.WARNING
+    assert train.flag_level("unstable", ["log_slope 0.01 > 0.0001"]) == logging.WARNING
+    assert train.flag_level("unstable", ["tv_ratio 9 > 5"]) == logging.WARNING
+    assert train.flag_level("highest on grid", []) == logging.WARNING
+    assert train.flag_level("lowest on grid, unstable", ["cv 0.3 > 0.15"]) == logging.WARNING
