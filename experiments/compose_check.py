@@ -27,7 +27,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from omegaconf.errors import OmegaConfBaseException
 
-from experiments import config  # noqa: F401  (registers the schemas the configs compose onto)
+from experiments import config  # registers the schemas the configs compose onto; cost_hint
 from rpd.validation import nearest
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -81,7 +81,7 @@ def message(exc: BaseException, overrides: list[str]) -> str:
         return f"{key}: no such key {where}; {hint}keys: {', '.join(fields)}"
     if key:
         given = next((o for o in overrides if o.lstrip("+~").split("=", 1)[0] == key), key)
-        return f"{given}: {first}"
+        return config.cost_hint(given) or f"{given}: {first}"
     return first
 
 

@@ -352,5 +352,29 @@ def register() -> None:
 register()
 
 
+# The fields of CostsConfig that are times, in ticks of costs.unit.
+TIME_FIELDS = ("F", "B", "I", "W", "FB", "p2p", "straggler_ticks", "host_d2h", "host_h2d", "host_latency")
+
+
+def cost_hint(given: str) -> str | None:
+    """The refusal of a cost that is no integer (``costs.F=1.5``, ``costs.F=1e12``): one line
+    naming the field, or None for any other override. Costs are whole numbers of
+    ``costs.unit``'s ticks, so the timer stays exact: a fraction wants a finer unit."""
+    key, _, text = given.lstrip("+~").partition("=")
+    if key.removeprefix("costs.") not in TIME_FIELDS or not key.startswith("costs."):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    if abs(value) >= 2**62:  # the timer's times are int64
+        return f"{key}={text}: too large for the timer's 64-bit ticks: pick a coarser costs.unit (tick, ns, us, ms, s)"
+    whole = f"write it as one, {int(value)}; " if value.is_integer() else ""
+    return (
+        f"{key}={text}: costs are whole numbers of ticks of costs.unit (tick, ns, us, ms, s): {whole}"
+        f"pick a finer costs.unit for a fraction (1.5 ms is costs.unit=us {key}=1500)"
+    )
+
+
 def _value(x):
     return x.value if isinstance(x, enum.Enum) else x

@@ -76,3 +76,37 @@ def test_a_bad_sweep_leaves_no_folder(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr == "error: schedule=1fb1: no such schedule; nearest: 1f1b (configs/schedule/)\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_cost_that_is_no_integer_is_refused_with_the_unit_hint():
+    """Costs are whole numbers of ticks of costs.unit: 1.5 wants a finer unit, 1e12 (a float
+    to OmegaConf) is written as an integer, 1e30 overflows the timer's int64 ticks. Before:
+    OmegaConf's "Value '1.5' of type 'float' could not be converted to Integer"."""
+    assert compose_check.check("train", ["costs.F=1.5"]) == (
+        "costs.F=1.5: costs are whole numbers of ticks of costs.unit (tick, ns, us, ms, s): "
+        "pick a finer costs.unit for a fraction (1.5 ms is costs.unit=us costs.F=1500)"
+    )
+    assert compose_check.check("train", ["-m", "costs=b2f", "costs.p2p=1,0.5"]).startswith(
+        "costs.p2p=0.5: costs are whole numbers of ticks of costs.unit"
+    )
+    assert "write it as one, 1000000000000; pick a finer costs.unit" in compose_check.check("train", ["costs.F=1e12"])
+    assert compose_check.check("train", ["costs.B=1e30"]) == (
+        "costs.B=1e30: too large for the timer's 64-bit ticks: pick a coarser costs.unit (tick, ns, us, ms, s)"
+    )
+    assert "could not be converted to Integer" in compose_check.check("train", ["costs.seed=1.5"])  # no time
+
+
+def test_a_fractional_cost_exits_2_with_one_line(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.train", "costs.F=1.5", f"results_root={tmp_path}"],
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "error: costs.F=1.5: costs are whole numbers of ticks of costs.unit (tick, ns, us, ms, s): "
+        "pick a finer costs.unit for a fraction (1.5 ms is costs.unit=us costs.F=1500)"
+    ]
+    assert not (tmp_path / "outputs").exists()
