@@ -97,9 +97,10 @@ def identity(o, obj) -> dict:
         "n": meta.get("n", obj.n_batches * B if B else None),
         "D": int(obj.D),
         "batch_size": B,
-        "grad_noise": float(obj.grad_noise),
         "args": user_args(o),
         "options": dict(o.options or {}),
+        # objective.grad_noise, only where the run adds it (build_objective): the factory has none
+        **({"grad_noise": float(obj.grad_noise)} if o.grad_noise else {}),
     }
 
 

@@ -61,6 +61,20 @@ def scalar(text):
     return text
 
 
+def objective_columns(config: dict, summary: dict) -> dict:
+    """A run's objective as the sweep table shows it: its sizes (``n``, ``D``, ``batch_size``,
+    from summary.json: a user's factory's own, docs/api.md#writing-your-own-objective) and its
+    ``options`` (``objective.options`` of the key, as "noise=0.1 scale=2"; None when none)."""
+    objective = config.get("objective") if isinstance(config.get("objective"), dict) else {}
+    options = objective.get("options") or {}
+    return {
+        "n": summary.get("objective/n"),
+        "D": summary.get("D"),
+        "batch_size": summary.get("objective/batch_size"),
+        "options": " ".join(f"{k}={options[k]}" for k in sorted(options)) or None,
+    }
+
+
 def summary_column(df, key: str) -> list:
     """Summary key ``key`` (any key of a run's summary.json) of each row's stored run (None where
     the row has no complete run or its summary lacks the key); a list value as its text."""

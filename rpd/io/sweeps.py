@@ -14,49 +14,20 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rpd.io import store
+from rpd.io import sweep_table as table_of
 from rpd.io.atomic import atomic_write
 from rpd.io.sweep_results import time_to_target
-from rpd.io.sweep_table import for_terminal, scalar, summary_column, swept_columns, unequal_time
+from rpd.io.sweep_table import for_terminal, scalar, summary_column, swept_columns
 
 JOB_LINK = "result.json"  # in a hydra job's output directory: which stored run the job produced
 JOBS = "jobs.json"  # in a sweep directory: every job's overrides, written when the sweep starts
-SWEEP_COLUMNS = (
-    "job",
-    "overrides",
-    "method",
-    "schedule",
-    "costs",
-    "objective",
-    "optimizer",
-    "correction",
-    "S",
-    "M",
-    "H",
-    "delta",
-    "N",
-    "T",
-    "time_unit",
-    "T_rule",
-    "gamma",
-    "gamma_flag",
-    "rule",
-    "final_selected",
-    "final_best",
-    "n_diverged",
-    "updates_by_T",
-    "microbatches_total",
-    "bubble_total",
-    "bubble_ideal",
-    "peak_activations",
-    "weights_peak",
-    "metric",
-    "status",
-    "skipped",
-    "code",
-    "git_commit",
-    "error",
-    "result",
-    "wandb_id",
+SWEEP_COLUMNS = tuple(  # a sweep table's columns, in order
+    (
+        "job overrides method schedule costs objective n D batch_size options optimizer correction S M H "
+        "delta N T time_unit T_rule gamma gamma_flag rule final_selected final_best n_diverged "
+        "updates_by_T microbatches_total bubble_total bubble_ideal peak_activations weights_peak metric "
+        "status skipped code git_commit error result wandb_id"
+    ).split()
 )
 
 
@@ -135,6 +106,7 @@ def _row_of_run(path: Path | None) -> dict:
         schedule=summary.get("schedule", sched.get("name")),
         costs=summary.get("costs"),
         objective=objective.get("name"),
+        **table_of.objective_columns(config, summary),
         optimizer=opt.get("name", "sgd") if method else None,  # null in a key: plain SGD
         correction=opt.get("correction"),
         S=sched.get("S"),
@@ -249,7 +221,19 @@ def load_sweep(path: str | os.PathLike, **filters):
             {"job": None, "overrides": "", "skipped": False, **_row_of_run(entry)} for entry in store.iter_entries(root)
         ]
     df = pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))
-    for col in ("job", "S", "M", "H", "delta", "N", "T", "n_diverged"):  # integers, <NA> where a run has none
+    for col in (
+        "job",
+        "n",
+        "D",
+        "batch_size",
+        "S",
+        "M",
+        "H",
+        "delta",
+        "N",
+        "T",
+        "n_diverged",
+    ):  # integers, <NA> where a run has none
         df[col] = df[col].astype("Int64")
     for i, (key, values) in enumerate(swept_columns(df["overrides"]).items()):
         df.insert(2 + i, key, values)
@@ -348,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    counts, note = sweep_counts(df), unequal_time(df) if len(df) else None
+    counts, note = sweep_counts(df), table_of.unequal_time(df) if len(df) else None
     if args.columns:
         cols, known = args.columns.split(","), list(df.columns)
         for c in cols:  # any key of the runs' summary.json
