@@ -1,11 +1,13 @@
 """The plan's two searches beside its table (experiments.plan): what fits when nothing does, one
-knob changed at a time, and the TP × PP × DP × M search over ``n_workers``
-(:mod:`rpd.model.search3d`); ``build_model(model node, recompute, Parallel)`` is the plan's."""
+knob changed at a time, and the TP × CP × PP × DP × M search over ``n_workers`` with
+recomputation, SP, ZeRO and v (:mod:`rpd.model.search3d`); ``build_model(model node, recompute,
+Parallel)`` is the plan's."""
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import sys
 
 from omegaconf import OmegaConf
 
@@ -13,6 +15,8 @@ from rpd import registry
 from rpd.model import search3d
 from rpd.model.answer import answer, best_first, choose, describe, mfu_text, workers_of
 from rpd.model.plan import plan
+from rpd.model.search_bounds import least_devices
+from rpd.model.workers import RR_GROUPS, replicated
 from rpd.validation import check_int
 
 RECOMPUTE_ORDER = ("none", "selective", "full")
@@ -65,23 +69,31 @@ def knobs(cfg, hw, par, names, M, D, kw, build_model) -> tuple[dict, dict]:
     return out, skipped
 
 
-def held_fixed(cfg, kw) -> list[str]:
-    """The settings the n_workers search does not vary, each with why."""
+def held_fixed(cfg, kw, space: search3d.Space, rr_skipped: list[int], n: int) -> list[str]:
+    """What the n_workers search varies, and what it holds fixed, each with why."""
     ov = kw.get("overlap")
     switches = "" if ov is None else ", ".join(f"{k}={str(v).lower()}" for k, v in dataclasses.asdict(ov).items())
-    return [
+    lines = [
+        f"searched: TP (inside a node), CP {list(space.CP)} (2·CP sequence chunks), PP, DP, v (whole layers per "
+        f"chunk), recompute {list(space.recompute)}, SP {[str(x).lower() for x in space.SP]}, zero {list(space.zero)} "
+        "(the config's values of these are not read)",
         "held fixed (the run's recipe, not its layout):",
         f"  model.micro_batch={cfg.model.micro_batch} (the global batch counts microbatches of this size)",
         f"  attention={_v(cfg.attention)} (a kernel, not a split: set attention=flash to plan with it)",
-        f"  offload={str(bool(cfg.offload)).lower()} (host memory is a choice of the run: set offload=true to plan with it)",
+        f"  offload={str(bool(cfg.offload)).lower()} (host memory is the run's choice: set offload=true to plan with it)",
         f"  {_v(cfg.precision)}, {_v(cfg.optimizer.name)}, gradients of {kw.get('grad_bytes') or 4} bytes, "
         f"partition={kw['how']} (the training recipe)",
         "  overlap: "
         + (switches or f"pipeline.overlap_allreduce={str(bool(kw['overlap_allreduce'])).lower()}")
         + " (Megatron's switches, the run's)",
-        f"  recompute={kw['recompute']}, pipeline.SP={str(bool(kw['SP'])).lower()}, zero={kw['zero']}, v=2 for "
-        "interleaved, CP=1 (not yet searched: set them to plan with others)",
+        f"  schedules {list(SEARCHED)}; PipeDream's partitioner (1F1B-RR) at recompute={kw['recompute']}, CP=1",
     ]
+    if rr_skipped:
+        lines.append(
+            f"  the partitioner not run at TP={','.join(map(str, rr_skipped))} ({n // min(rr_skipped)} groups > "
+            f"{RR_GROUPS}: it and its 1F1B-RR timeline grow as groups²)"
+        )
+    return lines
 
 
 def _row_line(r) -> str:
@@ -105,7 +117,9 @@ def least_line(cfg, hw, par, kw, have: int, build_model, searched: bool = False)
         return cache[tp]
 
     static = {k: kw[k] for k in ("precision", "optimizer", "grad_bytes") if k in kw}
-    least = search3d.least_devices(models, hw, cap, cfg.model.n_head, cfg.model.d_model, how=kw["how"], **static)
+    m = cfg.model
+    tps = search3d.tp_values(hw, hw.gpus_per_node, m.n_head, m.d_model, m.n_kv_heads)
+    least = least_devices(models, hw, cap, tps, how=kw["how"], **static)
     if least is None:
         return f"no TP x PP holds the weights, gradients and optimizer state in {cap / 2**30:.1f} GiB per device: raise memory_cap"
     need = (
@@ -129,23 +143,46 @@ def least_line(cfg, hw, par, kw, have: int, build_model, searched: bool = False)
 
 
 def workers_search(cfg, hw, par, kw, settings, build_model) -> dict:
-    """The TP x PP x DP x M search over ``n_workers`` (rpd.model.search3d): its answer and rows."""
+    """The TP x CP x PP x DP x M search over ``n_workers`` with recomputation, SP, ZeRO and v
+    (rpd.model.search3d): its answer and rows; its progress on stderr."""
     n = check_int("n_workers", cfg.n_workers)
     B = check_int("pipeline.global_batch", cfg.pipeline.global_batch or n)
     cache = {}
 
-    def models(tp):
-        if tp not in cache:
-            cache[tp] = build_model(cfg.model, kw["recompute"], dataclasses.replace(par, TP=tp, SP=par.SP and tp > 1))
-        return cache[tp]
+    def models(x: search3d.Variant):
+        if x not in cache:
+            p = dataclasses.replace(par, TP=x.TP, SP=x.SP, CP=x.CP)
+            cache[x] = build_model(cfg.model, x.recompute, p)
+        return cache[x]
 
-    k = {key: v for key, v in kw.items() if key not in ("memory_cap", "SP")}
-    shape = (cfg.model.n_head, cfg.model.d_model)
+    m = cfg.model
+    if _v(m.kind) == "gpt":
+        space = search3d.Space()
+        shape = search3d.Shape(m.n_layer, m.n_head, m.n_kv_heads or m.n_head, m.d_model, m.seq)
+    else:  # a measured profile: its layers are as measured, TP / CP / SP / recompute not modelled
+        space = search3d.Space(recompute=(kw["recompute"],), SP=(False,), CP=(1,))
+        blocks = sum(1 for x in models(search3d.Variant(1, 1, False, kw["recompute"])).layers if x.kind == "block")
+        shape = search3d.Shape(blocks, m.n_head, m.n_kv_heads or m.n_head, m.d_model, m.seq)
+    k = {key: v for key, v in kw.items() if key not in ("memory_cap", "SP", "zero", "recompute", "CP")}
     searched = registry.searched(SEARCHED)
-    found = search3d.search(models, hw, registry.timeline, n, B, kw["memory_cap"], searched, shape=shape, **k)
-    straight = any(not s.synchronous for s in searched)
-    extra = search3d.replicated(models, hw, n, kw["memory_cap"], *shape, straight=straight, **k)
-    rows = best_first(found.rows + extra)  # + the partitioner's 1F1B-RR
+    say = lambda message: print(f"plan: {message}", file=sys.stderr, flush=True)  # noqa: E731
+    found = search3d.search(
+        models, hw, registry.timeline, n, B, kw["memory_cap"], searched, shape, space, progress=say, **k
+    )
+    fastest = choose(found.rows)[1]
+    tps = search3d.tp_values(hw, n, shape.heads, shape.hidden, shape.kv_heads)
+    say(f"PipeDream's partitioner (1F1B-RR) for TP in {tps}")
+    extra, dropped, rr_skipped = replicated(
+        lambda t: models(search3d.Variant(t, 1, False, kw["recompute"])),
+        hw,
+        n,
+        kw["memory_cap"],
+        tps,
+        best=0.0 if fastest is None else fastest.tokens_per_s,
+        straight=any(not s.synchronous for s in searched),
+        **dict(k, recompute=kw["recompute"]),
+    )
+    rows = best_first(found.rows + extra)
     lines = answer(rows, kw["memory_cap"], kw["margin"])
     sync, fastest = choose(rows)
     for best in [sync] + ([fastest] if fastest is not sync else []):
@@ -155,13 +192,13 @@ def workers_search(cfg, hw, par, kw, settings, build_model) -> dict:
     if fastest is None:
         lines.append(least_line(cfg, hw, par, kw, n, build_model, searched=True))
     print("\n".join(lines))
-    print("\n".join(held_fixed(cfg, kw)))
+    print("\n".join(held_fixed(cfg, kw, space, rr_skipped, n)))
     fit = sum(1 for r in rows if r.error is None and r.fits)
     print(
         f"{n} workers, a global batch of {B} microbatches: {found.candidates} configurations; "
-        f"{found.over_cap} over the cap on static bytes alone and {found.bounded} bounded below the best "
-        f"(not timed); {found.timed} timed, + {len(extra)} of PipeDream's partitioner (1F1B-RR); {fit} of these "
-        f"{len(rows)} fit"
+        f"{found.over_cap} over the cap on bytes before timing and {found.bounded} bounded below the best "
+        f"(not timed); {found.timed} timed, + {len(extra)} of PipeDream's partitioner (1F1B-RR, {dropped} not "
+        f"timed); {fit} of these {len(rows)} fit"
     )
     shown = rows[:12]
     if shown:

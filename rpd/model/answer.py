@@ -71,12 +71,13 @@ def describe(r: Row) -> str:
     if r.replicas is not None:  # PipeDream's partitioner: stage g on replicas[g] groups of TP workers
         reps = ",".join(map(str, r.replicas))
         return f"{r.schedule} with TP={r.TP}{sp}, S={r.S}, replicas=({reps}), recompute={r.recompute}"
-    return f"{r.schedule}{v} with TP={r.TP}{sp}, S={r.S}, D={r.D}, M={r.M}{z}, recompute={r.recompute}{off}"
+    cp = f", CP={r.CP}" if r.CP > 1 else ""
+    return f"{r.schedule}{v} with TP={r.TP}{sp}{cp}, S={r.S}, D={r.D}, M={r.M}{z}, recompute={r.recompute}{off}"
 
 
 def workers_of(r: Row) -> int:
-    """Workers a row uses: TP·S·D, or TP times the replicas of PipeDream's partitioner."""
-    return r.TP * (sum(r.replicas) if r.replicas is not None else r.S * r.D)
+    """Workers a row uses: TP·CP·S·D, or TP times the replicas of PipeDream's partitioner."""
+    return r.TP * (sum(r.replicas) if r.replicas is not None else r.CP * r.S * r.D)
 
 
 def _tokens_per_s(r: Row) -> float:

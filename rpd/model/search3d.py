@@ -1,49 +1,87 @@
-"""N workers as TP × PP × DP, with M microbatches per pipeline: the fastest that fits, synchronous
-and asynchronous (docs/plan.md#n-workers).
+"""N workers as TP × CP × PP × DP, with M microbatches per pipeline and the knobs that change a
+layer's time and bytes: the fastest that fits, synchronous and asynchronous (docs/plan.md#n-workers).
 
-Candidates: TP a divisor of ``gpus_per_node`` (and of the heads and the hidden size), PP a
-divisor of N / TP up to the model's blocks, DP = N / (TP·PP), and a global batch of ``B``
-microbatches cut into M = B / DP per pipeline (DP must divide B); for each the synchronous
-schedules the caller names (:class:`Searched`: a chunked one, like interleaved, at v = 2 chunks
-per rank where every rank gets whole layers; at PP = 1 only the first unchunked one, since every
-schedule is then one stage with nothing to overlap) and, where DP = 1, the asynchronous ones. A
-configuration uses TP·PP·DP workers, at most N (PP may leave some idle when no divisor fits: the
-count is reported). The caller (``experiments/plan_search.py``) reads the facts from the registry.
+Candidates (:func:`candidates`): TP a power of two inside one node dividing the heads, the KV
+heads and the hidden size; CP (:class:`Space`) dividing N / TP with the sequence cut into 2·CP
+load-balanced chunks (CP ranks after TP, before DP: Megatron's order); PP dividing N / (TP·CP)
+up to the model's blocks; DP the rest, DP dividing the global batch of ``B`` microbatches, M =
+B / DP. For each, the schedules the caller names (:class:`Searched`): a chunked one (interleaved)
+at every v of the space whose chunks get whole layers, with Megatron's M rule; at PP = 1 only the
+first unchunked one (one stage has nothing to overlap); the asynchronous ones where DP = CP = 1.
+Then recomputation, SP (TP > 1) and ZeRO-1 (DP·CP > 1) as the space gives them. A model per
+:class:`Variant` (TP, CP, SP, recompute) comes from the caller's ``models``.
 
-:func:`search` orders the candidates by an upper bound of their tokens/s -- every rank busy on
-its share of the model's F + I + W with no bubble, p2p or DP collective -- and skips those that
-cannot fit (their static bytes alone, weights + gradients + master + optimizer of an even share,
-above the cap) and, once a fitting one is known, those whose bound is below it (branch and
-bound). :func:`brute_force` times every candidate with :func:`rpd.model.plan.plan_one` (the
-straightforward loop; the same winners, tested).
+:func:`search` is best first with branch and bound: every candidate gets its static bytes and a
+lower bound of its step time (:mod:`rpd.model.search_bounds`) -- an upper bound of its tokens/s;
+those whose static bytes exceed the cap are dropped; the rest are taken in the order of their
+bound, and each is dropped when its peak bytes, read off its schedule's order at unit costs
+(activations live from a forward to its backward: the order fixes them, not the costs), exceed
+the cap, else timed by :func:`rpd.model.plan.plan_one`; the search stops when the next bound is
+at most the fastest synchronous row that fits (an asynchronous candidate also needs to beat the
+fastest row). Unit-cost timelines are built once per (schedule, PP, M, v) and costed ones once
+per costs (ZeRO's two rows share them). :func:`brute_force` times every candidate (the
+straightforward loop; the same answers, tested).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
-
-import numpy as np
+from typing import NamedTuple
 
 from rpd.model.answer import best_first
-from rpd.model.compute import layer_seconds
 from rpd.model.hardware import Hardware
 from rpd.model.layers import Model
-from rpd.model.memory import OPTIMIZER_BYTES
+from rpd.model.memory import rank_memory
 from rpd.model.plan import Maker, Row, plan_one
-from rpd.model.stages import partition
-from rpd.model.workers import pipedream_config
+from rpd.model.search_bounds import Stages, dp_floor, static_bytes, step_floor
+from rpd.model.stages import partition, stages
+from rpd.schedules.ir import BWD_I
 from rpd.validation import check_int, required
+
+RECOMPUTE = ("none", "selective", "full")
 
 
 @dataclasses.dataclass(frozen=True)
 class Searched:
     """A schedule the search tries, with the two facts it reads: synchronous (one weight version
-    per step: may run with DP > 1) and chunked (chunks per rank are a parameter, tried at v = 2)."""
+    per step: may run with DP > 1) and chunked (chunks per rank are a parameter)."""
 
     name: str
     synchronous: bool = True
     chunked: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Space:
+    """The values tried of each knob beside TP, PP and DP (``v`` None: every v whose chunks
+    get whole layers)."""
+
+    recompute: tuple[str, ...] = RECOMPUTE
+    SP: tuple[bool, ...] = (False, True)
+    zero: tuple[int, ...] = (0, 1)
+    CP: tuple[int, ...] = (1, 2, 4, 8, 16)
+    v: tuple[int, ...] | None = None
+
+
+class Shape(NamedTuple):
+    """What the candidates read of the model: blocks, heads, KV heads, hidden size, sequence."""
+
+    blocks: int
+    heads: int
+    kv_heads: int
+    hidden: int
+    seq: int
+
+
+class Variant(NamedTuple):
+    """What the model per rank depends on."""
+
+    TP: int
+    CP: int
+    SP: bool
+    recompute: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,109 +92,18 @@ class Candidate:
     M: int
     schedule: str
     v: int | None = None
+    CP: int = 1
+    SP: bool = False
+    recompute: str = "none"
+    zero: int = 0
 
     @property
     def workers(self) -> int:
-        return self.TP * self.PP * self.DP
+        return self.TP * self.CP * self.PP * self.DP
 
-
-def tp_values(hw: Hardware, n: int, heads: int, hidden: int) -> list[int]:
-    """Tensor-parallel widths tried: powers of two inside one node dividing the heads, the hidden
-    size and the ``n`` workers."""
-    return [
-        TP
-        for TP in (1, 2, 4, 8, 16)
-        if TP <= hw.gpus_per_node and not (hw.gpus_per_node % TP or heads % TP or hidden % TP or n % TP)
-    ]
-
-
-def _all_candidates(models, hw, n, B, schedules, kw) -> list[Candidate]:
-    """:func:`candidates` of the search's arguments (``kw``'s ``shape`` = (heads, hidden) taken out)."""
-    blocks = sum(1 for x in models(1).layers if x.kind == "block")
-    heads, hidden = kw.pop("shape")
-    return candidates(n, B, hw, blocks, heads, hidden, schedules)
-
-
-def candidates(
-    n: int, B: int, hw: Hardware, blocks: int, heads: int, hidden: int, schedules: Sequence[Searched]
-) -> list[Candidate]:
-    """Every (TP, PP, DP, M, schedule) of ``n`` workers and a global batch of ``B`` microbatches."""
-    sync = [s for s in schedules if s.synchronous]
-    single = [s for s in sync if not s.chunked][:1]  # PP = 1: one stage, every schedule the same
-    n, B = check_int("n_workers", n), check_int("pipeline.global_batch", B)
-    out = []
-    for TP in tp_values(hw, n, heads, hidden):
-        for PP in range(1, min(n // TP, blocks) + 1):
-            if (n // TP) % PP:
-                continue
-            DP = n // (TP * PP)
-            if B % DP:
-                continue
-            M = B // DP
-            for s in sync if PP > 1 else single:
-                if not s.chunked:
-                    out.append(Candidate(TP, PP, DP, M, s.name))
-                elif not (blocks % (2 * PP) or M % PP):  # whole layers per chunk; Megatron's M rule
-                    out.append(Candidate(TP, PP, DP, M, s.name, 2))
-            if DP == 1 and PP > 1:
-                out += [Candidate(TP, PP, 1, M, s.name) for s in schedules if not s.synchronous]
-    return out
-
-
-def bytes_per_value(kw: dict, shard: int = 1) -> float:
-    """Static bytes per parameter: weights, gradients, master weights and optimizer state, the
-    last two over ``shard`` ranks (ZeRO-1)."""
-    mixed = kw.get("precision", "bf16_mixed") == "bf16_mixed"
-    per_value: float = (2 if mixed else 4) + (kw.get("grad_bytes") or 4)
-    return per_value + ((4 if mixed else 0) + OPTIMIZER_BYTES[kw.get("optimizer", "adam")]) / shard
-
-
-def stage_params(model: Model, bounds) -> np.ndarray:
-    """int [G]: values each stage of ``bounds`` holds, a tied matrix on both of its stages (as
-    :func:`rpd.model.stages.stages` counts them)."""
-    stage_of = np.repeat(np.arange(len(bounds)), [b - a for a, b in bounds])
-    index = {x.name: j for j, x in enumerate(model.layers)}
-    out = np.zeros(len(bounds), np.int64)
-    for j, x in enumerate(model.layers):
-        out[stage_of[j]] += x.params
-        if x.tied_params and x.tied_to is not None and stage_of[index[x.tied_to]] != stage_of[j]:
-            out[stage_of[j]] += x.tied_params
-    return out
-
-
-def _static_bytes(model: Model, c: Candidate, kw: dict) -> float:
-    """Bytes the fullest rank holds at least: an even share of the weights and their state."""
-    return model.params / c.PP * bytes_per_value(kw, c.DP if kw.get("zero", 0) else 1)
-
-
-def least_devices(
-    models: Callable[[int], Model], hw: Hardware, cap: float, heads: int, hidden: int, how: str = "even", **kw
-) -> tuple[int, int, int] | None:
-    """(devices, TP, PP) of the fewest devices whose fullest rank holds its weights, gradients,
-    master weights and optimizer state (one version, one pipeline: ZeRO over more pipelines
-    costs more devices in all) within ``cap`` bytes; None when no TP × PP does."""
-    best = None
-    for TP in tp_values(hw, hw.gpus_per_node, heads, hidden):
-        model = models(TP)
-        blocks = sum(1 for x in model.layers if x.kind == "block")
-        per_value = bytes_per_value(kw)
-        for PP in range(1, blocks + 1):
-            if best is not None and TP * PP >= best[0]:
-                break
-            if stage_params(model, partition(model, PP, how, hw)).max() * per_value <= cap:
-                best = (TP * PP, TP, PP)
-                break
-    return best
-
-
-def _bound(model: Model, c: Candidate, secs: float) -> float:
-    """Tokens/s no schedule of ``c`` can beat (module docstring; 1 % over it for the ticks'
-    rounding of each op)."""
-    return 1.01 * c.DP * model.tokens_per_microbatch * c.PP / secs
-
-
-def _evaluate(models, hw, make, c: Candidate, kw) -> Row:
-    return plan_one(models(c.TP), hw, c.schedule, make, c.PP, c.M, D=c.DP, TP=c.TP, v=c.v, **kw)
+    @property
+    def variant(self) -> Variant:
+        return Variant(self.TP, self.CP, self.SP, self.recompute)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,8 +111,8 @@ class Found:
     """What :func:`search` did: the rows it timed (best first) and how every candidate ended."""
 
     rows: list[Row]
-    candidates: int  # every (TP, PP, DP, M, schedule) of the space
-    over_cap: int  # not timed: static bytes alone above the cap
+    candidates: int  # every candidate of the space
+    over_cap: int  # not timed: static bytes, or the peak read off the order, above the cap
     bounded: int  # not timed: their bound of tokens/s at most the best found
 
     @property
@@ -173,113 +120,190 @@ class Found:
         return len(self.rows)
 
 
+def tp_values(hw: Hardware, n: int, heads: int, hidden: int, kv_heads: int | None = None) -> list[int]:
+    """Tensor-parallel widths tried: powers of two inside one node dividing the heads, the KV
+    heads, the hidden size and the ``n`` workers."""
+    kv = heads if kv_heads is None else kv_heads
+    return [
+        TP
+        for TP in (1, 2, 4, 8, 16)
+        if TP <= hw.gpus_per_node and not (hw.gpus_per_node % TP or heads % TP or kv % TP or hidden % TP or n % TP)
+    ]
+
+
+def chunk_values(blocks: int, PP: int, space: Space) -> list[int]:
+    """Chunks per rank tried at PP stages: v >= 2 with whole layers in every chunk."""
+    vs = range(2, blocks // PP + 1) if space.v is None else space.v
+    return [v for v in vs if v >= 2 and not blocks % (PP * v)]
+
+
+def candidates(
+    n: int, B: int, hw: Hardware, shape: Shape, schedules: Sequence[Searched], space: Space = Space()
+) -> list[Candidate]:
+    """Every candidate of ``n`` workers and a global batch of ``B`` microbatches (module doc)."""
+    n, B = check_int("n_workers", n), check_int("pipeline.global_batch", B)
+    sync = [s for s in schedules if s.synchronous]
+    single = [s for s in sync if not s.chunked][:1]  # PP = 1: one stage, every schedule the same
+    out = []
+    for TP in tp_values(hw, n, shape.heads, shape.hidden, shape.kv_heads):
+        for CP in space.CP:
+            if (n // TP) % CP or (CP > 1 and shape.seq % (2 * CP)):
+                continue
+            for PP in range(1, min(n // (TP * CP), shape.blocks) + 1):
+                if (n // (TP * CP)) % PP or B % (n // (TP * CP * PP)):
+                    continue
+                DP = n // (TP * CP * PP)
+                M = B // DP
+                layouts: list[tuple[str, int | None]] = []
+                for s in sync if PP > 1 else single:
+                    if not s.chunked:
+                        layouts.append((s.name, None))
+                    elif not M % PP:  # Megatron's M rule
+                        layouts += [(s.name, v) for v in chunk_values(shape.blocks, PP, space)]
+                if DP == CP == 1 and PP > 1:
+                    layouts += [(s.name, None) for s in schedules if not s.synchronous]
+                for name, v in layouts:
+                    for rec in space.recompute:
+                        for SP in space.SP if TP > 1 else (False,):
+                            for zero in space.zero if DP * CP > 1 else (0,):
+                                out.append(Candidate(TP, PP, DP, M, name, v, CP, SP, rec, zero))
+    return out
+
+
+def _maker(make: Maker) -> Maker:
+    """``make`` remembering its last timelines (a unit-cost order per shape; ZeRO's two rows
+    share their costed ones)."""
+    return functools.lru_cache(maxsize=48)(make)
+
+
+def _evaluate(models, hw, make, c: Candidate, kw) -> Row:
+    return plan_one(
+        models(c.variant),
+        hw,
+        c.schedule,
+        make,
+        c.PP,
+        c.M,
+        D=c.DP,
+        TP=c.TP,
+        SP=c.SP,
+        v=c.v,
+        zero=c.zero,
+        recompute=c.recompute,
+        CP=c.CP,
+        **kw,
+    )
+
+
+def _peak(models, hw, make, c: Candidate, kw) -> float:
+    """The worst rank's peak bytes of ``c``, read off its order at unit costs (module doc)."""
+    unit = make(c.schedule, c.PP, c.M, c.M, None, 0, c.v)
+    model = models(c.variant)
+    st = stages(model, partition(model, unit.n_stages, kw.get("how", "even"), hw), hw)
+    mem = rank_memory(
+        unit,
+        st,
+        kw.get("optimizer", "adam"),
+        kw.get("precision", "bf16_mixed"),
+        kw.get("grad_bytes"),
+        c.zero,
+        c.DP * c.CP,
+    )
+    return float(mem.peak.max())
+
+
+def bounds(models, hw, make, cands: list[Candidate], cap: float, schedules, **kw) -> list[tuple[float, float]]:
+    """(upper bound of tokens/s, static bytes of the fullest rank) of each candidate."""
+    split = {
+        s.name: bool((make(s.name, 2, 4, 4, None, 0, 2 if s.chunked else None).table.kind == BWD_I).any())
+        for s in schedules
+    }
+    flush = {s.name: s.synchronous for s in schedules}
+    sums: dict[Variant, Stages] = {}
+    out = []
+    for c in cands:
+        if c.variant not in sums:
+            sums[c.variant] = Stages(models(c.variant), hw, kw.get("how", "even"))
+        fiw, params, out_bytes = sums[c.variant](c.PP * (c.v or 1))
+        static = static_bytes(params, c.PP, kw, c.DP * c.CP if c.zero else 1)
+        p2p = hw.p2p_seconds(out_bytes, c.workers <= hw.gpus_per_node) if c.PP > 1 else 0.0
+        step = step_floor(fiw, c.PP, c.M, p2p, split=split[c.schedule], flush=flush[c.schedule])
+        step += dp_floor(hw, params, c.TP, c.CP, c.DP, c.PP, c.zero, kw)
+        out.append((c.DP * c.M * models(c.variant).tokens_per_microbatch / step, static))
+    return out
+
+
 def search(
-    models: Callable[[int], Model],
+    models: Callable[[Variant], Model],
     hw: Hardware,
     make: Maker,
     n: int,
     B: int,
     cap: float,
     schedules: Sequence[Searched],
+    shape: Shape,
+    space: Space = Space(),
+    progress: Callable[[str], None] | None = None,
     **kw,
 ) -> Found:
-    """The rows timed for ``n`` workers, and the counts of those not timed (:class:`Found`).
-    ``models(TP)``: the model per TP rank; ``kw``: :func:`rpd.model.plan.plan_one`'s settings
-    (optimizer, zero, grad_bytes, margin, SP, recompute, ...)."""
+    """The rows timed for ``n`` workers, best first, and the counts of those not timed
+    (:class:`Found`; module docstring). ``kw``: :func:`rpd.model.plan.plan_one`'s other
+    settings (optimizer, precision, grad_bytes, margin, how, overlap, ...)."""
+    say = progress or (lambda message: None)
+    make = _maker(make)
     synchronous = {s.name: s.synchronous for s in schedules}
-    cands = _all_candidates(models, hw, n, B, schedules, kw)
-    margin = kw.get("margin", 0.0)
-    secs = {}
-    bounds = []
-    for c in cands:
-        if c.TP not in secs:
-            secs[c.TP] = float(layer_seconds(models(c.TP), hw).sum())
-        static = _static_bytes(models(c.TP), c, kw)
-        bounds.append((_bound(models(c.TP), c, secs[c.TP]), static <= cap * (1 - margin), c))
-    bounds.sort(key=lambda x: -x[0])
-    rows, best_sync, best_any, over, bounded = [], 0.0, 0.0, 0, 0
-    for bound, may_fit, c in bounds:
-        if not may_fit:
-            over += 1
-            continue
-        sync = synchronous[c.schedule]
-        if bound <= (best_sync if sync else best_any):
+    cands = candidates(n, B, hw, shape, schedules, space)
+    limit = cap * (1 - kw.get("margin", 0.0))
+    say(f"{len(cands)} candidates; bounding their tokens/s and static bytes")
+    ranked = sorted(
+        (
+            (b, c)
+            for (b, static), c in zip(bounds(models, hw, make, cands, cap, schedules, **kw), cands)
+            if static <= limit
+        ),
+        key=lambda x: -x[0],
+    )
+    over = len(cands) - len(ranked)
+    say(f"{over} over the cap on static bytes alone; timing the rest best bound first")
+    rows: list[Row] = []
+    best_sync = best_any = 0.0
+    bounded = 0
+    offload = kw.get("offload", False)
+    for k, (bound, c) in enumerate(ranked):
+        if bound <= best_sync:  # every later bound is at most this one
+            bounded += len(ranked) - k
+            break
+        if bound <= best_any and not synchronous[c.schedule]:
             bounded += 1
+            continue
+        if not offload and _peak(models, hw, make, c, kw) > limit:
+            over += 1
             continue
         r = _evaluate(models, hw, make, c, dict(kw, memory_cap=cap))
         rows.append(r)
         if r.error is None and r.fits:
             tokens_per_s = required("tokens_per_s", r.tokens_per_s)  # set on a row without an error
-            if sync:
-                best_sync = max(best_sync, tokens_per_s)
             best_any = max(best_any, tokens_per_s)
+            if synchronous[c.schedule]:
+                best_sync = max(best_sync, tokens_per_s)
+        if len(rows) % 25 == 0:
+            say(f"{len(rows)} timed, {over} over the cap; best {best_sync:,.0f} tokens/s")
+    say(f"done: {len(rows)} timed, {over} over the cap, {bounded} bounded below the best")
     return Found(best_first(rows), len(cands), over, bounded)
 
 
 def brute_force(
-    models: Callable[[int], Model],
+    models: Callable[[Variant], Model],
     hw: Hardware,
     make: Maker,
     n: int,
     B: int,
     cap: float,
     schedules: Sequence[Searched],
+    shape: Shape,
+    space: Space = Space(),
     **kw,
 ) -> list[Row]:
     """Every candidate timed (the straightforward loop :func:`search` is checked against)."""
-    cands = _all_candidates(models, hw, n, B, schedules, kw)
+    cands = candidates(n, B, hw, shape, schedules, space)
     return best_first([_evaluate(models, hw, make, c, dict(kw, memory_cap=cap)) for c in cands])
-
-
-def replicated(
-    models: Callable[[int], Model],
-    hw: Hardware,
-    n: int,
-    cap: float,
-    heads: int,
-    hidden: int,
-    straight: bool = False,
-    **kw,
-) -> list[Row]:
-    """PipeDream's partitioner's stages and replicas (1F1B-RR: asynchronous, weights stashed,
-    a replicated stage's gradients all-reduced; :func:`rpd.model.workers.pipedream_config`) on
-    the n / TP groups of TP workers, for every TP the node and the model allow, as plan rows
-    (per microbatch: the stream has no step; ``replicas`` the workers of each stage).
-    ``straight``: the search times PipeDream on n / TP unreplicated stages itself, so a
-    partition with every replica 1 on all n / TP groups is that configuration, left to it (one
-    configuration, one answer)."""
-    rows = []
-    margin = kw.get("margin", 0.0)
-    for TP in tp_values(hw, n, heads, hidden):
-        model = models(TP)
-        c = pipedream_config(
-            model,
-            hw,
-            n // TP,
-            grad_bytes=kw.get("grad_bytes") or 4,
-            optimizer=kw.get("optimizer", "adam"),
-            precision=kw.get("precision", "bf16_mixed"),
-            memory_cap=cap * (1 - margin),
-        )
-        if straight and set(c.replicas) == {1} and c.S * TP == n:
-            continue
-        s = c.time_per_microbatch_s
-        rows.append(
-            Row(
-                schedule="pipedream_rr",
-                S=c.S,
-                M=1,
-                TP=TP,
-                recompute=kw.get("recompute", "none"),
-                synchronous=False,
-                step_time_s=s,
-                tokens_per_s=c.tokens_per_s,
-                mfu=model.model_flops / (s * c.workers * hw.peak_flops) if model.model_flops > 0 else None,
-                peak_bytes=[c.peak_bytes],
-                fits=c.fits,
-                max_delay=c.stash_versions - 1,
-                weight_versions=c.stash_versions,
-                replicas=c.replicas,
-            )
-        )
-    return rows

@@ -16,24 +16,33 @@ family the usual choices are points:
 :func:`evaluate` times a configuration with the one timer under the stages' own costs
 (:func:`rpd.model.stages.stage_costs`) for N and 2N microbatches; the time per microbatch is
 (T(2N) − T(N)) / N, so tokens/s = tokens per microbatch / that. Bytes per device are
-:func:`rpd.model.memory.rank_memory` of the timeline (weight stashing: stage g's replica keeps
-up to (W_{>=g} − 1) // r_g + 1 versions). ``allreduce_bytes``: what each worker sends per update
+:func:`rpd.model.memory.rank_memory` of the timeline (weight stashing: the versions each
+replica holds at once, counted on the timeline; about (W_{>=g} − 1) // r_g + 1 on stage g, W_{>=g}
+the workers of stages g and after, more or fewer where replicas admit microbatches unevenly). ``allreduce_bytes``: what each worker sends per update
 of its stage (ring, 2(r − 1)/r of its gradient bytes).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 
+from rpd.model.compute import layer_seconds
 from rpd.model.hardware import Hardware
 from rpd.model.layers import Model
-from rpd.model.memory import rank_memory
+from rpd.model.memory import OPTIMIZER_BYTES, rank_memory
 from rpd.model.partition import partition_model
+from rpd.model.plan import Row
+from rpd.model.search_bounds import ROUNDING, stage_params
 from rpd.model.stages import partition, stage_costs, stages
 from rpd.schedules.round_robin import pipedream_rr, stashed_versions
 from rpd.validation import check_int
+
+# PipeDream's partitioner and its 1F1B-RR timeline are not run on more groups of TP workers:
+# both grow as groups² (GPT-3 175B: 0.8 s on 64 groups, 3.8 s on 128, about a minute on 1024)
+RR_GROUPS = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,3 +168,80 @@ def format_configs(configs: list[Config]) -> str:
             f"{c.allreduce_bytes / 2**20:>7.0f} {'yes' if c.fits else 'no'}"
         )
     return "\n".join(lines)
+
+
+def replicated(
+    models: Callable[[int], Model],
+    hw: Hardware,
+    n: int,
+    cap: float,
+    TPs: list[int],
+    best: float = 0.0,
+    straight: bool = False,
+    **kw,
+) -> tuple[list[Row], int, list[int]]:
+    """PipeDream's partitioner's stages and replicas (1F1B-RR: asynchronous, weights stashed, a
+    replicated stage's gradients all-reduced; :func:`pipedream_config`) on the n / TP groups of
+    TP workers, for each TP of ``TPs`` (``models(TP)``), as plan rows (per microbatch: the stream
+    has no step; ``replicas`` the workers of each stage): (rows, how many were dropped untimed,
+    the TPs whose groups exceed :data:`RR_GROUPS`).
+
+    Not timed: a partition whose fullest rank's weights (one version), gradients and optimizer
+    state exceed the cap; one whose bound of
+    tokens/s (every stage busy on its F + I + W over its replicas) is at most ``best``; and,
+    with ``straight`` (the search times PipeDream on n / TP unreplicated stages itself), a
+    partition with every replica 1 on all n / TP groups: that configuration, left to it."""
+    rows, dropped, skipped = [], 0, []
+    limit = cap * (1 - kw.get("margin", 0.0))
+    mixed = kw.get("precision", "bf16_mixed") == "bf16_mixed"
+    gb = kw.get("grad_bytes") or 4
+    for TP in TPs:
+        if n // TP > RR_GROUPS:
+            skipped.append(TP)
+            continue
+        model = models(TP)
+        part = partition_model(model, hw, n // TP, grad_bytes=gb)
+        reps = part.replicas
+        if straight and set(reps) == {1} and len(reps) * TP == n:
+            continue
+        bounds = part.bounds
+        p = stage_params(model, bounds).astype(float)
+        state = gb + (4 if mixed else 0) + OPTIMIZER_BYTES[kw.get("optimizer", "adam")]
+        static = p * ((2 if mixed else 4) + state)
+        secs = np.add.reduceat(layer_seconds(model, hw).sum(axis=1), [a for a, _ in bounds])
+        bound = model.tokens_per_microbatch / (ROUNDING * float((secs / np.asarray(reps)).max()))
+        if static.max() > limit or bound <= best:
+            dropped += 1
+            continue
+        c = evaluate(
+            model,
+            hw,
+            bounds,
+            reps,
+            "pipedream",
+            grad_bytes=gb,
+            predicted_s=part.bottleneck,
+            optimizer=kw.get("optimizer", "adam"),
+            precision=kw.get("precision", "bf16_mixed"),
+            memory_cap=limit,
+        )
+        s = c.time_per_microbatch_s
+        rows.append(
+            Row(
+                schedule="pipedream_rr",
+                S=c.S,
+                M=1,
+                TP=TP,
+                recompute=kw.get("recompute", "none"),
+                synchronous=False,
+                step_time_s=s,
+                tokens_per_s=c.tokens_per_s,
+                mfu=model.model_flops / (s * c.workers * hw.peak_flops) if model.model_flops > 0 else None,
+                peak_bytes=[c.peak_bytes],
+                fits=c.fits,
+                max_delay=c.stash_versions - 1,
+                weight_versions=c.stash_versions,
+                replicas=c.replicas,
+            )
+        )
+    return rows, dropped, skipped

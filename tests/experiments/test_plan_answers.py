@@ -17,7 +17,7 @@ from hydra_helpers import ROOT, compose
 from experiments import plan as entry
 from experiments.plan_search import knobs
 from rpd import registry
-from rpd.model import hardware, search3d
+from rpd.model import hardware, search_bounds
 from rpd.model.answer import answer, choose, parse_bytes
 from rpd.model.layers import GPTConfig, Parallel, gpt_model
 from rpd.model.plan import plan
@@ -109,16 +109,17 @@ def test_least_devices_is_the_fewest_whose_static_bytes_fit():
     cfg = GPTConfig(n_layer=32, d_model=4096, n_head=32, seq=2048, vocab=32000)
     models = {t: gpt_model(cfg, par=Parallel(TP=t)) for t in (1, 2, 4, 8)}
     cap = 30 * 2**30
-    n, TP, PP = search3d.least_devices(models.__getitem__, hardware.preset("a100_80g"), cap, 32, 4096)
-    static = lambda t, p: search3d.stage_params(models[t], partition(models[t], p)).max() * 18  # noqa: E731
+    n, TP, PP = search_bounds.least_devices(models.__getitem__, hardware.preset("a100_80g"), cap, [1, 2, 4, 8])
+    static = lambda t, p: search_bounds.stage_params(models[t], partition(models[t], p)).max() * 18  # noqa: E731
     assert TP * PP == n and static(TP, PP) <= cap
     assert all(static(t, p) > cap for t in models for p in range(1, 33) if t * p < n)
 
 
 def _counts(text: str) -> dict[str, int]:
     m = re.search(
-        r"(\d+) configurations; (\d+) over the cap on static bytes alone and (\d+) bounded below the best "
-        r"\(not timed\); (\d+) timed, \+ (\d+) of PipeDream's partitioner \(1F1B-RR\); (\d+) of these (\d+) fit",
+        r"(\d+) configurations; (\d+) over the cap on bytes before timing and (\d+) bounded below the best "
+        r"\(not timed\); (\d+) timed, \+ (\d+) of PipeDream's partitioner \(1F1B-RR, \d+ not timed\); "
+        r"(\d+) of these (\d+) fit",
         text,
     )
     assert m, text

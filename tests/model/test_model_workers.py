@@ -11,7 +11,7 @@ from toy_hardware import toy_hardware
 from experiments import plan as entry
 from rpd.model import hardware
 from rpd.model.layers import Layer, Model
-from rpd.model.workers import configurations, evaluate, even_config, pipedream_config
+from rpd.model.workers import configurations, evaluate, even_config, pipedream_config, replicated
 
 # 1 TFLOP/s, p2p free, all-reduce 1 GB/s with no latency
 HW = toy_hardware()
@@ -74,14 +74,19 @@ def test_the_plan_command_chooses_for_n_workers(tmp_path, capsys):
     assert first.startswith("use: ") and "of 8 workers" in text and "f_total" not in text
     data = json.loads(out.read_text())
     rows = data["rows"]
-    assert all(r["TP"] * (sum(r["replicas"]) if r["replicas"] else r["S"] * r["D"]) <= 8 for r in rows)
-    # PipeDream's partitioner's replicated stages are candidates too, as asynchronous rows
-    rr = [r for r in rows if r["replicas"]]
-    assert rr and all(r["schedule"] == "pipedream_rr" and not r["synchronous"] for r in rr)
-    one = next(r for r in rr if r["TP"] == 1)
+    assert all(r["TP"] * (sum(r["replicas"]) if r["replicas"] else r["CP"] * r["S"] * r["D"]) <= 8 for r in rows)
+    # PipeDream's partitioner's replicated stages are candidates too, as asynchronous rows, timed
+    # unless bounded below the best row (here the synchronous answer: data parallelism)
     model = entry.build_model(compose(["model=gpt2_small"], "plan").model, "none")
-    c = pipedream_config(model, hardware.preset("a100_80g"), 8, memory_cap=80 * 2**30 * 0.95)
-    assert (tuple(one["replicas"]), one["tokens_per_s"], one["fits"]) == (c.replicas, c.tokens_per_s, c.fits)
+    a100 = hardware.preset("a100_80g")
+    rr, dropped, skipped = replicated(lambda t: model, a100, 8, 80 * 2**30, [1], margin=0.05)
+    c = pipedream_config(model, a100, 8, memory_cap=80 * 2**30 * 0.95)
+    (one,) = rr
+    assert (dropped, skipped, one.schedule, one.synchronous) == (0, [], "pipedream_rr", False)
+    assert (one.replicas, one.tokens_per_s, one.fits) == (c.replicas, c.tokens_per_s, c.fits)
+    # its bound is above its tokens/s: a best equal to them still times it, a best far above does not
+    assert replicated(lambda t: model, a100, 8, 80 * 2**30, [1], best=one.tokens_per_s, margin=0.05)[0] == [one]
+    assert replicated(lambda t: model, a100, 8, 80 * 2**30, [1], best=1e12, margin=0.05)[:2] == ([], 1)
     best = max((r for r in rows if r["fits"] and r["synchronous"]), key=lambda r: r["tokens_per_s"])
     assert f"{best['schedule']}" in first and f"TP={best['TP']}" in first and f"S={best['S']}" in first
 
