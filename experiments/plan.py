@@ -175,7 +175,7 @@ class PlanConfig:
     attention: str = "standard"  # standard | flash (no a*s^2 scores kept)
     tp_overlap: bool = False  # the same as overlap.tp_comm (kept for earlier commands)
     offload: bool = False  # activations to host memory between F and B (hardware.host_bandwidth)
-    n_workers: Optional[int] = None  # S, D and replication chosen for this many workers (rpd.model.workers)
+    n_workers: Optional[int] = None  # the layout and knobs searched for this many workers (rpd.model.search3d)
     schedules: Optional[List[str]] = None  # null: every registered schedule
     tick_s: Optional[float] = None  # null: the smallest op / 100
     out: Optional[str] = None  # null: plan.json in the hydra run directory
@@ -291,7 +291,7 @@ def run(cfg) -> dict:
         # the named switches replace pipeline.overlap_allreduce once any of theirs is set
         overlap=None if ov == Overlap(tp_comm=ov.tp_comm) else ov,
     )
-    if cfg.n_workers is not None:  # TP x PP x DP x M for n workers: only that search
+    if cfg.n_workers is not None:  # TP x CP x PP x DP x M and the knobs for n workers: only that search
         out = workers_search(cfg, hw, par, kw, settings, build_model)
     else:
         rows = plan(model, hw, names, registry.timeline, cfg.pipeline.S, M, D=D, TP=par.TP, v=cfg.pipeline.v, **kw)
