@@ -322,7 +322,7 @@ def format_table(rows: list[Row]) -> str:
     lines: list[tuple[str, ...]] = []
     for r in rows:
         if r.error is not None:
-            lines.append((r.schedule, str(r.D), str(r.M), "refused: " + r.error.split(": ", 1)[-1][:70]))
+            lines.append((r.schedule, str(r.D), str(r.M), "refused: " + r.error.split(": ", 1)[-1]))
             continue
         # a row without an error has every number
         peak, act = required("peak_bytes", r.peak_bytes), required("peak_activation_bytes", r.peak_activation_bytes)
