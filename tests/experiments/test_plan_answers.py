@@ -1,4 +1,4 @@
-"""The plan's answers complete (issue 50): ties broken by memory, one MFU format, refusal reasons in
+"""The plan's answers complete (docs/plan.md#the-answer): ties broken by memory, one MFU format, refusal reasons in
 full, a knob that cannot apply skipped with its reason, the fewest devices when nothing fits,
 counts that match what is listed, one configuration one answer, and a unitless memory_cap below
 1 MiB refused."""
