@@ -334,9 +334,17 @@ class FigureConfig(Config):
 
 
 @dataclasses.dataclass
+class ChartScheduleConfig(ScheduleConfig):
+    """The chart's schedule: N may be left out (configs/chart.yaml leaves it null)."""
+
+    N: Optional[int] = None  # null: two flushes, 2 M (a schedule without flushes: 2 S)
+
+
+@dataclasses.dataclass
 class ChartConfig(Config):
     """``python -m experiments.schedule``: one schedule's Gantt chart and its numbers."""
 
+    schedule: ChartScheduleConfig = dataclasses.field(default_factory=ChartScheduleConfig)
     out: str = "schedule.png"  # the chart (PNG, and a PDF beside it)
 
 

@@ -6,13 +6,18 @@ Op colours: F blue, B green (as the paper's E7), I orange, W purple; an overlapp
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
 from matplotlib import lines as mpl_lines
-from matplotlib.collections import PatchCollection
+from matplotlib.collections import PatchCollection, PathCollection
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.patches import Rectangle
+from matplotlib.path import Path as MplPath
+from matplotlib.textpath import TextPath
+from matplotlib.transforms import Affine2D
 
 from rpd import registry
 from rpd.plotting.style import BWD_COLOR, FWD_COLOR, paper_style, save
@@ -32,11 +37,14 @@ KIND_NAME = {
 }
 
 
-def schedule_gantt(panels: list[dict], path, wrap: float | None = None) -> Path:
+def schedule_gantt(
+    panels: list[dict], path, wrap: float | None = None, xlabel: str = "Time (units of one stage's forward)"
+) -> Path:
     """One chart per schedule, ranks top to bottom; ``ops`` int [7, n] = kind, stage, mb, rank,
     start, end, fused (ticks; ``scale`` ticks per F). ``wrap``: at most this many time units per
     row; a longer chart goes on in further rows of equal span below (a long schedule keeps a
-    readable aspect instead of a strip). The legend names the op kinds drawn, no others."""
+    readable aspect instead of a strip), each row drawing only the ops it shows, so any N draws
+    in seconds. The legend names the op kinds drawn, no others; ``xlabel`` says what a unit is."""
     T = max(int(p["ops"][5].max()) / p["scale"] for p in panels)
     n_rows = 1 if wrap is None or T <= wrap else int(np.ceil(T / wrap))
     span = float(np.ceil(T / n_rows))  # whole ticks per row
@@ -46,11 +54,12 @@ def schedule_gantt(panels: list[dict], path, wrap: float | None = None) -> Path:
         fig = Figure(figsize=(max(10.0, 0.32 * span + 2.5), 0.42 * sum(heights)))
         axes = fig.subplots(len(rows), 1, gridspec_kw={"height_ratios": heights}, squeeze=False)[:, 0]
         for ax, (p, k) in zip(axes, rows):
-            _gantt(ax, p["ops"], p["scale"], p["title"] if k == 0 else f"{p['title']} (continued)")
+            window = (k * span * p["scale"], (k + 1) * span * p["scale"])  # in ticks
+            _gantt(ax, p["ops"], p["scale"], p["title"] if k == 0 else f"{p['title']} (continued)", window)
             if "wasted" in p:
-                _post_validation(ax, p["ops"], p["wasted"], p["steps"], p["scale"])
+                _post_validation(ax, p["ops"], p["wasted"], p["steps"], p["scale"], window)
             if "transfers" in p:
-                _transfers(ax, p["transfers"], p["scale"], int(p["ops"][3].max()) + 1)
+                _transfers(ax, p["transfers"], p["scale"], int(p["ops"][3].max()) + 1, window)
             ax.set_xlim(k * span, (k + 1) * span)
         drawn = [p["ops"][0] for p in panels] + [p["transfers"][0] for p in panels if "transfers" in p]
         kinds = sorted({int(x) for k in drawn for x in np.unique(k)} & set(KIND_NAME))
@@ -63,12 +72,20 @@ def schedule_gantt(panels: list[dict], path, wrap: float | None = None) -> Path:
             ncol=len(kinds),
             frameon=True,
         )
-        axes[-1].set_xlabel("Time (units of one stage's forward)")
+        axes[-1].set_xlabel(xlabel)
         fig.tight_layout()
         return save(fig, path)
 
 
-def _gantt(ax, ops: np.ndarray, scale: int, title: str) -> None:
+def shown(start, end, window: tuple[float, float] | None) -> np.ndarray:
+    """Indices of the intervals [start, end) that overlap ``window`` (ticks; None: all)."""
+    start, end = np.asarray(start), np.asarray(end)
+    if window is None:
+        return np.arange(len(start))
+    return np.flatnonzero((end > window[0]) & (start < window[1]))
+
+
+def _gantt(ax, ops: np.ndarray, scale: int, title: str, window: tuple[float, float] | None = None) -> None:
     kind, stage, mb, rank, start, end, fused = (np.asarray(r) for r in ops)
     S = int(rank.max()) + 1
     n_stages = int(stage.max()) + 1
@@ -76,8 +93,8 @@ def _gantt(ax, ops: np.ndarray, scale: int, title: str) -> None:
     pair_first = np.zeros(len(kind), bool)
     pair_first[:-1] = fused[1:] == 1
     up = (stage != rank) if not chunked else np.zeros(len(kind), bool)  # Chimera's second pipeline
-    cells, colors = [], []
-    for i in range(len(kind)):
+    cells, colors, hatched, labels, at = [], [], [], [], []
+    for i in shown(start, end, window):
         y = S - 1 - rank[i]
         x, w = start[i] / scale, (end[i] - start[i]) / scale
         if fused[i] or pair_first[i]:  # overlapped pair: F in the top half, B in the bottom
@@ -85,26 +102,22 @@ def _gantt(ax, ops: np.ndarray, scale: int, title: str) -> None:
         else:
             cells.append(Rectangle((x, y), w, 1))
         colors.append(KIND_COLOR[int(kind[i])])
-        label = str(mb[i] + 1) + ("'" if chunked and stage[i] >= S else "")
+        hatched.append(bool(up[i]))
         if w >= 0.45:
-            ax.text(
-                x + w / 2,
-                y + (0.75 if pair_first[i] else 0.25 if fused[i] else 0.5),
-                label,
-                ha="center",
-                va="center",
-                fontsize=6.5,
-                color="white",
-                fontweight="bold",
-                clip_on=True,  # a wrapped row shows only its span
-            )
+            labels.append(str(mb[i] + 1) + ("'" if chunked and stage[i] >= S else ""))
+            at.append((x + w / 2, y + (0.75 if pair_first[i] else 0.25 if fused[i] else 0.5)))
     ax.add_collection(PatchCollection(cells, facecolor=colors, edgecolor="black", linewidth=0.5))
-    if up.any():  # hatched on top, in a light colour so the labels stay readable
+    if any(hatched):  # hatched on top, in a light colour so the labels stay readable
         ax.add_collection(
             PatchCollection(
-                [c for c, u in zip(cells, up) if u], facecolor="none", edgecolor="#FFFFFF99", linewidth=0, hatch="///"
+                [c for c, u in zip(cells, hatched) if u],
+                facecolor="none",
+                edgecolor="#FFFFFF99",
+                linewidth=0,
+                hatch="///",
             )
         )
+    _labels(ax, labels, at)
     ax.set_ylim(0, S)
     ax.set_yticks(np.arange(S) + 0.5, [f"rank {S - 1 - i}" for i in range(S)], fontsize=7)
     note = (
@@ -118,30 +131,57 @@ def _gantt(ax, ops: np.ndarray, scale: int, title: str) -> None:
     ax.grid(False)
 
 
-def _transfers(ax, x: np.ndarray, scale: int, S: int) -> None:
+@functools.lru_cache(maxsize=4096)  # a label's glyphs are the same in every row and chart
+def _glyphs(label: str, size: float) -> MplPath:
+    """``label`` in white bold at ``size`` points, as one path centred on (0, 0)."""
+    path = TextPath((0, 0), label, size=size, prop=FontProperties(weight="bold"))
+    drawn = path.vertices[path.codes != MplPath.CLOSEPOLY]  # control points: close to the glyphs' box
+    x, y = (drawn.min(axis=0) + drawn.max(axis=0)) / 2
+    return path.transformed(Affine2D().translate(-x, -y))
+
+
+def _labels(ax, labels: list[str], at: list[tuple[float, float]], size: float = 6.5) -> None:
+    """The ops' microbatch numbers as one collection of glyph paths (one artist, not one Text
+    per op: thousands of ops draw in seconds), centred on ``at`` (data), ``size`` points tall."""
+    if not labels:
+        return
+    paths = [_glyphs(t, size) for t in labels]
+    points = Affine2D().scale(1 / 72) + ax.get_figure().dpi_scale_trans  # points -> pixels
+    glyph = PathCollection(
+        paths, offsets=at, offset_transform=ax.transData, transform=points, facecolor="white", edgecolor="none"
+    )
+    glyph.set_in_layout(False)  # inside their cells: the tight box need not measure every curve
+    ax.add_collection(glyph, autolim=False)
+
+
+def _transfers(ax, x: np.ndarray, scale: int, S: int, window: tuple[float, float] | None = None) -> None:
     """Activation offload's transfers (kind 5 D2H, 6 H2D; ``x`` int [6, n] = kind, stage, mb,
     rank, start, end) as thin bars on their rank's row: D2H along its top edge, H2D along its
     bottom, over the compute they overlap."""
     kind, _, _, rank, start, end = (np.asarray(r) for r in x[:6])
+    i = shown(start, end, window)
     bars = [
         Rectangle(
-            (start[i] / scale, S - 1 - rank[i] + (0.8 if kind[i] == 5 else 0.0)), (end[i] - start[i]) / scale, 0.2
+            (start[j] / scale, S - 1 - rank[j] + (0.8 if kind[j] == 5 else 0.0)), (end[j] - start[j]) / scale, 0.2
         )
-        for i in range(len(kind))
+        for j in i
     ]
-    colours = [KIND_COLOR[int(k)] for k in kind]
+    colours = [KIND_COLOR[int(kind[j])] for j in i]
     ax.add_collection(PatchCollection(bars, facecolor=colours, edgecolor="black", linewidth=0.3))
 
 
-def _post_validation(ax, ops: np.ndarray, wasted: np.ndarray, steps: np.ndarray, scale: int) -> None:
+def _post_validation(
+    ax, ops: np.ndarray, wasted: np.ndarray, steps: np.ndarray, scale: int, window: tuple[float, float] | None = None
+) -> None:
     """ZB-H2's post-validation: wasted speculative forwards cross-hatched, and a black bar where
     each rank's optimizer step of a flush is final (``steps`` int [n_flush, S], last ticks)."""
     S = int(np.asarray(ops[3]).max()) + 1
     start, end, rank = (np.asarray(ops[i])[wasted] for i in (4, 5, 3))
-    cells = [Rectangle((a / scale, S - 1 - r), (b - a) / scale, 1) for a, b, r in zip(start, end, rank)]
+    i = shown(start, end, window)
+    cells = [Rectangle((start[j] / scale, S - 1 - rank[j]), (end[j] - start[j]) / scale, 1) for j in i]
     ax.add_collection(PatchCollection(cells, facecolor="#80808099", edgecolor="black", linewidth=0.5, hatch="xx"))
     for r in range(S):
-        for t in steps[:, r]:
+        for t in steps[shown(steps[:, r], steps[:, r] + 1, window), r]:
             ax.plot([(t + 1) / scale] * 2, [S - 1 - r, S - r], color="black", linewidth=2.0)
     ax.set_title(
         ax.get_title(loc="left") + "   (bars: each rank's step final; crossed: forwards rerun after a rollback)",

@@ -15,14 +15,14 @@ def test_a_long_schedule_wraps_and_its_legend_is_what_is_drawn(tmp_path, monkeyp
     drawn = []
     save = plot_schedules.save
     monkeypatch.setattr(plot_schedules, "save", lambda fig, path, **kw: (drawn.append(fig), save(fig, path, **kw))[1])
-    overrides = ["schedule=zb_v", "schedule.S=4", "schedule.M=8", "schedule.N=8"]
+    overrides = ["schedule=zb_v", "schedule.S=4", "schedule.M=8", "schedule.N=16"]  # chunks at F/2: 51 F
     numbers = schedule.chart(compose([*overrides, f"out={tmp_path / 'zb_v.png'}"], "chart"))
     height, width = matplotlib.image.imread(tmp_path / "zb_v.png").shape[:2]
     assert width / height <= 4  # was 3743 x 368 (10 : 1) on one row
     rows = int(np.ceil(numbers["makespan"] / schedule.WRAP))
     axes = drawn[-1].axes
     assert len(axes) == rows == 2
-    assert [ax.get_xlim() for ax in axes] == [(0.0, 26.0), (26.0, 52.0)]  # whole ticks per row, 51 in all
+    assert [ax.get_xlim() for ax in axes] == [(0.0, 26.0), (26.0, 52.0)]  # whole units per row, 51 in all
     tl = specs.run_spec(compose(overrides, "chart")).pipeline.timeline()
     kinds = sorted(set(np.asarray(tl.table.kind).tolist()))
     labels = [t.get_text() for t in axes[0].get_legend().get_texts()]
