@@ -53,7 +53,8 @@ class StudyNotAvailable(ImportError):
 
 
 def resolve(name: str) -> SimpleNamespace:
-    """The protocol pieces of a study: ``Config``, ``QUICK``, ``run``, ``figure``, ``n_steps``.
+    """The protocol pieces of a study: ``Config``, ``QUICK``, ``run``, ``figure``, ``n_steps``,
+    and optionally ``console(table, summary) -> str``, printed in place of the generic table.
 
     A module that serves several figures names the extra ones by the figure's tag (the part of
     the name before the first '_', e.g. "e8"): ``E8Config``, ``E8_QUICK``, ``run_e8``,
@@ -91,6 +92,7 @@ def resolve(name: str) -> SimpleNamespace:
         n_steps=pick(f"n_steps_{tag}", "n_steps"),
         config_for=pick("config_for"),
         corpus_identity=pick("corpus_identity"),
+        console=pick("console"),  # console(table, summary) -> str: the study's own printed table
         name=name,
     )
     missing = [k for k in ("Config", "run", "figure") if getattr(ns, k) is None]
@@ -337,7 +339,8 @@ def run_and_report(cfg: DictConfig) -> None:
     except OSError as err:
         print(f"warning: MANIFEST.json not written to {out.png.parent}: {err}", file=sys.stderr)
     print(f"{out.name} ({out.size}{', reused' if out.cached else ''}, {out.runtime_s:.1f} s): {out.png}, {out.numbers}")
-    print(format_table(out.table))
+    console = resolve(out.name).console
+    print(console(out.table, out.summary) if console is not None else format_table(out.table))
     if wandb:  # the figure, its table and numbers (experiments.wandb_log), from the stored output
         try:
             rid = log_figure(cfg, out)

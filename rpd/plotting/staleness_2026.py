@@ -2,14 +2,21 @@
 synchronous training per optimizer, with and without error feedback; (b) the loss at equal
 simulated time of Nesterov's look-ahead against its rivals; (c) Adam's slowdown against S, plain
 and rotated. Every mean carries its seeds as dots (the spread); every delay is given in both units
-(rpd's block updates and the stages' own optimizer steps)."""
+(rpd's block updates and the stages' own optimizer steps). Below the panels: each claim's
+verdict with its numbers, and for a run smaller than the paper's what it leaves out
+(:mod:`rpd.plotting.staleness_2026_text`)."""
 
 from __future__ import annotations
+
+import textwrap
 
 import numpy as np
 from matplotlib.figure import Figure
 
+from rpd.plotting.staleness_2026_text import caveat, plural, verdicts
 from rpd.plotting.style import paper_style, save
+
+VERDICT_COLOR = {"holds": "#2E7D32", "fails": "#C62828", "depends": "#EF6C00"}
 
 
 def _bars(ax, labels, rows, key, colors):
@@ -25,15 +32,21 @@ def _units(delays: dict, key: str) -> str:
         return ""
     steps = d["optimizer_steps_per_stage"]
     span = f"{steps[0]}" if len(set(steps)) == 1 else f"{steps[0]}..{steps[-1]}"
-    return f"delay: {span} optimizer steps per stage = {d['block_updates_max']} block updates (max)"
+    steps_word = "optimizer step" if len(set(steps)) == 1 and steps[0] == 1 else "optimizer steps"
+    return f"delay: {span} {steps_word} per stage = {plural(d['block_updates_max'], 'block update')} (max)"
 
 
-def figure(out, path) -> None:
+def figure(out, path, paper: dict | None = None) -> None:
+    """The three panels and the verdicts; ``paper``: the paper-size config, whose differences from
+    this run's are stated on the figure (None: nothing stated)."""
     rows, s = out.table, out.summary
     cfg, delays = s["config"], s["delays"]
+    claims = verdicts(s)
+    note = caveat(cfg, paper)
     with paper_style():
-        fig = Figure(figsize=(16, 5.5))
-        ax_a, ax_b, ax_c = fig.subplots(1, 3)
+        fig = Figure(figsize=(16, 5.5 + 0.22 * (len(claims) + 3)))
+        axes = fig.subplot_mosaic([["a", "b", "c"], ["v", "v", "v"]], height_ratios=[5.5, 0.22 * (len(claims) + 3)])
+        ax_a, ax_b, ax_c = axes["a"], axes["b"], axes["c"]
         # (a) gaps at equal updates
         labels, sel = [], []
         for name in cfg["a_objectives"]:
@@ -51,7 +64,8 @@ def figure(out, path) -> None:
         ax_a.axhline(0, color="0.4", lw=0.8)
         first = cfg["a_objectives"][0]
         ax_a.set_title(
-            f"(a) 2BW vs synchronous 1F1B, S = {cfg['a_S']}\n" + _units(delays["a (2BW vs 1F1B)"][first], "2bw"),
+            f"(a) 2BW vs synchronous 1F1B, S = {cfg['a_S']}, M = {cfg['a_M']}\n"
+            + _units(delays["a (2BW vs 1F1B)"][first], "2bw"),
             fontsize=9,
         )
         ax_a.set_ylabel("(loss 2BW − loss sync) / loss sync, equal updates")
@@ -95,7 +109,7 @@ def figure(out, path) -> None:
                     d = delays["c (PipeDream)"].get(f"{label} S={r['S']}")
                     if d is not None:
                         ticks[r["S"]] = (
-                            f"S={r['S']}\n{d['optimizer_steps_per_stage'][0]} steps\n{d['block_updates_max']} b.u."
+                            f"S={r['S']}\n{plural(d['optimizer_steps_per_stage'][0], 'step')}\n{d['block_updates_max']} b.u."
                         )
         ax_c.set_xscale("log", base=2)
         ax_c.set_xticks(sorted(ticks), [ticks[k] for k in sorted(ticks)], fontsize=7)
@@ -103,5 +117,45 @@ def figure(out, path) -> None:
         ax_c.set_ylabel("updates to target, PipeDream / no staleness")
         ax_c.set_title("(c) Adam's slowdown with depth, plain vs rotated basis", fontsize=9)
         ax_c.legend(fontsize=7)
+        _verdicts(axes["v"], claims, note)
         fig.tight_layout()
         save(fig, path)
+
+
+def _verdicts(ax, claims: list[tuple[str, str, str]], note: str | None) -> None:
+    """Each claim's verdict (coloured) and its numbers, one line each; the caveat below."""
+    ax.axis("off")
+    n = len(claims) + 2
+    ax.text(
+        0.0,
+        1.0,
+        "Verdicts (holds: in every seed on every objective; fails: in none; depends otherwise)",
+        fontsize=8.5,
+        fontweight="bold",
+        va="top",
+        transform=ax.transAxes,
+    )
+    for i, (v, claim, detail) in enumerate(claims, start=1):
+        y = 1.0 - i / n
+        ax.text(
+            0.0,
+            y,
+            v.upper(),
+            fontsize=8,
+            fontweight="bold",
+            color=VERDICT_COLOR.get(v, "black"),
+            va="top",
+            transform=ax.transAxes,
+        )
+        ax.text(0.06, y, f"{claim}: {detail}" if detail else claim, fontsize=8, va="top", transform=ax.transAxes)
+    if note:
+        ax.text(
+            0.0,
+            1.0 - (n - 0.8) / n,
+            textwrap.fill("Note: " + note, 190),
+            fontsize=8,
+            style="italic",
+            color="#B71C1C",
+            va="top",
+            transform=ax.transAxes,
+        )

@@ -32,6 +32,7 @@ import numpy as np
 from rpd import objectives, schedules
 from rpd.objectives import corpus
 from rpd.objectives.nanochat import nanochat
+from rpd.plotting import staleness_2026_text as text
 from rpd.plotting.staleness_2026 import figure as draw
 from rpd.results import StudyOutput, diverged
 from rpd.studies import trend
@@ -370,6 +371,20 @@ def verdicts(rows: list[dict], cfg: Config) -> dict:
     return out
 
 
+def n_steps(cfg: Config) -> int:
+    """Progress units of :func:`run`: one per arm of (a) and (b), one per case of (c)."""
+    a = 6 * len(cfg.a_objectives)  # (adamw, muon) x (sync, 2bw, 2bw_ef)
+    b = (1 + len(cfg.b_rivals)) * len(cfg.b_objectives)
+    return a + b + 2 * len(cfg.c_S) + len(cfg.c_lm_S)
+
+
+def console(table: list[dict], summary: dict) -> str:
+    """What ``experiments.figure`` prints: the verdicts, the caveat of a run smaller than the
+    paper's and a table of means of at most 160 columns (:mod:`rpd.plotting.staleness_2026_text`)."""
+    return text.console(table, summary, paper=dataclasses.asdict(Config()))
+
+
 def figure(out: StudyOutput, path) -> None:
-    """The figure from saved numbers (:func:`rpd.plotting.staleness_2026.figure`)."""
-    draw(out, path)
+    """The figure from saved numbers (:func:`rpd.plotting.staleness_2026.figure`), with the
+    verdicts and, for a run smaller than the paper's, what it leaves out."""
+    draw(out, path, paper=dataclasses.asdict(Config()))

@@ -3,6 +3,7 @@ edge while it may widen, updates to a target, and a plan's delay in both units."
 
 import numpy as np
 
+from experiments import figure
 from rpd import schedules
 from rpd.schedules import delays
 from rpd.studies import load, staleness_2026
@@ -12,6 +13,9 @@ from rpd.train import plans, semantics
 
 def test_registered():
     assert load("e17_staleness_2026") is staleness_2026
+    # experiments.figure prints the study's own console view in place of the generic table
+    assert figure.resolve("e17_staleness_2026").console is staleness_2026.console
+    assert figure.resolve("e9_frontier").console is None
 
 
 def test_tuning_widens_until_the_choice_is_interior():
@@ -57,3 +61,20 @@ def test_delay_in_both_units():
     tl = schedules.one_f_one_b(4, 48, 4)
     sync = semantics.of(tl).plan(tl, 4, 4)[0]
     assert delay_units(sync, 4)["optimizer_steps_per_stage"] == [0, 0, 0, 0]
+
+
+def test_progress_has_a_known_total(monkeypatch):
+    """``n_steps`` is the number of progress calls of ``run`` (was "[1/?]"), at both sizes; the
+    tuning is replaced by a stand-in so that no arm trains."""
+
+    def tuned(cfg, run, score, opt):
+        k = len(cfg.seeds)
+        return dict(curves=np.ones((k, 3)), scores=np.full(k, 10.0), exp=-3, edge=None, widened=0, exps=[-3, -3])
+
+    monkeypatch.setattr(staleness_2026, "_tuned", tuned)
+    paper = staleness_2026.Config()
+    quick = staleness_2026.Config(**staleness_2026.QUICK)
+    for cfg, total in ((paper, 6 * 2 + 4 * 2 + 2 * 4), (quick, 6 + 3 + 2 * 2)):
+        calls = []
+        staleness_2026.run(cfg, progress=calls.append)
+        assert len(calls) == staleness_2026.n_steps(cfg) == total
