@@ -28,18 +28,18 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import hydra
-import numpy as np
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
-from experiments import checks, compose_check, specs
+from experiments import checks, compose_check
 from experiments import config as C
 from experiments.objectives import build_objective
 from experiments.plan_search import knobs, least_line, workers_search
+from experiments.plan_train import train_grid, train_rows
 from rpd import registry
 from rpd.analysis import tuning
-from rpd.analysis.plan_train import format_times, time_to_target
+from rpd.analysis.plan_train import format_times
 from rpd.model import hardware as hw_lib
 from rpd.model import layers
 from rpd.model.answer import answer, best_first, breakdown_lines, choose, describe, knob_lines, parse_bytes
@@ -365,41 +365,6 @@ def table(rows) -> str:
     shown = [r if r.error is None else dataclasses.replace(r, error=f"E: reason ({ref[id(r)]}) below") for r in rows]
     notes = [f"({ref[id(r)]}) {r.schedule} M={r.M}: {r.error.split(': ', 1)[-1]}" for r in refused]
     return "\n".join([format_table(shown), *notes])
-
-
-def train_grid(cfg) -> tuple[int, int]:
-    """The γ grid's exponents (lo, hi) of ``train.*``, else the optimizer group's ``method.*``."""
-    t, method = cfg.train, OmegaConf.to_container(cfg.method, resolve=True) or {}
-    lo = t.gamma_lo if t.gamma_lo is not None else method.get("gamma_lo", -8)
-    hi = t.gamma_hi if t.gamma_hi is not None else method.get("gamma_hi", 0)
-    if lo > hi:
-        raise ValueError(f"train.gamma_lo={lo} must be <= train.gamma_hi={hi}")
-    return lo, hi
-
-
-def train_rows(cfg, rows, model, hw, settings) -> dict:
-    """Each row's schedule trained on ``cfg.objective`` with ``cfg.optimizer``: time to target."""
-    t = cfg.train
-    lo, hi = train_grid(cfg)
-    opt = specs.optimizer_of(cfg)
-    result = time_to_target(
-        rows,
-        model,
-        hw,
-        registry.timeline,
-        lambda n_blocks: build_objective(cfg.objective, n_blocks),
-        t.N,
-        2.0 ** np.arange(lo, hi + 1),
-        how=settings["partition"],
-        tick_s=cfg.tick_s,
-        grad_bytes=cfg.grad_bytes or 4,
-        target=t.target,
-        rule=t.rule,
-        points=t.points,
-        seed=t.seed,
-        optimizer=opt,
-    )
-    return dict(result, objective=_v(cfg.objective.name), optimizer=settings["optimizer"], gamma_lo=lo, gamma_hi=hi)
 
 
 @hydra.main(version_base="1.3", config_path="../configs", config_name="plan")
