@@ -10,7 +10,11 @@ Two kinds of preset (:data:`PRESETS`):
 * ``a100_80g``, ``h100_80g``: the DGX A100 and DGX H100 nodes (8 GPUs on NVLink, 300 / 450 GB/s per direction per
   GPU; 8 InfiniBand ports per node, one per GPU), HBM bandwidth 2.039 / 3.35 TB/s, and compute
   timed by :mod:`rpd.model.compute` (each GEMM at its own achieved FLOP/s, memory-bound work at
-  HBM speed) with ``gemm_efficiency`` and ``traffic`` fitted once per preset (docs/plan.md).
+  HBM speed). A large GEMM runs at ``gemm_efficiency`` = η × ``matmul_ceiling`` of the peak: the
+  ceiling is the device's measured maximum achievable matmul rate (a benchmark, cited below), η
+  the share of it the framework's kernels reach; η and ``traffic`` are fitted once, shared by
+  both presets (:data:`DGX_FIT`, docs/plan.md#accuracy), so the A100 and the H100 differ only by
+  vendor and benchmark figures.
 
 Links: a TP group sits inside one node (its collectives on ``intra_bandwidth``); ranks are
 placed as Megatron does, TP fastest, then DP, then PP (:mod:`rpd.model.topology`). A collective
@@ -61,6 +65,7 @@ class Hardware:
     host_bandwidth: float | None = None  # bytes/s each way between a GPU and host memory (offload)
     host_latency: float = 0.0
     attention_efficiency: float | None = None  # a fused attention kernel's FLOP/s over peak (None: the GEMMs')
+    matmul_ceiling: float | None = None  # the measured best large-matmul FLOP/s over peak (a benchmark)
 
     def __post_init__(self):
         check_real("hardware.peak_flops", self.peak_flops)
@@ -92,6 +97,8 @@ class Hardware:
         check_real("hardware.host_latency", self.host_latency, allow_zero=True)
         if self.attention_efficiency is not None and not 0 < self.attention_efficiency <= 1:
             raise ValueError(f"hardware.attention_efficiency must be in (0, 1], got {self.attention_efficiency}")
+        if self.matmul_ceiling is not None and not 0 < self.matmul_ceiling <= 1:
+            raise ValueError(f"hardware.matmul_ceiling must be in (0, 1], got {self.matmul_ceiling}")
 
     @property
     def flops(self) -> float:
@@ -146,9 +153,22 @@ class Hardware:
         return lat + moved / bw
 
 
-# (gemm_efficiency, traffic) of each DGX preset, fitted once on its published runs
-# (rpd.studies.plan_accuracy.fit; docs/plan.md)
-DGX_FIT = {"a100_80g": (0.675, 1.5), "h100_80g": (0.625, 2.5)}
+# The measured ceiling of each DGX GPU: the Maximum Achievable Matmul FLOPS (BF16, no sparsity,
+# the best of a search over shapes) over the dense peak -- A100 SXM 267.9 of 312 TFLOP/s, H100 SXM
+# 792.1 of 989 (S. Bekman, ml-engineering, compute/accelerator/README.md, "Maximum Achievable
+# Matmul FLOPS comparison table"; mamf-finder.py). A benchmark of the chip, not a fit to any run.
+MATMUL_CEILING = {"a100_80g": round(267.9 / 312, 4), "h100_80g": round(792.1 / 989, 4)}
+
+# (η, traffic) shared by every DGX preset: the share of the matmul ceiling a framework's GEMMs
+# reach, and the multiplier on the bytes of memory-bound work; fitted once on every published
+# run of the development set (rpd.studies.plan_accuracy.fit; docs/plan.md#accuracy)
+DGX_FIT = (0.75, 1.25)
+
+
+def dgx_gemm_efficiency(name: str, eta: float) -> float:
+    """The large-GEMM fraction of peak of DGX preset ``name`` at software share ``eta``."""
+    return round(eta * MATMUL_CEILING[name], 4)
+
 
 PRESETS: dict[str, Hardware] = {
     "a100_80g_flat": Hardware(
@@ -171,8 +191,9 @@ PRESETS: dict[str, Hardware] = {
         hbm_bandwidth=2.039e12,
         host_bandwidth=32e9,  # PCIe Gen4 x16 per GPU, each way (the link's peak)
         host_latency=10e-6,
-        gemm_efficiency=DGX_FIT["a100_80g"][0],
-        traffic=DGX_FIT["a100_80g"][1],
+        gemm_efficiency=dgx_gemm_efficiency("a100_80g", DGX_FIT[0]),
+        matmul_ceiling=MATMUL_CEILING["a100_80g"],
+        traffic=DGX_FIT[1],
         # FlashAttention-2 on A100, causal, head dim 128, forward and backward: about 170 of 312
         # TFLOP/s (Dao 2023, "FlashAttention-2", Fig. 4), the causal half of the FLOPs counted
         attention_efficiency=0.55,
@@ -191,8 +212,9 @@ PRESETS: dict[str, Hardware] = {
         hbm_bandwidth=3.35e12,
         host_bandwidth=64e9,  # PCIe Gen5 x16 per GPU, each way (the link's peak)
         host_latency=10e-6,
-        gemm_efficiency=DGX_FIT["h100_80g"][0],
-        traffic=DGX_FIT["h100_80g"][1],
+        gemm_efficiency=dgx_gemm_efficiency("h100_80g", DGX_FIT[0]),
+        matmul_ceiling=MATMUL_CEILING["h100_80g"],
+        traffic=DGX_FIT[1],
         # cuDNN's fused attention (Transformer Engine's) on H100, causal, head dim 128, BF16,
         # forward and backward at 2k-8k tokens: about 450 of 989 TFLOP/s (Shah et al. 2024,
         # "FlashAttention-3", Figs. 5-6), the causal half of the FLOPs counted

@@ -115,7 +115,7 @@ def accuracy_figure(table, summary, path) -> Path:
                 ms=4,
             )
             for j, r in enumerate(rows):
-                if r.get("least_compute_mfu", 0.0) > r.get("plan_compute_mfu", np.inf):
+                if r.get("out_of_reach", False):
                     ax.scatter(r["published_step_s"], r["predicted_step_s"], s=90, facecolors="none", edgecolors="C3")
                     bx.scatter(j, 100 * r["error"], s=90, facecolors="none", edgecolors="C3", zorder=4)
         ax.set_xscale("log")

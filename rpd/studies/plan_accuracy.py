@@ -8,12 +8,15 @@ stages timed by the preset's compute model and links, the schedule's timeline, M
 overlaps and the DP collectives placed on the nodes); the error of a run is its predicted step
 time over its published one, minus one (iteration time, as Calculon reports its own).
 
-Each hardware preset has two fitted parameters, (``gemm_efficiency``, ``traffic``) of
-:mod:`rpd.model.compute`; everything else is a vendor figure or a rule. Accuracy is
-cross-validated by source: for each source, the parameters are fitted (:func:`fit`) on every
-other source and the left-out source predicted with them. A preset whose only source is left out
-(the A100's SC'21 table) takes the parameters fitted on the other preset's sources: a prediction
-across hardware. :data:`rpd.model.hardware.DGX_FIT` is the fit on every source of each preset.
+Two parameters are fitted, shared by both hardware presets: η, the share of the GPU's measured
+matmul ceiling (:data:`rpd.model.hardware.MATMUL_CEILING`, a benchmark of the chip) that the
+framework's GEMMs reach, so a preset's ``gemm_efficiency`` is η × its ceiling; and ``traffic``,
+the multiplier on the bytes of memory-bound work (:mod:`rpd.model.compute`). Everything else is a
+vendor figure, a benchmark or a rule. Accuracy is cross-validated by source: for each source, η
+and ``traffic`` are fitted (:func:`fit`) on every run of the other sources, whatever their GPU,
+and the left-out source predicted with them; the A100's only source (SC'21) is then predicted
+from H100 runs through the two chips' measured ceilings. :data:`rpd.model.hardware.DGX_FIT` is
+the fit on every run.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 from rpd import registry
-from rpd.model.hardware import Hardware
+from rpd.model.hardware import Hardware, dgx_gemm_efficiency
 from rpd.model.hardware import preset as hardware_preset
 from rpd.model.layers import Parallel, gpt_model
 from rpd.model.plan import Row, plan_one
@@ -35,8 +38,8 @@ from rpd.plotting.plan import accuracy_figure
 from rpd.results import StudyOutput
 from rpd.studies.plan_devset import SOURCES, Run, runs
 
-GRID = ([0.55, 0.65, 0.75, 0.85, 0.95], [0.0, 2.0, 4.0, 6.0])  # the fit's start: efficiency x traffic
-FINEST = 0.0125  # the fit stops below this efficiency step (traffic step 0.25)
+GRID = ([0.55, 0.65, 0.75, 0.85, 0.95], [0.0, 2.0, 4.0, 6.0])  # the fit's start: η x traffic
+FINEST = 0.0125  # the fit stops below this η step (traffic step 0.25)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,23 +84,29 @@ def plan_run(run: Run, hw: Hardware) -> Row:
     return r
 
 
+def hardware_at(preset: str, eta: float, traffic: float) -> Hardware:
+    """DGX preset ``preset`` with the GEMMs at ``eta`` of its matmul ceiling and ``traffic``."""
+    return dataclasses.replace(
+        hardware_preset(preset), gemm_efficiency=dgx_gemm_efficiency(preset, eta), traffic=traffic
+    )
+
+
 @functools.lru_cache(maxsize=1 << 16)
-def _step(k: int, gemm_efficiency: float, traffic: float) -> float:
+def _step(k: int, eta: float, traffic: float) -> float:
     run = runs()[k]
-    hw = dataclasses.replace(hardware_preset(run.preset), gemm_efficiency=gemm_efficiency, traffic=traffic)
-    return float(plan_run(run, hw).step_time_s)
+    return float(plan_run(run, hardware_at(run.preset, eta, traffic)).step_time_s)
 
 
-def mean_error(ks: list[int], gemm_efficiency: float, traffic: float) -> float:
+def mean_error(ks: list[int], eta: float, traffic: float) -> float:
     """Mean |predicted / published step time − 1| over the runs ``ks`` at these parameters."""
     all_runs = runs()
-    return float(np.mean([abs(_step(k, gemm_efficiency, traffic) / all_runs[k].step_s - 1) for k in ks]))
+    return float(np.mean([abs(_step(k, eta, traffic) / all_runs[k].step_s - 1) for k in ks]))
 
 
 def fit(ks: list[int]) -> tuple[float, float]:
-    """The (gemm_efficiency, traffic) minimising the mean |error| over runs ``ks``: the best of
-    :data:`GRID`, then its neighbours at the current steps (efficiency 0.05, traffic 1), halved
-    whenever none improves, until the efficiency step is below :data:`FINEST`."""
+    """The (η, traffic) minimising the mean |error| over runs ``ks`` (any preset; η ≤ 1, the
+    ceiling): the best of :data:`GRID`, then its neighbours at the current steps (η 0.05,
+    traffic 1), halved whenever none improves, until the η step is below :data:`FINEST`."""
     best = min(((g, k) for g in GRID[0] for k in GRID[1]), key=lambda p: mean_error(ks, *p))
     step = (0.05, 1.0)
     while step[0] >= FINEST:
@@ -110,18 +119,13 @@ def fit(ks: list[int]) -> tuple[float, float]:
     return best
 
 
-def folds(sources: tuple[str, ...]) -> dict[str, dict[str, tuple[float, float]]]:
-    """{left-out source: {preset: its parameters fitted without that source}}: a preset with no
-    other source takes the parameters fitted on every remaining run (module docstring)."""
+def folds(sources: tuple[str, ...]) -> dict[str, tuple[float, float]]:
+    """{left-out source: (η, traffic) fitted on every run of the other sources} (module
+    docstring): one pair for both presets, so a source is predicted from runs on either GPU."""
     all_runs = runs()
-    out: dict[str, dict[str, tuple[float, float]]] = {}
+    out: dict[str, tuple[float, float]] = {}
     for left in sources:
-        kept = [k for k, r in enumerate(all_runs) if r.source != left and r.source in sources]
-        params = {}
-        for preset in sorted({r.preset for r in all_runs if r.source in sources}):
-            mine = [k for k in kept if all_runs[k].preset == preset]
-            params[preset] = fit(mine or kept)
-        out[left] = params
+        out[left] = fit([k for k, r in enumerate(all_runs) if r.source != left and r.source in sources])
     return out
 
 
@@ -132,17 +136,20 @@ def first_stage(model, hw, PP: int) -> tuple[float, float, float]:
     return float(st.params[0]), float(st.model_flops[0]), float(st.t_f[0] + st.t_i[0] + st.t_w[0])
 
 
-def least_compute_mfu(first, hw, M: int, D: int, where, step_s: float, grad_bytes: int = 4) -> float:
+def least_compute_mfu(first, hw, M: int, D: int, where, step_s: float, grad_bytes: int = 4, PP: int = 1) -> float:
     """The least fraction of peak the first pipeline rank (:func:`first_stage`) must compute at
-    for a 1F1B step of ``step_s`` seconds under Megatron's overlapped distributed optimizer, its
-    DP group placed as ``where`` (docs/plan.md#accuracy): its gradients (``grad_bytes`` per value)
-    reduce-scattered and its 16-bit weights all-gathered over the DP links, at most one
-    microbatch's compute (C/M) hiding them, so step >= C·(M−1)/M + R + A. A bound from the link
-    rates and byte counts alone (inf where the links alone exceed the step)."""
+    for a 1F1B step of ``step_s`` seconds over ``PP`` even stages under Megatron's overlapped
+    distributed optimizer, its DP group placed as ``where`` (docs/plan.md#accuracy): the first
+    microbatch crosses PP − 1 stages before the last stage starts and the last one crosses them
+    back, so the step holds M + PP − 1 microbatches of a stage's compute c (every stage at least
+    the first one's); its gradients (``grad_bytes`` per value) are reduce-scattered and its 16-bit
+    weights all-gathered over the DP links, at most one microbatch (its first forward, its last
+    backward) hiding them: step >= (M + PP − 2)·c + R + A. A bound from the link rates and byte
+    counts alone (inf where the links alone exceed the step)."""
     values, flops, _ = first
     per_node = where.dp_per_node
     room = step_s - hw.half_seconds(grad_bytes * values, D, per_node) - hw.half_seconds(2.0 * values, D, per_node)
-    return float(flops * (M - 1) / room / hw.peak_flops) if room > 0 else float("inf")
+    return float(flops * (M + PP - 2) / room / hw.peak_flops) if room > 0 else float("inf")
 
 
 def row_of(run: Run, hw: Hardware) -> dict:
@@ -175,17 +182,29 @@ def row_of(run: Run, hw: Hardware) -> dict:
         first = first_stage(model, hw, run.PP)
         where = place(hw, run.TP, run.DP, run.PP)
         out["plan_compute_mfu"] = first[1] / first[2] / hw.peak_flops
-        out["least_compute_mfu"] = least_compute_mfu(first, hw, run.M, run.DP, where, run.step_s, run.grad_bytes)
+        out["least_compute_mfu"] = least_compute_mfu(
+            first, hw, run.M, run.DP, where, run.step_s, run.grad_bytes, run.PP
+        )
+    out["out_of_reach"] = out_of_reach(out)
     return out
+
+
+def out_of_reach(row: dict) -> bool:
+    """Whether a row's published step needs faster compute than the plan's own (its bound)."""
+    return row.get("least_compute_mfu", 0.0) > row.get("plan_compute_mfu", float("inf"))
 
 
 def _summary(rows: list[dict]) -> dict:
     err = np.abs([r["error"] for r in rows])
+    reach = np.abs([r["error"] for r in rows if not out_of_reach(r)])
     return dict(
         mean_abs_error=float(err.mean()),
         max_abs_error=float(err.max()),
         within_5pct=int((err <= 0.05).sum()),
         rows=len(rows),
+        out_of_reach=len(rows) - len(reach),
+        mean_abs_error_within_reach=float(reach.mean()) if len(reach) else None,
+        max_abs_error_within_reach=float(reach.max()) if len(reach) else None,
     )
 
 
@@ -198,24 +217,27 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
     table: list[dict] = []
     summary: dict[str, Any] = {}
     for source in cfg.sources:
-        g_k = params[source]
+        eta, k = params[source]
         rows = []
         for run_ in (r for r in all_runs if r.source == source):
-            g, k = g_k[run_.preset]
-            hw = dataclasses.replace(hardware_preset(run_.preset), gemm_efficiency=g, traffic=k)
-            rows.append(dict(row_of(run_, hw), fitted_without=source))
-        summary[source] = dict(_summary(rows), title=SOURCES[source][0], preset=SOURCES[source][1], fitted=g_k)
+            row = row_of(run_, hardware_at(run_.preset, eta, k))
+            rows.append(dict(row, software_efficiency=eta, fitted_without=source))
+        fitted = dict(software_efficiency=eta, traffic=k)
+        summary[source] = dict(_summary(rows), title=SOURCES[source][0], preset=SOURCES[source][1], fitted=fitted)
         table += rows
         if progress is not None:
             s = summary[source]
             progress(f"{source} (left out): mean {s['mean_abs_error']:.1%}, max {s['max_abs_error']:.1%}")
     summary["cross_validated"] = _summary(table)
-    by_preset = {}
-    for preset in sorted({r.preset for r in all_runs if r.source in cfg.sources}):
-        ks = [k for k, r in enumerate(all_runs) if r.preset == preset and r.source in cfg.sources]
-        g, k = fit(ks)
-        by_preset[preset] = dict(gemm_efficiency=g, traffic=k, in_sample_mean_abs_error=mean_error(ks, g, k))
-    summary["fit_on_every_source"] = by_preset
+    ks = [k for k, r in enumerate(all_runs) if r.source in cfg.sources]
+    eta, k = fit(ks)
+    every: dict[str, Any] = dict(software_efficiency=eta, traffic=k, in_sample_mean_abs_error=mean_error(ks, eta, k))
+    for preset in sorted({all_runs[i].preset for i in ks}):
+        mine = [i for i in ks if all_runs[i].preset == preset]
+        every[preset] = dict(
+            gemm_efficiency=dgx_gemm_efficiency(preset, eta), in_sample_mean_abs_error=mean_error(mine, eta, k)
+        )
+    summary["fit_on_every_source"] = every
     return StudyOutput(arrays={}, summary=summary, table=table)
 
 
