@@ -18,6 +18,7 @@ import typing
 import jax
 from omegaconf import DictConfig, OmegaConf
 
+from experiments import optimizer_config
 from experiments.config import (
     BatchOrder,
     BlockOrder,
@@ -223,7 +224,7 @@ def _check_values(cfg) -> None:
     opt = optimizer_of(cfg)
     if (
         opt is not None
-        and opt["name"] in optimizers.MATRICES
+        and optimizers.entry(opt["name"]).matrices
         and _value(cfg.objective.name) not in optimizers.STRUCTURED
     ):
         raise ValueError(
@@ -325,6 +326,7 @@ def typed(cfg, schema=TrainConfig) -> DictConfig:
     """``cfg`` (a dict, a dataclass or a DictConfig) merged onto ``schema``: typed and locked,
     every key checked against the schema (:func:`check_keys`)."""
     if not dataclasses.is_dataclass(cfg):
+        cfg = optimizer_config.on_schema(cfg)  # the optimizer's keys are its factory's
         check_keys(cfg, schema)
     base = OmegaConf.structured(schema)
     merged = OmegaConf.merge(base, cfg if not dataclasses.is_dataclass(cfg) else OmegaConf.structured(cfg))

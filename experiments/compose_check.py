@@ -27,7 +27,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from omegaconf.errors import OmegaConfBaseException
 
-from experiments import config  # registers the schemas the configs compose onto; cost_hint
+from experiments import config, optimizer_config  # config registers the schemas the configs compose onto; cost_hint
 from rpd.validation import nearest
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -73,6 +73,8 @@ def message(exc: BaseException, overrides: list[str]) -> str:
     kind = getattr(cause, "object_type", None)
     first = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
     if key and type(cause).__name__ in ("ConfigAttributeError", "ConfigKeyError") and dataclasses.is_dataclass(kind):
+        if (hint := optimizer_config.compose_hint(key, kind)) is not None:  # the optimizers that take it
+            return hint
         parent, _, leaf = key.rpartition(".")
         fields = sorted(f.name for f in dataclasses.fields(kind))
         near = nearest(leaf, fields)

@@ -23,13 +23,14 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
+from experiments import optimizer_config
 from experiments.optimizer_config import (  # re-exported: the optimizer groups' schemas
     CorrectionName,
     InnerState,
     OptimizerConfig,
-    OptimizerName,
     OuterOptimizerConfig,
     OuterOptimizerName,
+    optimizer_schema,
 )
 from rpd import registry
 
@@ -37,9 +38,9 @@ __all__ = [
     "CorrectionName",
     "InnerState",
     "OptimizerConfig",
-    "OptimizerName",
     "OuterOptimizerConfig",
     "OuterOptimizerName",
+    "optimizer_schema",
 ]
 
 
@@ -355,6 +356,7 @@ def register() -> None:
     cs.store(name="train_schema", node=TrainConfig)
     cs.store(name="figure_schema", node=FigureConfig)
     cs.store(name="chart_schema", node=ChartConfig)
+    optimizer_config.store(cs)  # optimizer_schema/<name>: each optimizer typed by its factory
 
 
 register()

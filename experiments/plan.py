@@ -156,9 +156,7 @@ class PlanConfig:
     pipeline: PipelineConfig = dataclasses.field(default_factory=PipelineConfig)
     overlap: OverlapConfig = dataclasses.field(default_factory=OverlapConfig)  # type: ignore[valid-type]
     # the optimizer group shared with experiments.train (configs/optimizer/): its state bytes count
-    optimizer: C.OptimizerConfig = dataclasses.field(
-        default_factory=lambda: C.OptimizerConfig(name=C.OptimizerName.adam)
-    )
+    optimizer: C.OptimizerConfig = dataclasses.field(default_factory=lambda: C.OptimizerConfig(name="adam"))
     method: Dict[str, Any] = dataclasses.field(default_factory=dict)  # the optimizer group's γ grid (train)
     # objective=mlp_chain|nanochat (configs/objective/): each schedule trained through its own
     # semantics on that objective cut into the same stages, time to a target loss (train.*)

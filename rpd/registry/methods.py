@@ -39,7 +39,7 @@ class MethodOptions:
     t1: bool = False  # pipeline (PipeMare): step-size warm-up by delay
     t1_window: int | None = None  # pipeline (PipeMare): T1's window in updates
     t2: bool = False  # pipeline (PipeMare): backward weights extrapolated by the velocity
-    # None / "sgd" (plain SGD), a name of rpd.train.optimizers.NAMES, a dict {"name": ...,
+    # None / "sgd" (plain SGD), a name of rpd.train.optimizers.OPTIMIZERS, a dict {"name": ...,
     # hyper-parameters...}, an rpd.train.optimizers.Optimizer or an optax transformation; LocalSGD:
     # every replica's inner optimizer (DiLoCo's inner AdamW)
     optimizer: Any = None

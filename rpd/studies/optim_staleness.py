@@ -75,7 +75,7 @@ def _cells(cfg: Config) -> list[tuple[str, str, int]]:
     """(optimizer, arm, S) of every run: S = 1 once per optimizer (arm "none")."""
     cells = []
     for name in cfg.optimizers:
-        arms = [a for a in cfg.arms if not (a == "delay_beta1" and name not in optimizers.BETA1)]
+        arms = [a for a in cfg.arms if not (a == "delay_beta1" and not optimizers.entry(name).momentum)]
         for S in cfg.S_values:
             cells += [(name, "none", S)] if S == 1 else [(name, a, S) for a in arms]
     return cells

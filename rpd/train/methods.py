@@ -83,7 +83,7 @@ def run_plan(
     ``at`` (increasing ints in 1..T or 1..K) records exactly there instead: the axis values of
     the curve, so runs of different lengths share one compiled program. ``n_slots`` (gradient
     slots) defaults to the plan's, ``ring_size`` to what it needs (``plans.ring_size``).
-    ``optimizer``: None / ``"sgd"`` (plain SGD), a name of ``rpd.train.optimizers.NAMES``, an
+    ``optimizer``: None / ``"sgd"`` (plain SGD), a name of ``rpd.train.optimizers.OPTIMIZERS``, an
     ``optimizers.Optimizer`` (``optimizers.make("adam", b1=0.99)``) or an
     ``optax.GradientTransformation`` (its updates times γ); each block keeps its own state."""
     check_choice("axis", axis, ("block_update", "sim_time"))

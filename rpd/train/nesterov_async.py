@@ -50,16 +50,19 @@ def stage_beta1(b1: float, tau: int, S: int, beta_max: float = 0.99) -> float:
 
 
 def nesterov_async(
+    learning_rate: float,
     b1: float = 0.9,
     b2: float = 0.999,
     eps: float = 1e-8,
     momentum_decay: float = 0.004,
     weight_decay: float = 0.0,
     beta_max: float = 0.99,
+    *,
     tau: int = 0,
     S: int = 1,
 ) -> optax.GradientTransformation:
-    """The look-ahead step of the module docstring for a stage with delay ``tau`` of ``S``."""
+    """The look-ahead step of the module docstring for a stage with delay ``tau`` of ``S``, its
+    updates times ``learning_rate`` (rpd's core builds it with 1 and scales by γ outside)."""
     beta1 = stage_beta1(b1, tau, S, beta_max)
 
     def init(params):
@@ -87,4 +90,5 @@ def nesterov_async(
         u = jax.tree.map(step, updates, m, v, params)
         return u, NesterovAsyncState(t, prod, m, v)
 
-    return optax.GradientTransformation(init, update)
+    tx = optax.GradientTransformation(init, update)
+    return tx if learning_rate == 1 else optax.chain(tx, optax.scale(learning_rate))

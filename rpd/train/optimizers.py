@@ -1,6 +1,6 @@
 """Optimizers for the stale block core (docs/optimizers.md#optimizer-state-under-staleness): one interface over optax.
 
-An :class:`Optimizer` names an optax transformation with every hyper-parameter pinned, or wraps
+An :class:`Optimizer` names a registered factory with every hyper-parameter pinned, or wraps
 a user's own ``optax.GradientTransformation``. The core (``rpd.train.core``) keeps one optimizer
 state per block (each pipeline stage keeps the state of its own weights) and applies, at update
 k of block a,
@@ -22,18 +22,9 @@ to Adam: on a flat parameter vector it would silently be Adam, so it needs each 
 matrices in their shapes (:func:`block_shapes`: the MLP chain and the char LM have them) and is
 refused with a ValueError on every other objective.
 
-Defaults, optax vs torch (every one pinned here, so a config says what ran):
-
-- momentum / nesterov: optax's trace t <- g + β t is undampened, like torch's SGD with
-  dampening=0 (torch's own default momentum is 0); Nesterov's direction g + β t in both.
-- adam: b1 0.9, b2 0.999, eps 1e-8 added outside the square root (torch's too), eps_root 0.
-- adamw: weight decay 1e-2 (torch's default; optax's is 1e-4), decoupled and multiplied by the
-  learning rate in both (x <- x - lr (m̂/(√v̂+ε) + wd x)).
-- nadam: optax's NAdam is Adam with Nesterov's momentum m̂ = β1 m_t/(1-β1^{t+1}) + (1-β1) g/(1-β1^t);
-  torch's NAdam also decays β1 over time (momentum_decay 4e-3), which optax does not.
-- muon: optax.contrib's defaults (β 0.95, Nesterov, 5 Newton-Schulz steps with coefficients
-  (3.4445, -4.775, 2.0315), eps 1e-8, no weight decay; non-matrix leaves to Adam with b1 0.9,
-  b2 0.999); the Muon reference code (Keller Jordan's) uses the same β and coefficients.
+Each name is a factory over optax's own transformations with its hyper-parameters and their
+defaults in its signature (:mod:`rpd.train.transforms`, the registry :data:`OPTIMIZERS`): a
+config, :func:`make` and a result's meta take the names and defaults from there.
 
 Two delay-aware optimizers of the 2025-2026 work (docs/optimizers.md; transformations in
 :mod:`rpd.train.transforms`): ``nesterov_async`` (Ajanthan et al. 2025's look-ahead, its momentum
@@ -46,7 +37,9 @@ weight matrices in their shapes where the objective has them, one vector per blo
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
+import typing
 from typing import Any
 
 import jax
@@ -56,27 +49,27 @@ import optax
 from rpd.objectives.base import Objective
 from rpd.objectives.nanochat import init_params
 from rpd.train import corrections
-from rpd.train.transforms import DEFAULTS, DELAYED, NAMES, SHAPED, build
-from rpd.validation import check_choice, check_int, required
+from rpd.train.transforms import OPTIMIZERS, OptimizerEntry, entry
+from rpd.validation import check_int, required
 
-BETA1 = {  # the momentum that delay_beta1 raises, per optimizer (SGD has none)
-    "momentum": ("beta",),
-    "nesterov": ("beta",),
-    "adam": ("b1",),
-    "adamw": ("b1",),
-    "nadam": ("b1",),
-    "muon": ("beta", "adam_b1"),
-    "adam_rotated": ("b1",),
-}
-MATRICES = ("muon",)  # optimizers that must see each block's weight matrices in their shapes
 STRUCTURED = ("mlp_chain", "nanochat")  # objectives whose blocks :func:`block_shapes` knows
+# the checks of a hyper-parameter by its name, whichever optimizer takes it: (rule, test)
+UNIT = ("must lie in [0, 1)", lambda v: 0.0 <= v < 1.0)
+NONNEGATIVE = ("must be >= 0", lambda v: v >= 0)
+CHECKS: dict[str, tuple[str, Any]] = {
+    **dict.fromkeys(("beta", "b1", "b2", "adam_b1", "adam_b2"), UNIT),
+    **dict.fromkeys(("eps", "eps_root", "weight_decay", "adam_eps_root", "adam_weight_decay"), NONNEGATIVE),
+    "momentum_decay": NONNEGATIVE,
+    "beta_max": ("must lie in (0, 1)", lambda v: 0.0 < v < 1.0),
+    "shampoo_beta": ("must be < 1 (negative: b2)", lambda v: v < 1.0),
+}
 
 
 @dataclasses.dataclass(frozen=True)
 class Optimizer:
-    """A pinned optimizer: ``name`` (one of :data:`NAMES`, or ``"custom"`` for ``custom``, a
+    """A pinned optimizer: ``name`` (one of :data:`OPTIMIZERS`, or ``"custom"`` for ``custom``, a
     user's ``optax.GradientTransformation``), its hyper-parameters ``hyper`` (sorted (name,
-    value) pairs, every one of the name's :data:`DEFAULTS`), and, once bound to an objective
+    value) pairs, every parameter of the name's factory), and, once bound to an objective
     (:func:`bind`), ``shapes``: per block, the shapes of its leaves in ravel order (None: one
     flat vector per block). Hashable: a static option of the compiled core."""
 
@@ -86,11 +79,16 @@ class Optimizer:
     matrices: bool = False
     shapes: tuple[tuple[tuple[int, ...], ...], ...] | None = None
     correction: corrections.Correction | None = None  # a correction arm (rpd.train.corrections)
-    taus: tuple[int, ...] | None = None  # τ_s per block, bound from the plan (DELAYED optimizers)
+    taus: tuple[int, ...] | None = None  # τ_s per block, bound from the plan (delay-aware optimizers)
 
     @property
     def params(self) -> dict:
         return dict(self.hyper)
+
+    @property
+    def entry(self) -> OptimizerEntry | None:
+        """The registered optimizer (None for a user's transformation)."""
+        return None if self.custom is not None else OPTIMIZERS[self.name]
 
     @property
     def needs_stale(self) -> bool:
@@ -113,7 +111,7 @@ class Optimizer:
         """The optax transformation with learning rate 1 (updates to add, scaled by γ outside)."""
         if self.custom is not None:
             return self.custom
-        return build(self.name, self.params, vectors=self.shapes is None)
+        return entry(self.name).build(self.params, vectors=self.shapes is None)
 
     def block_transform(self, s: int) -> optax.GradientTransformation:
         """Block s's transformation: :meth:`transform` with the correction arm for stage s
@@ -122,18 +120,18 @@ class Optimizer:
         if taus is None:
             return self.transform()
         tau, S = taus[s], len(taus)
-        own = 0 if self.taus is None else self.taus[s]  # a DELAYED optimizer's own τ_s
+        own = 0 if self.taus is None else self.taus[s]  # a delay-aware optimizer's own τ_s
         if self.custom is not None:
             base = self.custom
         else:
-            base = build(self.name, self.params, tau=own, S=S, vectors=self.shapes is None)
+            base = entry(self.name).build(self.params, tau=own, S=S, vectors=self.shapes is None)
         if c is None:
             return base
         if c.name == "delay_beta1":
             h = dict(self.params)
-            for k in BETA1[self.name]:
+            for k in entry(self.name).momentum:
                 h[k] = corrections.delay_beta1(h[k], tau, S, c.p["beta_max"])
-            return build(self.name, h, tau=own, S=S, vectors=self.shapes is None)
+            return entry(self.name).build(h, tau=own, S=S, vectors=self.shapes is None)
         if c.name == "pipemare_lr":
             return corrections.pipemare_lr(base, tau, c.p["window"])
         if c.name == "error_feedback":
@@ -154,38 +152,38 @@ def describe(optimizer: Optimizer | None) -> dict:
     return out
 
 
+def _typed(name: str, p: inspect.Parameter, v):
+    """``v`` as the parameter's annotation says: a tuple of floats from a list, an int checked."""
+    tp = typing.get_type_hints(OPTIMIZERS[name].factory).get(p.name)
+    if tp is int:
+        return check_int(f"optimizer {name}: {p.name}", v)
+    if typing.get_origin(tp) is tuple:
+        return tuple(float(c) for c in v)
+    return v
+
+
 def make(name: str, *, correction=None, **hyper) -> Optimizer:
-    """A named optimizer with its pinned defaults, some overridden by ``hyper`` (an unknown
-    name raises a ValueError listing the known ones); ``correction``: a correction arm
-    (:mod:`rpd.train.corrections`: a name, a dict or a Correction)."""
-    check_choice("optimizer", name, NAMES)
+    """A named optimizer with its factory's defaults, some overridden by ``hyper`` (an unknown
+    name raises a ValueError listing the known ones; a parameter its factory does not take, one
+    listing its own); ``correction``: a correction arm (:mod:`rpd.train.corrections`: a name, a
+    dict or a Correction)."""
+    e = entry(name)
     correction = corrections.resolve(correction)
-    if correction is not None and correction.name == "delay_beta1" and name not in BETA1:
+    if correction is not None and correction.name == "delay_beta1" and not e.momentum:
+        has = sorted(n for n, o in OPTIMIZERS.items() if o.momentum)
         raise ValueError(
-            f"optimizer.correction=delay_beta1: optimizer {name} has no momentum (β1) to raise; "
-            f"use one of {sorted(BETA1)}"
+            f"optimizer.correction=delay_beta1: optimizer {name} has no momentum (β1) to raise; use one of {has}"
         )
-    known = DEFAULTS[name]
+    known = e.parameters
     unknown = sorted(set(hyper) - set(known))
     if unknown:
         raise ValueError(f"optimizer {name!r} has no hyper-parameter {unknown} (its: {sorted(known) or 'none'})")
-    values = {**known, **{k: v for k, v in hyper.items() if v is not None}}
-    if "ns_coeffs" in values:
-        values["ns_coeffs"] = tuple(float(c) for c in values["ns_coeffs"])
+    values = {**e.defaults, **{k: v for k, v in hyper.items() if v is not None}}
+    values = {k: _typed(name, known[k], v) for k, v in values.items()}
     for k, v in values.items():
-        if k in ("beta", "b1", "b2", "adam_b1", "adam_b2") and not 0.0 <= float(v) < 1.0:
-            raise ValueError(f"optimizer {name}: {k} must lie in [0, 1), got {v}")
-        if k in ("eps", "eps_root", "weight_decay", "adam_eps_root", "adam_weight_decay") and float(v) < 0:
-            raise ValueError(f"optimizer {name}: {k} must be >= 0, got {v}")
-        if k in ("momentum_decay",) and float(v) < 0:
-            raise ValueError(f"optimizer {name}: {k} must be >= 0, got {v}")
-        if k == "beta_max" and not 0.0 < float(v) < 1.0:
-            raise ValueError(f"optimizer {name}: beta_max must lie in (0, 1), got {v}")
-        if k == "shampoo_beta" and not float(v) < 1.0:
-            raise ValueError(f"optimizer {name}: shampoo_beta must be < 1 (negative: b2), got {v}")
-    if "frequency" in values:
-        values["frequency"] = check_int(f"optimizer {name}: frequency", values["frequency"])
-    return Optimizer(name, tuple(sorted(values.items())), matrices=name in MATRICES, correction=correction)
+        if k in CHECKS and not CHECKS[k][1](float(v)):
+            raise ValueError(f"optimizer {name}: {k} {CHECKS[k][0]}, got {v}")
+    return Optimizer(name, tuple(sorted(values.items())), matrices=e.matrices, correction=correction)
 
 
 def custom(transform: optax.GradientTransformation, *, matrices: bool = False, correction=None) -> Optimizer:
@@ -229,12 +227,12 @@ def resolve(optimizer) -> Optimizer | None:
 
 
 def bind_plan(optimizer: Optimizer | None, plan, S: int) -> Optimizer | None:
-    """The optimizer with its correction arm, and a delay-aware optimizer (:data:`DELAYED`) itself,
+    """The optimizer with its correction arm, and a delay-aware optimizer (``OptimizerEntry.delayed``) itself,
     bound to the plan's delays (τ_s per block, :func:`rpd.train.corrections.block_delays`);
     unchanged otherwise."""
     if optimizer is None:
         return None
-    if optimizer.name in DELAYED and optimizer.custom is None:
+    if optimizer.entry is not None and optimizer.entry.delayed:
         optimizer = dataclasses.replace(optimizer, taus=corrections.block_delays(plan, S))
     if optimizer.correction is None:
         return optimizer
@@ -257,9 +255,11 @@ def block_shapes(obj: Objective) -> tuple[tuple[tuple[int, ...], ...], ...] | No
 
 def bind(optimizer: Optimizer | None, obj: Objective) -> Optimizer | None:
     """The optimizer with the objective's block shapes when it needs them; a ValueError when it
-    needs weight matrices and the objective's parameter is one flat vector. A :data:`SHAPED`
-    optimizer takes the shapes where the objective has them, one flat vector per block elsewhere."""
-    if optimizer is None or not (optimizer.matrices or optimizer.name in SHAPED):
+    needs weight matrices and the objective's parameter is one flat vector. An optimizer whose
+    factory takes ``vectors`` (``OptimizerEntry.shaped``) takes the shapes where the objective has
+    them, one flat vector per block elsewhere."""
+    shaped = optimizer is not None and optimizer.entry is not None and optimizer.entry.shaped
+    if optimizer is None or not (optimizer.matrices or shaped):
         return optimizer
     shapes = block_shapes(obj)
     if shapes is None and not optimizer.matrices:

@@ -74,15 +74,18 @@ def _refine(A: jax.Array, Q: jax.Array, v: jax.Array, axis: int):
 
 
 def adam_rotated(
+    learning_rate: float,
     b1: float = 0.95,
     b2: float = 0.95,
     eps: float = 1e-8,
     weight_decay: float = 0.01,
     shampoo_beta: float = -1.0,
     frequency: int = 10,
+    *,
     vectors: bool = True,
 ) -> optax.GradientTransformation:
-    """The rotated Adam of the module docstring, for a pytree of leaves (learning rate 1)."""
+    """The rotated Adam of the module docstring, for a pytree of leaves, its updates times
+    ``learning_rate`` (rpd's core builds it with 1 and scales by γ outside)."""
     beta_s = b2 if shampoo_beta < 0 else shampoo_beta
 
     def init_leaf(p):
@@ -143,4 +146,5 @@ def adam_rotated(
             RotatedAdamState(t, tree.unflatten([o[1] for o in out])),
         )
 
-    return optax.GradientTransformation(init, update)
+    tx = optax.GradientTransformation(init, update)
+    return tx if learning_rate == 1 else optax.chain(tx, optax.scale(learning_rate))
