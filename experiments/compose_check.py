@@ -113,6 +113,31 @@ def check(config_name: str, argv: list[str]) -> str | None:
     return None
 
 
+def staged(argv: list[str]) -> list[str]:
+    """A multirun's ``group.key=value`` as ``++group.key=value`` where the config group is swept
+    (``-m optimizer=adam,adamw optimizer.b2=0.95``): hydra composes a sweep's base config with
+    the group's default option, whose schema may lack a key that every swept option has (each
+    option is typed by its own schema). :func:`check` composed every job with the override as
+    written first, so ``++`` adds no key a job's schema lacks."""
+    try:
+        args = get_args_parser().parse_args(argv)
+        parsed = OverridesParser.create().parse_overrides(list(args.overrides))
+    except (SystemExit, OverrideParseException):
+        return argv
+    if not args.multirun:
+        return argv
+    swept = {o.get_key_element() for o in parsed if o.is_sweep_override() and (CONFIGS / o.get_key_element()).is_dir()}
+    keep = {
+        text
+        for text, o in zip(args.overrides, parsed)
+        if not o.is_sweep_override()
+        and not text.startswith(("+", "~"))
+        and text.split(".", 1)[0] in swept
+        and "." in text.split("=", 1)[0]
+    }
+    return [f"++{a}" if a in keep else a for a in argv]
+
+
 def one_line(main, config_name: str):
     """``main`` (an ``@hydra.main`` function) behind :func:`check` of ``sys.argv``: a
     composition error is one line on stderr and exit status 2, before hydra writes anything."""
@@ -124,6 +149,8 @@ def one_line(main, config_name: str):
             if error is not None:
                 print(f"error: {error}", file=sys.stderr, flush=True)
                 raise SystemExit(2)
+        if not a and not kw:
+            sys.argv[1:] = staged(sys.argv[1:])  # a swept group's keys: the sweep's base config may lack them
         return main(*a, **kw)
 
     return wrapped
