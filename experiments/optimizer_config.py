@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import typing
 from typing import Any, List, Mapping, Optional
 
@@ -49,8 +50,8 @@ def _field_type(tp) -> Any:
         return tp
     if typing.get_origin(tp) in (tuple, list):
         items = {a for a in typing.get_args(tp) if a is not Ellipsis}
-        item = items.pop() if len(items) == 1 else Any
-        return List[item] if item in (bool, int, float, str) else List[Any]
+        lists = {bool: List[bool], int: List[int], float: List[float], str: List[str]}
+        return lists.get(items.pop(), List[Any]) if len(items) == 1 else List[Any]
     return Any
 
 
@@ -63,7 +64,7 @@ def optimizer_schema(name: str) -> type:
     for key, default in entry.defaults.items():
         tp = _field_type(hints.get(key, Any))
         if isinstance(default, (tuple, list)):
-            fields.append((key, tp, dataclasses.field(default_factory=lambda d=default: list(d))))
+            fields.append((key, tp, dataclasses.field(default_factory=functools.partial(list, default))))
         else:
             fields.append((key, tp, dataclasses.field(default=default)))
     return dataclasses.make_dataclass(f"Optimizer_{name}", fields, bases=(OptimizerConfig,))
@@ -95,7 +96,7 @@ def compose_hint(key: str, kind: Any) -> str | None:
     """:func:`key_hint` for hydra's "no such key" in the schema ``kind`` (its name's default)."""
     if not (isinstance(kind, type) and issubclass(kind, OptimizerConfig)):
         return None
-    return key_hint(key, next(f.default for f in dataclasses.fields(kind) if f.name == "name"))
+    return key_hint(key, str(next(f.default for f in dataclasses.fields(kind) if f.name == "name")))
 
 
 def on_schema(cfg: Mapping) -> Mapping:
