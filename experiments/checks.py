@@ -18,7 +18,7 @@ import typing
 import jax
 from omegaconf import DictConfig, OmegaConf
 
-from experiments import optimizer_config
+from experiments import optimizer_config, schedule_config
 from experiments.config import (
     BatchOrder,
     BlockOrder,
@@ -112,15 +112,14 @@ def memory_terms(cfg, objective=None) -> list[budget.Term]:
     tick = max(given + [1]) + int(c.p2p) + int(c.straggler_ticks)
     # Every op boundary is a sum of costs, so their gcd divides the clock's resolution.
     gcd = math.gcd(*given, int(c.p2p), int(c.straggler_ticks)) or 1
-    noam = p.noam if p.noam is not None else S
-    v = int(p.v or 1)
+    noam, v, R, H = p.get("noam") or S, int(p.get("v") or 1), p.get("R"), p.get("H")  # the schedule's own
     if p.T is not None:
         T, by = int(p.T), ("schedule.T", "schedule.S")
         ops = T * S * v  # at most one op per rank and unit tick
     else:
         N = int(p.N)
         if spec.pipeline.entry.semantics.runner == "replicas":
-            T = 2 * N + -(-N // (p.R * p.H)) * (2 * S - 2)
+            T = 2 * N + -(-N // (R * H)) * (2 * S - 2)
         elif noam < S:
             T = 2 * N * -(-S // noam) + 2 * S
         else:  # one warm-up and drain per flush (one in all for the asynchronous streams)
@@ -151,7 +150,7 @@ def memory_terms(cfg, objective=None) -> list[budget.Term]:
         # (XLA's temporaries for E5's paper-size LocalSGD, 80 gradients at once: 5668 MiB, i.e.
         # 71 MiB per gradient against 68 MiB here). LocalSGD computes R of them per γ at once.
         local = spec.pipeline.entry.semantics.runner == "replicas"
-        acts = (p.R if local else 1) * G * o.batch_size * o.seq_len * (32 * o.width + o.heads * o.seq_len) * S * item
+        acts = (R if local else 1) * G * o.batch_size * o.seq_len * (32 * o.width + o.heads * o.seq_len) * S * item
         terms.append(
             budget.Term(
                 "LM activations",
@@ -173,8 +172,8 @@ def memory_terms(cfg, objective=None) -> list[budget.Term]:
             budget.Term("RPD history ring", ("method.delta",) + width, G * (spec.options.delta + 1) * D * item)
         )
     elif spec.pipeline.entry.semantics.runner == "replicas":
-        terms.append(budget.Term("LocalSGD replicas", ("schedule.R",) + width, G * p.R * D * item))
-        rounds = -(-int(p.N or T) // (p.R * p.H)) * p.R * p.H
+        terms.append(budget.Term("LocalSGD replicas", ("schedule.R",) + width, G * R * D * item))
+        rounds = -(-int(p.N or T) // (R * H)) * R * H
         terms.append(budget.Term("LocalSGD rounds", ("schedule.R", "schedule.H"), rounds * 8 * 4))
     elif spec.method != "sgd":
         terms.append(
@@ -201,10 +200,8 @@ def _check_values(cfg) -> None:
         check_int("schedule.N", s.N)
     else:
         check_int("schedule.T", s.T)
-    for field in ("noam", "R", "M", "v", "group"):
-        if getattr(s, field) is not None:
-            check_int(f"schedule.{field}", getattr(s, field))
-    check_int("schedule.H", s.H)
+    if s.M is not None:  # the schedule's own parameters: checked by its entry (run_spec, below)
+        check_int("schedule.M", s.M)
 
     check_choice("method.name", _value(m.name), [x.value for x in MethodName])
     gammas(m)
@@ -327,6 +324,7 @@ def typed(cfg, schema=TrainConfig) -> DictConfig:
     every key checked against the schema (:func:`check_keys`)."""
     if not dataclasses.is_dataclass(cfg):
         cfg = optimizer_config.on_schema(cfg)  # the optimizer's keys are its factory's
+        cfg = schedule_config.on_schema(cfg)  # the schedule's keys: the shared ones and its own
         check_keys(cfg, schema)
     base = OmegaConf.structured(schema)
     merged = OmegaConf.merge(base, cfg if not dataclasses.is_dataclass(cfg) else OmegaConf.structured(cfg))

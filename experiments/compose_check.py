@@ -27,7 +27,11 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from omegaconf.errors import OmegaConfBaseException
 
-from experiments import config, optimizer_config  # config registers the schemas the configs compose onto; cost_hint
+from experiments import (  # config registers the schemas the configs compose onto; cost_hint
+    config,
+    optimizer_config,
+    schedule_config,
+)
 from rpd.validation import nearest
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -74,6 +78,8 @@ def message(exc: BaseException, overrides: list[str]) -> str:
     first = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
     if key and type(cause).__name__ in ("ConfigAttributeError", "ConfigKeyError") and dataclasses.is_dataclass(kind):
         if (hint := optimizer_config.compose_hint(key, kind)) is not None:  # the optimizers that take it
+            return hint
+        if (hint := schedule_config.compose_hint(key, kind)) is not None:  # the schedules that have it
             return hint
         parent, _, leaf = key.rpartition(".")
         fields = sorted(f.name for f in dataclasses.fields(kind))
@@ -144,6 +150,7 @@ def one_line(main, config_name: str):
 
     @functools.wraps(main)
     def wrapped(*a, **kw):
+        config.register()  # the schemas again: a schedule registered after experiments.config was imported
         if not a and not kw and os.environ.get("RPD_DEBUG", "").strip() in ("", "0"):
             error = check(config_name, sys.argv[1:])
             if error is not None:

@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
-from experiments import optimizer_config
+from experiments import optimizer_config, schedule_config
 from experiments.optimizer_config import (  # re-exported: the optimizer groups' schemas
     CorrectionName,
     InnerState,
@@ -32,6 +32,7 @@ from experiments.optimizer_config import (  # re-exported: the optimizer groups'
     OuterOptimizerName,
     optimizer_schema,
 )
+from experiments.schedule_config import ScheduleConfig, schedule_schema
 from rpd import registry
 
 __all__ = [
@@ -40,6 +41,8 @@ __all__ = [
     "OptimizerConfig",
     "OuterOptimizerConfig",
     "OuterOptimizerName",
+    "ScheduleConfig",
+    "schedule_schema",
     "optimizer_schema",
 ]
 
@@ -153,39 +156,6 @@ class MethodConfig:
     t1: bool = False  # PipeMare T1: per-stage step-size warm-up by delay
     t1_window: Optional[int] = None  # T1's window in updates; null: N / 4
     t2: bool = False  # PipeMare T2: backward weights extrapolated toward the forward ones
-
-
-@dataclasses.dataclass
-class ScheduleConfig:
-    """``rpd.schedules`` through ``rpd.registry``: the pipeline. ``name`` null: the method's own
-    schedule (PD, RPD, SGD: pipedream; LocalSGD: local_sgd; pipeline: pipedream). Each schedule
-    reads S, N (or T) and its own fields; the others are ignored (and left out of a run's key)."""
-
-    name: Optional[str] = None  # a registered schedule (rpd.registry.SCHEDULES), checked before any work
-    S: int = 8  # ranks = stages = blocks (chunked schedules: S * v stages on S ranks, S blocks)
-    N: int = 400  # microbatches (protocol (i)); flush schedules: a multiple of M
-    noam: Optional[int] = None  # pipedream: max microbatches in flight; null: S; 1: naive model parallelism
-    R: Optional[int] = None  # local_sgd replicas; null: S (the paper)
-    H: int = 1  # local_sgd local steps per round
-    T: Optional[int] = None  # protocol (ii): take the smallest N whose timeline reaches T (N ignored)
-    cut: Optional[str] = None  # with T: end (the point after T ticks; default) | authors (after T - 1)
-    M: Optional[int] = None  # flush schedules, 2BW: microbatches per flush; null: S (dualpipe_v: 2S)
-    v: Optional[int] = None  # interleaved: model chunks per rank; null: 2
-    group: Optional[int] = None  # interleaved: Megatron's microbatch group size; null: S
-    overlapped: bool = False  # zb_h2, zb_v: flushes overlap (no barrier; optimizer post-validation)
-    post_validation: bool = False  # zb_h2: time sail-sg's post-validation (eager steps, rollbacks)
-    clip: Optional[float] = None  # zb_h2 post-validation: global-norm clip of the semantics; null: none
-    rollback_p: float = 0.0  # zb_h2 post-validation: probability that a flush's step is rolled back
-    rollback_trace: Optional[List[int]] = None  # zb_h2 post-validation: flushes rolled back (overrides p)
-    pipelines: Optional[int] = None  # avgpipe: pipelines sharing the devices; null: 2
-    advance: Optional[int] = None  # avgpipe: advance-forward depth in [0, M / pipelines]; null: 0 (1F1B)
-    elastic: Optional[float] = None  # avgpipe: EASGD's moving rate alpha; null: 0.9 / pipelines
-    replicas: Optional[List[int]] = None  # pipedream_rr: workers of each stage (S entries); null: one each
-    concat: Optional[str] = None  # chimera, M > S: direct | forward_doubling | backward_halving; null: direct
-    D: int = 1  # flush schedules: D data-parallel pipelines, D·M per step (rpd.schedules.data_parallel)
-    overlap_allreduce: bool = False  # with D > 1: each rank all-reduces after its last backward, during the drain
-    local_steps: int = 1  # with D > 1: flushes between parameter averagings (LocalSGD / DiLoCo across pipelines)
-    params: Dict[str, Any] = dataclasses.field(default_factory=dict)  # the schedule's own parameters, by name
 
 
 @dataclasses.dataclass
@@ -335,17 +305,10 @@ class FigureConfig(Config):
 
 
 @dataclasses.dataclass
-class ChartScheduleConfig(ScheduleConfig):
-    """The chart's schedule: N may be left out (configs/chart.yaml leaves it null)."""
-
-    N: Optional[int] = None  # null: two flushes, 2 M (a schedule without flushes: 2 S)
-
-
-@dataclasses.dataclass
 class ChartConfig(Config):
     """``python -m experiments.schedule``: one schedule's Gantt chart and its numbers."""
 
-    schedule: ChartScheduleConfig = dataclasses.field(default_factory=ChartScheduleConfig)
+    schedule: ScheduleConfig = dataclasses.field(default_factory=lambda: ScheduleConfig(N=None))  # null: two flushes
     out: str = "schedule.png"  # the chart (PNG, and a PDF beside it)
 
 
@@ -356,6 +319,7 @@ def register() -> None:
     cs.store(name="train_schema", node=TrainConfig)
     cs.store(name="figure_schema", node=FigureConfig)
     cs.store(name="chart_schema", node=ChartConfig)
+    schedule_config.store(cs)  # schedule_schema/<name>: each schedule typed by its own parameters
     optimizer_config.store(cs)  # optimizer_schema/<name>: each optimizer typed by its factory
 
 

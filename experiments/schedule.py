@@ -58,7 +58,7 @@ def chunk_costs(costs: CostModel, v: int) -> CostModel:
 def chunks_per_rank(pipeline: registry.Pipeline) -> int:
     """Model chunks a rank holds in ``pipeline`` (interleaved: its v)."""
     c = pipeline.entry.chunks_per_rank
-    return int(getattr(pipeline.params, c)) if isinstance(c, str) else int(c)
+    return int(pipeline.params.get(c)) if isinstance(c, str) else int(c)
 
 
 def _with_n(cfg) -> DictConfig:

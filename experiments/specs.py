@@ -12,6 +12,7 @@ import json
 
 from omegaconf import DictConfig, OmegaConf
 
+from experiments import schedule_config
 from experiments.config import _value
 from rpd import registry
 from rpd.analysis import simtime
@@ -101,31 +102,17 @@ _RESOLVED: dict[str, registry.RunSpec] = {}
 
 def _resolve(cfg) -> registry.RunSpec:
     m, s = cfg.method, cfg.schedule
+    name = registry.schedule_of(_value(m.name), _value(s.name))
     params = registry.ScheduleParams(
         S=s.S,
         N=s.N,
         T=s.T,
         M=s.M,
-        v=s.v,
-        group=s.group,
-        overlapped=s.overlapped,
-        post_validation=s.post_validation,
-        clip=s.clip,
-        rollback_p=s.rollback_p,
-        rollback_trace=None if s.rollback_trace is None else tuple(s.rollback_trace),
-        pipelines=s.pipelines,
-        advance=s.advance,
-        elastic=s.elastic,
-        replicas=None if s.replicas is None else tuple(s.replicas),
-        concat=s.concat,
         D=s.D,
         overlap_allreduce=s.overlap_allreduce,
         local_steps=s.local_steps,
-        noam=s.noam,
-        R=s.R,
-        H=s.H,
         cut=check_choice("schedule.cut", s.cut, simtime.CUTS) if s.cut else None,
-        params=tuple(sorted(dict(s.params).items())),
+        params=schedule_config.own(s, name) if name in registry.SCHEDULES else {},
     )
     options = registry.MethodOptions(
         stride=m.stride,

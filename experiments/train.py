@@ -109,9 +109,8 @@ def run_config(cfg, obj=None) -> dict:
     params = dataclasses.asdict(spec.pipeline.params)
     if params["local_steps"] is None:  # one local step (DDP): the key such runs had before the field
         del params["local_steps"]
-    if not params["params"]:  # no parameters of its own: the key such runs had before the field
-        del params["params"]
-    key["schedule"] = dict(name=spec.pipeline.name, **params)
+    own = dict(params.pop("params"))  # the schedule's own parameters, beside the shared fields
+    key["schedule"] = dict(name=spec.pipeline.name, **params, **own)
     if cfg.compare_T is not None:  # the curves are cut there: another result
         key["compare_T"] = {"T": int(cfg.compare_T), "cut": cfg.schedule.cut or "end"}
     key["code"] = "any" if cfg.reuse_other_code else provenance.code_identity()

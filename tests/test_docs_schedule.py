@@ -45,7 +45,7 @@ def test_the_docs_schedule_is_timed_and_sized(split_gpipe):
     """S = 2, M = 2, unit costs, by hand: F at ticks 0, 1 (rank 0) and 1, 2 (rank 1); rank 1's
     backward starts at 3; the flush ends at tick 8 either way; M microbatches held by each rank."""
     for w_last, b_time in ((False, [[5, 4], [7, 6]]), (True, [[6, 5], [7, 6]])):
-        tl = registry.build("split_gpipe", registry.ScheduleParams(S=2, N=2, M=2, params=(("w_last", w_last),)))
+        tl = registry.build("split_gpipe", registry.ScheduleParams(S=2, N=2, M=2, params={"w_last": w_last}))
         assert tl.T == 8 and tl.synchronous and tl.split
         np.testing.assert_array_equal(tl.f_time, [[0, 1], [1, 2]])
         np.testing.assert_array_equal(tl.b_time, b_time)
@@ -62,9 +62,12 @@ def test_the_docs_yaml_composes_from_the_search_path_into_a_run(split_gpipe, tmp
     (tmp_path / "schedule" / "split_gpipe.yaml").write_text(yaml)
     tiny = [o for o in TINY_LINEAR if not o.startswith("schedule.")]
     overrides = [f"hydra.searchpath=[file://{tmp_path}]", "method=pipeline", "schedule=split_gpipe", *tiny]
+    C.register()  # the schemas, split_gpipe's derived from its entry (as the docs say)
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
         cfg = checks.typed(compose("train", overrides=[*overrides, "schedule.S=2", "schedule.N=4"]), C.TrainConfig)
+        w_last = compose("train", overrides=[*overrides, "schedule.S=2", "schedule.N=4", "schedule.w_last=true"])
     checks.validate(cfg)
     pipeline = specs.run_spec(cfg).pipeline
     assert pipeline.name == "split_gpipe" and dict(pipeline.params.params) == {"w_last": False}
     assert pipeline.timeline(None).T == 16  # two flushes of M = S = 2 at 8 ticks each
+    assert dict(specs.run_spec(checks.typed(w_last, C.TrainConfig)).pipeline.params.params) == {"w_last": True}

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from rpd.registry.entry import ScheduleEntry, Source, Variant, register_schedule, register_variant
 from rpd.schedules import family
-from rpd.schedules.avgpipe import avgpipe
-from rpd.schedules.round_robin import pipedream_rr
-from rpd.schedules.search import searched
+from rpd.schedules.avgpipe import AvgPipeParams, avgpipe
+from rpd.schedules.round_robin import RoundRobinParams, pipedream_rr
+from rpd.schedules.search import SearchedParams, searched
 from rpd.train import semantics as sem
 
 TORCH = "pytorch/pytorch: torch/distributed/pipelining/schedules.py"
@@ -22,7 +22,8 @@ for _entry in (
     ScheduleEntry(
         "pipedream",
         family.pipedream,
-        ("noam",),
+        (),
+        params_type=family.PipeDreamParams,
         synchronous=False,
         semantics=sem.PIPEDREAM,
         doc="PipeDream async 1F1B, weight stashing",
@@ -34,7 +35,8 @@ for _entry in (
     ScheduleEntry(
         "local_sgd",
         family.local_sgd,
-        ("R", "H"),
+        (),
+        params_type=family.LocalSGDParams,
         allreduce=True,
         synchronous=False,
         semantics=sem.REPLICAS,
@@ -69,7 +71,8 @@ for _entry in (
     ScheduleEntry(
         "interleaved",
         family.interleaved,
-        ("M", "v", "group"),
+        ("M",),
+        params_type=family.InterleavedParams,
         flush=True,
         chunks_per_rank="v",
         doc="interleaved 1F1B, v chunks per rank",
@@ -96,7 +99,8 @@ for _entry in (
     ScheduleEntry(
         "zb_h2",
         family.zb_h2,
-        ("M", "overlapped", "post_validation", "clip", "rollback_p", "rollback_trace"),
+        ("M",),
+        params_type=family.ZBH2Params,
         flush=True,
         split_backward=True,
         semantics=sem.ZB_H2,
@@ -109,7 +113,8 @@ for _entry in (
     ScheduleEntry(
         "searched",
         searched,
-        ("M", "overlapped"),
+        ("M",),
+        params_type=SearchedParams,
         flush=True,
         split_backward=True,
         doc="found by search under a 2S cap (rpd.schedules.search, heuristic)",
@@ -122,7 +127,8 @@ for _entry in (
     ScheduleEntry(
         "zb_v",
         family.zb_v,
-        ("M", "overlapped"),
+        ("M",),
+        params_type=family.ZBVParams,
         flush=True,
         split_backward=True,
         chunks_per_rank=2,
@@ -149,7 +155,8 @@ for _entry in (
     ScheduleEntry(
         "chimera",
         family.chimera,
-        ("M", "concat"),
+        ("M",),
+        params_type=family.ChimeraParams,
         flush=True,
         allreduce=True,
         semantics=sem.REPLICATED,
@@ -235,7 +242,8 @@ for _entry in (
     ScheduleEntry(
         "avgpipe",
         avgpipe,
-        ("M", "pipelines", "advance", "elastic"),
+        ("M",),
+        params_type=AvgPipeParams,
         flush=True,
         synchronous=False,
         semantics=sem.ELASTIC,
@@ -250,7 +258,8 @@ for _entry in (
     ScheduleEntry(
         "pipedream_rr",
         pipedream_rr,
-        ("replicas",),
+        (),
+        params_type=RoundRobinParams,
         allreduce=True,
         synchronous=False,
         semantics=sem.ROUND_ROBIN,

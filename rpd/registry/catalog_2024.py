@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from rpd.registry.entry import ScheduleEntry, Source, register_schedule
 from rpd.schedules.bitpipe import bitpipe
-from rpd.schedules.combined_1f1b import combined_1f1b
+from rpd.schedules.combined_1f1b import CombinedParams, combined_1f1b
 from rpd.schedules.dualpipe import dualpipe
-from rpd.schedules.interleaved_zb import interleaved_zb
-from rpd.schedules.looped_bfs import looped_bfs
+from rpd.schedules.interleaved_zb import InterleavedZBParams, interleaved_zb
+from rpd.schedules.looped_bfs import LoopedBFSParams, looped_bfs
 from rpd.schedules.v_memory import v_half, v_min
 from rpd.train import semantics as sem
 
@@ -21,7 +21,8 @@ for _entry in (
     ScheduleEntry(
         "looped_bfs",
         looped_bfs,
-        ("M", "v"),
+        ("M",),
+        params_type=LoopedBFSParams,
         flush=True,
         chunks_per_rank="v",
         doc="looped BFS: every microbatch of chunk c before chunk c + 1, v chunks per rank",
@@ -34,7 +35,8 @@ for _entry in (
     ScheduleEntry(
         "interleaved_zb",
         interleaved_zb,
-        ("M", "v"),
+        ("M",),
+        params_type=InterleavedZBParams,
         flush=True,
         split_backward=True,
         chunks_per_rank="v",
@@ -63,7 +65,8 @@ for _entry in (
     ScheduleEntry(
         "combined_1f1b",
         combined_1f1b,
-        ("M", "v", "group"),
+        ("M",),
+        params_type=CombinedParams,
         flush=True,
         chunks_per_rank="v",
         doc="Megatron's combined 1F1B: interleaved with one more warm-up forward, steady F and B fused (costs.FB)",

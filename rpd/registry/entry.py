@@ -25,58 +25,52 @@ from rpd.train.semantics import SYNCHRONOUS, Semantics
 
 @dataclasses.dataclass(frozen=True)
 class ScheduleParams:
-    """Plain schedule parameters; a schedule reads S, N (or T) and its own ``fields``.
+    """What every schedule reads: S, N (or T), M where it has one, and the data-parallel fields
+    around it; the schedule's own parameters (its :attr:`ScheduleEntry.params_type`) in
+    ``params``, by name.
 
     ``T`` set: protocol (ii), the smallest N whose timeline reaches T ticks (in whole flushes
-    for flush schedules); N is then ignored. ``None`` elsewhere: the schedule's default."""
+    for flush schedules); N is then ignored. ``None`` elsewhere: the schedule's default.
+    ``params`` may be given as a mapping or as the schedule's own dataclass; it is kept as
+    sorted (name, value) pairs, so a ScheduleParams is hashable."""
 
     S: int
     N: int | None = None  # microbatches
     T: int | None = None  # target simulated time (ticks)
     M: int | None = None  # microbatches per flush / minibatch (default S; DualPipeV 2S)
-    v: int | None = None  # interleaved: model chunks per rank (default 2)
-    group: int | None = None  # interleaved: Megatron's microbatch group (default S)
-    overlapped: bool | None = None  # ZB-H2, ZB-V: no barrier between flushes (default False)
-    noam: int | None = None  # PipeDream: max microbatches in flight (default S)
-    R: int | None = None  # LocalSGD: replicas (default S)
-    H: int | None = None  # LocalSGD: local steps per round (default 1)
-    post_validation: bool | None = None  # ZB-H2: time sail-sg's optimizer post-validation (default False)
-    clip: float | None = None  # ZB-H2 post-validation: global-norm clip threshold of the semantics
-    rollback_p: float | None = None  # ZB-H2 post-validation: per-flush rollback probability (default 0)
-    rollback_trace: tuple | None = None  # ZB-H2 post-validation: the flushes rolled back (overrides p)
-    pipelines: int | None = None  # AvgPipe: pipelines sharing the devices (default 2)
-    advance: int | None = None  # AvgPipe: advance-forward depth in [0, M / pipelines] (default 0: 1F1B)
-    elastic: float | None = None  # AvgPipe: EASGD's moving rate α (default 0.9 / pipelines)
-    replicas: tuple | None = None  # pipedream_rr: replicas of each stage (default one each)
-    concat: str | None = None  # Chimera with M > S: direct | forward_doubling | backward_halving
     D: int | None = None  # data-parallel pipelines around a synchronous schedule (default 1)
     overlap_allreduce: bool | None = None  # with D > 1: the all-reduce starts during the drain
     local_steps: int | None = None  # with D > 1: flushes between parameter averagings (default 1: DDP)
     cut: str | None = None  # with T: "end" (the point after T ticks, the default) or "authors"
     # (after T - 1: the authors' curve[:T]; rpd.analysis.simtime.cut_to)
-    params: tuple[tuple[str, Any], ...] = ()  # the schedule's own parameters (ScheduleEntry.params_type), sorted
+    params: Any = ()  # the schedule's own parameters: a mapping, its dataclass, or (name, value) pairs
+
+    def __post_init__(self):
+        own = self.params
+        if dataclasses.is_dataclass(own) and not isinstance(own, type):
+            own = {f.name: getattr(own, f.name) for f in dataclasses.fields(own)}
+        pairs = own.items() if isinstance(own, Mapping) else own
+        object.__setattr__(self, "params", tuple(sorted((str(k), _frozen(v)) for k, v in pairs)))
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """A shared field or a parameter of the schedule's own by name (``default`` if neither)."""
+        if name != "params" and name in _SHARED:
+            return getattr(self, name)
+        return dict(self.params).get(name, default)
 
 
-DEFAULTS: Mapping[str, Callable[[int], Any]] = {  # field -> its default as a function of S
-    "M": lambda S: S,
-    "v": lambda S: 2,
-    "group": lambda S: S,
-    "overlapped": lambda S: False,
-    "noam": lambda S: S,
-    "R": lambda S: S,
-    "H": lambda S: 1,
-    "post_validation": lambda S: False,
-    "clip": lambda S: None,
-    "rollback_p": lambda S: 0.0,
-    "rollback_trace": lambda S: None,
-    "pipelines": lambda S: 2,
-    "advance": lambda S: 0,
-    "elastic": lambda S: None,
-    "replicas": lambda S: None,
-    "concat": lambda S: "direct",
-}
-BOOLS = ("overlapped", "post_validation")  # checked as bools before any work
-NOT_INT = ("clip", "rollback_p", "rollback_trace", "replicas", "advance", "elastic", "concat")  # the constructor checks
+def _frozen(value: Any) -> Any:
+    """Lists as tuples (a config's ``[2, 1, 1, 1]``), so the parameters stay hashable."""
+    return tuple(_frozen(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+_SHARED = frozenset(f.name for f in dataclasses.fields(ScheduleParams))
+DEFAULTS: Mapping[str, Callable[[int], Any]] = {"M": lambda S: S}  # shared field -> its default as a function of S
+
+
+def own_fields(params_type: type | None) -> tuple[dataclasses.Field, ...]:
+    """The fields of a schedule's own parameters (none without a ``params_type``)."""
+    return () if params_type is None else dataclasses.fields(params_type)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,18 +83,22 @@ class Source:
 
 @dataclasses.dataclass(frozen=True)
 class ScheduleEntry:
-    """One schedule. ``build(S, N, costs=..., **{f: params.f for f in fields})`` -> Timeline
-    (and ``values=`` when ``allreduce``); :meth:`make` is the one signature every caller uses.
+    """One schedule. ``build(S, N, costs=..., M=..., **own)`` -> Timeline (and ``values=``
+    when ``allreduce``); :meth:`make` is the one signature every caller uses.
 
-    ``flush``: N is a whole number of flushes (minibatches) of M microbatches. ``allreduce``:
-    ``build`` also takes ``values=`` (numbers averaged / all-reduced per stage, for the cost
-    model's all-reduce). ``defaults`` override :data:`DEFAULTS`; ``aliases`` map the names the
-    constructor's errors use to fields (Chimera calls S "D"). ``blocks(S)``: the objective blocks
-    it trains (None: S). ``semantics``: how it trains (:mod:`rpd.train.semantics`).
-    ``chunks_per_rank``: model chunks a rank holds, a number or the field that sets it ("v").
-    ``params_type``: a frozen dataclass of the schedule's own parameters beyond the shared
-    :class:`ScheduleParams` fields (config: ``schedule.params.<name>``), each with its default;
-    ``build`` receives them as keywords."""
+    ``fields``: the shared fields it reads besides S and N (``("M",)`` or none).
+    ``params_type``: a frozen dataclass of the schedule's own parameters (interleaved's v and
+    group, ZB-H2's post-validation knobs, ...), each with its default; ``build`` receives them as
+    keywords, its config is ``schedule.<field>`` (``experiments`` derives the schema from it). A
+    ``resolve(S)`` method fills defaults that depend on S; int fields are checked >= 1 (>= the
+    field's ``metadata["minimum"]``) and bool fields as bools before any work, the rest by the
+    constructor. ``flush``: N is a whole number of flushes (minibatches) of M microbatches.
+    ``allreduce``: ``build`` also takes ``values=`` (numbers averaged / all-reduced per stage,
+    for the cost model's all-reduce). ``defaults`` override :data:`DEFAULTS` (M's);
+    ``aliases`` map the names the constructor's errors use to fields (Chimera calls S "D").
+    ``blocks(S)``: the objective blocks it trains (None: S). ``semantics``: how it trains
+    (:mod:`rpd.train.semantics`). ``chunks_per_rank``: model chunks a rank holds, a number or
+    the own field that sets it ("v")."""
 
     name: str
     build: Callable[..., Timeline]
@@ -136,30 +134,39 @@ class ScheduleEntry:
         return self.short or self.label or self.name
 
     def default(self, field: str, S: int) -> Any:
+        """The default of a shared field (M) or of one of its own parameters, on S ranks."""
+        if field in self.own_names:
+            return self.own({}, S)[field]
         return self.defaults.get(field, DEFAULTS[field])(S)
 
-    def own(self, given: Mapping[str, Any]) -> dict[str, Any]:
-        """The schedule's own parameters: ``given`` over the defaults of :attr:`params_type`; a
-        name it does not have is a TypeError naming it."""
-        if self.params_type is None:
-            if given:
-                raise TypeError(f"params.{sorted(given)[0]}: schedule {self.name} has no parameters of its own")
-            return {}
-        names = {f.name for f in dataclasses.fields(self.params_type)}
+    @property
+    def own_names(self) -> tuple[str, ...]:
+        """The names of the schedule's own parameters."""
+        return tuple(f.name for f in own_fields(self.params_type))
+
+    def own(self, given: Mapping[str, Any], S: int) -> dict[str, Any]:
+        """The schedule's own parameters on S ranks: ``given`` over the defaults of
+        :attr:`params_type` (those that depend on S filled in); a name it does not have is a
+        TypeError naming it and the schedules that have it."""
         for k in given:
-            if k not in names:
-                raise TypeError(
-                    f"params.{k}: schedule {self.name} has no such parameter (its parameters: {sorted(names)})"
-                )
-        return dataclasses.asdict(self.params_type(**given))
+            if k not in self.own_names:
+                owners = owners_of(k)
+                where = f"a parameter of {', '.join(owners)}" if owners else "no schedule's parameter"
+                own = ", ".join(self.own_names) or "none"
+                raise TypeError(f"{k}: schedule {self.name} has no such parameter ({where}; {self.name}'s own: {own})")
+        if self.params_type is None:
+            return {}
+        value = self.params_type(**given)
+        if hasattr(value, "resolve"):
+            value = value.resolve(S)
+        return {f: getattr(value, f) for f in self.own_names}
 
     def make(self, S: int, N: int, M: int | None, costs: CostModel | None, params: Mapping[str, Any] = {}) -> Timeline:
         """The timeline of N microbatches on S ranks (M per flush where the schedule reads M),
-        every other field (and the schedule's own parameters) from ``params`` or the defaults."""
+        the schedule's own parameters from ``params`` or their defaults (other keys ignored)."""
         kw = {f: (M if f == "M" else params.get(f)) for f in self.fields}
         kw = {f: self.default(f, S) if v is None else v for f, v in kw.items()}
-        own_names = () if self.params_type is None else {f.name for f in dataclasses.fields(self.params_type)}
-        kw.update(self.own({k: v for k, v in params.items() if k in own_names}))
+        kw.update(self.own({k: v for k, v in params.items() if k in self.own_names}, S))
         if self.allreduce:
             kw["values"] = params.get("values", 0)
         return self.build(S, N, costs=costs, **kw)
@@ -197,12 +204,17 @@ def register_schedule(entry: ScheduleEntry) -> ScheduleEntry:
     unknown = set(entry.fields) - set(DEFAULTS)
     if unknown:
         raise ValueError(
-            f"schedule {entry.name!r}: unknown fields {sorted(unknown)} (ScheduleParams has {sorted(DEFAULTS)})"
+            f"schedule {entry.name!r}: unknown shared fields {sorted(unknown)} (its own go in params_type: "
+            f"a frozen dataclass)"
         )
+    if entry.params_type is not None and not dataclasses.is_dataclass(entry.params_type):
+        raise ValueError(f"schedule {entry.name!r}: params_type must be a dataclass, got {entry.params_type!r}")
     if entry.flush and "M" not in entry.fields:
         raise ValueError(f"schedule {entry.name!r}: a flush schedule needs the field M")
-    if isinstance(entry.chunks_per_rank, str) and entry.chunks_per_rank not in entry.fields:
-        raise ValueError(f"schedule {entry.name!r}: chunks_per_rank names {entry.chunks_per_rank!r}, not a field")
+    if isinstance(entry.chunks_per_rank, str) and entry.chunks_per_rank not in entry.own_names:
+        raise ValueError(
+            f"schedule {entry.name!r}: chunks_per_rank names {entry.chunks_per_rank!r}, not one of its parameters"
+        )
     SCHEDULES[entry.name] = entry
     return entry
 
@@ -212,6 +224,11 @@ def register_variant(variant: Variant) -> Variant:
         raise ValueError(f"variant {variant.name!r}: unknown base schedule {variant.base!r}")
     VARIANTS[variant.name] = variant
     return variant
+
+
+def owners_of(field: str) -> list[str]:
+    """The registered schedules that have a parameter of their own named ``field``."""
+    return [name for name, e in SCHEDULES.items() if field in e.own_names]
 
 
 def style(name: str) -> ScheduleEntry | Variant:
@@ -224,9 +241,8 @@ def style(name: str) -> ScheduleEntry | Variant:
 def label_of(name: str, params: ScheduleParams) -> str:
     """The name a run of schedule ``name`` with ``params`` is tabled under: the variant of ``name``
     whose fixed fields it has (PipeDream with ``noam = 1`` is ``naive``), else ``name``."""
-    own = dict(params.params)
     for v in VARIANTS.values():
-        if v.base == name and all(own.get(k, getattr(params, k, None)) == x for k, x in v.fixed.items()):
+        if v.base == name and all(params.get(k) == x for k, x in v.fixed.items()):
             return v.name
     return name
 

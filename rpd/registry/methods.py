@@ -290,6 +290,15 @@ def _check_options(entry: MethodEntry, o: MethodOptions, tl: Timeline, sem: sema
     semantics.check_options(tl.kind, allowed, used, prefix)
 
 
+def schedule_of(method: str, schedule: str | None) -> str | None:
+    """The schedule a run of ``method`` uses, as :func:`prepare` picks it: ``schedule``, or for
+    None the method's own (None for a method that is not registered: prepare refuses it)."""
+    if schedule is not None or method not in METHODS:
+        return schedule
+    entry = METHODS[method]
+    return (entry.schedules or (entry.default_schedule,))[0]
+
+
 def prepare(
     method: str,
     schedule: str | None,

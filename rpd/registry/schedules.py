@@ -4,7 +4,7 @@ checked before any work (:func:`check_schedule`)."""
 
 from __future__ import annotations
 
-import dataclasses
+import typing
 from collections.abc import Iterable
 from typing import Any
 
@@ -12,7 +12,7 @@ import numpy as np
 
 from rpd.analysis import simtime
 from rpd.model.search3d import Searched
-from rpd.registry.entry import BOOLS, NOT_INT, SCHEDULES, VARIANTS, ScheduleEntry, ScheduleParams
+from rpd.registry.entry import SCHEDULES, VARIANTS, ScheduleEntry, ScheduleParams, own_fields
 from rpd.schedules import Timeline
 from rpd.schedules.costs import CostModel
 from rpd.schedules.data_parallel import data_parallel
@@ -44,8 +44,7 @@ def resolve(name: str, params: ScheduleParams) -> ScheduleParams:
     for f in entry.fields:
         value = getattr(params, f)
         kept[f] = entry.default(f, params.S) if value is None else value
-    if entry.params_type is not None or params.params:  # its own parameters, defaults filled in
-        kept["params"] = tuple(sorted(entry.own(dict(params.params)).items()))
+    kept["params"] = entry.own(dict(params.params), params.S)  # its own parameters, defaults filled in
     if params.D not in (None, 1):  # D pipelines (rpd.schedules.data_parallel); D = 1 keeps old keys
         kept.update(D=params.D, overlap_allreduce=bool(params.overlap_allreduce))
         if params.local_steps not in (None, 1):  # local_steps = 1 keeps old keys too
@@ -88,7 +87,7 @@ def timeline(
     per_rank = SCHEDULES[base].chunks_per_rank
     if chunks is not None and isinstance(per_rank, str):
         fixed[per_rank] = chunks
-    return build(base, ScheduleParams(S=S, N=N, M=M, **fixed), costs, values)
+    return build(base, ScheduleParams(S=S, N=N, M=M, params=fixed), costs, values)
 
 
 def searched(names: Iterable[str]) -> list[Searched]:
@@ -114,10 +113,26 @@ def build(name: str, params: ScheduleParams, costs: CostModel | None = None, val
 
 def _qualify(message: str, entry: ScheduleEntry, prefix: str) -> str:
     """The library names its arguments (``M must be >= 1``); give them their config path."""
-    own = (
-        {} if entry.params_type is None else {f.name: f"params.{f.name}" for f in dataclasses.fields(entry.params_type)}
-    )
-    return qualify(message, {f: f for f in ("S", "N", "T", *entry.fields)} | own | dict(entry.aliases), prefix)
+    names = ("S", "N", "T", *entry.fields, *entry.own_names)
+    return qualify(message, {f: f for f in names} | dict(entry.aliases), prefix)
+
+
+def _check_own(entry: ScheduleEntry, own: tuple, prefix: str) -> None:
+    """The schedule's own int and bool parameters, by their annotations (the rest are its
+    constructor's to check): an int >= 1 (or the field's ``metadata["minimum"]``), a bool."""
+    if entry.params_type is None:
+        return
+    hints = typing.get_type_hints(entry.params_type)
+    values = dict(own)
+    for f in own_fields(entry.params_type):
+        value, kinds = values[f.name], set(typing.get_args(hints[f.name])) or {hints[f.name]}
+        if value is None and type(None) in kinds:
+            continue
+        if kinds - {type(None)} == {bool}:
+            if not isinstance(value, (bool, np.bool_)):
+                raise TypeError(f"{prefix}{f.name} must be a bool, got {value!r}")
+        elif kinds - {type(None)} == {int}:
+            check_int(f"{prefix}{f.name}", value, f.metadata.get("minimum", 1))
 
 
 def check_schedule(
@@ -138,14 +153,8 @@ def check_schedule(
     except TypeError as exc:  # a parameter of its own it does not have
         raise TypeError(f"{prefix}{exc}") from None
     for f in entry.fields:
-        value = getattr(p, f)
-        if f in BOOLS:
-            if not isinstance(value, (bool, np.bool_)):
-                raise TypeError(f"{prefix}{f} must be a bool, got {value!r}")
-        elif f in NOT_INT:
-            pass
-        else:
-            check_int(f"{prefix}{f}", value)
+        check_int(f"{prefix}{f}", getattr(p, f))
+    _check_own(entry, p.params, prefix)
     if params.D is not None:
         check_int(f"{prefix}D", params.D)
         if params.D > 1 and not entry.flush:

@@ -131,6 +131,15 @@ def avgpipe_order(S: int, N: int, M: int, P: int, a: int) -> Order:
     return [ops(rows) for rows in out]
 
 
+@dataclasses.dataclass(frozen=True)
+class AvgPipeParams:
+    """AvgPipe's own parameters."""
+
+    pipelines: int = 2  # pipelines sharing the devices
+    advance: int = dataclasses.field(default=0, metadata={"minimum": 0})  # advance-forward depth, [0, M / pipelines]
+    elastic: float | None = None  # EASGD's moving rate α in (0, 1/pipelines]; None: 0.9 / pipelines
+
+
 def avgpipe(
     S: int,
     N: int,

@@ -19,6 +19,8 @@ interleaved 1F1B on every rank whose warm-up is not capped.
 
 from __future__ import annotations
 
+import dataclasses
+
 from rpd.schedules.build import timed
 from rpd.schedules.costs import CostModel
 from rpd.schedules.ir import BWD, FWD, Order, concat, ops, shift_mb
@@ -50,6 +52,17 @@ def combined_1f1b_order(S: int, M: int, v: int, group: int) -> Order:
         rows += bwd[n - w :]
         out.append(ops(rows))
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class CombinedParams:
+    """Combined 1F1B's own parameters."""
+
+    v: int = 2  # model chunks per rank (>= 2; costs per chunk)
+    group: int | None = None  # Megatron's microbatch group; None: S
+
+    def resolve(self, S: int) -> CombinedParams:
+        return dataclasses.replace(self, group=S if self.group is None else self.group)
 
 
 def combined_1f1b(

@@ -64,6 +64,27 @@ def _flushes(kind, one_flush, S, N, M, costs, *, overlapped=False, gap=0, **kw) 
 # ---------------------------------------------------------------- asynchronous streams
 
 
+@dataclasses.dataclass(frozen=True)
+class PipeDreamParams:
+    """PipeDream's own parameters."""
+
+    noam: int | None = None  # microbatches in flight at most; None: S (1: naive model parallelism)
+
+    def resolve(self, S: int) -> PipeDreamParams:
+        return dataclasses.replace(self, noam=S if self.noam is None else self.noam)
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalSGDParams:
+    """LocalSGD's own parameters."""
+
+    R: int | None = None  # replicas; None: S (the paper)
+    H: int = 1  # local steps per round
+
+    def resolve(self, S: int) -> LocalSGDParams:
+        return dataclasses.replace(self, R=S if self.R is None else self.R)
+
+
 def pipedream(S: int, N: int, noam: int | None = None, costs: CostModel | None = None) -> Timeline:
     """PipeDream asynchronous 1F1B with weight stashing (docs/schedules.md#pipedream).
 
@@ -126,6 +147,42 @@ def pipemare(S: int, N: int, costs: CostModel | None = None) -> Timeline:
 
 
 # ---------------------------------------------------------------- synchronous (flush) schedules
+
+
+@dataclasses.dataclass(frozen=True)
+class InterleavedParams:
+    """Interleaved 1F1B's own parameters."""
+
+    v: int = 2  # model chunks per rank (costs per chunk; 1: 1F1B)
+    group: int | None = None  # Megatron's microbatch group; None: S (S <= group <= M)
+
+    def resolve(self, S: int) -> InterleavedParams:
+        return dataclasses.replace(self, group=S if self.group is None else self.group)
+
+
+@dataclasses.dataclass(frozen=True)
+class ZBH2Params:
+    """ZB-H2's own parameters (:mod:`rpd.schedules.post_validation` for the last four)."""
+
+    overlapped: bool = False  # no barrier between flushes (optimizer post-validation)
+    post_validation: bool = False  # time sail-sg's post-validation: eager steps, rollbacks
+    clip: float | None = None  # post-validation: the semantics' global-norm clip; None: none
+    rollback_p: float = 0.0  # post-validation: probability a flush's eager step is rolled back
+    rollback_trace: tuple[int, ...] | None = None  # post-validation: the flushes rolled back (overrides p)
+
+
+@dataclasses.dataclass(frozen=True)
+class ZBVParams:
+    """ZB-V's own parameters."""
+
+    overlapped: bool = False  # no barrier between flushes
+
+
+@dataclasses.dataclass(frozen=True)
+class ChimeraParams:
+    """Chimera's own parameters."""
+
+    concat: str = "direct"  # M > S: direct | forward_doubling | backward_halving (a reconstruction)
 
 
 def gpipe(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeline:

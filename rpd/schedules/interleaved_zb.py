@@ -22,6 +22,7 @@ finds the idles). Synchronous, one flush per minibatch.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 
 from rpd.schedules.build import timed
@@ -85,6 +86,13 @@ def interleaved_zb_order(S: int, M: int, v: int) -> Order:
         rows += [(BWD_W, g, j) for g, j in pending]
         out.append(ops(rows))
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class InterleavedZBParams:
+    """Interleaved zero bubble's own parameters."""
+
+    v: int = 2  # model chunks per rank (costs per chunk)
 
 
 def interleaved_zb(S: int, N: int, M: int, v: int = 2, costs: CostModel | None = None) -> Timeline:

@@ -14,6 +14,8 @@ as GPipe.
 
 from __future__ import annotations
 
+import dataclasses
+
 from rpd.schedules.build import timed
 from rpd.schedules.costs import CostModel
 from rpd.schedules.ir import BWD, FWD, Order, concat, ops, shift_mb
@@ -33,6 +35,13 @@ def looped_bfs_order(S: int, M: int, v: int) -> Order:
         rows += [(BWD, g, j) for g in reversed(chunks) for j in reversed(range(M))]
         out.append(ops(rows))
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopedBFSParams:
+    """Looped BFS's own parameters."""
+
+    v: int = 2  # model chunks per rank (costs per chunk)
 
 
 def looped_bfs(S: int, N: int, M: int, v: int = 2, costs: CostModel | None = None) -> Timeline:

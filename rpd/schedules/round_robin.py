@@ -159,6 +159,13 @@ def channel(b_time_g: np.ndarray, r: int, ticks: int) -> np.ndarray:
     return land
 
 
+@dataclasses.dataclass(frozen=True)
+class RoundRobinParams:
+    """PipeDream 1F1B-RR's own parameters."""
+
+    replicas: tuple[int, ...] | None = None  # workers of each stage (S entries); None: one each (PipeDream)
+
+
 def pipedream_rr(
     S: int, N: int, replicas=None, costs: CostModel | None = None, values=0, depth="runtime"
 ) -> RoundRobinTimeline:

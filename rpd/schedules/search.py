@@ -127,6 +127,13 @@ def search(
     return _timeline(p, order, info)
 
 
+@dataclasses.dataclass(frozen=True)
+class SearchedParams:
+    """The searched schedule's own parameters."""
+
+    overlapped: bool = False  # no barrier between flushes, the period minimised
+
+
 def searched(
     S: int,
     N: int,

@@ -32,7 +32,7 @@ def test_a_missing_choice_names_its_group_and_the_nearest_choices(argv, line):
 
 def test_an_unknown_key_names_the_nearest_keys_and_never_suggests_adding_it():
     msg = compose_check.check("train", ["schedule=zb_h1", "schedule.SS=4"])
-    assert msg.startswith("schedule.SS: no such key in schedule; nearest: schedule.S; keys: D, H, M, N, R, S, T,")
+    assert msg.startswith("schedule.SS: no such key in schedule; nearest: schedule.S; keys: D, M, N, S, T, cut,")
     assert "+schedule.SS" not in msg and "\n" not in msg
     assert compose_check.check("train", ["method.gama_hi=3"]).startswith(
         "method.gama_hi: no such key in method; nearest: method.gamma_hi, method.gamma_lo"

@@ -143,29 +143,80 @@ def _compose_raw(overrides):
 
 
 def test_the_run_key_holds_what_the_run_reads():
-    """Costs split runs; fields the schedule does not read (and defaults spelt out) do not."""
+    """Costs split runs; the method's own schedule's node holds noam, R and H, and only the
+    chosen schedule's own split its runs; defaults spelt out do not; a schedule's key holds
+    its own parameters beside the shared fields, and none of another schedule's."""
 
     def key(*overrides):
         return train.run_config(_compose(overrides))
 
     assert key("costs=unit") != key("costs=b2f")
-    assert key("method=pipeline", "schedule=gpipe") == key(
-        "method=pipeline", "schedule=gpipe", "schedule.M=8", "schedule.noam=3", "schedule.v=5", "schedule.H=4"
-    )
+    assert key("method=pipeline", "schedule=gpipe") == key("method=pipeline", "schedule=gpipe", "schedule.M=8")
+    assert key("method=pd") == key("method=pd", "schedule.R=3", "schedule.H=4") != key("method=pd", "schedule.noam=3")
+    assert key("method=localsgd", "schedule.noam=3") == key("method=localsgd") != key("method=localsgd", "schedule.H=4")
     assert key("method=pipeline", "schedule=gpipe")["schedule"]["M"] == 8
     k = key("method=pipeline", "schedule=interleaved")
-    assert (k["schedule"]["v"], k["schedule"]["group"], k["schedule"]["noam"]) == (2, 8, None)
+    assert (k["schedule"]["v"], k["schedule"]["group"], "noam" in k["schedule"]) == (2, 8, False)
+    assert key("method=pipeline", "schedule=interleaved", "schedule.v=4")["schedule"]["v"] == 4
+    k = key("method=pipeline", "schedule=avgpipe", "schedule.pipelines=4")["schedule"]
+    assert (k["pipelines"], k["advance"], k["elastic"], k["M"]) == (4, 0, None, 8)
     assert key("method=pd")["method"]["t1"] is None and key("method=pipeline")["method"]["delta"] is None
     assert key("method=rpd")["method"]["delta"] == pd_delta(8)
+
+
+OWNED = [  # a field another schedule owns: refused at compose time, naming the schedules that have it
+    (
+        ["schedule=gpipe", "schedule.v=4"],
+        "schedule.v: schedule gpipe has no such parameter; a parameter of "
+        "interleaved, looped_bfs, interleaved_zb, combined_1f1b (schedule=interleaved); its own: none",
+    ),
+    (
+        ["schedule=interleaved", "schedule.noam=3"],
+        "schedule.noam: schedule interleaved has no such parameter; "
+        "a parameter of pipedream (schedule=pipedream); its own: v, group",
+    ),
+    (
+        ["schedule.pipelines=3"],
+        "schedule.pipelines: schedule of the method (schedule.name null) has no such "
+        "parameter; a parameter of avgpipe (schedule=avgpipe); its own: H, R, noam",
+    ),
+]
+
+
+@pytest.mark.parametrize("overrides,text", OWNED, ids=[" ".join(o) for o, _ in OWNED])
+def test_a_field_another_schedule_owns_is_refused_in_one_line(overrides, text):
+    from experiments import compose_check
+
+    assert compose_check.check("train", ["method=pipeline", *overrides]) == text
+
+
+def test_each_schedule_file_is_typed_by_its_own_parameters():
+    """configs/schedule/<name>.yaml composes onto the schema derived from its entry's
+    params_type: its own fields with the dataclass's defaults, typed (a string for v fails)."""
+    from omegaconf import OmegaConf
+
+    cfg = compose(["method=pipeline", "schedule=interleaved", "schedule.v=4"])
+    assert OmegaConf.get_type(cfg.schedule).__name__ == "Schedule_interleaved"
+    assert (cfg.schedule.v, cfg.schedule.group) == (4, None) and "noam" not in cfg.schedule
+    cfg = compose(["method=pipeline", "schedule=avgpipe", "schedule.pipelines=3"])
+    assert (cfg.schedule.pipelines, cfg.schedule.advance) == (3, 0)
+    assert compose(["schedule=zb_h2"]).schedule.rollback_p == 0.0
+    with pytest.raises(Exception, match="schedule.v"):
+        compose(["method=pipeline", "schedule=interleaved", "schedule.v=abc"])
 
 
 # ------------------------------------------------------------------ methods
 
 
+def _params(**given) -> registry.ScheduleParams:
+    """Shared fields by keyword, the rest the schedule's own."""
+    shared = {f for f in registry.ScheduleParams.__dataclass_fields__ if f != "params"}
+    own = {k: v for k, v in given.items() if k not in shared}
+    return registry.ScheduleParams(**{k: v for k, v in given.items() if k in shared}, params=own)
+
+
 def _run(method, obj, seed=0, schedule=None, options=None, **params):
-    spec = registry.prepare(
-        method, schedule, registry.ScheduleParams(S=3, **params), options or registry.MethodOptions()
-    )
+    spec = registry.prepare(method, schedule, _params(S=3, **params), options or registry.MethodOptions())
     return registry.run(spec, obj, GRID, seed)
 
 

@@ -17,8 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hydra_helpers import ROOT, TINY_LINEAR
+from hydra_helpers import ROOT, TINY_LINEAR, compose
 
+from experiments import checks, compose_check, specs
+from experiments import config as C
 from rpd import registry
 from rpd.model import hardware, layers
 from rpd.model.plan import plan
@@ -78,13 +80,15 @@ ENTRY = registry.ScheduleEntry(
 
 YAML = textwrap.dedent(
     f"""\
+    defaults:
+      - /schedule_schema@_here_: {NAME}  # typed by ToyParams: schedule.w_last
+      - _self_
     name: {NAME}
     S: 4
     N: 16
     M: null
     T: null
-    params:
-      w_last: false
+    w_last: true
     """
 )
 
@@ -124,10 +128,30 @@ def test_toy_is_timed_and_sized(toy_registered):
 
 
 def test_toy_parameters_are_checked_by_name(toy_registered):
-    with pytest.raises(TypeError, match=r"schedule\.params\.lag: schedule toy_split_gpipe has no such parameter"):
-        registry.check_schedule(NAME, registry.ScheduleParams(S=2, N=4, M=2, params=(("lag", 1),)), prefix="schedule.")
+    with pytest.raises(TypeError, match=r"^schedule\.lag: schedule toy_split_gpipe has no such parameter"):
+        registry.check_schedule(NAME, registry.ScheduleParams(S=2, N=4, M=2, params={"lag": 1}), prefix="schedule.")
+    with pytest.raises(TypeError, match=r"^schedule\.w_last must be a bool, got 1$"):
+        registry.check_schedule(NAME, registry.ScheduleParams(S=2, N=4, M=2, params={"w_last": 1}), prefix="schedule.")
     resolved = registry.resolve(NAME, registry.ScheduleParams(S=2, N=4))
     assert resolved.M == 2 and resolved.params == (("w_last", False),)
+
+
+def test_toy_parameters_come_from_its_own_config_file(toy_registered, toy_configs):
+    """The toy's yaml is typed by ToyParams (its schema derived from the entry, stored when
+    experiments.config registers the schemas): ``w_last: true`` there and
+    ``schedule.w_last=false`` on the command line reach its constructor; another schedule's
+    ``schedule.w_last`` is refused naming the toy."""
+    C.register()  # the schemas again, the toy's included (it registered after experiments.config)
+    search = f"hydra.searchpath=[file://{toy_configs}]"
+    tiny = [o for o in TINY_LINEAR if not o.startswith("schedule.")]
+    base = [search, "method=pipeline", f"schedule={NAME}", "schedule.S=2", "schedule.N=2", *tiny]
+    for extra, w_last, b_time in (([], True, [[6, 5], [7, 6]]), (["schedule.w_last=false"], False, [[5, 4], [7, 6]])):
+        cfg = checks.typed(compose([*base, *extra]))
+        pipeline = specs.run_spec(cfg).pipeline
+        assert pipeline.params.params == (("w_last", w_last),)
+        np.testing.assert_array_equal(pipeline.timeline(None).b_time, b_time)
+    refused = compose_check.check("train", [search, "method=pipeline", "schedule=gpipe", "schedule.w_last=true"])
+    assert refused.startswith(f"schedule.w_last: schedule gpipe has no such parameter; a parameter of {NAME}")
 
 
 def test_toy_is_planned_and_drawn(toy_registered, tmp_path):

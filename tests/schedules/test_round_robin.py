@@ -86,7 +86,7 @@ def test_allreduce_channel():
 
 
 def test_registered_and_checked():
-    tl = registry.build("pipedream_rr", registry.ScheduleParams(S=4, N=12, replicas=(2, 1, 1, 1)))
+    tl = registry.build("pipedream_rr", registry.ScheduleParams(S=4, N=12, params={"replicas": (2, 1, 1, 1)}))
     assert tl.kind == "pipedream_rr" and tl.S == 5 and tl.replicas == (2, 1, 1, 1)
     with pytest.raises(ValueError, match="replicas has 3 entries"):
         pipedream_rr(4, 12, (2, 1, 1))

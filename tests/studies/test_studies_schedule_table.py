@@ -62,7 +62,7 @@ SURVEY_ROWS = {
 def test_survey_rows_are_the_registry_timelines(out, row):
     name, options, costs = SURVEY_ROWS[row]
     S = M = 4
-    tl = registry.build(name, registry.ScheduleParams(S=S, N=2 * M, M=M, **options), CostModel(**costs))
+    tl = registry.build(name, registry.ScheduleParams(S=S, N=2 * M, M=M, params=options), CostModel(**costs))
     got = cell(out, row, S, M, "F=B")
     assert got["status"] == "ok"
     assert got["bubble_f_total"] == tl.bubble_ratio() and got["T"] == tl.T / st.SCALE

@@ -163,7 +163,7 @@ def test_registry_passes_the_optimizer(quad):
     spec = registry.prepare("pd", None, params, registry.MethodOptions(optimizer={"name": "momentum", "beta": 0.5}))
     out = registry.run(spec, quad, GAMMAS[:1])
     assert out.result.meta["optimizer"] == {"name": "momentum", "beta": 0.5}
-    lp = ScheduleParams(S=4, N=8, R=2, H=2)
+    lp = ScheduleParams(S=4, N=8, params={"R": 2, "H": 2})
     opts = registry.MethodOptions(optimizer="adam", outer_optimizer="nesterov", inner_state="reset")
     meta = registry.run(registry.prepare("localsgd", None, lp, opts), quad, GAMMAS[:1]).result.meta
     assert meta["optimizer"]["name"] == "adam" and meta["outer_optimizer"]["name"] == "nesterov"
