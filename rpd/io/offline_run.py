@@ -53,7 +53,7 @@ def _record_kinds(log: Path):
     from wandb.proto import wandb_internal_pb2 as pb
 
     for raw in _records(log.read_bytes()):
-        rec = pb.Record()
+        rec = pb.Record()  # type: ignore[attr-defined]  # wandb builds its protobuf classes at import (no .pyi)
         rec.ParseFromString(raw)
         yield rec.WhichOneof("record_type"), rec
 

@@ -243,7 +243,7 @@ def save(r: Result, path: str | os.PathLike) -> Path:
     }
     arrays["header"] = np.array(json.dumps(header, allow_nan=True))
     buf = io.BytesIO()
-    np.savez(buf, **arrays)
+    np.savez(buf, **arrays)  # type: ignore[arg-type]  # numpy's stub: a ** dict might name allow_pickle
     path = Path(path)
     atomic_write(path, buf.getvalue())
     return path

@@ -36,18 +36,20 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
+from rpd.io.atomic import atomic_write, fsync_dir
+from rpd.runtime import interrupt
+from rpd.validation import check_choice
+
+fcntl: ModuleType | None
 try:  # POSIX; on Windows there is no flock and run_lock only serialises threads (writes stay
     import fcntl  # atomic and checksummed, so a reader still never sees a mixed run)
 except ImportError:  # pragma: no cover
     fcntl = None
-
-from rpd.io.atomic import atomic_write, fsync_dir
-from rpd.runtime import interrupt
-from rpd.validation import check_choice
 
 STATUSES = ("ok", "diverged", "failed")
 FILES = ("config.json", "summary.json", "curves.npz")
@@ -195,7 +197,8 @@ def _flock(lock_path: Path, wait_message: str) -> int | None:
 
 def _npz_bytes(curves: Mapping[str, Any]) -> bytes:
     buf = io.BytesIO()
-    np.savez(buf, **{str(k): np.asarray(v) for k, v in curves.items()})
+    # numpy's stub: a ** dict might name allow_pickle (a bool); these keys are curve names
+    np.savez(buf, **{str(k): np.asarray(v) for k, v in curves.items()})  # type: ignore[arg-type]
     return buf.getvalue()
 
 

@@ -61,11 +61,17 @@ def scalar(text):
     return text
 
 
+def section(config: dict, key: str) -> dict:
+    """``config[key]`` where it is a dict (a config group as stored), else {}."""
+    value = config.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def objective_columns(config: dict, summary: dict) -> dict:
     """A run's objective as the sweep table shows it: its sizes (``n``, ``D``, ``batch_size``,
     from summary.json: a user's factory's own, docs/api.md#writing-your-own-objective) and its
     ``options`` (``objective.options`` of the key, as "noise=0.1 scale=2"; None when none)."""
-    objective = config.get("objective") if isinstance(config.get("objective"), dict) else {}
+    objective = section(config, "objective")
     options = objective.get("options") or {}
     return {
         "n": summary.get("objective/n"),

@@ -94,10 +94,10 @@ def _row_of_run(path: Path | None) -> dict:
     marker, blobs = complete
     config = json.loads(blobs["config.json"])
     summary = json.loads(blobs["summary.json"])
-    method = config.get("method") if isinstance(config.get("method"), dict) else {}
-    sched = config.get("schedule") if isinstance(config.get("schedule"), dict) else {}
-    objective = config.get("objective") if isinstance(config.get("objective"), dict) else {}
-    opt = method.get("optimizer") if isinstance(method.get("optimizer"), dict) else {}
+    method = table_of.section(config, "method")
+    sched = table_of.section(config, "schedule")
+    objective = table_of.section(config, "objective")
+    opt = table_of.section(method, "optimizer")
     final = [_float(v) for v in summary.get("final", [])]
     diverged = list(summary.get("diverged", [False] * len(final)))
     kept = [f for f, d in zip(final, diverged) if not d and math.isfinite(f)]

@@ -146,19 +146,19 @@ class WandbLogger:
         require_wandb()  # outside the guard: a missing package is an error, not a warning
         if not (isinstance(init_timeout, (int, float)) and init_timeout > 0):
             raise ValueError(f"logger.init_timeout must be a positive number of seconds, got {init_timeout!r}")
-        self._run = None
+        self._run: Any = None  # the wandb Run (wandb is imported where used); None: tracking off
         self._defined: set[str] = set()
         self.init_timeout = float(init_timeout)
         self.fell_back_offline = False
         self.project = project
-        base = {"experiment": experiment}
+        base: dict[str, Any] = {"experiment": experiment}
         if method is not None:
             base["method"] = method
         if S is not None:
             base["S"] = int(S)
         meta = {**base, **to_jsonable(meta or {})}
         own = [t for t in (method, None if S is None else f"S{int(S)}") if t is not None]
-        tags = list(dict.fromkeys([*own, *tags]))  # unique, in order
+        run_tags = list(dict.fromkeys([*own, *tags]))  # unique, in order
         self._guard(
             "init",
             self._init,
@@ -166,7 +166,7 @@ class WandbLogger:
             entity=entity,
             group=experiment,
             name=name,
-            tags=tags,
+            tags=run_tags,
             mode=resolve_mode(mode),
             job_type=job_type,
             dir=None if dir is None else str(dir),
@@ -257,7 +257,12 @@ class WandbLogger:
             return json.dumps(v) if isinstance(v, (list, dict)) else v
 
         data = [[cell(r.get(c)) for c in cols] for r in rows]
-        self._guard("table", lambda: self._run.log({key: wandb.Table(columns=cols, data=data)}))
+
+        def log() -> None:
+            # wandb's stub asks list[str | int] (invariant) where a list of names will do
+            self._run.log({key: wandb.Table(columns=cols, data=data)})  # type: ignore[arg-type]
+
+        self._guard("table", log)
 
     def log_artifact(self, name: str, type: str, paths, metadata: Mapping | None = None) -> None:
         """Files as a wandb artifact ``name`` of ``type`` (names: letters, digits, '-', '_', '.')."""
@@ -303,7 +308,7 @@ class WandbLogger:
         has_log = run_dir is not None and any(run_dir.glob("run-*.wandb"))
         self._guard("finish", self._run.finish if self._run else None)
         self._run = None
-        if has_log and not offline_run.wait_until_complete(run_dir, timeout):
+        if has_log and run_dir is not None and not offline_run.wait_until_complete(run_dir, timeout):
             warnings.warn(
                 f"wandb run log in {run_dir} still incomplete after {timeout} s", RuntimeWarning, stacklevel=2
             )

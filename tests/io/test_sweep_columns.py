@@ -143,3 +143,12 @@ def test_a_sweep_stopped_early_lists_every_job(optimizer_sweep, tmp_path, capsys
     assert sweeps.sweep_counts(df)["not_finished"] == 2
     assert sweeps.main(["ls", str(stopped)]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "4 jobs: 2 done, 0 skipped, 0 failed, 2 not finished"
+
+
+def test_section_is_a_config_group_or_empty():
+    # a stored config's group is a dict; a group stored as a name or missing reads as no fields
+    config = {"method": {"name": "pd", "optimizer": {"name": "adam"}}, "schedule": "gpipe"}
+    assert sweep_table.section(config, "method") == {"name": "pd", "optimizer": {"name": "adam"}}
+    assert sweep_table.section(sweep_table.section(config, "method"), "optimizer") == {"name": "adam"}
+    assert sweep_table.section(config, "schedule") == {}
+    assert sweep_table.section(config, "objective") == {}
