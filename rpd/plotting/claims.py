@@ -72,9 +72,9 @@ def claims_figure(summary: dict, table: list[dict], path) -> None:
     ax = axes[1, 1]
     rows = [r for r in table if r["claim"] == "stages"]
     for i, rule in enumerate(("fixed", "4S")):
-        pts = [(r["S"], r["bubble"], r["ideal"]) for r in rows if r["rule"] == rule]
+        by_S = [(r["S"], r["bubble"], r["ideal"]) for r in rows if r["rule"] == rule]
         label = f"M = {rows[0]['M']} (fixed)" if rule == "fixed" else "M = 4S"
-        S, bub, ideal = zip(*pts)
+        S, bub, ideal = zip(*by_S)
         ax.plot(S, bub, "o-", color=f"C{i}", label=f"{label}, measured ({rows[0]['partition']} stages)")
         ax.plot(S, ideal, ":", color=f"C{i}", label=f"{label}, (S − 1)/(M + S − 1)")
     ax.axhline(0.5, color="k", ls="--", lw=1, label="bubble = 50 %")

@@ -26,7 +26,11 @@ def style(label: str) -> tuple[str, str]:
     if label in OPTION_ARMS:
         base, marker, colour = OPTION_ARMS[label]
         return marker, colour or registry.style(base).colour
-    for e in (*registry.SCHEDULES.values(), *registry.VARIANTS.values()):
+    entries: list[registry.ScheduleEntry | registry.Variant] = [
+        *registry.SCHEDULES.values(),
+        *registry.VARIANTS.values(),
+    ]
+    for e in entries:
         if e.compact == label:
             return e.marker, e.colour
     raise KeyError(f"no registered schedule or variant is labelled {label!r}")

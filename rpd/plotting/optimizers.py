@@ -62,7 +62,7 @@ def _panel(ax, rows: list[dict], cells: list[dict], objective: str, meta: dict) 
         v = c.get("verdict", "n/a")
         short = v.split(":")[0] if v != "n/a" else "n/a"
         lines.append(f"{c['optimizer']}: {short}")
-    claim = next((c.get("claim") for c in cells if c["objective"] == objective and c.get("claim")), "")
+    claim = next((c["claim"] for c in cells if c["objective"] == objective and c.get("claim")), "")
     ax.set_xlabel("\n".join(textwrap.wrap(claim, 48) + textwrap.wrap("; ".join(lines), 48)), fontsize=7.5)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from typing import Any
 
 from matplotlib.figure import Figure
 
@@ -30,6 +31,7 @@ def _draw(a: dict, s: dict, path) -> None:
         if j < 0:
             continue
         g = gamma_label(a[f"{e['key']}_gammas"][j])
+        style: dict[str, Any]
         if e["method"] == "PD":
             label, style = f"PipeDream, γ = {g}", dict(color="k", lw=2.0)
         else:

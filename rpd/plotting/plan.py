@@ -6,6 +6,7 @@ drawn from the plan's numbers only."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 import matplotlib.lines
@@ -59,11 +60,11 @@ def frontier_figure(points, path, title: str = "", cap_gib: float | None = None,
             ax.step(*zip(*front), where="post", color="k", lw=1, zorder=2)
             handles.append(matplotlib.lines.Line2D([], [], color="k", lw=1, label="frontier (fits the cap)"))
         if cap_gib is not None:
-            cap_style = dict(color="tab:red", lw=1.2)
+            cap_style: dict[str, Any] = dict(color="tab:red", lw=1.2)
             ax.axvline(cap_gib, zorder=1, **cap_style)
             handles.append(matplotlib.lines.Line2D([], [], label=f"memory cap ({cap_gib:g} GiB)", **cap_style))
             if margin > 0:
-                fit_style = dict(color="tab:red", lw=1.0, ls=":")
+                fit_style: dict[str, Any] = dict(color="tab:red", lw=1.0, ls=":")
                 ax.axvline(cap_gib * (1 - margin), zorder=1, **fit_style)
                 handles.append(matplotlib.lines.Line2D([], [], label=f"fits below (margin {margin:g})", **fit_style))
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)

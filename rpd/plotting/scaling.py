@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -23,7 +24,7 @@ def _draw(a: dict, s: dict, path, methods: tuple[str, ...]) -> None:
     S = a["S"]
     H = s["config"]["H"]
     labels = dict(pd="PipeDream", rpd="Randomized PipeDream, δ = ⌊S² − S/2⌋", localsgd=f"LocalSGD, R = S, H = {H}")
-    styles = dict(
+    styles: dict[str, dict[str, Any]] = dict(
         pd=dict(color="k", marker="o"), rpd=dict(color="C3", marker="s", ls="--"), localsgd=dict(color="C0", marker="^")
     )
     fig = Figure(figsize=(7.0, 4.6))

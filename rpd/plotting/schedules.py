@@ -218,7 +218,7 @@ def frontier_table_figure(
     width = 4.8 * len(S_values) + 2.6
     with paper_style():
         fig = Figure(figsize=(width, 15.2))
-        top, mid, bottom = fig.subfigures(3, 1, height_ratios=[4.6, 4.2, 6.4])
+        top, mid, bottom = fig.subfigures(3, 1, squeeze=False, height_ratios=[4.6, 4.2, 6.4])[:, 0]
         axes = top.subplots(1, len(S_values), squeeze=False)[0]
         for ax, S in zip(axes, S_values):
             seen: dict = {}

@@ -7,6 +7,7 @@ row of markers at its own makespan, drawn only at the caps its peak activations 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from matplotlib import lines as mpl_lines
@@ -18,8 +19,8 @@ from rpd.plotting.style import paper_style, save
 
 HAND = ("gpipe", "1f1b", "zb_h1", "zb_h2")  # hand-written schedules drawn beside the searched ones
 HAND_STYLE = {n: (registry.style(n).title, registry.style(n).marker, registry.style(n).colour) for n in HAND}
-HEURISTIC = dict(color="#222222", linestyle="-", linewidth=1.8)
-EXACT = dict(color="#6A3D9A", linestyle="--", linewidth=1.6, marker="o", markersize=4)
+HEURISTIC: dict[str, Any] = dict(color="#222222", linestyle="-", linewidth=1.8)
+EXACT: dict[str, Any] = dict(color="#6A3D9A", linestyle="--", linewidth=1.6, marker="o", markersize=4)
 
 
 def search_figure(panels: list[dict], path) -> Path:
@@ -42,7 +43,7 @@ def search_figure(panels: list[dict], path) -> Path:
             mpl_lines.Line2D([], [], **EXACT, label="search: exact (proven optimal)"),
         ]
         if not all(all(p["optimal"]) for p in panels):
-            cut = {**EXACT, "markerfacecolor": "white"}
+            cut: dict[str, Any] = {**EXACT, "markerfacecolor": "white"}
             handles.append(mpl_lines.Line2D([], [], **cut, label="search: exact at the time limit (bar: bound)"))
         handles += [
             mpl_lines.Line2D(

@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import Any
 
 import matplotlib as mpl
 import matplotlib.style
 import numpy as np
+from matplotlib.artist import Artist
 from matplotlib.collections import PatchCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 FWD_COLOR, BWD_COLOR = "#4C78A8", "#8BC17C"
 _IDLE, _FWD, _BWD = 0, 1, 2  # the op codes of rpd.schedules
-SYNC_STYLE = dict(color="#D62728", linestyle="--", linewidth=2.2)  # LocalSGD's averaging
+SYNC_STYLE: dict[str, Any] = dict(color="#D62728", linestyle="--", linewidth=2.2)  # LocalSGD's averaging
 
 
 @contextlib.contextmanager
@@ -55,7 +57,7 @@ def _draw_schedule(ax, op, mb, title: str, sync_time=(), numbers: bool = True) -
     T, S = op.shape
     for kind, color, hatch in ((_FWD, FWD_COLOR, None), (_BWD, BWD_COLOR, None), (_IDLE, "white", "////")):
         t, s = np.nonzero(op == kind)
-        cells = [Rectangle((ti, S - 1 - si), 1, 1) for ti, si in zip(t, s)]
+        cells = [Rectangle((float(ti), float(S - 1 - si)), 1, 1) for ti, si in zip(t, s)]
         ax.add_collection(PatchCollection(cells, facecolor=color, edgecolor="black", linewidth=0.8, hatch=hatch))
     if numbers:
         for t, s in zip(*np.nonzero(op != _IDLE)):
@@ -85,7 +87,7 @@ def _schedule_legend(ax, averaging: bool = False) -> None:
     """Forward / Backward / Idle cells, and the dashed averaging line when one is drawn."""
     from matplotlib.lines import Line2D
 
-    handles = [
+    handles: list[Artist] = [
         Rectangle((0, 0), 1, 1, facecolor=c, edgecolor="black", hatch=h)
         for c, h in ((FWD_COLOR, None), (BWD_COLOR, None), ("white", "////"))
     ]
