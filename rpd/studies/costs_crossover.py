@@ -157,7 +157,7 @@ class Job:
     level: Level
     method: str  # "pd" | "localsgd"
     H: int | None
-    obj: object
+    obj: objectives.Objective
     tl: schedules.Timeline  # the timeline that is run
     budget: int  # ticks
     T_paper: int  # the selector sees T_paper + 1 points over [0, budget]
@@ -185,7 +185,8 @@ def _jobs(cfg: Config, lv: list[Level]) -> list[Job]:
     """Every run with its timeline; LocalSGD runs of one (panel, S, H) share padded shapes."""
     jobs: list[Job] = []
     pd_levels = [lv[0]] + [next(x for x in lv if x.c == c) for c in cfg.p2p]  # unit, then one per c
-    panels = [
+    # (panel, S, objective, R, H values, d, N, budget, tail fraction, seeds)
+    panels: list[tuple[str, int, objectives.Objective, int, tuple[int, ...], int, int, int, float, tuple[int, ...]]] = [
         (
             "quadratic",
             cfg.quad_S,
@@ -316,7 +317,9 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None, workers: int
     runs = []
     # The first run of every compiled program goes first: the rest reuse what it compiled
     # instead of compiling it again on the other thread.
-    seen, leaders, followers = set(), [], []
+    seen: set[tuple] = set()
+    leaders: list[int] = []
+    followers: list[int] = []
     for i, j in enumerate(jobs):
         prog = (j.panel, j.S, j.method, j.H, j.level.c if j.method == "pd" else j.pad)
         (followers if prog in seen else leaders).append(i)

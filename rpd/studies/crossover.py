@@ -5,6 +5,7 @@ rung. Pure functions of the runs' numbers, no computation of curves."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from rpd.analysis.crossover import crossover_point, fmt
 from rpd.studies.costs_config import Config
@@ -38,7 +39,7 @@ def crossover(alphas, f_pd, f_ls) -> dict:
     a = [float(x) for x in alphas]
     w = [winner(p, q) for p, q in zip(f_pd, f_ls)]
     switches = [a[i] for i in range(1, len(w)) if w[i] != w[i - 1]]
-    out = dict(
+    out: dict[str, Any] = dict(
         winners=w,
         switches=switches,
         monotone=len(switches) <= 1,
@@ -52,13 +53,14 @@ def crossover(alphas, f_pd, f_ls) -> dict:
         return out
     i = next(j for j in range(1, len(w)) if w[j] != w[0])
     out.update(to=w[i], alpha_lo=a[i - 1], alpha_hi=a[i])
-    r = []
+    r: list[float | None] = []
     for j in (i - 1, i):
         p, q = float(f_pd[j]), float(f_ls[j])
         r.append(math.log(q / p) if (math.isfinite(p) and math.isfinite(q) and p > 0 and q > 0) else None)
-    if None not in r and r[0] != r[1]:
+    r0, r1 = r
+    if r0 is not None and r1 is not None and r0 != r1:
         x0, x1 = math.log2(1 + a[i - 1]), math.log2(1 + a[i])
-        frac = min(1.0, max(0.0, -r[0] / (r[1] - r[0])))
+        frac = min(1.0, max(0.0, -r0 / (r1 - r0)))
         out.update(frac=frac, alpha_star=2 ** (x0 + frac * (x1 - x0)) - 1)
     return out
 
@@ -105,9 +107,9 @@ def make_series(cfg: Config, runs: list[dict], panel: str, S: int, c: int) -> di
     ladder = rungs[1:]
     cross = {}
     for rule in ("stable", "best_final"):
-        f_pd = [math.inf if r[rule]["f_pd"] is None else r[rule]["f_pd"] for r in ladder]
-        f_ls = [math.inf if r[rule]["f_ls_best"] is None else r[rule]["f_ls_best"] for r in ladder]
-        cross[rule] = crossover(cfg.alphas, f_pd, f_ls)
+        pd_rungs = [math.inf if r[rule]["f_pd"] is None else r[rule]["f_pd"] for r in ladder]
+        ls_rungs = [math.inf if r[rule]["f_ls_best"] is None else r[rule]["f_ls_best"] for r in ladder]
+        cross[rule] = crossover(cfg.alphas, pd_rungs, ls_rungs)
     return dict(panel=panel, S=S, c=c, rungs=rungs, crossover=cross["stable"], crossover_best_final=cross["best_final"])
 
 
@@ -230,8 +232,8 @@ def claim_checks(cfg: Config, series: list[dict]) -> list[dict]:
 def crossover_grows(ss: list[dict], alphas) -> bool | None:
     """Whether the point where PD overtakes LocalSGD is non-decreasing in S (over the S where
     LocalSGD starts ahead); None for fewer than two such S."""
-    pts = [crossover_point(s["crossover"], alphas) for s in sorted(ss, key=lambda s: s["S"])]
-    pts = [p for p in pts if p is not None]
+    found = [crossover_point(s["crossover"], alphas) for s in sorted(ss, key=lambda s: s["S"])]
+    pts = [p for p in found if p is not None]
     if len(pts) < 2:
         return None
     return bool(all(b >= a for a, b in zip(pts, pts[1:])))

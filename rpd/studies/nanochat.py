@@ -186,12 +186,14 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
     pd_tl = schedules.pipedream(S, cfg.N, cfg.noam)
     T = pd_tl.T
     stride = max(1, math.ceil(T / cfg.heldout_points))
-    cells = [("pd", None, pd_tl)] + [
-        (f"localsgd_H{H}", H, simtime.smallest_n_reaching(T, lambda n, H=H: schedules.local_sgd(S, n, cfg.R, H)))
-        for H in cfg.H_grid
-    ]
+    cells: list[tuple[str, int | None, schedules.Timeline]] = [("pd", None, pd_tl)]
 
-    def train(H, tl):
+    def localsgd_tl(H: int) -> schedules.Timeline:
+        return simtime.smallest_n_reaching(T, lambda n: schedules.local_sgd(S, n, cfg.R, H))
+
+    cells += [(f"localsgd_H{H}", H, localsgd_tl(H)) for H in cfg.H_grid]
+
+    def run_cell(H, tl):
         if H is None:
             return simtime.per_tick(methods.pipedream(obj, tl, gammas, seed=cfg.seed, stride=stride), tl)
         return methods.local_sgd(obj, tl, gammas, seed=cfg.seed, track_time=False)
@@ -201,7 +203,7 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
     # after another). At most two at once: a paper-size LocalSGD run holds ~5.6 GB of XLA
     # temporaries (80 replica gradients), PD's ~1.9 GB (BENCHMARKS.md, E5); RPD_WORKERS=1
     # runs them one after another.
-    tasks = [functools.partial(train, H, tl) for _, H, tl in cells]
+    tasks = [functools.partial(run_cell, H, tl) for _, H, tl in cells]
     runs = []
     for i, res in run_concurrently(tasks, workers=min(2, default_workers()), first_alone=False):
         key, H, tl = cells[i]
@@ -329,7 +331,7 @@ def claim_checks(entries: list[dict]) -> list[dict]:
     pd = final.pop("pd")
     if not final:
         return []
-    best = min(final, key=final.get)
+    best = min(final, key=final.__getitem__)
     gap = final[best] - pd
     noise = math.hypot(sem["pd"], sem[best])
     return [

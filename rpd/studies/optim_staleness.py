@@ -24,6 +24,7 @@ with its Hessian diagonal (objective.align, the axis-aligned control).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -133,7 +134,7 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
         raise ValueError(f"optimizers {unknown} have no γ grid here (known: {sorted(GRIDS)})")
     cells = _cells(cfg)
     results = {}
-    for i, res in run_concurrently([lambda c=c: _run(cfg, *c) for c in cells], first_alone=False):
+    for i, res in run_concurrently([functools.partial(_run, cfg, *c) for c in cells], first_alone=False):
         results[cells[i]] = res
         if progress is not None:
             progress("{} {} S={}".format(*cells[i]))

@@ -44,6 +44,7 @@ from rpd.objectives.nanochat import nanochat
 from rpd.plotting.optimizers import optimizers_figure
 from rpd.results import StudyOutput
 from rpd.train import methods, optimizers, plans
+from rpd.validation import required
 
 OBJECTIVES = (
     "nesterov_quadratic",
@@ -304,7 +305,7 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
         tls = timelines(obj.S, cfg.N[objective], cfg.H)
         T = min(tl.T for tl in tls.values())
         meta[objective] = dict(
-            T=int(T), S=obj.S, N=cfg.N[objective], M=int(tls["GPipe"].M), delta=obj.S**2 - obj.S // 2
+            T=int(T), S=obj.S, N=cfg.N[objective], M=int(required("M", tls["GPipe"].M)), delta=obj.S**2 - obj.S // 2
         )
         runner = _Runner(cfg, objective, obj, tls, T)
         for optimizer in cfg.optimizers:
@@ -330,7 +331,7 @@ def verdict(objective: str, losses: dict[str, float]) -> dict:
     pd = losses.get("PD", float("nan"))
     if not np.isfinite(pd) or not lsgd:
         return dict(claim=text, holds=None, verdict="not testable: PD or LocalSGD has no usable cell")
-    best = min(lsgd, key=lsgd.get)
+    best = min(lsgd, key=lsgd.__getitem__)
     if kind == "pd_beats_localsgd":
         holds = bool(pd < lsgd[best])
         ratio = lsgd[best] / pd
@@ -358,7 +359,7 @@ def summarise(rows: list[dict], meta: dict) -> dict:
                 cells.append(dict(objective=objective, optimizer=optimizer, ranking=[], verdict="n/a", reasons=reasons))
                 continue
             losses = {r["method"]: r["loss"] for r in ok}
-            ranking = sorted(losses, key=losses.get)
+            ranking = sorted(losses, key=losses.__getitem__)
             cells.append(
                 dict(
                     objective=objective,

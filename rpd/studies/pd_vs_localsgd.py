@@ -40,6 +40,7 @@ from rpd.runtime.concurrency import run_concurrently
 from rpd.studies import make_config
 from rpd.studies.pd_vs_localsgd_claims import CLAIMS, claim_checks
 from rpd.train import methods
+from rpd.validation import required
 
 OBJECTIVES = ("nesterov_quadratic", "logistic_regression")
 TITLES = {
@@ -160,7 +161,7 @@ def select(curves_GxP: np.ndarray, gammas: np.ndarray, tail_frac: float, rule: s
 def seed_mean(curves_NxGxP: np.ndarray) -> np.ndarray:
     """[G, P]: the mean over seeds, NaN for a γ that diverged on any seed (never selected)."""
     c = np.asarray(curves_NxGxP, np.float64)
-    bad = diverged(c).any(axis=0)
+    bad = np.asarray(diverged(c).any(axis=0))
     with np.errstate(over="ignore", invalid="ignore"):
         return np.where(bad[:, None], np.nan, c.mean(axis=0))
 
@@ -193,7 +194,7 @@ def _runs(cfg: Config, obj, tls: list[schedules.Timeline], report) -> list[tuple
     return [(full, simtime.cut_to_shortest(full, cfg.cut)) for full in per_seed]
 
 
-def _measure(cfg: Config, report) -> tuple[dict, list[dict], int, object]:
+def _measure(cfg: Config, report) -> tuple[dict, list[dict], int, objectives.Objective]:
     """Every method over the noise seeds: arrays, one entry per method, T_cut, the objective."""
     rules = selector_rules(cfg.selector)
     obj, tls = make_objective(cfg), timelines(cfg)
@@ -339,7 +340,7 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
         selectors=list(selector_rules(cfg.selector)),
         selector_text=RULE_TEXT[cfg.selector],
         authors_override=AUTHORS_OVERRIDE,
-        L=float(obj.L),
+        L=float(required("L", obj.L)),
         f_star=float(obj.f_star),
         f0=float(arrays["pd_curves"][0, 0]),
         noise_seeds=list(cfg.noise_seeds),

@@ -31,7 +31,7 @@ def claim_checks(objective: str, entries: list[dict]) -> list[dict]:
         k = sum(bool(pred({key: v[i] for key, v in seeds.items()})) for i in range(n_seed))
         return f"; holds in {k}/{n_seed} noise seeds (each at its own γ)"
 
-    best_ls = min(f, key=f.get)
+    best_ls = min(f, key=f.__getitem__)
     if objective == "nesterov_quadratic":
         return [
             dict(

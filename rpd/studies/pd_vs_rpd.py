@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -103,9 +103,9 @@ def rpd_sweep(
     pd_plan, n_slots = plans.pipedream_plan(timeline, obj.n_batches) if timeline is not None else (None, 1)
     all_plans = [p for row in grid for p in row] + ([pd_plan] if pd_plan is not None else [])
     C = max(plans.ring_size(p, obj.S) for p in all_plans)
-    shared = dict(stride=stride, ring_size=C, n_slots=n_slots, axis="block_update")
+    shared: dict[str, Any] = dict(stride=stride, ring_size=C, n_slots=n_slots, axis="block_update")
     tasks, labels = [], []
-    if timeline is not None:
+    if timeline is not None and pd_plan is not None:  # both or neither
         tasks.append(
             functools.partial(
                 methods.run_plan,
@@ -127,9 +127,9 @@ def rpd_sweep(
                 )
             )
             labels.append(f"RPD δ={dl} seed={s}")
-    results = [None] * len(tasks)
-    for i, res in concurrency.run_concurrently(tasks, workers=workers):
-        results[i] = res
+    results = []
+    for i, res in concurrency.run_concurrently(tasks, workers=workers):  # in order of i
+        results.append(res)
         if progress is not None:
             progress(labels[i])
     pd = results.pop(0) if timeline is not None else None

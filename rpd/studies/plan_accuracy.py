@@ -37,6 +37,7 @@ from rpd.model.topology import place
 from rpd.plotting.plan import accuracy_figure
 from rpd.results import StudyOutput
 from rpd.studies.plan_devset import SOURCES, Run, runs
+from rpd.validation import required
 
 GRID = ([0.55, 0.65, 0.75, 0.85, 0.95], [0.0, 2.0, 4.0, 6.0])  # the fit's start: η x traffic
 FINEST = 0.0125  # the fit stops below this η step (traffic step 0.25)
@@ -94,7 +95,7 @@ def hardware_at(preset: str, eta: float, traffic: float) -> Hardware:
 @functools.lru_cache(maxsize=1 << 16)
 def _step(k: int, eta: float, traffic: float) -> float:
     run = runs()[k]
-    return float(plan_run(run, hardware_at(run.preset, eta, traffic)).step_time_s)
+    return float(required("step_time_s", plan_run(run, hardware_at(run.preset, eta, traffic)).step_time_s))
 
 
 def mean_error(ks: list[int], eta: float, traffic: float) -> float:
@@ -155,6 +156,7 @@ def least_compute_mfu(first, hw, M: int, D: int, where, step_s: float, grad_byte
 def row_of(run: Run, hw: Hardware) -> dict:
     """One table row: the run, its prediction on ``hw`` and its error."""
     r = plan_run(run, hw)
+    step_s = required("step_time_s", r.step_time_s)
     out: dict[str, Any] = dict(
         source=run.source,
         preset=run.preset,
@@ -172,8 +174,8 @@ def row_of(run: Run, hw: Hardware) -> dict:
         published=run.published,
         unit=run.unit,
         published_step_s=run.step_s,
-        predicted_step_s=r.step_time_s,
-        error=r.step_time_s / run.step_s - 1,
+        predicted_step_s=step_s,
+        error=step_s / run.step_s - 1,
         gemm_efficiency=hw.gemm_efficiency,
         traffic=hw.traffic,
     )

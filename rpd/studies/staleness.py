@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -81,7 +82,7 @@ def n_steps(cfg: Config) -> int:
     return 1 + 2 * (len(cfg.S_values) * cfg.n_seeds - 1)
 
 
-def seed_ci(values, confidence: float = CONFIDENCE) -> tuple[float, tuple[float, float]]:
+def seed_ci(values, confidence: float = CONFIDENCE) -> tuple[Any, tuple[Any, Any]]:
     """Mean over seeds (axis 0) and its t-based CI: mean ± t_{(1+c)/2, n−1} · sd/√n (sd with
     n − 1). With one seed the CI is (nan, nan). Works elementwise on [n_seeds, ...] arrays
     (returns arrays then)."""
@@ -233,7 +234,8 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
         gamma = float(grid[gi])
         if not all(ok[m][gi] for m in METHODS):
             continue
-        rows, failed = {m: [[] for _ in seeds] for m in METHODS}, []
+        rows: dict[str, list[list[dict]]] = {m: [[] for _ in seeds] for m in METHODS}
+        failed = []
         for seed in seeds:
             for S in S_values:
                 if seed == 0 and S == S_max:

@@ -39,6 +39,7 @@ from rpd.studies import trend
 from rpd.studies.staleness_2026_tuning import delay_units, tune, updates_to_target
 from rpd.train import methods, plans
 from rpd.train import semantics as sem
+from rpd.validation import required
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,7 +161,7 @@ def part_a(cfg: Config, progress) -> tuple[list[dict], dict]:
         S, M = cfg.a_S, cfg.a_M
         tls = {"sync": schedules.one_f_one_b(S, N, M), "2bw": schedules.pipedream_2bw(S, N, M)}
         T = int(tls["2bw"].T)
-        delays[name] = {k: delay_units(sem.of(tl).plan(tl, S, N)[0], S, tl) for k, tl in tls.items()}
+        delays[name] = {k: delay_units(required("plan", sem.of(tl).plan)(tl, S, N)[0], S, tl) for k, tl in tls.items()}
         tuned = {}
         for opt in ("adamw", "muon"):
             for arm in ("sync", "2bw", "2bw_ef"):
@@ -192,7 +193,7 @@ def part_b(cfg: Config, progress) -> tuple[list[dict], dict]:
         S = cfg.b_S
         tls = {"PD": schedules.pipedream(S, N), "1F1B": schedules.one_f_one_b(S, N, S)}
         T = int(tls["PD"].T)
-        delays[name] = {k: delay_units(sem.of(tl).plan(tl, S, N)[0], S, tl) for k, tl in tls.items()}
+        delays[name] = {k: delay_units(required("plan", sem.of(tl).plan)(tl, S, N)[0], S, tl) for k, tl in tls.items()}
         for sched, opt in arms:
             tl = tls[sched]
             at = np.unique([T, int(tl.T)])
@@ -310,8 +311,9 @@ def _every(a, b) -> str:
 
 def verdicts(rows: list[dict], cfg: Config) -> dict:
     """The three claims' verdicts from the table's numbers (docs/results.md quotes them)."""
-    out = {}
-    a1, a2, ev = [], {"adamw": [], "muon": []}, {}
+    out: dict[str, dict] = {}
+    a1, ev = [], {}
+    a2: dict[str, list[str]] = {"adamw": [], "muon": []}
     for name in cfg.a_objectives:
         g = {
             (o, arm): _pick(rows, part="a", objective=name, optimizer=o, arm=arm)

@@ -169,7 +169,7 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
     place, place_rows = placement_claim(cfg, models, hw)
     depth = depth_claim(table)
     stash, stash_rows = stash_claim(cfg, models, hw)
-    best = {}
+    best: dict[str, dict] = {}
     for r in table:
         key = f"{r['model']} n={r['n']}"
         if r["fits"] and (key not in best or r["tokens_per_s"] > best[key]["tokens_per_s"]):
