@@ -46,6 +46,13 @@ def _import():
     return ws, wr
 
 
+def _f_gap_plot(wr, metrics: Metrics, against: str, x: str, title_x: str):
+    """f − f* (log y) against the axis ``x``."""
+    return wr.LinePlot(
+        title=f"f - f* vs {against}", x=x, y=[metrics.f_gap], log_y=True, title_x=title_x, title_y="f(x) - f*"
+    )
+
+
 def _sections(metrics: Metrics):
     ws, wr = _import()
 
@@ -53,22 +60,8 @@ def _sections(metrics: Metrics):
         name="Objective",
         is_open=True,
         panels=[
-            wr.LinePlot(
-                title="f - f* vs simulated time",
-                x="sim_time",
-                y=[metrics.f_gap],
-                log_y=True,
-                title_x="time step (simulated wall-clock time)",
-                title_y="f(x) - f*",
-            ),
-            wr.LinePlot(
-                title="f - f* vs block updates",
-                x="block_update",
-                y=[metrics.f_gap],
-                log_y=True,
-                title_x="block update k",
-                title_y="f(x) - f*",
-            ),
+            _f_gap_plot(wr, metrics, "simulated time", "sim_time", "time step (simulated wall-clock time)"),
+            _f_gap_plot(wr, metrics, "block updates", "block_update", "block update k"),
         ],
     )
     delays = ws.Section(

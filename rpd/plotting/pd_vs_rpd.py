@@ -18,6 +18,14 @@ TITLE = "PipeDream vs Randomized PipeDream for different δ"
 E8_TITLE = "Best Randomized PipeDream objective against δ"
 
 
+def _problem(cfg: dict) -> str:
+    """The random quadratic and the γ grid of an E1 / E8 config, for a title."""
+    return (
+        f"random quadratic, S = {cfg['S']}, n = {cfg['n']}, d = {cfg['d']}, B = {cfg['batch_size']}, "
+        f"γ ∈ {gamma_grid_label(cfg['gamma_exps'])}"
+    )
+
+
 def _footer(fig, summary) -> None:
     setting = summary.get("setting") or ""
     if setting:
@@ -93,11 +101,8 @@ def _draw_e1(a, s, path) -> None:
         ax.grid(True, which="major", alpha=0.3)
         ax.tick_params(labelleft=True)
     axes[0, 0].set_ylabel("$f(x^K) - f^*$")
-    cfg = s["config"]
     fig.suptitle(
-        f"{TITLE}\nrandom quadratic, S = {cfg['S']}, n = {cfg['n']}, d = {cfg['d']}, B = {cfg['batch_size']}, "
-        f"γ ∈ {gamma_grid_label(cfg['gamma_exps'])}"
-        + (f"; RPD: mean and range over {n_seed} seeds" if n_seed > 1 else ""),
+        f"{TITLE}\n{_problem(s['config'])}" + (f"; RPD: mean and range over {n_seed} seeds" if n_seed > 1 else ""),
         fontsize=10,
     )
     _footer(fig, s)
@@ -201,11 +206,8 @@ def _draw_e8(a, s, path) -> None:
         ax.set_xticks([0.5] + ticks, ["0"] + [f"{t:g}" for t in ticks])
     ax.set_xlabel("δ (delay bound)")
     ax.set_ylabel(f"best final $f(x^K) - f^*$, K = {s['K']}")
-    cfg = s["config"]
     ax.set_title(
-        f"{E8_TITLE}\nrandom quadratic, S = {cfg['S']}, n = {cfg['n']}, d = {cfg['d']}, "
-        f"B = {cfg['batch_size']}, γ ∈ {gamma_grid_label(cfg['gamma_exps'])}"
-        + (f", band: range over {n_seed} seeds" if n_seed > 1 else ""),
+        f"{E8_TITLE}\n{_problem(s['config'])}" + (f", band: range over {n_seed} seeds" if n_seed > 1 else ""),
         fontsize=9,
     )
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=True)

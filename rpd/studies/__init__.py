@@ -58,6 +58,12 @@ def trend(x, y) -> tuple[float, float]:
     return rho, float(y[np.argmax(x)] / y[np.argmin(x)])
 
 
+def claim_rows(checks: list[dict], **label) -> list[dict]:
+    """A table row per paper claim of ``checks``: the identifying columns ``label`` first (a
+    study's own, e.g. ``method="paper claim"``), then the claim's statement, verdict and measure."""
+    return [dict(label, paper=c["statement"], holds=c["holds"], measured=c["measured"]) for c in checks]
+
+
 def load(name: str):
     """The study module registered under ``name`` (error lists the valid names)."""
     if name not in REGISTRY:

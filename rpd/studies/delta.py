@@ -18,7 +18,7 @@ from rpd.analysis import theory, tuning
 from rpd.analysis.tuning import AUTHORS_OVERRIDE, RULE_TEXT
 from rpd.plotting.pd_vs_rpd import e8_figure
 from rpd.results import StudyOutput
-from rpd.studies import pd_vs_rpd, trend
+from rpd.studies import claim_rows, pd_vs_rpd, trend
 
 n_steps = pd_vs_rpd.n_steps
 
@@ -89,10 +89,7 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
             for d, j, v in zip(cfg.deltas, idx[u], best[u])
         ]
     checks = claim_checks(cfg.deltas, best[0], pd_level[0], delta_pd)
-    rows += [
-        dict(selector=rules[0], method="paper claim", paper=c["statement"], holds=c["holds"], measured=c["measured"])
-        for c in checks
-    ]
+    rows += claim_rows(checks, selector=rules[0], method="paper claim")
     summary = dict(
         study="e8_delta",
         config=dataclasses.asdict(cfg),

@@ -39,6 +39,7 @@ from rpd.objectives import nanochat as nc
 from rpd.plotting.nanochat import figure as nanochat_figure
 from rpd.results import Result, StudyOutput
 from rpd.runtime.concurrency import default_workers, run_concurrently
+from rpd.studies import claim_rows
 from rpd.train import methods
 from rpd.validation import check_int
 
@@ -298,7 +299,7 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
             )
         )
     checks = claim_checks(entries)
-    rows += [dict(method="paper claim", paper=c["statement"], holds=c["holds"], measured=c["measured"]) for c in checks]
+    rows += claim_rows(checks, method="paper claim")
     summary = dict(
         study="e5_nanochat",
         title=TITLE,

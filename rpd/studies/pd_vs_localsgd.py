@@ -37,7 +37,7 @@ from rpd.analysis.tuning import AUTHORS_OVERRIDE, RULE_TEXT, selector_rules
 from rpd.plotting.pd_vs_localsgd import figure as pd_vs_localsgd_figure
 from rpd.results import StudyOutput, best_final, diverged
 from rpd.runtime.concurrency import run_concurrently
-from rpd.studies import make_config
+from rpd.studies import claim_rows, make_config
 from rpd.studies.pd_vs_localsgd_claims import CLAIMS, claim_checks
 from rpd.train import methods
 from rpd.validation import required
@@ -286,7 +286,7 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
             )
         )
     checks = claim_checks(cfg.objective, entries)
-    rows += [dict(method="paper claim", paper=c["statement"], holds=c["holds"], measured=c["measured"]) for c in checks]
+    rows += claim_rows(checks, method="paper claim")
     sensitivity = None
     if cfg.sensitivity_n is not None:
         cfg2 = dataclasses.replace(

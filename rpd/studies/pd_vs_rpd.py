@@ -33,7 +33,7 @@ from rpd.analysis.tuning import AUTHORS_OVERRIDE, RULE_TEXT, selector_rules
 from rpd.plotting.pd_vs_rpd import e1_figure
 from rpd.results import StudyOutput
 from rpd.runtime import concurrency
-from rpd.studies import trend
+from rpd.studies import claim_rows, trend
 from rpd.train import methods, plans
 
 
@@ -245,10 +245,7 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
         ]
     delta_pd = theory.pd_delta(cfg.S)
     checks = e1_claim_checks(cfg.deltas, by_rule[rules[0]], delta_pd)
-    rows += [
-        dict(selector=rules[0], method="paper claim", paper=c["statement"], holds=c["holds"], measured=c["measured"])
-        for c in checks
-    ]
+    rows += claim_rows(checks, selector=rules[0], method="paper claim")
     summary = dict(
         study="e1_pd_vs_rpd",
         config=dataclasses.asdict(cfg),

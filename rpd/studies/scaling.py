@@ -33,7 +33,7 @@ from rpd.analysis import simtime, theory, tuning
 from rpd.analysis.tuning import AUTHORS_OVERRIDE, RULE_TEXT, selector_rules
 from rpd.plotting.scaling import figure as scaling_figure
 from rpd.results import StudyOutput, best_final
-from rpd.studies import trend
+from rpd.studies import claim_rows, trend
 from rpd.studies.pd_vs_localsgd import select
 from rpd.train import methods
 
@@ -190,12 +190,9 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
             ]
         )
     checks = claim_checks(arrays)
-    rows += [dict(S="paper claim", paper=c["statement"], holds=c["holds"], measured=c["measured"]) for c in checks]
+    rows += claim_rows(checks, S="paper claim")
     stable_checks = claim_checks({**arrays, **{f"{m}_f_at_T": arrays[f"{m}_stable_f_at_T"] for m in METHODS}})
-    rows += [
-        dict(S="paper claim (stable rule's γ)", paper=c["statement"], holds=c["holds"], measured=c["measured"])
-        for c in stable_checks
-    ]
+    rows += claim_rows(stable_checks, S="paper claim (stable rule's γ)")
     summary = dict(
         study="e6_scaling",
         title=TITLE,

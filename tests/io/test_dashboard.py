@@ -47,3 +47,19 @@ def test_cli_refuses_to_save_offline(monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     with pytest.raises(SystemExit):
         dashboard.main(["--project", "rpd", "--entity", "me", "--save"])
+
+
+def test_the_objective_panels_keep_their_titles_and_axes():
+    objective = dashboard.build_views("someone", "rpd")[0].sections[0]
+    got = [(p.title, p.x, p.y, p.log_y, p.title_x, p.title_y) for p in objective.panels]
+    assert got == [
+        (
+            "f - f* vs simulated time",
+            "sim_time",
+            ["loss/f_minus_fstar"],
+            True,
+            "time step (simulated wall-clock time)",
+            "f(x) - f*",
+        ),
+        ("f - f* vs block updates", "block_update", ["loss/f_minus_fstar"], True, "block update k", "f(x) - f*"),
+    ]

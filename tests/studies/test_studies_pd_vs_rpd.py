@@ -8,6 +8,8 @@ import pytest
 
 from rpd import objectives, schedules
 from rpd.analysis import tuning
+from rpd.plotting import pd_vs_rpd as plot_pd_vs_rpd
+from rpd.results import gamma_grid_label
 from rpd.studies import delta, pd_vs_rpd
 from rpd.train import methods
 
@@ -124,3 +126,11 @@ def test_quick_configs_are_valid():
     assert 60 in cfg.deltas and 0 in cfg.deltas
     with pytest.raises(ValueError, match="selector"):
         pd_vs_rpd.rules_of(pd_vs_rpd.Config(selector="best"))
+
+
+def test_e1_and_e8_titles_name_the_same_problem():
+    # both figures' titles name the quadratic and the γ grid from the config the same way
+    cfg = dict(S=4, n=8, d=256, batch_size=32, gamma_exps=(-8, -2))
+    text = plot_pd_vs_rpd._problem(cfg)
+    assert text == f"random quadratic, S = 4, n = 8, d = 256, B = 32, γ ∈ {gamma_grid_label((-8, -2))}"
+    assert text.endswith("γ ∈ {2⁻⁸, …, 2⁻²}")

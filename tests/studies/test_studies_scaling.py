@@ -6,7 +6,7 @@ import pytest
 import rpd  # noqa: F401
 from rpd import schedules
 from rpd.analysis import simtime, tuning
-from rpd.studies import load
+from rpd.studies import claim_rows, load
 from rpd.studies import scaling as study
 
 TINY = dict(S_values=(2, 4), T=40, n=8, d=8, pd_gamma_exps=(-4, -2), localsgd_gamma_exps=(-4, -2))
@@ -119,3 +119,21 @@ def test_claims_are_trends():
 def test_figure_from_saved_output(tiny, figure_from_store):
     cfg, out = tiny
     figure_from_store(study, cfg, out)
+
+
+def test_claim_rows_keep_the_table_columns_in_order():
+    # a study's own identifying columns first, then statement, verdict and measure: the order
+    # the saved table (and its JSON) has always had
+    checks = [
+        dict(statement="PD flat near 1e-2", holds=True, measured="1.0e-02", note="not a column"),
+        dict(statement="LocalSGD wins for S >= 4", holds=False, measured="S = [8, 16]"),
+    ]
+    rows = claim_rows(checks, selector="stable", method="paper claim")
+    assert [list(r) for r in rows] == [["selector", "method", "paper", "holds", "measured"]] * 2
+    assert rows[0] == dict(
+        selector="stable", method="paper claim", paper="PD flat near 1e-2", holds=True, measured="1.0e-02"
+    )
+    assert rows[1]["holds"] is False and rows[1]["measured"] == "S = [8, 16]"
+    assert claim_rows(checks, S="paper claim")[1] == dict(
+        S="paper claim", paper="LocalSGD wins for S >= 4", holds=False, measured="S = [8, 16]"
+    )
