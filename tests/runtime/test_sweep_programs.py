@@ -66,6 +66,7 @@ def _exact_draws(seed, delta, K, S, n_batches, delays, block_order, batch_order)
         (1, 4, 64, 17, 5, "max", "uniform", "cyclic"),
         (2, 0, 300, 32, 150, "zero", "cyclic", "cyclic"),
         (5, 2**31 - 1, 2049, 1, 1, "uniform", "uniform", "uniform"),
+        (4, 30, 17000, 3, 9, "uniform", "uniform", "uniform"),  # past 16 chunks: S_b = 4
     ],
 )
 def test_the_bucketed_sampler_draws_what_the_exact_shapes_draw(
@@ -79,10 +80,11 @@ def test_the_bucketed_sampler_draws_what_the_exact_shapes_draw(
 
 
 def test_an_rpd_sweep_over_S_samples_its_plans_with_one_program():
-    """The sampler's shapes are buckets and S a traced value: the five plans (and another
-    delta, batch count and K of the same bucket) build one program between them."""
+    """The sampler draws chunks of iterations with S, delta, the batch count and the first
+    iteration traced: the five plans, K = 100 S as a sweep over S at a fixed N has them, and
+    another seed, delta and batch count build one program between them."""
     with count_programs() as n:
-        plans_ = [plans.rpd_plan(0, 700, S, 12, S * S) for S in SWEEP_S]
+        plans_ = [plans.rpd_plan(0, 100 * S, S, 12, S * S) for S in SWEEP_S]
         plans.rpd_plan(1, 1000, 3, 40, 7)
     assert n["compiled"] == 1
-    assert [p.read.shape for p in plans_] == [(700, S) for S in SWEEP_S]
+    assert [p.read.shape for p in plans_] == [(100 * S, S) for S in SWEEP_S]
