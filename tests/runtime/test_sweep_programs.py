@@ -1,6 +1,6 @@
-"""Programs a sweep over S compiles (docs/running.md#compiled-programs-are-cached-on-disk): PD's
+"""Programs a sweep over S compiles (docs/running.md#one-figure-or-all-of-them): PD's
 core one per S, since S fixes the block layout, and none again for a rebuilt objective or
-another seed; RPD's plan sampler one for the whole sweep (its shapes bucketed, S traced), with
+another seed; RPD's plan sampler one for the whole sweep (chunks of iterations, S traced), with
 the draws of the exact shapes bit for bit."""
 
 import functools
