@@ -30,7 +30,7 @@ import numpy as np
 from rpd import registry
 from rpd.model import hardware, layers
 from rpd.model.plan import plan, staged
-from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD
+from rpd.schedules.machinery.ir import BWD, BWD_I, BWD_W, FWD
 
 S, MS = 8, (8, 16, 32, 64)
 

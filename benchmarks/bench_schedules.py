@@ -20,7 +20,7 @@ import numpy as np
 from rpd import schedules
 
 # ---------------------------------------------------------------- the straightforward loop
-from rpd.schedules import delays
+from rpd.schedules.machinery import delays
 
 
 def loop_pipedream(S, N, noam=None):

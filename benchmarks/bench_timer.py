@@ -6,8 +6,8 @@
 
 For every schedule of the family: build it under non-unit costs (F = 1, B = 2 with a p2p
 latency of 1; the split-backward schedules F = I = W = 1, FB = 2 for DualPipeV's pairs), then
-time its order twice in this process -- with :func:`rpd.schedules.timer.time_order` (the
-compiled loop) and with :func:`rpd.schedules.timer.time_order_reference` (a dependency-driven
+time its order twice in this process -- with :func:`rpd.schedules.machinery.timer.time_order` (the
+compiled loop) and with :func:`rpd.schedules.machinery.timer.time_order_reference` (a dependency-driven
 Python event loop, the shape of torch's ``_simulate_comms_compute``) -- check both give
 identical op start/end ticks, and print the times and their ratios (reference / time_order, and
 reference / the whole constructor). The whole public
@@ -32,8 +32,8 @@ import time
 import numpy as np
 
 from rpd import schedules
-from rpd.schedules.costs import CostModel
-from rpd.schedules.timer import flatten, op_durations, time_order, time_order_reference
+from rpd.schedules.machinery.costs import CostModel
+from rpd.schedules.machinery.timer import flatten, op_durations, time_order, time_order_reference
 
 
 def _times(fn, repeat):

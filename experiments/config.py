@@ -160,7 +160,7 @@ class MethodConfig:
 
 @dataclasses.dataclass
 class CostsConfig:
-    """``rpd.schedules.costs.CostModel`` (docs/schedules.md#time-costs-and-the-one-timer), integer ticks. The defaults
+    """``rpd.schedules.machinery.costs.CostModel`` (docs/schedules.md#time-costs-and-the-one-timer), integer ticks. The defaults
     are unit costs: every F and B one tick (split-backward schedules: F = I = W = 1), which is the paper's time step."""
 
     F: int = 1  # forward, per stage (per chunk for interleaved / V schedules)

@@ -28,8 +28,9 @@ from rpd import registry
 from rpd.io import store
 from rpd.plotting.schedules import schedule_gantt
 from rpd.runtime.interrupt import run_main
-from rpd.schedules import Timeline, memory
-from rpd.schedules.costs import CostModel, HostLink
+from rpd.schedules import Timeline
+from rpd.schedules.machinery import memory
+from rpd.schedules.machinery.costs import CostModel, HostLink
 from rpd.validation import check_int
 
 WRAP = 48  # time units per row of the chart: a longer schedule goes on in rows below

@@ -41,7 +41,7 @@ class ScheduleConfig:
     T: Optional[int] = None  # protocol (ii): take the smallest N whose timeline reaches T (N ignored)
     cut: Optional[str] = None  # with T: end (the point after T ticks; default) | authors (after T - 1)
     M: Optional[int] = None  # flush schedules, 2BW: microbatches per flush; null: S (dualpipe_v: 2S)
-    D: int = 1  # flush schedules: D data-parallel pipelines, D·M per step (rpd.schedules.data_parallel)
+    D: int = 1  # flush schedules: D data-parallel pipelines, D·M per step (rpd.schedules.machinery.data_parallel)
     overlap_allreduce: bool = False  # with D > 1: each rank all-reduces after its last backward, during the drain
     local_steps: int = 1  # with D > 1: flushes between parameter averagings (LocalSGD / DiLoCo across pipelines)
 

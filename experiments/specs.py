@@ -16,12 +16,12 @@ from experiments import schedule_config
 from experiments.config import _value
 from rpd import registry
 from rpd.analysis import simtime
-from rpd.schedules.costs import CostModel, HostLink
+from rpd.schedules.machinery.costs import CostModel, HostLink
 from rpd.validation import check_choice, check_int, check_real
 
 
 def cost_model(c) -> CostModel:
-    """The ``rpd.schedules.costs.CostModel`` of a costs config node (checked, naming ``costs.<field>``)."""
+    """The ``rpd.schedules.machinery.costs.CostModel`` of a costs config node (checked, naming ``costs.<field>``)."""
     alpha = check_real("costs.allreduce_alpha", c.allreduce_alpha, allow_zero=True)
     beta = check_real("costs.allreduce_beta", c.allreduce_beta, allow_zero=True)
     if c.allreduce_values is not None:

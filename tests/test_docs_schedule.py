@@ -16,7 +16,7 @@ from hydra_helpers import CONFIGS, ROOT, TINY_LINEAR
 from experiments import checks, specs
 from experiments import config as C
 from rpd import registry
-from rpd.schedules import memory
+from rpd.schedules.machinery import memory
 
 DOC = ROOT / "docs" / "architecture.md"
 

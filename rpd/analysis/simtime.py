@@ -1,7 +1,7 @@
 """Simulated time (docs/science.md#simulated-time): one time axis for every method, and the fixed-time protocols.
 
 Default cost model: every F and B costs one time step, communication and averaging are free,
-a result made at step t is usable at step t+1. Under an :class:`rpd.schedules.costs.CostModel` the axis is
+a result made at step t is usable at step t+1. Under an :class:`rpd.schedules.machinery.costs.CostModel` the axis is
 in ticks and every function here works unchanged (an update lands at the end of its op's last
 tick). A method's curve on the time axis is f of its
 evaluated model at its events (``Result.axis_name == "sim_time"``, ``meta["time_axis"] ==

@@ -6,7 +6,7 @@ Static bytes per value a rank holds (Megatron's accounting):
 =================  ======  =================================================================
 weights            2 / 4   16-bit under ``bf16_mixed``, fp32 under ``fp32``; times the
                            schedule's weight versions (PipeDream's stashes, 2BW's two buffers,
-                           :func:`rpd.schedules.memory.weight_versions`) -- ``stash`` is the
+                           :func:`rpd.schedules.machinery.memory.weight_versions`) -- ``stash`` is the
                            part beyond the first version
 master copy        4 / 0   fp32 master weights under mixed precision
 gradients          4       fp32 main gradients (``grad_bytes=2``: 16-bit, as ZeRO counts)
@@ -22,7 +22,7 @@ both (once when one rank holds both ends, as a V schedule's rank 0 does).
 Activations are counted from the timeline on *each rank*: F(m, g) allocates stage g's
 ``act`` bytes at its start, a full backward B frees them at its end, a split backward's I frees
 all but ``act_w`` (what W still needs) and W the rest; at one tick frees come before
-allocations (as :func:`rpd.schedules.memory.peak_activations`, whose ``until="W"`` count this
+allocations (as :func:`rpd.schedules.machinery.memory.peak_activations`, whose ``until="W"`` count this
 is, weighted by each stage's bytes). ``buffers``: a receive and a send buffer per stage held
 (its input and output tensors). With activation offload (the timeline's ``transfers``), an
 offloaded activation's ``act`` bytes leave the device at the end of its D2H and come back at the
@@ -36,10 +36,10 @@ import dataclasses
 import numpy as np
 
 from rpd.model.stages import Stages
-from rpd.schedules import memory as sched_memory
-from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD
-from rpd.schedules.offload import D2H
-from rpd.schedules.timeline import Timeline
+from rpd.schedules.machinery import memory as sched_memory
+from rpd.schedules.machinery.ir import BWD, BWD_I, BWD_W, FWD
+from rpd.schedules.machinery.offload import D2H
+from rpd.schedules.machinery.timeline import Timeline
 from rpd.validation import check_choice, check_int
 
 # fp32 state bytes per parameter of each optimizer of rpd.train.optimizers (Muon: one momentum

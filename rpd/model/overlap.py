@@ -33,8 +33,8 @@ import dataclasses
 import numpy as np
 
 from rpd.model.hardware import Hardware
-from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD
-from rpd.schedules.timeline import Timeline
+from rpd.schedules.machinery.ir import BWD, BWD_I, BWD_W, FWD
+from rpd.schedules.machinery.timeline import Timeline
 
 
 @dataclasses.dataclass(frozen=True)

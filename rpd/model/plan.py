@@ -59,9 +59,9 @@ from rpd.model.memory import held, rank_memory
 from rpd.model.overlap import Overlap, dp_seconds
 from rpd.model.stages import host_link, partition, stage_costs, stages
 from rpd.model.topology import place
-from rpd.schedules import memory as sched_memory
-from rpd.schedules.ir import BWD, BWD_I, FWD
-from rpd.schedules.timeline import Timeline
+from rpd.schedules.machinery import memory as sched_memory
+from rpd.schedules.machinery.ir import BWD, BWD_I, FWD
+from rpd.schedules.machinery.timeline import Timeline
 from rpd.validation import check_int, check_real, required
 
 Maker = Callable[..., Timeline]  # (name, S, N, M, costs, values, chunks) -> Timeline

@@ -37,7 +37,7 @@ from rpd.model.memory import rank_memory
 from rpd.model.plan import Maker, Row, plan_one
 from rpd.model.search_bounds import Stages, dp_floor, static_bytes, step_floor
 from rpd.model.stages import partition, stages
-from rpd.schedules.ir import BWD_I
+from rpd.schedules.machinery.ir import BWD_I
 from rpd.validation import check_int, required
 
 RECOMPUTE = ("none", "selective", "full")

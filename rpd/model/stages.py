@@ -16,7 +16,7 @@ the interleaved and V schedules) is a tuple of (first, stop) layer ranges:
   bandwidth, exactly (the schedules here do not replicate a stage; the full partitioner with
   replicas is :func:`rpd.model.partition.pipedream`).
 
-:func:`stage_costs` turns a partition into a :class:`~rpd.schedules.costs.CostModel`: per-stage F,
+:func:`stage_costs` turns a partition into a :class:`~rpd.schedules.machinery.costs.CostModel`: per-stage F,
 I, W (so B = I + W for the schedules that do not split), each ``round(seconds / tick_s)`` ticks
 and at least 1; ``p2p`` the slowest boundary's message, latency + bytes / bandwidth, rounded up.
 ``tick_s`` defaults to the smallest positive op time / ``resolution`` (rounding error <= 0.5 %
@@ -33,7 +33,7 @@ import numpy as np
 from rpd.model.compute import layer_seconds
 from rpd.model.hardware import Hardware
 from rpd.model.layers import Model
-from rpd.schedules.costs import CostModel, HostLink
+from rpd.schedules.machinery.costs import CostModel, HostLink
 from rpd.validation import check_choice, check_int, check_real, required
 
 PARTITIONS = ("even", "layers", "time", "memory", "pipedream")

@@ -2,7 +2,7 @@
 (docs/plan.md#a-fixed-number-of-workers-rpdmodelworkers).
 
 Every configuration is PipeDream's: contiguous stages, stage g on r_g workers taking microbatches
-round-robin (1F1B-RR, :mod:`rpd.schedules.round_robin`), weights stashed, a replicated stage's
+round-robin (1F1B-RR, :mod:`rpd.schedules.family.pipedream_rr`), weights stashed, a replicated stage's
 gradients all-reduced (ring, over the all-reduce bandwidth) on a channel of its own. In that
 family the usual choices are points:
 
@@ -37,7 +37,7 @@ from rpd.model.partition import partition_model
 from rpd.model.plan import Row
 from rpd.model.search_bounds import ROUNDING, stage_params
 from rpd.model.stages import partition, stage_costs, stages
-from rpd.schedules.round_robin import pipedream_rr, stashed_versions
+from rpd.schedules.family.pipedream_rr import pipedream_rr, stashed_versions
 from rpd.validation import check_int
 
 # PipeDream's partitioner and its 1F1B-RR timeline are not run on more groups of TP workers:
@@ -90,7 +90,7 @@ def evaluate(
     depth="cover",
 ) -> Config:
     """The :class:`Config` of ``bounds`` (layer ranges) on ``replicas`` workers each (module doc);
-    ``depth``: the warm-up rule (:func:`rpd.schedules.round_robin.warmup`; "cover" by default, so
+    ``depth``: the warm-up rule (:func:`rpd.schedules.family.pipedream_rr.warmup`; "cover" by default, so
     a replicated stage is not starved by PipeDream's runtime default)."""
     replicas = tuple(int(r) for r in replicas)
     n = int(sum(replicas))

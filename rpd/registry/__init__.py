@@ -1,13 +1,14 @@
 """Registries of pipeline schedules and training methods: the entry points' one dispatch.
 
 A run is (method, schedule, costs). The schedule registry turns plain values
-(:class:`ScheduleParams`) and a :class:`~rpd.schedules.costs.CostModel` into a timed
+(:class:`ScheduleParams`) and a :class:`~rpd.schedules.machinery.costs.CostModel` into a timed
 :class:`~rpd.schedules.Timeline`; the method registry trains an objective on it for a whole
 step-size grid and one seed and returns a :class:`MethodRun` (the Result, both time axes and the
-run's summary numbers). A schedule is one :class:`ScheduleEntry` (:mod:`rpd.registry.entry`;
-the built-in ones in :mod:`rpd.registry.catalog`): adding one is its module, one
-:func:`register_schedule` call and its config file ``configs/schedule/<name>.yaml``; adding a
-method is one :func:`register_method` call.
+run's summary numbers). A schedule is one :class:`ScheduleEntry`, defined in its own module
+(``rpd/schedules/family/<name>.py``, its ``ENTRY``) and collected here by name
+(:data:`SCHEDULES`, :mod:`rpd.registry.entry`): adding one is its module and its config file
+``configs/schedule/<name>.yaml`` (a schedule outside rpd: one :func:`register_schedule` call);
+adding a method is one :func:`register_method` call.
 
 :func:`prepare` checks a (method, schedule, options, costs) choice before any work and returns
 it resolved (defaults filled in, fields the run does not read set to None, which is what a
@@ -22,18 +23,10 @@ schedule and method). Only plain values cross these modules; nothing here import
 
 from __future__ import annotations
 
-from rpd.registry import (
-    catalog,  # noqa: F401  (registers the built-in schedules)
-    catalog_2024,  # noqa: F401  (registers the schedules shipped since 2024)
-)
 from rpd.registry.entry import (
-    DEFAULTS,  # noqa: F401  (re-exported)
     SCHEDULES,
     VARIANTS,
-    ScheduleEntry,
     ScheduleParams,
-    Source,
-    Variant,
     entry_of,
     label_of,
     owners_of,
@@ -64,6 +57,8 @@ from rpd.registry.schedules import (
     timeline,
     variant,
 )
+from rpd.schedules import family
+from rpd.schedules.machinery.entry import DEFAULTS, ScheduleEntry, Source, Variant  # noqa: F401  (re-exported)
 
 __all__ = [
     "METHODS",
@@ -98,3 +93,8 @@ __all__ = [
     "timeline_summary",
     "variant",
 ]
+
+for _entry in family.ENTRIES.values():  # the family's entries, each defined in its own module
+    register_schedule(_entry)
+for _variant in family.VARIANTS.values():
+    register_variant(_variant)

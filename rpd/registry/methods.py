@@ -16,11 +16,13 @@ import numpy as np
 from rpd.analysis import simtime
 from rpd.analysis.theory import pd_delta
 from rpd.objectives.base import Objective
-from rpd.registry.entry import ScheduleEntry, ScheduleParams
+from rpd.registry.entry import ScheduleParams
 from rpd.registry.schedules import _entry_of, build, check_schedule, resolve
 from rpd.results import Result
-from rpd.schedules import Timeline, delays, memory
-from rpd.schedules.costs import CostModel
+from rpd.schedules import Timeline
+from rpd.schedules.machinery import delays, memory
+from rpd.schedules.machinery.costs import CostModel
+from rpd.schedules.machinery.entry import ScheduleEntry
 from rpd.train import diloco, methods, optimizers, semantics, semantics_parallel
 from rpd.validation import check_choice, check_int, required
 

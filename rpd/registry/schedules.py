@@ -12,10 +12,11 @@ import numpy as np
 
 from rpd.analysis import simtime
 from rpd.model.search3d import Searched
-from rpd.registry.entry import SCHEDULES, VARIANTS, ScheduleEntry, ScheduleParams, own_fields
+from rpd.registry.entry import SCHEDULES, VARIANTS, ScheduleParams, owners_of
 from rpd.schedules import Timeline
-from rpd.schedules.costs import CostModel
-from rpd.schedules.data_parallel import data_parallel
+from rpd.schedules.machinery.costs import CostModel
+from rpd.schedules.machinery.data_parallel import data_parallel
+from rpd.schedules.machinery.entry import ScheduleEntry, own_fields
 from rpd.validation import check_choice, check_int, qualify, required
 
 
@@ -44,12 +45,23 @@ def resolve(name: str, params: ScheduleParams) -> ScheduleParams:
     for f in entry.fields:
         value = getattr(params, f)
         kept[f] = entry.default(f, params.S) if value is None else value
-    kept["params"] = entry.own(dict(params.params), params.S)  # its own parameters, defaults filled in
-    if params.D not in (None, 1):  # D pipelines (rpd.schedules.data_parallel); D = 1 keeps old keys
+    kept["params"] = _own(entry, dict(params.params), params.S)  # its own parameters, defaults filled in
+    if params.D not in (None, 1):  # D pipelines (rpd.schedules.machinery.data_parallel); D = 1 keeps old keys
         kept.update(D=params.D, overlap_allreduce=bool(params.overlap_allreduce))
         if params.local_steps not in (None, 1):  # local_steps = 1 keeps old keys too
             kept.update(local_steps=params.local_steps)
     return ScheduleParams(**kept)
+
+
+def _own(entry: ScheduleEntry, given: dict, S: int) -> dict:
+    """``entry.own``, a name it does not have refused naming the schedules that have it."""
+    for k in given:
+        if k not in entry.own_names:
+            owners = owners_of(k)
+            where = f"a parameter of {', '.join(owners)}" if owners else "no schedule's parameter"
+            own = ", ".join(entry.own_names) or "none"
+            raise TypeError(f"{k}: schedule {entry.name} has no such parameter ({where}; {entry.name}'s own: {own})")
+    return entry.own(given, S)
 
 
 def _make(entry: ScheduleEntry, p: ScheduleParams, N: int, costs: CostModel | None, values: int) -> Timeline:

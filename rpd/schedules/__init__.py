@@ -1,39 +1,36 @@
 """Pipeline schedules as exact integer simulations (docs/science.md#schedules, docs/schedules.md).
 
-A schedule is an op order per rank (:mod:`~rpd.schedules.ir`, the IR of torch's
-``pipeline_order``), produced by a readiness rule (PipeDream, LocalSGD:
-:mod:`~rpd.schedules.readiness`) or a generator (:mod:`~rpd.schedules.orders`,
-:mod:`~rpd.schedules.v_shape`, :mod:`~rpd.schedules.bidirectional`), and timed under a
-:class:`rpd.schedules.costs.CostModel` by one timer (:mod:`~rpd.schedules.timer`). The result is a
-:class:`~rpd.schedules.timeline.Timeline`, which reports makespan, bubbles, activations and
-weight versions; :mod:`~rpd.schedules.torch_format` round-trips orders through
-torch.distributed.pipelining's action strings. Which schedules exist, by name, is the
-registry's (:mod:`rpd.registry`, one entry per schedule); this package builds and measures them.
+Two folders. :mod:`rpd.schedules.machinery`: what every schedule shares, the op order per rank
+(:mod:`~rpd.schedules.machinery.ir`, the IR of torch's ``pipeline_order``), the cost model, the
+one timer, the :class:`~rpd.schedules.machinery.timeline.Timeline` it returns (makespan, bubbles;
+activations and weight versions in :mod:`~rpd.schedules.machinery.memory`), the readiness rules,
+the search and torch's action strings. :mod:`rpd.schedules.family`: one module per schedule, its
+order (or the shared generator it reads), its constructor, its own parameters and its ``ENTRY``
+(:class:`~rpd.schedules.machinery.entry.ScheduleEntry`), which :mod:`rpd.registry` collects by
+name. This face re-exports each schedule's constructor and the names a notebook uses.
 """
 
-from rpd.schedules.avgpipe import avgpipe
-from rpd.schedules.family import (
-    ampnet,
-    chimera,
-    dualpipe_v,
-    gems,
-    gpipe,
-    interleaved,
-    local_sgd,
-    one_f_one_b,
-    pipedream,
-    pipedream_2bw,
-    pipemare,
-    wpipe,
-    zb_h1,
-    zb_h2,
-    zb_v,
-)
-from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD, IDLE, Col, Op
-from rpd.schedules.readiness import ScheduleSpec, local_sgd_many, pipedream_many, simulate_many, validate
-from rpd.schedules.round_robin import pipedream_rr
-from rpd.schedules.search import searched
-from rpd.schedules.timeline import OpTable, Timeline, render_ascii
+from rpd.schedules.family.ampnet import ampnet
+from rpd.schedules.family.avgpipe import avgpipe
+from rpd.schedules.family.chimera import chimera
+from rpd.schedules.family.dualpipe_v import dualpipe_v
+from rpd.schedules.family.gems import gems
+from rpd.schedules.family.gpipe import gpipe
+from rpd.schedules.family.interleaved import interleaved
+from rpd.schedules.family.local_sgd import local_sgd
+from rpd.schedules.family.one_f_one_b import one_f_one_b
+from rpd.schedules.family.pipedream import pipedream
+from rpd.schedules.family.pipedream_2bw import pipedream_2bw
+from rpd.schedules.family.pipedream_rr import pipedream_rr
+from rpd.schedules.family.pipemare import pipemare
+from rpd.schedules.family.wpipe import wpipe
+from rpd.schedules.family.zb_h1 import zb_h1
+from rpd.schedules.family.zb_h2 import zb_h2
+from rpd.schedules.family.zb_v import zb_v
+from rpd.schedules.machinery.ir import BWD, BWD_I, BWD_W, FWD, IDLE, Col, Op
+from rpd.schedules.machinery.readiness import ScheduleSpec, local_sgd_many, pipedream_many, simulate_many, validate
+from rpd.schedules.machinery.search import searched
+from rpd.schedules.machinery.timeline import OpTable, Timeline, render_ascii
 
 __all__ = [
     "BWD",

@@ -13,7 +13,7 @@ import numpy as np
 from rpd import schedules
 from rpd.analysis import simtime
 from rpd.results import value_at
-from rpd.schedules.costs import CostModel
+from rpd.schedules.machinery.costs import CostModel
 from rpd.studies.costs_config import Config
 from rpd.studies.crossover import UNIT
 

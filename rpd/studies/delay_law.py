@@ -19,7 +19,7 @@ from rpd import schedules
 from rpd.plotting import style
 from rpd.plotting.schedules import schedule_gantt
 from rpd.results import StudyOutput
-from rpd.schedules import delays
+from rpd.schedules.machinery import delays
 from rpd.studies import schedule_table
 from rpd.validation import check_int
 

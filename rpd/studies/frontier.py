@@ -50,7 +50,7 @@ from rpd.objectives.nanochat import nanochat
 from rpd.plotting.frontier import frontier_figure
 from rpd.registry import objective_blocks
 from rpd.results import StudyOutput
-from rpd.schedules import memory
+from rpd.schedules.machinery import memory
 from rpd.studies.schedule_table import SCALE, build, cost_model, schedule_of
 from rpd.train import methods
 
@@ -190,7 +190,7 @@ def objective_for(objective: str, S: int, name: str, cfg: Config, made: dict):
 def timeline(name: str, S: int, N: int, M: int, H: int, setting: str) -> schedules.Timeline:
     label, f, b, c = COST_SETTINGS[setting]
     costs = cost_model(name, f, b, c)
-    return build(name, S, M, N, costs, **({"R": S, "H": H} if "H" in registry.entry_of(name).fields else {}))
+    return build(name, S, M, N, costs, **({"R": S, "H": H} if "H" in registry.entry_of(name).own_names else {}))
 
 
 def peak_memory(tl: schedules.Timeline, A: int, W: float, opts: dict) -> dict:

@@ -24,8 +24,8 @@ import numpy as np
 from rpd import registry, schedules
 from rpd.plotting.schedules import frontier_table_figure, schedule_gantt
 from rpd.results import StudyOutput
-from rpd.schedules import memory
-from rpd.schedules.costs import CostModel
+from rpd.schedules.machinery import memory
+from rpd.schedules.machinery.costs import CostModel
 
 SCALE = 4  # ticks per unit of F: a chunk of a v = 2 schedule costs half a stage, I = W = B/2
 COSTS = {"F=B": (1, 1), "B=2F": (1, 2)}
@@ -116,7 +116,7 @@ def _cell(name, S, M, N, label, f, b, c) -> dict:
         weight_versions=int(memory.weight_versions(tl).max()),
         weight_memory=float(memory.weight_memory(tl).max()),
     )
-    if "overlapped" in registry.entry_of(name).fields and name not in registry.VARIANTS:
+    if "overlapped" in registry.entry_of(name).own_names and name not in registry.VARIANTS:
         free = build(name, S, M, N, cost_model(name, f, b, c), overlapped=True)
         row.update(T_overlapped=free.T / SCALE, period_overlapped=free.period() / SCALE)
     return row

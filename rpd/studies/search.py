@@ -5,7 +5,7 @@ For each pipeline size (S ranks, one stage each, M microbatches, one flush) and 
 every integer cap from 1 to 2S (in A, one microbatch's activations on one stage, counted from the
 start of F until W ends: ``memory.peak_activations(tl, until="W")``) gets
 
-* the heuristic's makespan (:func:`rpd.schedules.search.search`, ``method="heuristic"``);
+* the heuristic's makespan (:func:`rpd.schedules.machinery.search.search`, ``method="heuristic"``);
 * the exact makespan (``method="exact"``, CP-SAT) with the solver's bound and whether it is proven
   optimal within ``time_limit`` seconds;
 * every hand-written one-stage-per-rank schedule (GPipe, 1F1B, ZB-H1, ZB-H2), timed by the same
@@ -32,21 +32,22 @@ from typing import Callable
 
 import numpy as np
 
+from rpd import schedules
 from rpd.model.hardware import preset as hardware_preset
 from rpd.model.layers import preset as model_preset
 from rpd.model.stages import partition, stage_costs, stages
 from rpd.plotting.search import search_figure
 from rpd.results import StudyOutput
-from rpd.schedules import family, memory
-from rpd.schedules.costs import CostModel
-from rpd.schedules.search import search
+from rpd.schedules.machinery import memory
+from rpd.schedules.machinery.costs import CostModel
+from rpd.schedules.machinery.search import search
 
 COST_MODELS = ("unit", "latency", "imbalanced")
 HAND_WRITTEN = {  # name -> constructor of one flush (S, N = M, M, costs)
-    "gpipe": family.gpipe,
-    "1f1b": family.one_f_one_b,
-    "zb_h1": family.zb_h1,
-    "zb_h2": family.zb_h2,
+    "gpipe": schedules.gpipe,
+    "1f1b": schedules.one_f_one_b,
+    "zb_h1": schedules.zb_h1,
+    "zb_h2": schedules.zb_h2,
 }
 NAMES = {
     "gpt2_medium": "GPT-2 medium",

@@ -14,7 +14,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from rpd.schedules import Timeline, delays
+from rpd.schedules import Timeline
+from rpd.schedules.machinery import delays
 from rpd.train import corrections, plans
 
 
@@ -86,7 +87,7 @@ def tune(
 def block_update_delays(plan: plans.UpdatePlan, S: int) -> np.ndarray:
     """int [K, S]: k - j, x^j the first iterate holding the version of block r that update k read
     (rpd's delay in block updates of the whole model, read off the plan's versions; for PipeDream
-    the timeline's read times give the exact table, :func:`rpd.schedules.delays.delay_table`)."""
+    the timeline's read times give the exact table, :func:`rpd.schedules.machinery.delays.delay_table`)."""
     block = np.asarray(plan.block)
     K = len(block)
     read = np.asarray(plan.read)

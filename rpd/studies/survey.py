@@ -18,10 +18,10 @@ ranks, M = ``M_factor``·S microbatches per step, two steps; columns:
   microbatches with its own semantics at B = 2F and is read at the budget N·(tF + tB), with the
   step size tuned over a power-of-two grid (best final, never a diverged γ).
 
-AvgPipe and WPipe are reconstructions (:mod:`rpd.schedules.avgpipe`, :mod:`rpd.schedules.frontier`);
+AvgPipe and WPipe are reconstructions (:mod:`rpd.schedules.family.avgpipe`, :mod:`rpd.schedules.family.frontier`);
 ZB-H2 runs with sail-sg's optimizer post-validation and no rollback; XPipe / SpecTrain is
 PipeDream with weight prediction; Chimera also runs with forward doubling and backward halving
-(M = 2S > S; a reconstruction, :mod:`rpd.schedules.bidirectional`). The schedules shipped since
+(M = 2S > S; a reconstruction, :mod:`rpd.schedules.family.bidirectional`). The schedules shipped since
 2024 (:data:`SINCE_2024`: looped BFS, interleaved ZB, DualPipe, V-Half, V-Min, combined 1F1B,
 BitPipe) are rows too, measured alike, marked ``in_survey = False``; the verdicts read the
 survey's systems only.
@@ -38,8 +38,9 @@ from rpd import objectives, registry, schedules
 from rpd.analysis import tuning
 from rpd.plotting.survey import survey_figure
 from rpd.results import StudyOutput
-from rpd.schedules import memory, post_validation
-from rpd.schedules.costs import CostModel
+from rpd.schedules.family import post_validation
+from rpd.schedules.machinery import memory
+from rpd.schedules.machinery.costs import CostModel
 from rpd.studies import schedule_table
 from rpd.train import methods
 

@@ -1,4 +1,4 @@
-"""AvgPipe's training semantics (**reconstruction**, :mod:`rpd.schedules.avgpipe` says what was
+"""AvgPipe's training semantics (**reconstruction**, :mod:`rpd.schedules.family.avgpipe` says what was
 and was not read): P replicas, one per pipeline, coupled to a centre x̃ by EASGD's synchronous
 elastic averaging (Zhang, Choromanska and LeCun 2015), once per iteration:
 
@@ -28,7 +28,7 @@ import numpy as np
 from rpd.objectives.base import Objective, on_device
 from rpd.results import EVENTS, Result, time_unit, value_at
 from rpd.schedules import Timeline
-from rpd.schedules.avgpipe import AvgPipeTimeline
+from rpd.schedules.family.avgpipe import AvgPipeTimeline
 from rpd.validation import check_gammas, required
 
 
@@ -74,7 +74,7 @@ def train_avgpipe(obj: Objective, tl: Timeline, gamma, *, seed: int = 0, optimiz
     if optimizer is not None:
         raise ValueError("avgpipe trains with its elastic SGD rule only: leave optimizer unset")
     if not isinstance(tl, AvgPipeTimeline):
-        raise ValueError(f"avgpipe trains on an AvgPipe timeline (rpd.schedules.avgpipe), got kind={tl.kind!r}")
+        raise ValueError(f"avgpipe trains on an AvgPipe timeline (rpd.schedules.family.avgpipe), got kind={tl.kind!r}")
     if tl.S != obj.S:
         raise ValueError(f"timeline has S={tl.S} stages but the objective has S={obj.S} blocks")
     gammas = check_gammas(gamma)

@@ -246,7 +246,7 @@ def local_sgd(
     at the round's last tick f(x̄) after the outer step. The defaults are plain LocalSGD, bit for
     bit.
 
-    A D-pipeline timeline (:mod:`rpd.schedules.data_parallel`) runs as LocalSGD with R = D
+    A D-pipeline timeline (:mod:`rpd.schedules.machinery.data_parallel`) runs as LocalSGD with R = D
     replicas, one flush per local step (:mod:`rpd.train.semantics_parallel`); its result is
     named after the schedule, its meta has R = D, H = ``local_steps`` and M, and its traces add
     ``update_time`` (the tick of every (flush, block) update)."""

@@ -31,12 +31,13 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from rpd.schedules import Timeline
-from rpd.schedules.delays import forward_versions, read_versions
-from rpd.schedules.post_validation import ValidatedTimeline
+from rpd.schedules import family
+from rpd.schedules.family.post_validation import ValidatedTimeline
+from rpd.schedules.machinery.delays import forward_versions, read_versions
+from rpd.schedules.machinery.timeline import Timeline
 from rpd.train import semantics_async, semantics_parallel
 from rpd.train.plans import UpdatePlan, pipedream_plan, versions_before
-from rpd.validation import check_int, check_real, required
+from rpd.validation import check_choice, check_int, check_real, required
 
 
 def _landing_order(land_QxS: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -256,7 +257,7 @@ WPIPE = Semantics(lambda tl, S_obj, n_batches, **_: (semantics_async.wpipe_plan(
 
 
 def validated_plan(tl: Timeline, S_obj: int, n_batches: int) -> UpdatePlan:
-    """ZB-H2 with optimizer post-validation (:mod:`rpd.schedules.post_validation`): exactly
+    """ZB-H2 with optimizer post-validation (:mod:`rpd.schedules.family.post_validation`): exactly
     synchronous, the update of flush q on block s landing when its step is final (the eager
     step, or the redone one after a rollback); with ``tl.clip`` the clipped mean gradient
     g · min(1, clip / ||g||), as the validated step applies it."""
@@ -285,32 +286,43 @@ DATA_PARALLEL = Semantics(lambda tl, S_obj, n_batches, **_: semantics_parallel.d
 
 def lifted(sem: Semantics, tl: Timeline) -> Semantics:
     """``sem`` as it trains ``tl``: D data-parallel pipelines around a synchronous schedule
-    (``tl.dp_land``, :mod:`rpd.schedules.data_parallel`) train with :data:`DATA_PARALLEL`."""
+    (``tl.dp_land``, :mod:`rpd.schedules.machinery.data_parallel`) train with :data:`DATA_PARALLEL`."""
     return DATA_PARALLEL if getattr(tl, "dp_land", None) is not None else sem
 
 
-# The semantics of a bare built-in timeline (one a constructor of rpd.schedules.family returned,
-# in tests and notebooks). Runs through the registry never read this: each schedule's entry holds
-# its semantics (rpd.registry.catalog) and hands it to rpd.train.methods.train.
-_BUILT_IN = {
+# The rules by name: a schedule's entry (rpd/schedules/family/<name>.py) names its rule, the
+# registry hands the value to rpd.train.methods.train. Keyed by rule, not by schedule.
+RULES: dict[str, Semantics] = {
+    "synchronous": SYNCHRONOUS,
+    "replicated": REPLICATED,
     "pipedream": PIPEDREAM,
     "pipemare": PIPEMARE,
-    "pipedream_2bw": TWO_BW,
-    "chimera": REPLICATED,
+    "two_bw": TWO_BW,
     "gems": GEMS,
     "ampnet": AMPNET,
     "wpipe": WPIPE,
-    "zb_h2_pv": ZB_H2,
-    "pipedream_rr": ROUND_ROBIN,
-    "local_sgd": REPLICAS,
-    "avgpipe": ELASTIC,
+    "zb_h2": ZB_H2,
+    "round_robin": ROUND_ROBIN,
+    "replicas": REPLICAS,
+    "elastic": ELASTIC,
 }
 
 
+def rule(value) -> Semantics:
+    """The :class:`Semantics` of a schedule entry's ``semantics``: a rule of :data:`RULES` by
+    name, or a Semantics value of its own (a user's schedule), as given."""
+    if isinstance(value, Semantics):
+        return value
+    return RULES[check_choice("semantics", value, RULES)]
+
+
 def of(tl: Timeline) -> Semantics:
-    """The semantics of a bare built-in timeline: its schedule's, else the synchronous one for
-    every schedule with a flush. Pass a registry entry's ``semantics`` instead where you have one."""
-    sem = _BUILT_IN.get(tl.kind)
-    if sem is None and not tl.synchronous:
+    """The semantics of a bare timeline of a schedule of rpd's family (one its constructor
+    returned, in tests and notebooks): its entry's rule (a variant's kind: its base's), else the
+    synchronous one for every schedule with a flush. Pass a registry entry's ``semantics``
+    instead where you have one."""
+    base = family.VARIANTS[tl.kind].base if tl.kind in family.VARIANTS else tl.kind
+    entry = family.ENTRIES.get(base)
+    if entry is None and not tl.synchronous:
         raise ValueError(f"no training semantics for a bare timeline of kind {tl.kind!r}: pass semantics=")
-    return lifted(sem or SYNCHRONOUS, tl)
+    return lifted(SYNCHRONOUS if entry is None else rule(entry.semantics), tl)

@@ -1,11 +1,11 @@
 """Training semantics of the schedules that step each stage every k backwards: AMPNet and WPipe
-(docs/schedules.md#ampnet, #wpipe; orders and sources in :mod:`rpd.schedules.frontier`).
+(docs/schedules.md#ampnet, #wpipe; orders and sources in :mod:`rpd.schedules.family.frontier`).
 
 Both apply, on stage g, one update per k of its backwards (AMPNet: k = min_update_interval;
 WPipe: k = M, one period), landing at the end of the k-th backward; the gradient of update u
 of stage g is a sum (AMPNet, as torch's ``.grad`` accumulates between fairscale's
 ``optimizer.step()`` calls) or a mean (WPipe, as 2BW) over its k microbatches, each taken at
-the weights that microbatch actually saw (:func:`rpd.schedules.frontier.step_versions`):
+the weights that microbatch actually saw (:func:`rpd.schedules.family.frontier.step_versions`):
 
 - **AMPNet** (no stashing): F(m, r) reads version vF[m, r] of block r, the backward through
   stage q >= g runs at version vB[m, q] on the forward-time activations, the two-point
@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from rpd.schedules import Timeline
-from rpd.schedules.frontier import WPipeTimeline, step_landings, step_versions
+from rpd.schedules.family.frontier import WPipeTimeline, step_landings, step_versions
 from rpd.train.plans import UpdatePlan, versions_before
 from rpd.validation import required
 

@@ -1,7 +1,7 @@
 """Training semantics of data parallelism around and inside a pipeline (docs/schedules.md#d-data-parallel-pipelines,
 # pipedream-1f1b-rr):
 
-- **1F1B-RR** (:mod:`rpd.schedules.round_robin`): stage g, replicated r_g times, takes one
+- **1F1B-RR** (:mod:`rpd.schedules.family.pipedream_rr`): stage g, replicated r_g times, takes one
   step per group j of r_g consecutive microbatches, the mean of their gradients all-reduced,
   at learning rate γ·r_g/r_0 (PipeDream's ``get_adjusted_learning_rate``), landing at
   ``tl.land[g][j]``. Weight stashing: microbatch m's gradient is the whole model's at the
@@ -10,8 +10,8 @@
   :mod:`rpd.train.semantics_async` does for AMPNet), so block g's plan version after j whole
   steps is j·r_g and every read is a whole step. A microbatch's gradient is computed once, at its
   first piece, into a gradient slot it holds until its last piece. A trailing partial group of a
-  replicated stage never lands (:mod:`rpd.schedules.round_robin`).
-- **D synchronous pipelines** (:mod:`rpd.schedules.data_parallel`): per flush q, D·M microbatch
+  replicated stage never lands (:mod:`rpd.schedules.family.pipedream_rr`).
+- **D synchronous pipelines** (:mod:`rpd.schedules.machinery.data_parallel`): per flush q, D·M microbatch
   gradients at W_q, averaged (minibatch SGD with batch D·M·b); block s's update lands at the end
   of stage s's all-reduce (``tl.dp_land[q, s]``). The pipelines' microbatches of flush q are the
   D·M consecutive batches q·D·M .. q·D·M + D·M - 1 (pipeline d takes d·M .. d·M + M - 1).
@@ -30,8 +30,8 @@ import heapq
 import numpy as np
 
 from rpd.schedules import Timeline
-from rpd.schedules.data_parallel import DataParallelTimeline
-from rpd.schedules.round_robin import RoundRobinTimeline, forward_groups
+from rpd.schedules.family.pipedream_rr import RoundRobinTimeline, forward_groups
+from rpd.schedules.machinery.data_parallel import DataParallelTimeline
 from rpd.train.plans import UpdatePlan
 from rpd.validation import required
 
@@ -99,7 +99,9 @@ def data_parallel_timeline(tl: Timeline) -> DataParallelTimeline:
     """``tl`` as one of D pipelines (its ``dp_land``, ``dp_sync``, ``D``, ``local_steps``); a
     one-line ValueError for any other timeline."""
     if not isinstance(tl, DataParallelTimeline):
-        raise ValueError(f"expected a D-pipeline timeline (rpd.schedules.data_parallel), got kind={tl.kind!r}")
+        raise ValueError(
+            f"expected a D-pipeline timeline (rpd.schedules.machinery.data_parallel), got kind={tl.kind!r}"
+        )
     return tl
 
 
@@ -166,7 +168,9 @@ def dp_rounds_plan(tl: Timeline, S_obj: int, n_batches: int) -> dict:
     tick of every (flush, block) update, in landing order."""
     tl = data_parallel_timeline(tl)
     if tl.dp_sync is None:
-        raise ValueError(f"expected a D-pipeline timeline (rpd.schedules.data_parallel), got kind={tl.kind!r}")
+        raise ValueError(
+            f"expected a D-pipeline timeline (rpd.schedules.machinery.data_parallel), got kind={tl.kind!r}"
+        )
     land = _block_land(tl, S_obj)  # [Q, S_obj]
     Q, H, D, M = land.shape[0], int(tl.local_steps), int(tl.D), required("M", tl.M)
     rounds = -(-Q // H)

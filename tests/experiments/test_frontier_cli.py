@@ -7,7 +7,7 @@ from hydra_helpers import TINY_LINEAR
 from hydra_helpers import compose as _compose
 
 from experiments import specs, train
-from rpd.schedules import family
+from rpd import schedules
 
 
 def test_wpipe_runs_from_the_cli_on_an_objective_of_2S_blocks(tmp_path):
@@ -23,4 +23,4 @@ def test_zb_h2_post_validation_runs_from_the_cli(tmp_path):
     over = ["schedule=zb_h2", "schedule.M=4", "schedule.post_validation=true", "schedule.rollback_trace=[0]"]
     out = train.run(_compose([f"results_root={tmp_path}", *TINY_LINEAR, "method=pipeline", *over, "schedule.clip=0.5"]))
     assert out.status == "ok", out.error
-    assert out.summary["T"] == family.zb_h2(3, 8, 4, post_validation=True, rollback_trace=[0]).T
+    assert out.summary["T"] == schedules.zb_h2(3, 8, 4, post_validation=True, rollback_trace=[0]).T

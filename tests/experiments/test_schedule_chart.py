@@ -8,7 +8,7 @@ from hydra_helpers import CONFIGS, compose
 from experiments import checks, schedule
 from experiments import config as C
 from rpd.plotting import schedules as plot_schedules
-from rpd.schedules.costs import CostModel, HostLink
+from rpd.schedules.machinery.costs import CostModel, HostLink
 from rpd.studies import schedule_table
 
 SIZE = ["schedule.S=4", "schedule.M=8"]

@@ -10,7 +10,7 @@ from rpd import schedules
 from rpd.io import result_io
 from rpd.objectives.linear import random_quadratic
 from rpd.results import Result
-from rpd.schedules.costs import CostModel
+from rpd.schedules.machinery.costs import CostModel
 from rpd.train import methods
 
 NAN = float("nan")

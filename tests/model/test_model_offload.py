@@ -16,7 +16,7 @@ from rpd.model import memory
 from rpd.model.layers import Layer, Model
 from rpd.model.plan import plan_one
 from rpd.model.stages import host_link, partition, stage_costs, stages
-from rpd.schedules import memory as sched_memory
+from rpd.schedules.machinery import memory as sched_memory
 
 MB = 10**6
 # eight layers, F = I = W = 1 ms, 1 MB of activations per microbatch each
@@ -56,7 +56,7 @@ def test_a_fast_link_lowers_the_peak_at_no_cost_and_a_slow_one_costs_time(name):
 
 
 def test_bytes_on_the_device_are_the_schedule_layer_s_count_times_the_stage_s_bytes():
-    """rpd.model.memory (bytes, weighted per stage) and rpd.schedules.memory (microbatches) count
+    """rpd.model.memory (bytes, weighted per stage) and rpd.schedules.machinery.memory (microbatches) count
     the same offloaded timeline two ways; with equal stages they agree."""
     hw = _hw(2e9)
     st = stages(TOY, partition(TOY, 4, "layers", hw), hw)

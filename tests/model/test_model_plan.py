@@ -9,10 +9,9 @@ from hydra.errors import ConfigCompositionException
 from hydra_helpers import compose
 
 from experiments import plan as entry
-from rpd import registry
+from rpd import registry, schedules
 from rpd.model import hardware, layers
 from rpd.model.plan import max_delay, plan
-from rpd.schedules import family
 
 ROW_FIELDS = {
     "schedule",
@@ -64,9 +63,9 @@ def test_every_schedule_gets_a_row_sorted_by_tokens_per_s_among_those_that_fit(t
 
 
 def test_max_delay_of_pipedream_is_s_minus_one():
-    assert max_delay(family.pipedream(4, 16)) == 3
-    assert max_delay(family.pipemare(4, 16)) == 3
-    assert max_delay(family.zb_h1(4, 8, 4)) == 0
+    assert max_delay(schedules.pipedream(4, 16)) == 3
+    assert max_delay(schedules.pipemare(4, 16)) == 3
+    assert max_delay(schedules.zb_h1(4, 8, 4)) == 0
 
 
 def test_a_memory_cap_turns_rows_into_does_not_fit():

@@ -11,12 +11,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rpd import schedules
 from rpd.model import hardware, layers
 from rpd.model.memory import activation_peak, rank_memory
 from rpd.model.stages import partition, stage_costs, stages
-from rpd.schedules import family
-from rpd.schedules.costs import CostModel
-from rpd.schedules.ir import BWD_I, BWD_W, FWD
+from rpd.schedules.machinery.costs import CostModel
+from rpd.schedules.machinery.ir import BWD_I, BWD_W, FWD
 
 # sail-sg/zero-bubble-pipeline-parallelism, megatron/core/pipeline_parallel/zerobubble/scheduler/zb.py
 # (main, 39f2c186) and megatron/core/pipeline_parallel/auto_schedule.py (tag zero-bubble-v0.1.0, the
@@ -73,7 +73,7 @@ def test_first_rank_holds_2p_minus_1_activations_and_one_w_residue(a_w):
     peak. Counted in microbatches it is 2p = 8 F-not-W (A_W = A) or 2p - 1 = 7 F-not-I (A_W = 0).
     """
     S, M = 4, 8
-    tl = family.zb_h2(S, M, M)
+    tl = schedules.zb_h2(S, M, M)
     assert _order(tl, 0)[:10] == ["F0", "F1", "F2", "F3", "F4", "F5", "F6", "B0", "F7", "B1"]
     t = tl.table
     at = lambda kind, mb: int(t.start[(t.rank == 0) & (t.kind == kind) & (t.mb == mb)][0])  # noqa: E731
@@ -91,7 +91,7 @@ def test_rank_r_holds_its_f_not_i_cap_and_the_rest_of_2p_as_residues(S, M, a_w):
     1672/3720 the measured mem_w/mem_f of sail-sg's auto_schedule.py example."""
     r = np.arange(S)
     expect = (2 * (S - 1 - r) + 1) + (2 * r + 1) * a_w
-    np.testing.assert_allclose(_peaks(family.zb_h2(S, M, M), 1.0, a_w), expect)
+    np.testing.assert_allclose(_peaks(schedules.zb_h2(S, M, M), 1.0, a_w), expect)
 
 
 def test_rpd_and_sail_sg_hold_the_same_bytes_per_rank():
@@ -101,10 +101,10 @@ def test_rpd_and_sail_sg_hold_the_same_bytes_per_rank():
     = 2S - 1``) W0 runs before F7 on rank 0 and the peak is the paper's (2p - 1)·A."""
     S, M, a, a_w = 4, 8, 34.0, 32.0
     for sail, held in ((SAIL_SG_2P, 2 * S), (SAIL_SG_2P_MINUS_1, 2 * S - 1)):
-        tl = family.zb_h2(S, M, M, max_held=held)
+        tl = schedules.zb_h2(S, M, M, max_held=held)
         np.testing.assert_allclose(_peaks(tl, a, a_w), [_peak_of(o, a, a_w) for o in sail])
         assert _order(tl, 0)[:9] == sail[0].split()[:9]  # through F7 (2p) or W0 (2p - 1)
-    two_p = family.zb_h2(S, M, M)
+    two_p = schedules.zb_h2(S, M, M)
     assert all(_order(two_p, r) == SAIL_SG_2P[r].split() for r in range(1, S))
     assert _peak_of(SAIL_SG_2P[0], a, a_w) == (2 * S - 1) * a + a_w
     assert _peak_of(SAIL_SG_2P_MINUS_1[0], a, a_w) == (2 * S - 1) * a
@@ -115,12 +115,12 @@ def test_the_papers_2p_minus_1_costs_a_tick_per_flush_once_p2p_has_latency():
     costs, one tick longer per flush with p2p = 1 (F7 leaves rank 0 two ticks later). rpd keeps
     sail-sg's 2p. At M = 2p - 1 there is no F(2p - 1) and both caps give the paper's number."""
     S, M = 4, 8
-    two_p, paper = family.zb_h2(S, M, M), family.zb_h2(S, M, M, max_held=2 * S - 1)
+    two_p, paper = schedules.zb_h2(S, M, M), schedules.zb_h2(S, M, M, max_held=2 * S - 1)
     assert _peaks(paper, 1.0, 32 / 34)[0] == pytest.approx(2 * S - 1)
     assert paper.T == two_p.T and np.all(paper.spans()[0] == 3 * M)
     lat = CostModel(F=1, I=1, W=1, p2p=1)
-    assert family.zb_h2(S, M, M, lat, max_held=2 * S - 1).T == family.zb_h2(S, M, M, lat).T + 1
-    assert _peaks(family.zb_h2(S, 2 * S - 1, 2 * S - 1), 1.0, 32 / 34)[0] == pytest.approx(2 * S - 1)
+    assert schedules.zb_h2(S, M, M, lat, max_held=2 * S - 1).T == schedules.zb_h2(S, M, M, lat).T + 1
+    assert _peaks(schedules.zb_h2(S, 2 * S - 1, 2 * S - 1), 1.0, 32 / 34)[0] == pytest.approx(2 * S - 1)
 
 
 def test_the_plans_bytes_follow_the_law_with_each_stages_own_bytes():
@@ -131,7 +131,7 @@ def test_the_plans_bytes_follow_the_law_with_each_stages_own_bytes():
     m = layers.preset("gpt2_small")
     st = stages(m, partition(m, S, "even", hw), hw)
     costs, _ = stage_costs(st, hw)
-    got = rank_memory(family.zb_h2(S, M, M, costs), st).activations
+    got = rank_memory(schedules.zb_h2(S, M, M, costs), st).activations
     r = np.arange(S)
     np.testing.assert_allclose(got, (2 * (S - 1 - r) + 1) * st.act + (2 * r + 1) * st.act_w)
     assert np.all(st.act_w < st.act)  # so rank 0's 2p microbatches weigh less than 2p·A_0

@@ -14,7 +14,7 @@ from experiments.tables import column_order, format_table
 from rpd import results, schedules
 from rpd.io import result_io
 from rpd.plotting import style
-from rpd.schedules import delays
+from rpd.schedules.machinery import delays
 
 PAPER = Path(__file__).resolve().parents[2] / "paper_figures"
 

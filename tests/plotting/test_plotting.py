@@ -5,7 +5,7 @@ import pytest
 
 from rpd import schedules
 from rpd.plotting import style
-from rpd.schedules import delays
+from rpd.schedules.machinery import delays
 from rpd.studies import delay_law
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -16,8 +16,8 @@ from experiments import objectives as objective_of
 from rpd import objectives, registry, schedules
 from rpd.analysis import simtime
 from rpd.analysis.theory import pd_delta
-from rpd.schedules import delays
-from rpd.schedules.costs import CostModel
+from rpd.schedules.machinery import delays
+from rpd.schedules.machinery.costs import CostModel
 from rpd.train import methods
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -295,3 +295,34 @@ def test_pipeline_trains_a_synchronous_schedule(obj):
     pd, via = _run("pd", obj, N=8), _run("pipeline", obj, N=8)
     np.testing.assert_allclose(via.result.curve, pd.result.curve, rtol=1e-12)
     np.testing.assert_array_equal(via.block_update, pd.block_update)
+
+
+def test_each_schedule_is_one_module_whose_entry_the_registry_collects():
+    """docs/architecture.md#adding-a-schedule: a schedule's entry is defined in its own module of
+    rpd.schedules.family beside its constructor and its own parameters; the registry's table
+    is those entries (their semantics rule resolved to the value rpd.train hands on), and a
+    bare timeline trains by the same rule as its registered schedule."""
+    import sys
+
+    from rpd.schedules import family
+    from rpd.train import semantics
+
+    assert [m.ENTRY.name for m in family.MODULES] == list(registry.SCHEDULES)
+    for module in family.MODULES:
+        entry = module.ENTRY
+        assert registry.SCHEDULES[entry.name].semantics is semantics.rule(entry.semantics)
+        assert entry.build.__module__ in (
+            module.__name__,
+            *(f"rpd.schedules.family.{n}" for n in ("v_memory",)),
+            "rpd.schedules.machinery.search",
+        )
+        if entry.params_type is not None:
+            assert entry.params_type is getattr(module, "Params") and entry.params_type.__module__ == module.__name__
+    assert "rpd.registry.catalog" not in sys.modules and not hasattr(semantics, "_BUILT_IN")
+    for name, tl in (
+        ("dualpipe", family.dualpipe.dualpipe(4, 8, 8)),
+        ("pipedream", schedules.pipedream(3, 6)),
+        ("zb_h2_pv", schedules.zb_h2(3, 6, 3, post_validation=True)),
+        ("gpipe", schedules.gpipe(3, 6, 3)),
+    ):
+        assert semantics.of(tl) is registry.entry_of(name).semantics

@@ -24,10 +24,11 @@ from experiments import config as C
 from rpd import registry
 from rpd.model import hardware, layers
 from rpd.model.plan import plan
-from rpd.schedules import Timeline, memory
-from rpd.schedules.build import timed
-from rpd.schedules.costs import CostModel
-from rpd.schedules.ir import BWD_I, BWD_W, FWD, concat, ops, shift_mb
+from rpd.schedules import Timeline
+from rpd.schedules.machinery import memory
+from rpd.schedules.machinery.build import timed
+from rpd.schedules.machinery.costs import CostModel
+from rpd.schedules.machinery.ir import BWD_I, BWD_W, FWD, concat, ops, shift_mb
 from rpd.studies import schedule_table
 
 NAME = "toy_split_gpipe"

@@ -1,15 +1,16 @@
-"""AvgPipe (rpd.schedules.avgpipe, a reconstruction): the advance-forward order between 1F1B and
+"""AvgPipe (rpd.schedules.family.avgpipe, a reconstruction): the advance-forward order between 1F1B and
 GPipe, the devices' interleaving of the pipelines, memory, and the timer's independent loop."""
 
 import numpy as np
 import pytest
 
-from rpd.schedules import memory, orders
-from rpd.schedules.avgpipe import advance_order, avgpipe, avgpipe_order
-from rpd.schedules.build import timed
-from rpd.schedules.costs import CostModel
-from rpd.schedules.ir import concat, shift_mb
-from rpd.schedules.timer import time_order_reference
+from rpd.schedules.family import orders
+from rpd.schedules.family.avgpipe import advance_order, avgpipe, avgpipe_order
+from rpd.schedules.machinery import memory
+from rpd.schedules.machinery.build import timed
+from rpd.schedules.machinery.costs import CostModel
+from rpd.schedules.machinery.ir import concat, shift_mb
+from rpd.schedules.machinery.timer import time_order_reference
 
 
 def _same(a, b):

@@ -1,4 +1,4 @@
-"""BitPipe (rpd.schedules.bitpipe; docs/schedules.md#bitpipe): the order equals
+"""BitPipe (rpd.schedules.family.bitpipe; docs/schedules.md#bitpipe): the order equals
 ``wuhouming/BitPipe: megatron/core/pipeline_parallel/bitpipe_schedule.py`` action for action (its
 id lists and compute loops written out below), the placement is two opposite Vs, and the
 measured closed forms hold over a grid; it trains as minibatch SGD."""
@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from rpd import objectives, registry
-from rpd.schedules import memory
-from rpd.schedules.bitpipe import bitpipe, bitpipe_order
-from rpd.schedules.costs import CostModel
-from rpd.schedules.ir import BWD, FWD
+from rpd.schedules.family.bitpipe import bitpipe, bitpipe_order
+from rpd.schedules.machinery import memory
+from rpd.schedules.machinery.costs import CostModel
+from rpd.schedules.machinery.ir import BWD, FWD
 from rpd.train import methods
 
 

@@ -1,4 +1,4 @@
-"""Chimera with M > D microbatches per flush (rpd.schedules.bidirectional.chimera_concat_order):
+"""Chimera with M > D microbatches per flush (rpd.schedules.family.bidirectional.chimera_concat_order):
 forward doubling and backward halving, a reconstruction of the paper's §3.5. Their orders against
 the anchor's timetable at the doubled granularity, the timed laws, memory, and the merged
 per-microbatch timeline of backward halving."""
@@ -8,11 +8,11 @@ import pytest
 
 from rpd import schedules
 from rpd.model.plan import p2p_bytes
-from rpd.schedules import memory
-from rpd.schedules.bidirectional import chimera_concat_order, chimera_order, chimera_rank_of, chimera_slots
-from rpd.schedules.costs import CostModel
-from rpd.schedules.ir import FWD, check_complete
-from rpd.schedules.timer import flatten
+from rpd.schedules.family.bidirectional import chimera_concat_order, chimera_order, chimera_rank_of, chimera_slots
+from rpd.schedules.machinery import memory
+from rpd.schedules.machinery.costs import CostModel
+from rpd.schedules.machinery.ir import FWD, check_complete
+from rpd.schedules.machinery.timer import flatten
 
 GRID = [(D, M) for D in (2, 4, 6, 8) for M in (1, 3, D, 2 * D, 2 * D + 1, 4 * D)]
 

@@ -1,4 +1,4 @@
-"""Megatron's combined 1F1B (rpd.schedules.combined_1f1b; docs/schedules.md#combined-1f1b): warm-up
+"""Megatron's combined 1F1B (rpd.schedules.family.combined_1f1b; docs/schedules.md#combined-1f1b): warm-up
 counts equal Megatron's ``get_pp_rank_microbatches`` with ``overlap_moe_expert_parallel_comm``
 (written out below from ``NVIDIA/Megatron-LM: megatron/core/pipeline_parallel/schedules.py``),
 the order is interleaved 1F1B's with every steady-state pair fused and independent, and the
@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from rpd import registry, schedules
-from rpd.schedules import memory
-from rpd.schedules.combined_1f1b import combined_1f1b, combined_1f1b_order
-from rpd.schedules.costs import CostModel
-from rpd.schedules.ir import BWD, FWD, Col
+from rpd.schedules.family import orders
+from rpd.schedules.family.combined_1f1b import combined_1f1b, combined_1f1b_order
+from rpd.schedules.machinery import memory
+from rpd.schedules.machinery.costs import CostModel
+from rpd.schedules.machinery.ir import BWD, FWD, Col
 
 
 def megatron_get_pp_rank_microbatches(
@@ -66,7 +67,7 @@ def test_warmup_counts_equal_megatrons(S, M, v, group):
     warm-up and remaining counts (one more warm-up forward than interleaved 1F1B's, which the same
     function gives without the flag); the order is otherwise interleaved 1F1B's."""
     order = combined_1f1b_order(S, M, v, group)
-    plain = schedules.orders.interleaved_order(S, M, v, group)
+    plain = orders.interleaved_order(S, M, v, group)
     for r, a in enumerate(order):
         total, _, warm, remaining = megatron_get_pp_rank_microbatches(
             M, v, group, S, r, v, overlap_moe_expert_parallel_comm=True

@@ -1,12 +1,12 @@
-"""D data-parallel pipelines with local steps (rpd.schedules.data_parallel): the timeline against
+"""D data-parallel pipelines with local steps (rpd.schedules.machinery.data_parallel): the timeline against
 an independent reconstruction from the schedule without any all-reduce."""
 
 import numpy as np
 import pytest
 
 from rpd import registry, schedules
-from rpd.schedules.costs import CostModel
-from rpd.schedules.data_parallel import data_parallel
+from rpd.schedules.machinery.costs import CostModel
+from rpd.schedules.machinery.data_parallel import data_parallel
 
 S, VALUES = 4, 7
 COSTS = (

@@ -1,4 +1,4 @@
-"""rpd.schedules.delays: delay table against a literal loop, the closed forms of
+"""rpd.schedules.machinery.delays: delay table against a literal loop, the closed forms of
 docs/science.md#delays-and-the-delay-law, versions, E2 stats."""
 
 import math
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from rpd import schedules
-from rpd.schedules import BWD, FWD, delays
+from rpd.schedules import BWD, FWD
+from rpd.schedules.machinery import delays
 
 
 def reference_table(tl):

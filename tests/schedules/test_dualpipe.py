@@ -1,4 +1,4 @@
-"""DualPipe (rpd.schedules.dualpipe; docs/schedules.md#dualpipe): the order equals
+"""DualPipe (rpd.schedules.family.dualpipe; docs/schedules.md#dualpipe): the order equals
 ``deepseek-ai/DualPipe: dualpipe/dualpipe.py DualPipe.step`` action for action, the README's
 bubble, parameters and activations hold over a grid, and it trains as minibatch SGD."""
 
@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from rpd import objectives, registry
-from rpd.schedules import memory
-from rpd.schedules.costs import CostModel
-from rpd.schedules.dualpipe import dualpipe, dualpipe_order
-from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD
+from rpd.schedules.family.dualpipe import dualpipe, dualpipe_order
+from rpd.schedules.machinery import memory
+from rpd.schedules.machinery.costs import CostModel
+from rpd.schedules.machinery.ir import BWD, BWD_I, BWD_W, FWD
 from rpd.train import methods
 
 

@@ -1,4 +1,4 @@
-"""Activation offload over a host link per rank (rpd.schedules.offload; docs/schedules.md#activation-offload):
+"""Activation offload over a host link per rank (rpd.schedules.machinery.offload; docs/schedules.md#activation-offload):
 transfers are ops on the timeline, timed with the compute ops; offloaded activations leave the
 device's peak; the step grows only where the link cannot keep up; every schedule takes it."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rpd import registry
-from rpd.schedules import family, memory
-from rpd.schedules.costs import CostModel, HostLink
-from rpd.schedules.offload import D2H, H2D
+from rpd import registry, schedules
+from rpd.schedules.machinery import memory
+from rpd.schedules.machinery.costs import CostModel, HostLink
+from rpd.schedules.machinery.offload import D2H, H2D
 
 
 def test_worked_case_one_rank():
@@ -19,12 +19,12 @@ def test_worked_case_one_rank():
     done and the op before the one before its B has ended: [4,5), [6,7), [8,9). Nothing waits:
     T = 12; the peak is 3 (at tick 4 F2 starts as H2D0 brings microbatch 0 back). A 3-tick
     H2D cannot keep up: B0 waits until 7, B1 until 10, B2 until 13, T = 15."""
-    tl = family.gpipe(1, 3, 3, costs=CostModel(F=2, B=2, host=HostLink(1, 1)))
+    tl = schedules.gpipe(1, 3, 3, costs=CostModel(F=2, B=2, host=HostLink(1, 1)))
     x = tl.transfers
     np.testing.assert_array_equal(x.start[x.kind == D2H], [2, 4, 6])
     np.testing.assert_array_equal(x.start[x.kind == H2D], [4, 6, 8])
     assert tl.T == 12 and memory.peak_activations(tl)[0] == 3
-    slow = family.gpipe(1, 3, 3, costs=CostModel(F=2, B=2, host=HostLink(1, 3)))
+    slow = schedules.gpipe(1, 3, 3, costs=CostModel(F=2, B=2, host=HostLink(1, 3)))
     np.testing.assert_array_equal(slow.b_time[:, 0] + 1 - 2, [7, 10, 13])
     assert slow.T == 15
 

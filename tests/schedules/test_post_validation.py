@@ -1,14 +1,16 @@
-"""ZB-H2 with optimizer post-validation (rpd.schedules.post_validation): the timed ops against an
+"""ZB-H2 with optimizer post-validation (rpd.schedules.family.post_validation): the timed ops against an
 independent replay of the rule (an event loop that runs the round trip 0 -> S-1 -> 0 as a chain
 and reruns the speculative forwards after a rollback), and the throughput it buys."""
 
 import numpy as np
 import pytest
 
-from rpd.schedules import family, memory, post_validation
-from rpd.schedules.costs import CostModel
-from rpd.schedules.ir import BWD_I, BWD_W, FWD
-from rpd.schedules.orders import zb_h2_order
+from rpd import schedules
+from rpd.schedules.family import post_validation
+from rpd.schedules.family.orders import zb_h2_order
+from rpd.schedules.machinery import memory
+from rpd.schedules.machinery.costs import CostModel
+from rpd.schedules.machinery.ir import BWD_I, BWD_W, FWD
 
 
 def _replay(S, M, Q, costs, back, step=0):
@@ -124,34 +126,34 @@ def test_post_validation_matches_an_independent_replay(S, M, costs, trace, step)
 
 def test_no_rollback_hides_the_round_trip_at_zero_latency_and_beats_the_barrier():
     S, M, Q = 4, 8, 5
-    pv = family.zb_h2(S, Q * M, M, post_validation=True)
-    assert pv.T == family.zb_h2(S, Q * M, M, overlapped=True).T  # = the ideal overlap (no wait)
-    assert pv.T < family.zb_h2(S, Q * M, M).T  # the barrier's S - 1 per flush
+    pv = schedules.zb_h2(S, Q * M, M, post_validation=True)
+    assert pv.T == schedules.zb_h2(S, Q * M, M, overlapped=True).T  # = the ideal overlap (no wait)
+    assert pv.T < schedules.zb_h2(S, Q * M, M).T  # the barrier's S - 1 per flush
     assert len(pv.wasted.kind) == 0 and not pv.rollback.any()
     # memory: the rerun reallocates what the rollback freed, so the peaks are ZB-H2's
     assert np.array_equal(
-        memory.peak_activations(pv), memory.peak_activations(family.zb_h2(S, Q * M, M, overlapped=True))
+        memory.peak_activations(pv), memory.peak_activations(schedules.zb_h2(S, Q * M, M, overlapped=True))
     )
     assert np.array_equal(memory.weight_versions(pv), np.ones(S))
 
 
 def test_rollbacks_cost_the_rerun_and_are_drawn():
     S, M, Q = 4, 8, 6
-    a = family.zb_h2(S, Q * M, M, post_validation=True, rollback_trace=[])
-    b = family.zb_h2(S, Q * M, M, post_validation=True, rollback_trace=[2])
+    a = schedules.zb_h2(S, Q * M, M, post_validation=True, rollback_trace=[])
+    b = schedules.zb_h2(S, Q * M, M, post_validation=True, rollback_trace=[2])
     assert b.T > a.T and b.bubble_ratio() > a.bubble_ratio()
     assert (b.op[:, 0] == FWD).sum() == (a.op[:, 0] == FWD).sum() + 6  # rank 0 draws its 6 wasted forwards
     p = post_validation.rollbacks(10_000, 0.1, seed=3)
     assert abs(p.mean() - 0.1) < 0.01 and np.array_equal(p, post_validation.rollbacks(10_000, 0.1, seed=3))
     assert np.array_equal(post_validation.rollbacks(3, trace=[1, 7]), [False, True, False])  # 7: not reached
     with pytest.raises(ValueError, match="rollback_trace"):
-        family.zb_h2(S, Q * M, M, post_validation=True, rollback_trace=[-1])
+        schedules.zb_h2(S, Q * M, M, post_validation=True, rollback_trace=[-1])
 
 
 def test_step_lands_at_the_eager_step_or_after_the_redo():
     S, M = 4, 8
     c = CostModel(F=1, I=1, W=1, p2p=1)
-    tl = family.zb_h2(S, 3 * M, M, c, post_validation=True, rollback_trace=[1])
+    tl = schedules.zb_h2(S, 3 * M, M, c, post_validation=True, rollback_trace=[1])
     last_w = tl.b_time.reshape(3, M, S).max(axis=1)
     assert np.array_equal(tl.step_end[[0, 2]], last_w[[0, 2]])  # eager steps are final
     assert np.all(tl.step_end[1] >= tl.valid_time[1])  # the redo waits for the validated state
@@ -169,9 +171,9 @@ def test_redone_step_ends_where_the_replay_frees_the_rank():
 
 def test_barrier_baseline_is_zb_h2_plus_the_norm_all_reduce():
     S, M, Q = 4, 8, 6
-    assert post_validation.zb_h2_barrier(S, Q * M, M).T == family.zb_h2(S, Q * M, M).T == Q * (3 * M + S - 1)
+    assert post_validation.zb_h2_barrier(S, Q * M, M).T == schedules.zb_h2(S, Q * M, M).T == Q * (3 * M + S - 1)
     c = CostModel(F=1, I=1, W=1, p2p=1, allreduce=(4, 0))
-    lost = post_validation.zb_h2_barrier(S, Q * M, M, c).T - family.zb_h2(S, Q * M, M, c).T
+    lost = post_validation.zb_h2_barrier(S, Q * M, M, c).T - schedules.zb_h2(S, Q * M, M, c).T
     assert lost == (Q - 1) * 4 + 4  # one all-reduce of the norm after every flush, the last included
-    pv = family.zb_h2(S, Q * M, M, c, post_validation=True)
-    assert pv.T == family.zb_h2(S, Q * M, M, c, overlapped=True).T  # the round trip stays hidden
+    pv = schedules.zb_h2(S, Q * M, M, c, post_validation=True)
+    assert pv.T == schedules.zb_h2(S, Q * M, M, c, overlapped=True).T  # the round trip stays hidden

@@ -1,14 +1,14 @@
-"""PipeDream's 1F1B-RR (rpd.schedules.round_robin): placement, order, timeline laws, the
+"""PipeDream's 1F1B-RR (rpd.schedules.family.pipedream_rr): placement, order, timeline laws, the
 all-reduce channel, memory."""
 
 import numpy as np
 import pytest
 
 from rpd import registry, schedules
-from rpd.schedules import memory
-from rpd.schedules.costs import CostModel
-from rpd.schedules.ir import BWD, FWD
-from rpd.schedules.round_robin import channel, pipedream_rr, stashed_versions, warmup
+from rpd.schedules.family.pipedream_rr import channel, pipedream_rr, stashed_versions, warmup
+from rpd.schedules.machinery import memory
+from rpd.schedules.machinery.costs import CostModel
+from rpd.schedules.machinery.ir import BWD, FWD
 
 
 def test_without_replicas_it_is_pipedreams_1f1b():

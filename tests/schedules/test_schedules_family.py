@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 
 from rpd import schedules
-from rpd.schedules import memory, orders
-from rpd.schedules.costs import CostModel
-from rpd.schedules.ir import BWD_I, BWD_W, FWD, check_complete
+from rpd.schedules.family import orders
+from rpd.schedules.machinery import memory
+from rpd.schedules.machinery.costs import CostModel
+from rpd.schedules.machinery.ir import BWD_I, BWD_W, FWD, check_complete
 
 GRID = [(S, M) for S in (1, 2, 3, 4, 8) for M in (1, 2, S, 2 * S + 1, 4 * S)]
 RATIOS = [(1, 1), (1, 2), (2, 3), (1, 3)]

@@ -1,4 +1,4 @@
-"""rpd.schedules.v_shape (ZB-V, DualPipeV) and rpd.schedules.bidirectional: the orders against their
+"""rpd.schedules.family.v_shape (ZB-V, DualPipeV) and rpd.schedules.family.bidirectional: the orders against their
 anchors (torch's DualPipeV test artifact, docs/schedules.md#chimera's listing), completeness, per-rank
 op counts, parameter errors, and the timed closed forms of docs/schedules.md#zb-v to #chimera."""
 
@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rpd.schedules import memory
-from rpd.schedules.bidirectional import chimera_down, chimera_order, chimera_rank_of, chimera_slots
-from rpd.schedules.ir import BWD, BWD_I, BWD_W, CHAR_KIND, FWD, check_complete
-from rpd.schedules.timer import flatten, time_order
-from rpd.schedules.torch_format import from_csv
-from rpd.schedules.v_shape import dualpipe_v_order, v_stage_to_rank, zbv_order
+from rpd.schedules.family.bidirectional import chimera_down, chimera_order, chimera_rank_of, chimera_slots
+from rpd.schedules.family.v_shape import dualpipe_v_order, v_stage_to_rank, zbv_order
+from rpd.schedules.machinery import memory
+from rpd.schedules.machinery.ir import BWD, BWD_I, BWD_W, CHAR_KIND, FWD, check_complete
+from rpd.schedules.machinery.timer import flatten, time_order
+from rpd.schedules.machinery.torch_format import from_csv
 
 V_GRID = [(S, M) for S in (1, 2, 3, 4, 8) for M in (1, 2, S, 2 * S - 1, 2 * S, 2 * S + 1, 4 * S)]
 DPV_GRID = [(S, M) for S, M in V_GRID if M >= 2 * S]
@@ -22,7 +22,7 @@ CHIMERA_GRID = [(D, M) for D in (2, 4, 6, 8) for M in (1, 2, D // 2 + 1, D, D + 
 
 def timed(order, n_stages, M, F=1, B=2, I=1, W=1, FB=None, p2p=0):  # noqa: E741
     """(makespan, per-rank span, per-rank busy ticks) from the one timer; a fused pair's FB
-    cost is carried by its second op, as in rpd.schedules.timer.op_durations."""
+    cost is carried by its second op, as in rpd.schedules.machinery.timer.op_durations."""
     flat = flatten(order, n_stages, M)
     dur = np.array([0, F, B, I, W], np.int64)[flat.kind]
     if FB is not None:
@@ -242,7 +242,7 @@ def test_chimera_bubble_at_backward_twice_forward(D, N, f):
 
 def test_chimera_allreduce_gap_after_every_flush():
     from rpd import schedules
-    from rpd.schedules.costs import CostModel
+    from rpd.schedules.machinery.costs import CostModel
 
     free = schedules.chimera(4, 32, 16, CostModel(F=1, B=2))
     paid = schedules.chimera(4, 32, 16, CostModel(F=1, B=2, allreduce=(2, 0.5)), values=4)

@@ -1,4 +1,4 @@
-"""rpd.schedules.search: the orders it finds are valid (dependencies, p2p latency, memory cap, the
+"""rpd.schedules.machinery.search: the orders it finds are valid (dependencies, p2p latency, memory cap, the
 one timer), the exact method equals a brute force over every order on tiny instances and proves
 optimality at S = 4, M = 8, exact <= heuristic <= every hand-written schedule that fits the cap,
 and the heuristic meets sail-sg's numbers of docs/schedules.md#reference-makespans."""
@@ -11,12 +11,13 @@ import time
 import numpy as np
 import pytest
 
-from rpd.schedules import family, memory
-from rpd.schedules.costs import CostModel
-from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD, check_complete, ops
-from rpd.schedules.search import SearchedTimeline, search, searched
-from rpd.schedules.search_heuristic import make_problem, score
-from rpd.schedules.timer import flatten, op_durations, time_order
+from rpd import schedules
+from rpd.schedules.machinery import memory
+from rpd.schedules.machinery.costs import CostModel
+from rpd.schedules.machinery.ir import BWD, BWD_I, BWD_W, FWD, check_complete, ops
+from rpd.schedules.machinery.search import SearchedTimeline, search, searched
+from rpd.schedules.machinery.search_heuristic import make_problem, score
+from rpd.schedules.machinery.timer import flatten, op_durations, time_order
 
 UNIT = CostModel(F=1, I=1, W=1)
 # sail-sg's S=4, M=8, c=0.25 case (docs/schedules.md#reference-makespans) in integer ticks (x4)
@@ -152,9 +153,9 @@ def _hand_written(S, M, costs, cap, split):
     """The hand-written one-stage-per-rank schedules of rpd that fit ``cap`` (counted until W,
     or B for the full-backward ones), under the same costs."""
     out = {}
-    cands = {"gpipe": family.gpipe, "1f1b": family.one_f_one_b}
+    cands = {"gpipe": schedules.gpipe, "1f1b": schedules.one_f_one_b}
     if split:
-        cands |= {"zb_h1": family.zb_h1, "zb_h2": family.zb_h2}
+        cands |= {"zb_h1": schedules.zb_h1, "zb_h2": schedules.zb_h2}
     for name, make in cands.items():
         tl = make(S, M, M, costs)
         until = "W" if tl.split else "B"
@@ -256,4 +257,4 @@ def test_heuristic_scales_to_s16_m128():
     tl = search(16, 128, c, 32, objective="period", time_limit=10)
     assert time.perf_counter() - t0 < 10
     assert_valid(tl, 16, 128, c, 32)
-    assert tl.period() <= min(family.zb_h1(16, 128, 128, c).period(), 3 * 128 + 40)
+    assert tl.period() <= min(schedules.zb_h1(16, 128, 128, c).period(), 3 * 128 + 40)

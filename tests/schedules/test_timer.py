@@ -1,15 +1,15 @@
-"""rpd.schedules.timer / build / rpd.schedules.costs: the one timer reproduces every unit-cost timeline
+"""rpd.schedules.machinery.timer / build / rpd.schedules.machinery.costs: the one timer reproduces every unit-cost timeline
 exactly, equals a plain dependency-driven event loop under costs, and the cost model behaves."""
 
 import numpy as np
 import pytest
 
 from rpd import schedules
-from rpd.schedules import orders
-from rpd.schedules.build import order_of, timed
-from rpd.schedules.costs import CostModel, Straggler
-from rpd.schedules.ir import BWD, FWD, ops
-from rpd.schedules.timer import flatten, op_durations, time_order_reference
+from rpd.schedules.family import orders
+from rpd.schedules.machinery.build import order_of, timed
+from rpd.schedules.machinery.costs import CostModel, Straggler
+from rpd.schedules.machinery.ir import BWD, FWD, ops
+from rpd.schedules.machinery.timer import flatten, op_durations, time_order_reference
 
 
 @pytest.mark.parametrize("S", range(1, 41))
@@ -169,7 +169,7 @@ def test_split_defaults():
 
 
 def test_greedy_zb_h2_order_is_complete():
-    from rpd.schedules.ir import check_complete
+    from rpd.schedules.machinery.ir import check_complete
 
     for S in (1, 2, 3, 4, 6):
         for M in (1, S, 2 * S + 1):

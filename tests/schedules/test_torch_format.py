@@ -1,4 +1,4 @@
-"""rpd.schedules.torch_format: torch.distributed.pipelining's action strings and compute-only CSV,
+"""rpd.schedules.machinery.torch_format: torch.distributed.pipelining's action strings and compute-only CSV,
 both ways; torch's own schedules (tests/data/torch_orders, written by torch 2.13.0 through that
 folder's generate.py; tests/data/torch, torch's stored test artifacts) parse, are complete, and
 equal rpd's generators where docs/schedules.md says the two agree."""
@@ -12,19 +12,20 @@ import numpy as np
 import pytest
 
 from rpd import schedules
-from rpd.schedules import memory, orders
-from rpd.schedules.bidirectional import chimera_order
-from rpd.schedules.build import timed
-from rpd.schedules.costs import CostModel
-from rpd.schedules.ir import BWD, BWD_I, BWD_W, FWD, check_complete, ops
-from rpd.schedules.torch_format import (
+from rpd.schedules.family import orders
+from rpd.schedules.family.bidirectional import chimera_order
+from rpd.schedules.family.v_shape import dualpipe_v_order, zbv_order
+from rpd.schedules.machinery import memory
+from rpd.schedules.machinery.build import timed
+from rpd.schedules.machinery.costs import CostModel
+from rpd.schedules.machinery.ir import BWD, BWD_I, BWD_W, FWD, check_complete, ops
+from rpd.schedules.machinery.torch_format import (
     from_actions,
     from_csv,
     stage_to_rank,
     to_actions,
     to_csv,
 )
-from rpd.schedules.v_shape import dualpipe_v_order, zbv_order
 
 DATA = Path(__file__).parents[1] / "data"
 ARTIFACTS = DATA / "torch"  # torch's stored test artifacts (see its README)

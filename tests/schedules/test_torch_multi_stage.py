@@ -1,4 +1,4 @@
-"""Looped BFS and interleaved zero bubble (rpd.schedules.looped_bfs, rpd.schedules.interleaved_zb;
+"""Looped BFS and interleaved zero bubble (rpd.schedules.family.looped_bfs, rpd.schedules.family.interleaved_zb;
 docs/schedules.md#looped-bfs-and-interleaved-zero-bubble): the orders equal torch's, action for
 action, and the closed forms hold over a grid.
 
@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 from rpd import registry
-from rpd.schedules import memory
-from rpd.schedules.costs import CostModel
-from rpd.schedules.interleaved_zb import interleaved_zb, interleaved_zb_order
-from rpd.schedules.ir import Op
-from rpd.schedules.looped_bfs import looped_bfs, looped_bfs_order
-from rpd.schedules.orders import zb_h1_order
+from rpd.schedules.family.interleaved_zb import interleaved_zb, interleaved_zb_order
+from rpd.schedules.family.looped_bfs import looped_bfs, looped_bfs_order
+from rpd.schedules.family.orders import zb_h1_order
+from rpd.schedules.machinery import memory
+from rpd.schedules.machinery.costs import CostModel
+from rpd.schedules.machinery.ir import Op
 
 F, B, I, W = "F", "B", "I", "W"  # noqa: E741
 

@@ -1,4 +1,4 @@
-"""V-Half and V-Min (rpd.schedules.v_memory; docs/schedules.md#v-half-and-v-min): the order equals
+"""V-Half and V-Min (rpd.schedules.family.v_memory; docs/schedules.md#v-half-and-v-min): the order equals
 sail-sg's ``zbv_greedy.py PipelineGraph`` (written out below as that file runs it, on its own
 slot tables), and the memory and makespans hold over a grid."""
 
@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rpd import registry
-from rpd.schedules import family, memory
-from rpd.schedules.costs import CostModel
-from rpd.schedules.ir import BWD_I, BWD_W, FWD
-from rpd.schedules.v_memory import v_half, v_memory_order, v_min
+from rpd import registry, schedules
+from rpd.schedules.family.v_memory import v_half, v_memory_order, v_min
+from rpd.schedules.machinery import memory
+from rpd.schedules.machinery.costs import CostModel
+from rpd.schedules.machinery.ir import BWD_I, BWD_W, FWD
 
 
 class SailPipelineGraph:
@@ -234,7 +234,7 @@ def test_memory_against_1f1b(S):
     1F1B's (about a third for large S; measured 3/8 at S = 16, 24, 32 in sail-sg's own
     accounting, docs/schedules.md#v-half-and-v-min). Under any costs the order, hence F-not-W, is the same."""
     M = 2 * S
-    one = memory.peak_activations(family.one_f_one_b(S, M, M)).max()
+    one = memory.peak_activations(schedules.one_f_one_b(S, M, M)).max()
     assert one == S
     for c in (None, CostModel(F=1, B=2, I=1, W=1), CostModel(F=2, B=3, I=2, W=1, p2p=1)):
         half = memory.peak_activations(v_half(S, M, M, costs=c), until="W")

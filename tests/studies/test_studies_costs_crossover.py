@@ -9,7 +9,7 @@ import pytest
 import rpd  # noqa: F401
 from rpd import objectives, schedules
 from rpd.analysis import simtime, tuning
-from rpd.schedules.costs import CostModel
+from rpd.schedules.machinery.costs import CostModel
 from rpd.studies import costs_crossover as study
 from rpd.studies import load, make_config, pd_vs_localsgd, scaling
 from rpd.train import localsgd, methods

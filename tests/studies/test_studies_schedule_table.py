@@ -6,7 +6,7 @@ import json
 import pytest
 
 from rpd import registry
-from rpd.schedules.costs import CostModel
+from rpd.schedules.machinery.costs import CostModel
 from rpd.studies import schedule_table as st
 
 

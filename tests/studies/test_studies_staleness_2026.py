@@ -5,7 +5,7 @@ import numpy as np
 
 from experiments import figure
 from rpd import schedules
-from rpd.schedules import delays
+from rpd.schedules.machinery import delays
 from rpd.studies import load, staleness_2026
 from rpd.studies.staleness_2026_tuning import delay_units, tune, updates_to_target
 from rpd.train import plans, semantics

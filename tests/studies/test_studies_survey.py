@@ -24,7 +24,10 @@ def test_rows_hold_the_closed_forms():
     # D - 2 idle slots (docs/schedules.md#chimera)
     assert t["Chimera"]["bubble_F=B"] == pytest.approx((S - 2) / (2 * M + S - 2))
     assert t["GEMS"]["activations"] == 1 and t["GEMS"]["weights"] == 2 and t["Chimera"]["weights"] == 2
-    fd, bh = t["Chimera, forward doubling"], t["Chimera, backward halving"]  # M = 2S (rpd.schedules.bidirectional)
+    fd, bh = (
+        t["Chimera, forward doubling"],
+        t["Chimera, backward halving"],
+    )  # M = 2S (rpd.schedules.family.bidirectional)
     assert fd["bubble_B=2F"] == pytest.approx((S - 2) / (2 * M + S - 2))
     assert fd["bubble_B=2F"] < t["Chimera"]["bubble_B=2F"]
     assert bh["bubble_B=2F"] == pytest.approx((S - 2) / (4 * M + S - 2))

@@ -101,7 +101,7 @@ def test_pipedream_equals_weight_stashing_replay(S, N, noam):
 def test_pipedream_under_costs_equals_replay_on_ticks():
     """With tB = 2tF and a p2p latency, updates land at the end of their B's last tick and the
     compiled PD equals the weight-stashing replay tick by tick."""
-    from rpd.schedules.costs import CostModel
+    from rpd.schedules.machinery.costs import CostModel
 
     obj = random_quadratic(n=60, d=12, S=4, batch_size=10, seed=1)
     tl = schedules.pipedream(4, 12, costs=CostModel(F=1, B=2, p2p=1))
@@ -113,7 +113,7 @@ def test_pipedream_under_costs_equals_replay_on_ticks():
 
 def test_rpd_with_pd_plan_reproduces_pd(quad):
     """RPD fed PD's block order, data order and exact delay table is PD."""
-    from rpd.schedules.delays import delay_table
+    from rpd.schedules.machinery.delays import delay_table
 
     tl = schedules.pipedream(quad.S, 15)
     pd = methods.pipedream(quad, tl, 0.05, axis="block_update")

@@ -9,8 +9,8 @@ import pytest
 from rpd import registry, schedules
 from rpd.analysis import simtime
 from rpd.objectives.linear import random_quadratic
-from rpd.schedules.costs import CostModel
-from rpd.schedules.data_parallel import data_parallel
+from rpd.schedules.machinery.costs import CostModel
+from rpd.schedules.machinery.data_parallel import data_parallel
 from rpd.train import methods, semantics
 
 S, M, GAMMAS = 3, 2, [0.05, 0.2]

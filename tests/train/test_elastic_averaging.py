@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rpd import objectives
-from rpd.schedules.avgpipe import avgpipe
+from rpd.schedules.family.avgpipe import avgpipe
 from rpd.train import methods
 from rpd.train.avgpipe import train_avgpipe
 

@@ -92,7 +92,7 @@ def test_noise_and_long_run_finish():
 def test_costs_timeline_equals_literal_replay(quad, S, N, R, H):
     """Under tB = 2tF, a p2p latency and an averaging cost the time axis is in ticks and the
     compiled LocalSGD still equals the op-by-op replay at every tick."""
-    from rpd.schedules.costs import CostModel
+    from rpd.schedules.machinery.costs import CostModel
 
     tl = schedules.local_sgd(S, N, R, H, costs=CostModel(F=1, B=2, p2p=1, allreduce=(2, 0.25)), values=4)
     assert tl.T > schedules.local_sgd(S, N, R, H).T
@@ -107,7 +107,7 @@ def test_curve_is_flat_exactly_on_ticks_where_nothing_lands(quad, costs):
     """x̄ only moves when a block update lands: on every other tick inside a round the curve
     repeats the previous value bit for bit (the increments are integrated tick by tick; a
     tree-shaped prefix sum would move x̄ by rounding on ticks with a zero increment)."""
-    from rpd.schedules.costs import CostModel
+    from rpd.schedules.machinery.costs import CostModel
 
     kw = dict(costs=CostModel(F=1, B=2, p2p=1, allreduce=(2, 0.25)), values=4) if costs else {}
     tl = schedules.local_sgd(3, 160, 4, 20, **kw)  # rounds of > 160 ticks
@@ -130,7 +130,7 @@ def test_untracked_runs_share_one_program_across_costs(quad):
     timeline under other costs (longer rounds, the same microbatches per round) reuses it, and
     x̄ at the end is the same, since costs move ticks, not the order of the steps."""
     from rpd.runtime.compile_cache import count_programs
-    from rpd.schedules.costs import CostModel
+    from rpd.schedules.machinery.costs import CostModel
     from rpd.train.localsgd import round_shape
 
     unit = schedules.local_sgd(3, 24, 4, 2)

@@ -10,7 +10,7 @@ from rpd import schedules
 from rpd.analysis import simtime, tuning
 from rpd.objectives.linear import random_quadratic
 from rpd.results import EVENTS, value_at
-from rpd.schedules.costs import CostModel
+from rpd.schedules.machinery.costs import CostModel
 from rpd.train import methods
 
 SCALES = (1, 10**3, 10**6)

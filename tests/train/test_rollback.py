@@ -8,8 +8,7 @@ import numpy as np
 import optax
 import pytest
 
-from rpd import objectives
-from rpd.schedules import family
+from rpd import objectives, schedules
 from rpd.train import core, plans, semantics
 from rpd.train.rollback import adam_rollback
 
@@ -53,7 +52,7 @@ def test_adam_rollback_returns_weights_and_both_moments(wd):
 def test_post_validated_run_is_clipped_minibatch_sgd(clip):
     S, M, Q, gamma = 4, 4, 5, 0.05
     obj = objectives.random_quadratic(64, 16, S, 4, seed=1)
-    tl = family.zb_h2(S, Q * M, M, post_validation=True, rollback_trace=[1, 3], clip=clip)
+    tl = schedules.zb_h2(S, Q * M, M, post_validation=True, rollback_trace=[1, 3], clip=clip)
     plan, _ = semantics.of(tl).plan(tl, S, obj.n_batches)
     assert plan.clip == clip and np.all(np.diff(plan.time) >= 0)
     record = np.full(len(plan.block), 1, np.int32)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rpd import objectives, registry, schedules
-from rpd.schedules.costs import CostModel
+from rpd.schedules.machinery.costs import CostModel
 from rpd.train import core, methods, plans, semantics
 from rpd.train.replay import replay_pipemare
 

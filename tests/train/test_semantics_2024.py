@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from rpd import objectives, registry
-from rpd.schedules.costs import CostModel
+from rpd.schedules.machinery.costs import CostModel
 from rpd.train import methods
 
 S, N, GAMMA = 4, 32, 0.05

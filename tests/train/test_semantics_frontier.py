@@ -5,9 +5,8 @@ import jax
 import numpy as np
 import pytest
 
-from rpd import objectives
-from rpd.schedules import family
-from rpd.schedules.costs import CostModel
+from rpd import objectives, schedules
+from rpd.schedules.machinery.costs import CostModel
 from rpd.train import methods, semantics
 from rpd.train.replay import replay_pipemare
 
@@ -25,9 +24,9 @@ def _blocks(obj):
 
 
 def test_gems_is_minibatch_sgd_landing_after_the_allreduce(quad):
-    tl = family.gems(S, 32, 8, costs=CostModel(allreduce=(2, 0.0)), values=1)
+    tl = schedules.gems(S, 32, 8, costs=CostModel(allreduce=(2, 0.0)), values=1)
     res = methods.train(quad, tl, [GAMMA])
-    ref = methods.train(quad, family.one_f_one_b(S, 32, 8), [GAMMA])
+    ref = methods.train(quad, schedules.one_f_one_b(S, 32, 8), [GAMMA])
     np.testing.assert_allclose(res.x_final, ref.x_final, atol=1e-14)  # same iterates, other times
     plan, _ = semantics.of(tl).plan(tl, S, quad.n_batches)
     np.testing.assert_array_equal(np.unique(plan.time), tl.flush_time)
@@ -37,7 +36,7 @@ def test_gems_is_minibatch_sgd_landing_after_the_allreduce(quad):
 @pytest.mark.parametrize("k, costs", [(1, None), (3, B2F)], ids=["k1_unit", "k3_b2f"])
 def test_ampnet_equals_the_literal_event_loop(k, costs):
     mlp = objectives.mlp_chain(n=64, width=6, S=S, batch_size=4, seed=1)
-    tl = family.ampnet(S, 18, k, costs=costs)
+    tl = schedules.ampnet(S, 18, k, costs=costs)
     res = methods.train(mlp, tl, [0.05])
     np.testing.assert_allclose(res.x_final[0], replay_pipemare(mlp, tl, 0.05, every=k), atol=1e-12)
     plan, _ = semantics.of(tl).plan(tl, S, mlp.n_batches)
@@ -49,7 +48,7 @@ def test_wpipe_is_2bw_on_group_one_and_sgd_on_group_two():
     one objective block per stage (2S)."""
     S_, M, Q = 3, 4, 4
     obj = objectives.random_quadratic(n=240, d=24, S=2 * S_, batch_size=5, seed=2)
-    tl = family.wpipe(S_, Q * M, M, costs=B2F)
+    tl = schedules.wpipe(S_, Q * M, M, costs=B2F)
     plan, n_slots = semantics.of(tl).plan(tl, obj.S, obj.n_batches)
     res = methods.run_plan(obj, plan, [GAMMA], n_slots=n_slots)
     vg = jax.jit(lambda x, b: obj.value_and_grad(obj.data, x, b)[1])

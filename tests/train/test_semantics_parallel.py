@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from rpd import objectives, registry, schedules
-from rpd.schedules.costs import CostModel
-from rpd.schedules.data_parallel import data_parallel
-from rpd.schedules.round_robin import pipedream_rr
+from rpd.schedules.family.pipedream_rr import pipedream_rr
+from rpd.schedules.machinery.costs import CostModel
+from rpd.schedules.machinery.data_parallel import data_parallel
 from rpd.train import methods, semantics, semantics_parallel
 
 S, GAMMA = 4, 0.05

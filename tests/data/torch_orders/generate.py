@@ -109,7 +109,7 @@ def main() -> None:
         "order, one field per action (`{stage}{F|I|W|B}{microbatch}`, overlapped pairs",
         "`(aFx;bBy)OVERLAP_F_B`), empty fields where torch pads with `None`; torch's",
         "`REDUCE_GRAD` actions are left out. Line ends are `\\r\\n`, as torch's `_dump_csv` writes.",
-        "Read them with `rpd.schedules.torch_format.from_csv` (tests/test_torch_format.py).",
+        "Read them with `rpd.schedules.machinery.torch_format.from_csv` (tests/test_torch_format.py).",
         "",
         "Known torch quirk, kept as written: `Schedule1F1B._get_pipeline_order` numbers the last",
         "rank's forwards 1..M instead of 0..M-1 (its counter is bumped before the first forward",

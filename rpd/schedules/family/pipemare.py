@@ -1,0 +1,31 @@
+"""PipeMare (docs/schedules.md#pipemare): PipeDream's order without stashing; its constructor and its entry."""
+
+from __future__ import annotations
+
+from rpd.schedules.family.flushes import costs_of
+from rpd.schedules.machinery import readiness
+from rpd.schedules.machinery.build import order_of, timed
+from rpd.schedules.machinery.costs import CostModel
+from rpd.schedules.machinery.entry import ScheduleEntry, Source
+from rpd.schedules.machinery.timeline import Timeline
+
+
+def pipemare(S: int, N: int, costs: CostModel | None = None) -> Timeline:
+    """PipeMare's order: PipeDream's 1F1B stream without weight stashing (docs/schedules.md#pipemare; one
+    weight version per block, forward and backward read different versions)."""
+    tl = readiness.pipedream(S, N)
+    return timed("pipemare", order_of(tl), S=tl.S, N=tl.N, costs=costs_of(costs), noam=tl.noam)
+
+
+ENTRY = ScheduleEntry(
+    "pipemare",
+    pipemare,
+    (),
+    synchronous=False,
+    semantics="pipemare",
+    doc="PipeMare: PD's order, no stashing",
+    label="PipeMare",
+    colour="#333333",
+    marker="h",
+    source=Source("Yang et al., PipeMare, MLSys 2021"),
+)
