@@ -16,6 +16,7 @@ from rpd.results import value_at
 from rpd.schedules.machinery.costs import CostModel
 from rpd.studies.costs_config import Config
 from rpd.studies.crossover import UNIT
+from rpd.validation import required
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +40,7 @@ def levels(cfg: Config) -> list[Level]:
     return out
 
 
-def series_keys(cfg: Config) -> list[tuple[str, int, int | None]]:
+def series_keys(cfg: Config) -> list[tuple[str, int, int]]:
     """(panel, S, c) of every series: the quadratic's one S, then each S of the logistic panel."""
     return [
         (p, S, c)
@@ -77,7 +78,7 @@ def reached_rounds(tl: schedules.Timeline, T: int) -> int:
     barrier, so later rounds change nothing before T: running only these gives the same curve
     up to T as running all N (protocol (i) without simulating rounds nobody sees)."""
     starts = np.concatenate([[0], np.asarray(tl.sync_time)[:-1] + 1])
-    return min(tl.N, int(np.sum(starts < T)) * tl.R * tl.H)
+    return min(tl.N, int(np.sum(starts < T)) * required("R", tl.R) * required("H", tl.H))
 
 
 def resample(result, budget: int, T_paper: int):

@@ -21,7 +21,7 @@ from rpd.plotting.schedules import schedule_gantt
 from rpd.results import StudyOutput
 from rpd.schedules.machinery import delays
 from rpd.studies import schedule_table
-from rpd.validation import check_int
+from rpd.validation import check_int, required
 
 # ---------------------------------------------------------------- E2: the delay law
 
@@ -120,7 +120,7 @@ def run_e7(cfg: E7Config, progress: Callable[[str], None] | None = None) -> Stud
         arrays.update({f"{name}/op": tl.op, f"{name}/mb": tl.mb, f"{name}/sync_time": tl.sync_time})
         titles[name] = title
         if tl.averaged:
-            law = 2 * tl.N + math.ceil(tl.N / (tl.R * tl.H)) * (2 * tl.S - 2)
+            law = 2 * tl.N + math.ceil(tl.N / (required("R", tl.R) * required("H", tl.H))) * (2 * tl.S - 2)
         else:
             law = 2 * tl.S * tl.N if tl.noam == 1 else 2 * tl.N + 2 * tl.S - 2
         table.append(

@@ -302,7 +302,9 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
 def summarise(rows: list[dict]) -> dict:
     """Per (objective, S, costs): the winner at the budget, the Pareto front, the fastest to
     the target; and how often each schedule wins or sits on the front."""
-    cells, wins, fronts = [], {}, {}
+    cells = []
+    wins: dict[str, int] = {}
+    fronts: dict[str, int] = {}
     keys = sorted({(r["objective"], r["S"], r["costs"]) for r in rows}, key=str)
     for key in keys:
         ok = [

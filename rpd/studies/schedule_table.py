@@ -217,7 +217,9 @@ def claims(rows: list[dict], flushes: int) -> list[dict]:
     inside = [x for x in inter if 0.05 <= x["bubble_f_total"] <= 0.10]
     free = [x for x in inter if x["p2p"] == 0]
     law = [x for x in free if near(x["bubble_f_total"], (x["S"] - 1) / (2 * x["M"] + x["S"] - 1))]
-    first = {}  # (S, M) -> f_total without latency (the two cost settings agree: scale-free)
+    first: dict[
+        tuple[int, int], float
+    ] = {}  # (S, M) -> f_total without latency (the two cost settings agree: scale-free)
     for x in free:
         first.setdefault((x["S"], x["M"]), x["bubble_f_total"])
     by_size = ", ".join(f"{f_:.1%} (S={S_}, M={M_})" for (S_, M_), f_ in sorted(first.items(), key=lambda kv: kv[1]))

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -106,7 +106,7 @@ def panel(S: int, M: int, name: str, cfg: Config) -> dict:
     """Every cap of one (size, cost model): the numbers the figure and the table are read from."""
     costs, unit_scale, unit, title = cost_model(name, S, cfg)
     hand = hand_written(S, M, costs)
-    out = dict(
+    out: dict[str, Any] = dict(
         costs=name,
         S=S,
         M=M,

@@ -204,8 +204,8 @@ def claims(rows: list[dict], zb_lost: float) -> list[dict]:
     add(
         "convergence: synchronous > asynchronous",
         "agrees" if best_sync < best_async else "disagrees",
-        f"quadratic, S={S0}, equal time, tuned γ: best sync {min(sl, key=sl.get)} {best_sync:.3g}, "
-        f"best async {min(al, key=al.get)} {best_async:.3g}",
+        f"quadratic, S={S0}, equal time, tuned γ: best sync {min(sl, key=sl.__getitem__)} {best_sync:.3g}, "
+        f"best async {min(al, key=al.__getitem__)} {best_async:.3g}",
     )
     one = ("GPipe", "DAPPLE / 1F1B", "ZB-H1", "ZB-H2", "ZB-V", "AMPNet", "XPipe / SpecTrain", "PipeMare")
     w = {k: t[k]["weights"] for k in one}
