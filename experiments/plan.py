@@ -49,6 +49,7 @@ from rpd.model.plan import format_table, plan, to_json
 from rpd.model.profile import load_profile
 from rpd.plotting.plan import frontier_figure
 from rpd.runtime.interrupt import run_main
+from rpd.train import transforms
 from rpd.validation import check_choice, check_int, check_real
 
 log = logging.getLogger(__name__)
@@ -155,7 +156,8 @@ class PlanConfig:
     hardware: HardwareConfig = dataclasses.field(default_factory=HardwareConfig)  # type: ignore[valid-type]
     pipeline: PipelineConfig = dataclasses.field(default_factory=PipelineConfig)
     overlap: OverlapConfig = dataclasses.field(default_factory=OverlapConfig)  # type: ignore[valid-type]
-    # the optimizer group shared with experiments.train (configs/optimizer/): its state bytes count
+    # the optimizer group shared with experiments.train (configs/optimizer/): its entry's declared
+    # state (rpd.train.transforms.OptimizerEntry.state, fp32 values per parameter) is counted
     optimizer: C.OptimizerConfig = dataclasses.field(default_factory=lambda: C.OptimizerConfig(name="adam"))
     method: Dict[str, Any] = dataclasses.field(default_factory=dict)  # the optimizer group's γ grid (train)
     # objective=mlp_chain|nanochat (configs/objective/): each schedule trained through its own
@@ -211,10 +213,23 @@ def build_model(m, recompute: str, par: layers.Parallel = layers.NO_TP) -> layer
     return layers.gpt_model(cfg, recompute, name=m.name, par=par)
 
 
+def optimizer_states(name: str) -> int:
+    """The fp32 state values per parameter that the registered optimizer ``name`` declares (its
+    entry's ``state``): what rpd.model counts as its optimizer state (docs/plan.md)."""
+    states = transforms.entry(name).state
+    if states is None:
+        raise ValueError(
+            f"optimizer: {name} declares no state per parameter (OptimizerEntry.state), so the plan cannot count "
+            f"its bytes; planned: {[n for n, e in transforms.OPTIMIZERS.items() if e.state is not None]}"
+        )
+    return states
+
+
 def run(cfg) -> dict:
     """The whole command without hydra: the plan's JSON (also written to ``cfg.out``, else to the
     hydra run directory when there is one)."""
     cfg = OmegaConf.merge(OmegaConf.structured(PlanConfig), cfg)
+    states = optimizer_states(_v(cfg.optimizer.name))
     hw = hw_lib.Hardware(**OmegaConf.to_container(cfg.hardware, resolve=True))
     ov = Overlap(**OmegaConf.to_container(cfg.overlap, resolve=True))
     ov = dataclasses.replace(ov, tp_comm=ov.tp_comm or bool(cfg.tp_overlap))
@@ -258,6 +273,7 @@ def run(cfg) -> dict:
         "D": D,
         "overlap_allreduce": bool(cfg.pipeline.overlap_allreduce),
         "optimizer": _v(cfg.optimizer.name),
+        "optimizer_states": states,
         "precision": _v(cfg.precision),
         "recompute": _v(cfg.recompute),
         "partition": _v(cfg.pipeline.partition),
@@ -273,7 +289,7 @@ def run(cfg) -> dict:
         "offload": bool(cfg.offload),
     }
     kw = dict(
-        optimizer=settings["optimizer"],
+        optimizer_states=states,
         precision=settings["precision"],
         memory_cap=cap,
         how=settings["partition"],

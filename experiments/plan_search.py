@@ -116,7 +116,7 @@ def least_line(cfg, hw, par, kw, have: int, build_model, searched: bool = False)
             cache[tp] = build_model(cfg.model, "none", dataclasses.replace(par, TP=tp, SP=False))
         return cache[tp]
 
-    static = {k: kw[k] for k in ("precision", "optimizer", "grad_bytes") if k in kw}
+    static = {k: kw[k] for k in ("precision", "optimizer_states", "grad_bytes") if k in kw}
     m = cfg.model
     tps = search3d.tp_values(hw, hw.gpus_per_node, m.n_head, m.d_model, m.n_kv_heads)
     least = least_devices(models, hw, cap, tps, how=kw["how"], **static)

@@ -10,8 +10,12 @@ weights            2 / 4   16-bit under ``bf16_mixed``, fp32 under ``fp32``; tim
                            part beyond the first version
 master copy        4 / 0   fp32 master weights under mixed precision
 gradients          4       fp32 main gradients (``grad_bytes=2``: 16-bit, as ZeRO counts)
-optimizer state    0/4/8   SGD none, momentum one fp32 copy, Adam two
+optimizer state    0/4/8   4 per fp32 state value: SGD none, momentum one copy, Adam two
 =================  ======  =================================================================
+
+The optimizer enters as ``optimizer_states``, its fp32 state values per parameter: the plan reads
+them off the optimizer's registry entry (``rpd.train.transforms.OptimizerEntry.state``), so this
+layer holds no table of optimizer names.
 
 so Adam in bf16 mixed precision is 18 B per value and Adam − SGD is 8 B per value of the rank.
 ZeRO-1 (Megatron's distributed optimizer, ``zero=1``) shards the master copy and the optimizer
@@ -42,9 +46,7 @@ from rpd.schedules.machinery.offload import D2H
 from rpd.schedules.machinery.timeline import Timeline
 from rpd.validation import check_choice, check_int
 
-# fp32 state bytes per parameter of each optimizer of rpd.train.optimizers (Muon: one momentum
-# buffer for its matrices; its Adam on the other leaves is not counted)
-OPTIMIZER_BYTES = {"sgd": 0, "momentum": 4, "nesterov": 4, "muon": 4, "adam": 8, "adamw": 8, "nadam": 8}
+STATE_BYTES = 4  # bytes of one optimizer state value: fp32 under both precisions (Megatron's)
 PRECISIONS = ("fp32", "bf16_mixed")
 
 
@@ -152,15 +154,16 @@ def host_peak(tl: Timeline, act) -> np.ndarray:
 def rank_memory(
     tl: Timeline,
     st: Stages,
-    optimizer: str = "adam",
+    optimizer_states: int = 2,
     precision: str = "bf16_mixed",
     grad_bytes: int | None = None,
     zero: int = 0,
     D: int = 1,
 ) -> RankMemory:
-    """:class:`RankMemory` of timeline ``tl`` whose global stages are ``st``; ``zero`` 1: master
-    weights and optimizer state sharded over ``D`` data-parallel replicas."""
-    check_choice("optimizer", optimizer, OPTIMIZER_BYTES)
+    """:class:`RankMemory` of timeline ``tl`` whose global stages are ``st``; ``optimizer_states``
+    fp32 values per parameter (Adam's 2 by default); ``zero`` 1: master weights and optimizer
+    state sharded over ``D`` data-parallel replicas."""
+    optimizer_bytes = STATE_BYTES * check_int("optimizer_states", optimizer_states, minimum=0)
     check_choice("zero", zero, (0, 1))
     shard = float(check_int("pipeline.D", D)) if zero else 1.0
     check_choice("precision", precision, PRECISIONS)
@@ -178,7 +181,7 @@ def rank_memory(
         stash=np.asarray(stash, float),
         master=copies * values * master_bytes / shard,
         grads=copies * values * grad_bytes,
-        optimizer=copies * values * OPTIMIZER_BYTES[optimizer] / shard,
+        optimizer=copies * values * optimizer_bytes / shard,
         activations=activation_peak(tl, st.act, st.act_w),
         buffers=buffers,
         offloaded=host_peak(tl, st.act),

@@ -180,7 +180,7 @@ def plan_one(
     S: int,
     M: int,
     *,
-    optimizer: str = "adam",
+    optimizer_states: int = 2,
     precision: str = "bf16_mixed",
     memory_cap: float | None = None,
     how: str = "even",
@@ -232,7 +232,7 @@ def plan_one(
     one, two = make(name, S, M, M, costs, values, v), make(name, S, 2 * M, M, costs, values, v)
     busy = float(two.busy().sum() - one.busy().sum())
     DC = D * CP  # gradients reduced, and ZeRO's shards spread, over the DP x CP ranks (Megatron)
-    mem = rank_memory(two, st, optimizer, precision, grad_bytes, zero, DC)
+    mem = rank_memory(two, st, optimizer_states, precision, grad_bytes, zero, DC)
     gather = mem.weights if zero else None
     dp_s = 0.0
     if DC > 1:

@@ -203,7 +203,7 @@ def _peak(models, hw, make, c: Candidate, kw) -> float:
     mem = rank_memory(
         unit,
         st,
-        kw.get("optimizer", "adam"),
+        kw.get("optimizer_states", 2),
         kw.get("precision", "bf16_mixed"),
         kw.get("grad_bytes"),
         c.zero,
@@ -248,7 +248,7 @@ def search(
 ) -> Found:
     """The rows timed for ``n`` workers, best first, and the counts of those not timed
     (:class:`Found`; module docstring). ``kw``: :func:`rpd.model.plan.plan_one`'s other
-    settings (optimizer, precision, grad_bytes, margin, how, overlap, ...)."""
+    settings (optimizer_states, precision, grad_bytes, margin, how, overlap, ...)."""
     say = progress or (lambda message: None)
     make = _maker(make)
     synchronous = {s.name: s.synchronous for s in schedules}

@@ -35,7 +35,7 @@ import numpy as np
 from rpd.model.compute import layer_seconds
 from rpd.model.hardware import Hardware
 from rpd.model.layers import Model
-from rpd.model.memory import OPTIMIZER_BYTES
+from rpd.model.memory import STATE_BYTES
 from rpd.model.overlap import Overlap
 from rpd.model.stages import partition
 from rpd.model.topology import place
@@ -48,7 +48,7 @@ def bytes_per_value(kw: dict, shard: int = 1) -> float:
     last two over ``shard`` ranks (ZeRO-1)."""
     mixed = kw.get("precision", "bf16_mixed") == "bf16_mixed"
     per_value: float = (2 if mixed else 4) + (kw.get("grad_bytes") or 4)
-    return per_value + ((4 if mixed else 0) + OPTIMIZER_BYTES[kw.get("optimizer", "adam")]) / shard
+    return per_value + ((4 if mixed else 0) + STATE_BYTES * kw.get("optimizer_states", 2)) / shard
 
 
 def stage_params(model: Model, bounds) -> np.ndarray:

@@ -32,7 +32,7 @@ import numpy as np
 from rpd.model.compute import layer_seconds
 from rpd.model.hardware import Hardware
 from rpd.model.layers import Model
-from rpd.model.memory import OPTIMIZER_BYTES, rank_memory
+from rpd.model.memory import STATE_BYTES, rank_memory
 from rpd.model.partition import partition_model
 from rpd.model.plan import Row
 from rpd.model.search_bounds import ROUNDING, stage_params
@@ -81,7 +81,7 @@ def evaluate(
     replicas,
     name: str = "",
     *,
-    optimizer: str = "adam",
+    optimizer_states: int = 2,
     precision: str = "bf16_mixed",
     grad_bytes: int = 4,
     memory_cap: float | None = None,
@@ -101,7 +101,7 @@ def evaluate(
     one = pipedream_rr(len(replicas), N, replicas, costs, values=values, depth=depth)
     two = pipedream_rr(len(replicas), 2 * N, replicas, costs, values=values, depth=depth)
     per_mb = (two.T - one.T) / N * tick
-    mem = rank_memory(two, st, optimizer, precision, grad_bytes)
+    mem = rank_memory(two, st, optimizer_states, precision, grad_bytes)
     cap = float(hw.memory_bytes if memory_cap is None else memory_cap)
     rank_stage = np.repeat(np.arange(len(replicas)), replicas)
     ar = [hw.ring_bytes(float(st.params[g]) * grad_bytes, replicas[g]) for g in rank_stage]
@@ -206,7 +206,7 @@ def replicated(
             continue
         bounds = part.bounds
         p = stage_params(model, bounds).astype(float)
-        state = gb + (4 if mixed else 0) + OPTIMIZER_BYTES[kw.get("optimizer", "adam")]
+        state = gb + (4 if mixed else 0) + STATE_BYTES * kw.get("optimizer_states", 2)
         static = p * ((2 if mixed else 4) + state)
         secs = np.add.reduceat(layer_seconds(model, hw).sum(axis=1), [a for a, _ in bounds])
         bound = model.tokens_per_microbatch / (ROUNDING * float((secs / np.asarray(reps)).max()))
@@ -221,7 +221,7 @@ def replicated(
             "pipedream",
             grad_bytes=gb,
             predicted_s=part.bottleneck,
-            optimizer=kw.get("optimizer", "adam"),
+            optimizer_states=kw.get("optimizer_states", 2),
             precision=kw.get("precision", "bf16_mixed"),
             memory_cap=limit,
         )

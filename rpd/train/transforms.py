@@ -22,7 +22,7 @@ import optax
 
 from rpd.train.nesterov_async import nesterov_async
 from rpd.train.rotated_adam import adam_rotated
-from rpd.validation import check_choice
+from rpd.validation import check_choice, check_int
 
 BOUND = ("tau", "S", "vectors")  # keyword-only parameters the core binds, never a user's
 
@@ -103,13 +103,18 @@ def muon(
 class OptimizerEntry:
     """A named optimizer: its ``factory`` (the signature of the module docstring), the
     hyper-parameters ``momentum`` that ``optimizer.correction=delay_beta1`` raises with a stage's
-    delay (its β1s; () when it has none), and ``matrices``: it must see each block's weight
-    matrices in their shapes (Muon; refused on a flat-vector objective)."""
+    delay (its β1s; () when it has none), ``matrices``: it must see each block's weight
+    matrices in their shapes (Muon; refused on a flat-vector objective), and ``state``: the fp32
+    values of state it keeps per parameter (0 SGD, 1 a momentum buffer, 2 Adam's moments), what the
+    plan counts as its optimizer state (docs/plan.md#bytes-per-rank-rpdmodelmemory); None: not
+    declared, and the plan refuses it (state not proportional to the parameters, as
+    ``adam_rotated``'s rotations)."""
 
     name: str
     factory: Callable[..., optax.GradientTransformation]
     momentum: tuple[str, ...] = ()
     matrices: bool = False
+    state: int | None = None
 
     @property
     def parameters(self) -> dict[str, inspect.Parameter]:
@@ -147,6 +152,8 @@ def register(entry: OptimizerEntry) -> OptimizerEntry:
     first = list(inspect.signature(entry.factory).parameters)[:1]
     if first != ["learning_rate"]:
         raise TypeError(f"optimizer {entry.name!r}: its factory's first parameter must be learning_rate, got {first}")
+    if entry.state is not None:
+        check_int(f"optimizer {entry.name!r}: state", entry.state, minimum=0)
     missing = sorted(set(entry.momentum) - set(entry.parameters))
     if missing:
         raise ValueError(f"optimizer {entry.name!r}: momentum {missing} are not parameters of its factory")
@@ -158,13 +165,14 @@ def register(entry: OptimizerEntry) -> OptimizerEntry:
 
 
 for _entry in (
-    OptimizerEntry("sgd", sgd),
-    OptimizerEntry("momentum", momentum, momentum=("beta",)),
-    OptimizerEntry("nesterov", nesterov, momentum=("beta",)),
-    OptimizerEntry("adam", adam, momentum=("b1",)),
-    OptimizerEntry("adamw", adamw, momentum=("b1",)),
-    OptimizerEntry("nadam", nadam, momentum=("b1",)),
-    OptimizerEntry("muon", muon, momentum=("beta", "adam_b1"), matrices=True),
+    OptimizerEntry("sgd", sgd, state=0),
+    OptimizerEntry("momentum", momentum, momentum=("beta",), state=1),
+    OptimizerEntry("nesterov", nesterov, momentum=("beta",), state=1),
+    OptimizerEntry("adam", adam, momentum=("b1",), state=2),
+    OptimizerEntry("adamw", adamw, momentum=("b1",), state=2),
+    OptimizerEntry("nadam", nadam, momentum=("b1",), state=2),
+    # Muon: one momentum buffer for its matrices (its Adam on the other leaves is not counted)
+    OptimizerEntry("muon", muon, momentum=("beta", "adam_b1"), matrices=True, state=1),
     OptimizerEntry("nesterov_async", nesterov_async),  # Ajanthan et al. 2025: its code's torch NAdam
     OptimizerEntry("adam_rotated", adam_rotated, momentum=("b1",)),  # Jung, Shin, Lee 2026: its code's defaults
 ):

@@ -85,7 +85,7 @@ def test_a_knob_that_cannot_apply_is_skipped_with_its_reason():
         "plan",
     )
     kw = dict(
-        optimizer="adam",
+        optimizer_states=2,
         precision="bf16_mixed",
         memory_cap=2**20,
         how="even",

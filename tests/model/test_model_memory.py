@@ -10,8 +10,16 @@ from rpd.model import hardware, layers
 from rpd.model.memory import rank_memory
 from rpd.model.stages import partition, stage_costs, stages
 from rpd.schedules.machinery import memory as sched_memory
+from rpd.train.transforms import entry
 
 HW = hardware.preset("a100_80g_flat")
+
+
+def states(name: str) -> int:
+    """The fp32 state values per parameter that optimizer ``name``'s registry entry declares."""
+    state = entry(name).state
+    assert state is not None
+    return state
 
 
 def _setup(S, name="gpt2_small", recompute="none", how="even"):
@@ -46,18 +54,18 @@ def test_adam_minus_sgd_is_eight_bytes_per_parameter_of_the_rank():
         (schedules.pipedream(4, 16, costs=costs), st),
         (schedules.zb_v(4, 8, 8, costs8), st8),
     ):
-        adam, sgd = rank_memory(tl, st, "adam"), rank_memory(tl, st, "sgd")
+        adam, sgd = rank_memory(tl, st, states("adam")), rank_memory(tl, st, states("sgd"))
         held = adam.weights / 2  # 16-bit weights: values on the rank
         np.testing.assert_allclose(adam.peak - sgd.peak, 8 * held)
-        np.testing.assert_allclose(rank_memory(tl, st, "momentum").peak - sgd.peak, 4 * held)
+        np.testing.assert_allclose(rank_memory(tl, st, states("momentum")).peak - sgd.peak, 4 * held)
 
 
 def test_adam_in_mixed_precision_is_eighteen_bytes_per_parameter():
     m, st, costs, _ = _setup(4)
-    mem = rank_memory(schedules.one_f_one_b(4, 8, 8, costs), st, "adam", "bf16_mixed")
+    mem = rank_memory(schedules.one_f_one_b(4, 8, 8, costs), st, states("adam"), "bf16_mixed")
     np.testing.assert_allclose(mem.static, 18 * st.params)
     assert (
-        rank_memory(schedules.one_f_one_b(4, 8, 8, costs), st, "adam", "bf16_mixed", grad_bytes=2).static[0]
+        rank_memory(schedules.one_f_one_b(4, 8, 8, costs), st, states("adam"), "bf16_mixed", grad_bytes=2).static[0]
         == 16 * st.params[0]
     )
 
@@ -96,7 +104,7 @@ def test_v_schedule_holds_a_tied_matrix_once_on_rank_0():
     m = layers.preset("gpt2_small")
     st = stages(m, partition(m, 2 * S), HW)
     tl = schedules.zb_v(S, 8, 8, stage_costs(st, HW)[0])
-    mem = rank_memory(tl, st, "sgd", "fp32")
+    mem = rank_memory(tl, st, states("sgd"), "fp32")
     assert st.tied and mem.weights[0] == 4 * (st.params[0] + st.params[-1] - 50257 * 768)
 
 

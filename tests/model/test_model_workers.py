@@ -27,7 +27,7 @@ TOY = Model(
 
 
 def test_a_straight_pipeline_runs_at_its_slowest_stage():
-    c = evaluate(TOY, HW, ((0, 1), (1, 2), (2, 3), (3, 4)), (1, 1, 1, 1), optimizer="sgd")
+    c = evaluate(TOY, HW, ((0, 1), (1, 2), (2, 3), (3, 4)), (1, 1, 1, 1), optimizer_states=0)
     assert c.time_per_microbatch_s == pytest.approx(9e-3, rel=1e-9)
     assert c.tokens_per_s == pytest.approx(100 / 9e-3) and c.stash_versions == 4  # S - 0 on stage 0
 
@@ -35,7 +35,7 @@ def test_a_straight_pipeline_runs_at_its_slowest_stage():
 def test_replicating_the_slow_stage_three_times_balances_it():
     """Stage 2 on 3 workers: 9 ms / 3 = 3 ms per microbatch, the others' 3 ms; its all-reduce of
     1000 values × 4 B, 2·(2/3) of it at 1 GB/s, is 5.3 µs per 3 microbatches, hidden."""
-    c = evaluate(TOY, HW, ((0, 1), (1, 2), (2, 3), (3, 4)), (1, 1, 3, 1), optimizer="sgd")
+    c = evaluate(TOY, HW, ((0, 1), (1, 2), (2, 3), (3, 4)), (1, 1, 3, 1), optimizer_states=0)
     assert c.workers == 6 and c.time_per_microbatch_s == pytest.approx(3e-3, rel=1e-3)
     assert c.allreduce_bytes == pytest.approx(4000 * 2 * 2 / 3)
 
@@ -43,20 +43,20 @@ def test_replicating_the_slow_stage_three_times_balances_it():
 def test_the_partitioner_finds_that_configuration_and_the_timeline_confirms_its_bottleneck():
     """Links this fast make the all-reduce free to the partitioner: 6 workers of the whole model,
     18 ms / 6; the timeline (all-reduce 27 µs per 6 microbatches, hidden) agrees."""
-    c = pipedream_config(TOY, HW, 6, optimizer="sgd")
+    c = pipedream_config(TOY, HW, 6, optimizer_states=0)
     assert c.replicas == (6,) and c.predicted_s == pytest.approx(3e-3, rel=1e-6)
     assert c.time_per_microbatch_s == pytest.approx(c.predicted_s, rel=1e-3)
 
 
 def test_pure_dp_and_pure_pp():
-    dp = even_config(TOY, HW, 4, 1, optimizer="sgd")
+    dp = even_config(TOY, HW, 4, 1, optimizer_states=0)
     assert dp.name == "pure DP" and dp.replicas == (4,) and dp.stash_versions == 1
     assert dp.allreduce_bytes == pytest.approx(4 * 4000 * 2 * 3 / 4)
-    pp = even_config(TOY, HW, 4, 4, optimizer="sgd")
+    pp = even_config(TOY, HW, 4, 4, optimizer_states=0)
     assert pp.name == "pure PP" and pp.replicas == (1, 1, 1, 1)
     # pure DP: each worker does 18 ms per microbatch, 4 at a time; the all-reduce (24 µs) is hidden
     assert dp.time_per_microbatch_s == pytest.approx(18e-3 / 4, rel=1e-3)
-    cs = configurations(TOY, HW, 4, optimizer="sgd")
+    cs = configurations(TOY, HW, 4, optimizer_states=0)
     assert [c.name for c in cs][0] in ("pure DP", "pipedream")
     tps = [c.tokens_per_s for c in cs]
     assert tps == sorted(tps, reverse=True) and {"pure DP", "pure PP", "even S=2 x D=2", "pipedream"} == {
@@ -93,5 +93,5 @@ def test_the_plan_command_chooses_for_n_workers(tmp_path, capsys):
 
 def test_pipedreams_runtime_warmup_starves_the_replicated_stage():
     """The same configuration under PipeDream's runtime default depth: 6 ms, not 3."""
-    c = evaluate(TOY, HW, ((0, 1), (1, 2), (2, 3), (3, 4)), (1, 1, 3, 1), optimizer="sgd", depth="runtime")
+    c = evaluate(TOY, HW, ((0, 1), (1, 2), (2, 3), (3, 4)), (1, 1, 3, 1), optimizer_states=0, depth="runtime")
     assert c.time_per_microbatch_s == pytest.approx(6e-3, rel=1e-3)

@@ -1,7 +1,8 @@
 """An optimizer is one function: a toy optimizer written and registered in this file alone (its
 factory over optax's own transforms, one :class:`~rpd.train.transforms.OptimizerEntry`, one yaml
 written at test time) is trained, typed by its signature on the command line, refused a field it
-does not take, swept and tabled, and run in E12's table, with no other file of rpd edited
+does not take, swept and tabled, run in E12's table, and planned with the state it declares
+(one fp32 value per parameter), with no other file of rpd edited
 (docs/architecture.md#adding-an-optimizer).
 
 The toy: heavy ball with dampening, t <- β t + (1 - d) g, x <- x - lr t. With d = 0 (its default)
@@ -9,17 +10,21 @@ it is optax's momentum, bit for bit: every comparison below against ``momentum``
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from hydra_helpers import ROOT, TINY_LINEAR
+from hydra_helpers import ROOT, TINY_LINEAR, compose
 
+from experiments import plan as plan_entry
 from rpd.objectives.linear import random_quadratic
 from rpd.studies import make_config
 from rpd.studies import optimizers as e12
@@ -38,7 +43,7 @@ def toy_dampened(learning_rate: float, beta: float = 0.9, dampening: float = 0.0
     return optax.chain(optax.scale(1.0 - dampening), optax.trace(decay=beta), optax.scale(-learning_rate))
 
 
-ENTRY = transforms.OptimizerEntry(NAME, toy_dampened, momentum=("beta",))
+ENTRY = transforms.OptimizerEntry(NAME, toy_dampened, momentum=("beta",), state=1)  # its trace t
 
 YAML = textwrap.dedent(
     f"""\
@@ -71,21 +76,25 @@ def toy_configs(tmp_path):
     return tmp_path / "cfg"
 
 
-def _cli(args: list[str], configs: Path, tmp_path: Path) -> subprocess.CompletedProcess:
-    """``python -m experiments.train <args>`` run by a script that registers the toy first."""
+def _cli(
+    args: list[str], configs: Path, tmp_path: Path, module: str = "experiments.train"
+) -> subprocess.CompletedProcess:
+    """``python -m <module> <args>`` run by a script that registers the toy first."""
     script = (
         f"import sys; sys.path[:0] = [{str(HERE)!r}, {str(HERE.parent)!r}]; "
         "import test_toy_optimizer as t; t.register(); "
-        "import runpy; runpy.run_module('experiments.train', run_name='__main__', alter_sys=True)"
+        # this file imports experiments.plan itself: run the module afresh as __main__
+        f"sys.modules.pop({module!r}, None); "
+        f"import runpy; runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
     )
+    train = [f"results_root={tmp_path / 'results'}", f"hydra.sweep.dir={tmp_path / 'multirun'}"]
     cmd = [
         sys.executable,
         "-c",
         script,
         *args,
         f"hydra.searchpath=[file://{configs}]",
-        f"results_root={tmp_path / 'results'}",
-        f"hydra.sweep.dir={tmp_path / 'multirun'}",
+        *(train if module == "experiments.train" else []),
         f"hydra.run.dir={tmp_path / 'outputs'}",
     ]
     env = dict(os.environ, WANDB_MODE="disabled", PYTHONPATH=str(ROOT))
@@ -189,3 +198,67 @@ def test_toy_runs_in_e12s_table(toy_registered):
     for a, b in zip(mine, theirs):
         assert a["method"] == b["method"] and a["status"] == b["status"] == "ok"
         assert (a["loss"], a["gamma"], a["finals"]) == (b["loss"], b["gamma"], b["finals"])
+
+
+# two layers of 2^28 and 3 * 2^28 values, one per stage of a two-rank 1F1B: each rank's state in
+# whole GiB (4 bytes a value: the toy's 1 GiB and 3 GiB, Adam's 2 and 6)
+PROFILE = {
+    "name": "two_layers",
+    "tokens_per_microbatch": 1024,
+    "layers": [
+        {"name": "a", "params": 2**28, "fwd_s": 1e-3, "act_bytes": 2**20, "out_bytes": 2**10},
+        {"name": "b", "params": 3 * 2**28, "fwd_s": 1e-3, "act_bytes": 2**20, "out_bytes": 2**10},
+    ],
+}
+PLAN = ["model=profile", "pipeline.S=2", "pipeline.M=4", "schedules=[1f1b]", "memory_cap=80GiB"]
+
+
+def test_the_toy_is_planned_with_the_state_it_declares(toy_configs, tmp_path):
+    """``python -m experiments.plan optimizer=<toy>``: its entry's ``state=1`` is what the plan
+    counts (docs/plan.md#bytes-per-rank-rpdmodelmemory): 4 bytes per value of each rank, 1 GiB
+    and 3 GiB, in the JSON's breakdown and in the printed one."""
+    profile = tmp_path / "two_layers.json"
+    profile.write_text(json.dumps(PROFILE))
+    out = tmp_path / "plan.json"
+    args = [f"optimizer={NAME}", *PLAN, f"model.profile={profile}", f"out={out}"]
+    proc = _cli(args, toy_configs, tmp_path, module="experiments.plan")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["settings"]["optimizer"] == NAME and data["settings"]["optimizer_states"] == 1
+    (row,) = data["rows"]
+    assert row["memory"]["optimizer"] == [4.0 * 2**28, 4.0 * 3 * 2**28]
+    assert row["memory"]["weights"] == [2.0 * 2**28, 2.0 * 3 * 2**28]  # bf16: the same values, 2 bytes each
+    lines = proc.stdout.splitlines()
+    head = lines.index(next(x for x in lines if x.startswith("rank ") and "optimizer" in x))
+    column = lines[head].split().index("optimizer")
+    assert [lines[head + 1 + r].split()[column] for r in (0, 1)] == ["1.00", "3.00"]
+
+
+def test_the_plan_counts_each_entrys_state_and_refuses_an_undeclared_one(tmp_path):
+    """Adam's declared 2 values, momentum's 1 and SGD's 0 per parameter are the bytes the plan
+    counts (8, 4, 0 per value); an optimizer that declares none (``nesterov_async``) is refused
+    in one line naming the field."""
+    profile = tmp_path / "two_layers.json"
+    profile.write_text(json.dumps(PROFILE))
+    for name, per_value in (("adam", 8.0), ("momentum", 4.0), ("sgd", 0.0)):
+        cfg = compose([f"optimizer={name}", *PLAN, f"model.profile={profile}", "out=null"], "plan")
+        (row,) = plan_entry.run(cfg)["rows"]
+        assert row["memory"]["optimizer"] == [per_value * 2**28, per_value * 3 * 2**28], name
+    cfg = compose(["optimizer=nesterov_async", *PLAN, f"model.profile={profile}", "out=null"], "plan")
+    with pytest.raises(ValueError, match=r"^optimizer: nesterov_async declares no state per parameter"):
+        plan_entry.run(cfg)
+
+
+def test_each_declared_state_is_what_optax_keeps(toy_registered):
+    """An entry's ``state`` is the number of parameter-shaped arrays its optax state holds, for a
+    3 x 5 matrix (Muon's Adam on other leaves is masked out there): the toy's trace 1, Adam's two
+    moments 2, SGD 0; the numbers the plan counted before entries declared them."""
+    x = {"w": jnp.zeros((3, 5))}
+    declared = {n: e.state for n, e in transforms.OPTIMIZERS.items() if e.state is not None}
+    kept = {}
+    for n in declared:
+        e = transforms.OPTIMIZERS[n]
+        leaves = jax.tree_util.tree_leaves(e.build(e.defaults, vectors=False).init(x))
+        kept[n] = sum(getattr(a, "shape", None) == (3, 5) for a in leaves)
+    assert kept == declared
+    assert declared == {"sgd": 0, "momentum": 1, "nesterov": 1, "adam": 2, "adamw": 2, "nadam": 2, "muon": 1, NAME: 1}
