@@ -24,18 +24,18 @@ from experiments.config import (
     BlockOrder,
     Delays,
     MethodName,
-    ObjectiveName,
     Selector,
     TrainConfig,
     _value,
 )
 from experiments.objectives import user_factory
 from experiments.specs import objective_blocks, optimizer_of, outer_optimizer_of, run_spec
-from rpd import registry
+from rpd import objectives, registry
 from rpd.analysis import tuning
 from rpd.analysis.simtime import CLOCK_POINTS
 from rpd.io.tracking import MODES
-from rpd.objectives.nanochat import stage_sizes
+from rpd.objectives.entries import linear_memory
+from rpd.objectives.entry import Memory, readers, structured
 from rpd.runtime import budget
 from rpd.train import diloco, optimizers
 from rpd.validation import check_choice, check_int, check_real, nearest
@@ -61,30 +61,31 @@ def gammas(m) -> list[float]:
     return [float(g) for g in tuning.pow2_grid(int(m.gamma_lo), int(m.gamma_hi))]
 
 
-def validate(cfg) -> None:
+def validate(cfg) -> registry.RunSpec:
     """Every value check that does not need data, then the memory estimate
     (:func:`memory_terms`, ``rpd.runtime.budget``); raises ValueError/TypeError naming the field.
+    Returns the run's resolved (method, schedule, options, costs), made once here
+    (:func:`~experiments.specs.run_spec`), for the caller to pass down.
 
     Runs before anything expensive (no objective, timeline or compile yet). A user's objective
     (``_target_``) is estimated once it is built, from its own sizes (:func:`check_memory`)."""
-    _check_values(cfg)
+    spec = _check_values(cfg)
     if user_factory(cfg.objective) is None:
-        check_memory(cfg)
+        check_memory(cfg, spec=spec)
+    return spec
 
 
-def check_memory(cfg, objective=None) -> None:
-    """The memory estimate of a checked config (``objective``: a user's, built)."""
-    budget.check(memory_terms(cfg, objective))
+def check_memory(cfg, objective=None, spec: registry.RunSpec | None = None) -> None:
+    """The memory estimate of a checked config (``objective``: a user's, built; ``spec``: its
+    resolved run, resolved here when None)."""
+    budget.check(memory_terms(cfg, objective, spec))
 
 
-# The LM's vocabulary is only known once its text is read; the estimate assumes this many
-# characters (the Shakespeare corpus has 84).
-LM_VOCAB_ESTIMATE = 128
 OP_TABLE_BYTES = 96  # one op of a timeline: its rank, stage, microbatch, kind, start and end, and the timer's state
 VALUE_BYTES = 16  # a recorded value (float64) and its time (int64)
 
 
-def memory_terms(cfg, objective=None) -> list[budget.Term]:
+def memory_terms(cfg, objective=None, spec: registry.RunSpec | None = None) -> list[budget.Term]:
     """The big allocations of a checked config as ``rpd.runtime.budget.Term`` s, each with the
     user's values of the fields that set it: the objective's data, the schedule's op table, the
     curves at the update events and their per-tick reading (bounded by the events, not by the
@@ -92,21 +93,22 @@ def memory_terms(cfg, objective=None) -> list[budget.Term]:
     whole γ grid (PD's history ring and NOAM gradient slots, RPD's δ + 1 versions, LocalSGD's R
     replicas and padded rounds) and the LM's activations. A user's objective (``_target_``) is
     sized by what it built, ``objective`` (its x's length D and its data arrays' bytes), not by
-    the config's n and d, which it may not read."""
+    the config's n and d, which it may not read. The objective's own part (D, its data) is its
+    entry's (``rpd.objectives.ObjectiveEntry.memory``)."""
     o, s = cfg.objective, cfg.schedule
-    spec = run_spec(cfg)
+    spec = spec or run_spec(cfg)
     p = spec.pipeline.params
     G, S = len(gammas(cfg.method)), int(s.S)
-    lm = _value(o.name) == "nanochat"
-    if lm:
-        D, width = sum(stage_sizes(S, LM_VOCAB_ESTIMATE, o.seq_len, o.width)), ("objective.width",)
-        item = 4
-    elif _value(o.name) == "mlp_chain" and user_factory(o) is None:
-        D, width, item = objective_blocks(cfg) * (int(o.width) ** 2 + int(o.width)), ("objective.width",), 8
-    elif objective is not None:
-        D, width, item = int(objective.D), ("objective._target_",), 8
+    user = user_factory(o) is not None
+    entry = objectives.entry_of(_value(o.name))
+    if user and objective is not None:  # the arrays it holds
+        nbytes = sum(int(getattr(x, "nbytes", 0)) for x in jax.tree_util.tree_leaves(objective.data))
+        size = Memory(
+            int(objective.D), ("objective._target_",), 8, (budget.Term("data", ("objective._target_",), nbytes),)
+        )
     else:
-        D, width, item = int(o.d), ("objective.d",), 8
+        size = (entry.memory or linear_memory)(o, S if entry.is_lm else objective_blocks(spec))
+    D, width, item, lm = size.D, size.by, size.item, entry.is_lm and not user
     c = cfg.costs
     given = [x for f in ("F", "B", "I", "W", "FB") if getattr(c, f) is not None for x in _flat(getattr(c, f))]
     tick = max(given + [1]) + int(c.p2p) + int(c.straggler_ticks)
@@ -158,15 +160,7 @@ def memory_terms(cfg, objective=None) -> list[budget.Term]:
                 acts,
             )
         )
-    elif _value(o.name) == "mlp_chain" and user_factory(o) is None:
-        terms.append(budget.Term("data", ("objective.n", "objective.width"), int(o.n) * int(o.width) * 2 * 8))
-    elif objective is not None:  # a user's objective: the arrays it holds
-        nbytes = sum(int(getattr(x, "nbytes", 0)) for x in jax.tree_util.tree_leaves(objective.data))
-        terms.append(budget.Term("data", ("objective._target_",), nbytes))
-    else:
-        terms.append(budget.Term("data", ("objective.n", "objective.d"), int(o.n) * D * 8))
-        if user_factory(o) is None:  # the linear objectives form A = XᵀX / n (d x d) for f and L
-            terms.append(budget.Term("A = XᵀX / n", ("objective.d",), D * D * 8))
+    terms += size.data
     if spec.method == "rpd":
         terms.append(
             budget.Term("RPD history ring", ("method.delta",) + width, G * (spec.options.delta + 1) * D * item)
@@ -193,7 +187,7 @@ def _flat(v) -> list[int]:
     return [int(x) for x in (v if isinstance(v, (list, tuple)) or hasattr(v, "__len__") else [v])]
 
 
-def _check_values(cfg) -> None:
+def _check_values(cfg) -> registry.RunSpec:
     o, m, s = cfg.objective, cfg.method, cfg.schedule
     S = check_int("schedule.S", s.S)
     if s.T is None:
@@ -219,14 +213,10 @@ def _check_values(cfg) -> None:
         raise ValueError(f"method.tail_frac must be <= 1, got {m.tail_frac}")
     check_int("method.stride", m.stride)
     opt = optimizer_of(cfg)
-    if (
-        opt is not None
-        and optimizers.entry(opt["name"]).matrices
-        and _value(cfg.objective.name) not in optimizers.STRUCTURED
-    ):
+    if opt is not None and optimizers.entry(opt["name"]).matrices and _value(cfg.objective.name) not in structured():
         raise ValueError(
             f"optimizer={opt['name']} needs weight matrices in their shapes; objective "
-            f"{_value(cfg.objective.name)} is one flat vector (use {' or '.join(optimizers.STRUCTURED)})"
+            f"{_value(cfg.objective.name)} is one flat vector (use {' or '.join(structured())})"
         )
     outer, inner_state = outer_optimizer_of(cfg), _value(getattr(cfg, "inner_state", "keep"))
     if _value(m.name) not in ("localsgd", "pipeline") and (
@@ -239,59 +229,21 @@ def _check_values(cfg) -> None:
     check_real("logger.init_timeout", cfg.logger.init_timeout)
     if getattr(cfg, "compare_T", None) is not None:
         check_int("compare_T", cfg.compare_T)
-    run_spec(cfg)  # the schedule, its costs and the method's options, through rpd.registry
+    spec = run_spec(cfg)  # the schedule, its costs and the method's options, through rpd.registry
 
-    name = check_choice("objective.name", _value(o.name), [x.value for x in ObjectiveName])
-    B = check_int("objective.batch_size", o.batch_size)
+    name = check_choice("objective.name", _value(o.name), list(objectives.OBJECTIVES))
+    check_int("objective.batch_size", o.batch_size)
     if user_factory(o) is not None:  # the user's factory checks its own arguments
-        return
+        return spec
+    entry = objectives.OBJECTIVES[name]
     for basis in ("rotate", "align"):
-        if o[basis] and name not in ("random_quadratic", "nesterov_quadratic"):
-            raise ValueError(f"objective.{basis} applies to random_quadratic and nesterov_quadratic, not to {name}")
+        if o[basis] and basis not in entry.reads:
+            raise ValueError(f"objective.{basis} applies to {' and '.join(readers(basis))}, not to {name}")
     if o.rotate and o.align:
         raise ValueError("objective.rotate and objective.align exclude each other (a random or the axis basis)")
-    if name == "mlp_chain":
-        n, W = check_int("objective.n", o.n), check_int("objective.width", o.width)
-        if n % B:
-            raise ValueError(f"objective.n must be a multiple of objective.batch_size, got n={n}, batch_size={B}")
-        return
-    check_int("objective.seed", o.seed, 0)
-    check_real("objective.grad_noise", o.grad_noise, allow_zero=True)
-    if name == "nanochat":
-        if S < 3:
-            raise ValueError(
-                f"schedule.S must be >= 3 for the nanochat LM (embedding, at least one "
-                f"transformer block, head), got {S}"
-            )
-        check_int("objective.seq_len", o.seq_len)
-        W = check_int("objective.width", o.width)
-        heads = check_int("objective.heads", o.heads)
-        if W % heads:
-            raise ValueError(f"objective.width ({W}) must be divisible by objective.heads ({heads})")
-        check_int("objective.heldout_batches", o.heldout_batches)
-        if not 0 < check_real("objective.heldout_frac", o.heldout_frac) < 1:
-            raise ValueError(f"objective.heldout_frac must be in (0, 1), got {o.heldout_frac}")
-        return
-    n, d = check_int("objective.n", o.n), check_int("objective.d", o.d)
-    if n % B:
-        raise ValueError(f"objective.n must be a multiple of objective.batch_size, got n={n}, batch_size={B}")
-    if S > d:
-        raise ValueError(f"schedule.S must be <= objective.d (one coordinate per block at least), got S={S}, d={d}")
-    if name == "nesterov_quadratic":
-        if n < d:
-            raise ValueError(
-                f"objective.n must be >= objective.d for Nesterov's quadratic "
-                f"(X^T X / n = A needs a reduced QR of an n x d matrix), got n={n}, d={d}"
-            )
-        if o.condition_number is not None:
-            if check_real("objective.condition_number", o.condition_number) <= 1:
-                raise ValueError(f"objective.condition_number must be > 1, got {o.condition_number}")
-        elif o.mu is None:
-            raise ValueError("objective.mu must be set (or objective.condition_number) for Nesterov's quadratic")
-        else:
-            check_real("objective.mu", o.mu, allow_zero=True)
-    if name == "logistic_regression":
-        check_real("objective.lam", o.lam, allow_zero=True)
+    if entry.check is not None:  # its own checks (rpd.objectives.ObjectiveEntry.check)
+        entry.check(o, S)
+    return spec
 
 
 def check_keys(cfg, schema=TrainConfig, prefix: str = "") -> None:

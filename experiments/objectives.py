@@ -11,40 +11,6 @@ from omegaconf import OmegaConf
 
 from experiments.config import _value
 from rpd import objectives
-from rpd.objectives.nanochat import nanochat
-
-# objective.name -> the rpd.objectives factory call of a checked objective node, with S blocks
-OBJECTIVES = {
-    "random_quadratic": lambda o, S: objectives.random_quadratic(
-        o.n, o.d, S, o.batch_size, seed=o.seed, rotate=bool(o.rotate), align=bool(o.align)
-    ),
-    "nesterov_quadratic": lambda o, S: objectives.nesterov_quadratic(
-        o.n,
-        o.d,
-        S,
-        o.batch_size,
-        mu=o.mu,
-        condition_number=o.condition_number,
-        seed=o.seed,
-        rotate=bool(o.rotate),
-        align=bool(o.align),
-    ),
-    "logistic_regression": lambda o, S: objectives.logistic_regression(
-        o.n, o.d, S, o.batch_size, lam=o.lam, grad_noise=o.grad_noise, seed=o.seed
-    ),
-    "mlp_chain": lambda o, S: objectives.mlp_chain(o.n, o.width, S, o.batch_size, seed=o.seed),
-    "nanochat": lambda o, S: nanochat(
-        S,
-        path=o.text_path,
-        batch_size=o.batch_size,
-        seq_len=o.seq_len,
-        width=o.width,
-        heads=o.heads,
-        seed=o.seed,
-        heldout_frac=o.heldout_frac,
-        heldout_batches=o.heldout_batches,
-    ),
-}
 
 
 def user_factory(o):
@@ -106,11 +72,11 @@ def identity(o, obj) -> dict:
 
 def build_objective(o, S: int):
     """The objective of an objective config node, with S blocks: rpd's by ``objective.name``
-    (:data:`OBJECTIVES`), or a user's factory (``objective._target_=mymodule.make``) called with
+    (its ``rpd.objectives.ObjectiveEntry.build``), or a user's factory (``objective._target_=mymodule.make``) called with
     ``S=S``, :func:`user_args` and ``objective.options``."""
     fn = user_factory(o)
     if fn is None:
-        obj = OBJECTIVES[_value(o.name)](o, S)
+        obj = objectives.OBJECTIVES[_value(o.name)].build(o, S)
     else:
         obj = fn(S=S, **user_args(o), **dict(o.options or {}))
         if not isinstance(obj, objectives.Objective):

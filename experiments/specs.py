@@ -8,7 +8,6 @@ value checks that run before any of this are :mod:`experiments.checks`."""
 from __future__ import annotations
 
 import dataclasses
-import json
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -70,34 +69,17 @@ def outer_optimizer_of(cfg) -> dict | None:
     return None if node is None else {k: v for k, v in to_container(node).items() if v is not None}
 
 
-def objective_blocks(cfg) -> int:
-    """Blocks of the objective a config trains: schedule.S, or 2 * schedule.S for WPipe (its two
-    groups split each rank's weights; ``rpd.registry.objective_blocks``)."""
-    return registry.objective_blocks(run_spec(cfg).pipeline.name, cfg.schedule.S)
+def objective_blocks(spec: registry.RunSpec) -> int:
+    """Blocks of the objective a resolved run trains: schedule.S, or 2 * schedule.S for WPipe
+    (its two groups split each rank's weights; ``rpd.registry.objective_blocks``)."""
+    return registry.objective_blocks(spec.pipeline.name, spec.pipeline.params.S)
 
 
 def run_spec(cfg) -> registry.RunSpec:
     """The checked, resolved (method, schedule, options, costs) of a config (``rpd.registry``):
-    errors name the field (``schedule.M``, ``method.t1``, ``costs.B``). Resolved once per job:
-    the checks, the run's key and the run itself ask again and get the same frozen RunSpec
-    (a config that changed, e.g. a sweep's shared T, is resolved anew)."""
-    nodes = {k: cfg[k] for k in _SPEC_NODES if k in cfg}
-    key = json.dumps(
-        {
-            k: to_container(v) if isinstance(v, DictConfig) or dataclasses.is_dataclass(v) else _value(v)
-            for k, v in nodes.items()
-        },
-        sort_keys=True,
-        default=_value,
-    )
-    if key not in _RESOLVED:
-        _RESOLVED.clear()  # one job's spec at a time: a figure script's runs do not pile up
-        _RESOLVED[key] = _resolve(cfg)
-    return _RESOLVED[key]
-
-
-_SPEC_NODES = ("method", "schedule", "costs", "optimizer", "outer_optimizer", "inner_state")
-_RESOLVED: dict[str, registry.RunSpec] = {}
+    errors name the field (``schedule.M``, ``method.t1``, ``costs.B``). A job resolves it once
+    (``experiments.checks.validate`` returns it) and passes it to every step below."""
+    return _resolve(cfg)
 
 
 def _resolve(cfg) -> registry.RunSpec:

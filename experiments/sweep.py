@@ -138,10 +138,10 @@ def sweep_time(cfgs) -> int | None:
 
 
 def _makespan(c) -> int:
-    checks.validate(c)
-    pipeline = specs.run_spec(c).pipeline
+    spec = checks.validate(c)
     averaging = c.costs.allreduce_alpha or c.costs.allreduce_beta
-    obj = objective_of.build_objective(c.objective, specs.objective_blocks(c)) if averaging else None
+    obj = objective_of.build_objective(c.objective, specs.objective_blocks(spec)) if averaging else None
+    pipeline = spec.pipeline
     return int(pipeline.timeline(obj).T)
 
 

@@ -36,10 +36,9 @@ from omegaconf import DictConfig
 from experiments import checks, compose_check, specs, sweep, wandb_log
 from experiments import config as C
 from experiments import objectives as objective_of
-from rpd import registry
+from rpd import objectives, registry
 from rpd.analysis import simtime, tuning
 from rpd.io import provenance, store, tracking
-from rpd.objectives import corpus
 from rpd.results import EVENTS, unit_name, value_at
 from rpd.runtime import compile_cache
 from rpd.runtime.interrupt import run_main
@@ -66,45 +65,30 @@ def _v(x):
     return C._value(x)
 
 
-def run_config(cfg, obj=None) -> dict:
+def run_config(cfg, obj=None, spec: registry.RunSpec | None = None) -> dict:
     """The resolved config that identifies a run (its results-store key and config.json):
     objective, method, schedule and costs, with what the run does not read set to null and the
-    defaults it resolves filled in (``rpd.registry.prepare``), so e.g. ``schedule.H`` does not
-    split PD runs. The LM's key holds the SHA-256 of its text (``rpd.objectives.corpus.identity``).
-    A user's objective (``objective._target_``) is keyed by its import path, the arguments it is
-    called with and the built objective's own name and sizes (``obj``, built here when None;
-    ``experiments.objectives.identity``). Logger, paths and the experiment name are left out."""
+    defaults it resolves filled in (``spec``, the run's ``rpd.registry.prepare``; resolved here
+    when None), so e.g. ``schedule.H`` does not split PD runs. The objective's part is its
+    entry's (``rpd.objectives.ObjectiveEntry.store_key``: the fields it reads and its identity,
+    e.g. the SHA-256 of the LM's text). A user's objective (``objective._target_``) is keyed by
+    its import path, the arguments it is called with and the built objective's own name and
+    sizes (``obj``, built here when None; ``experiments.objectives.identity``). Logger, paths
+    and the experiment name are left out."""
+    spec = spec or specs.run_spec(cfg)
     full = specs.to_container(cfg)
     key = {k: full[k] for k in ("objective", "method", "schedule", "costs")}
     o, m = key["objective"], key["method"]
     o.pop("args", None)
     if o.get("_target_"):
         if obj is None:
-            obj = objective_of.build_objective(cfg.objective, specs.objective_blocks(cfg))
-        key["objective"] = o = objective_of.identity(cfg.objective, obj)
-    elif o["name"] == "nanochat":
-        o.update(n=None, d=None, mu=None, condition_number=None, lam=None)
-        try:  # another text is another run
-            o["text_sha256"] = corpus.identity(o["text_path"])
-        except FileNotFoundError:  # no text, no identity: the run fails on loading it, recorded
-            o["text_sha256"] = None
+            obj = objective_of.build_objective(cfg.objective, specs.objective_blocks(spec))
+        key["objective"] = objective_of.identity(cfg.objective, obj)
     else:
-        for f in ("text_path", "seq_len", "heads", "heldout_frac", "heldout_batches"):
-            o[f] = None
-        if o["name"] == "mlp_chain":
-            o["d"] = None
-        else:
-            o["width"] = None
-        if o["name"] != "nesterov_quadratic":
-            o.update(mu=None, condition_number=None)
-        if o["name"] != "logistic_regression":
-            o["lam"] = None
-    if not o.get("_target_") and o["name"] not in ("random_quadratic", "nesterov_quadratic"):
-        o["rotate"] = o["align"] = None
+        key["objective"] = objectives.entry_of(o["name"]).store_key(o)
     if m["gammas"] is None:
         m["gammas"] = checks.gammas(cfg.method)
     m.pop("gamma_lo"), m.pop("gamma_hi")
-    spec = specs.run_spec(cfg)
     m.update(dataclasses.asdict(spec.options))
     params = dataclasses.asdict(spec.pipeline.params)
     if params["local_steps"] is None:  # one local step (DDP): the key such runs had before the field
@@ -143,15 +127,15 @@ def _stack(arrays: list) -> np.ndarray | None:
     return None
 
 
-def train(cfg, obj=None) -> tuple[dict, dict, str]:
+def train(cfg, spec: registry.RunSpec, obj=None) -> tuple[dict, dict, str]:
     """The computation of one job (no I/O): curves, summary and status ("ok" / "diverged").
-    ``obj``: the objective when already built (a user's, for its key), else built here."""
+    ``spec``: the run, resolved once (``experiments.checks.validate``); ``obj``: the objective
+    when already built (a user's, for its key), else built here."""
     t0 = time.perf_counter()
     grid = checks.gammas(cfg.method)
-    spec = specs.run_spec(cfg)
     if obj is None:
-        obj = objective_of.build_objective(cfg.objective, specs.objective_blocks(cfg))
-    lm = obj.name == "nanochat"
+        obj = objective_of.build_objective(cfg.objective, specs.objective_blocks(spec))
+    entry = objectives.entry_of(obj.name)  # its metric and γ thresholds
     results, sim_time, block_update, extra = [], None, None, {}
     if cfg.compare_T is not None and spec.pipeline.timeline(obj).T < cfg.compare_T:
         raise ValueError(
@@ -175,7 +159,7 @@ def train(cfg, obj=None) -> tuple[dict, dict, str]:
         keep = np.asarray(sim_time) <= simtime.last_time(cfg.compare_T, cfg.schedule.cut or "end")
         results = [dataclasses.replace(r, axis=r.axis[keep], curve=r.curve[:, keep]) for r in results]
         sim_time, block_update = np.asarray(sim_time)[keep], np.asarray(block_update)[keep]
-    metric = "loss/heldout" if lm else "loss/f_minus_fstar"
+    metric = entry.metric.name
     curve = np.stack([r.curve for r in results])  # [n_seeds, G, P]
     curves: dict[str, Any] = {
         metric: curve,
@@ -201,7 +185,7 @@ def train(cfg, obj=None) -> tuple[dict, dict, str]:
         grid,
         rule=_v(cfg.method.selector),
         tail_frac=cfg.method.tail_frac,
-        thresholds=tuning.LM if lm else tuning.DEFAULT,
+        thresholds=tuning.LM if entry.is_lm else tuning.DEFAULT,
     )
     status = "diverged" if diverged.all() else "ok"
     final = mean[:, -1]
@@ -321,15 +305,15 @@ def run(cfg) -> TrainOutcome:
         if o.get("args") is None:
             cfg = {**cfg, "objective": {**o, "args": sorted(set(o) - {"_target_", "options", "args"})}}
     cfg = checks.typed(cfg, C.TrainConfig)
-    checks.validate(cfg)
+    spec = checks.validate(cfg)  # the run resolved once, passed to every step below
     if _v(cfg.logger.kind) == "wandb":  # a missing optional extra fails before the work
         tracking.require_wandb()
     writable = store.check_root(cfg.results_root)
     user_obj = None
     if objective_of.user_factory(cfg.objective) is not None:  # its name and sizes key the run
-        user_obj = objective_of.build_objective(cfg.objective, specs.objective_blocks(cfg))
-        checks.check_memory(cfg, user_obj)  # estimated from the sizes it built
-    key = run_config(cfg, user_obj)
+        user_obj = objective_of.build_objective(cfg.objective, specs.objective_blocks(spec))
+        checks.check_memory(cfg, user_obj, spec)  # estimated from the sizes it built
+    key = run_config(cfg, user_obj, spec)
     path = store.run_dir(Path(cfg.results_root) / "train", key)
     if not writable:  # a read-only store: its complete runs are reused (reads only, no lock)
         if cfg.force or not store.should_skip(path, key):
@@ -349,7 +333,7 @@ def run(cfg) -> TrainOutcome:
             log.info("skip: %s is complete (%s)", path, done.status)
             return _track(cfg, TrainOutcome(path, done.status, True, done.summary, done.curves, done.error))
         try:
-            curves, summary, status = train(cfg, user_obj)
+            curves, summary, status = train(cfg, spec, user_obj)
             store.save_run(path, key, curves, summary, status=status)
         except Exception as exc:  # recorded, never kills a sweep; the caller decides the exit code
             log.error("run failed, recorded in %s:\n%s", path, traceback.format_exc())

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rpd.io.atomic import atomic_write
+from rpd.objectives.entry import entry_of
 from rpd.results import Result, axis_label, gamma_label
 
 if TYPE_CHECKING:
@@ -183,7 +184,7 @@ def plot(
     ax.set_xlabel(axis_label(r))
     if r.axis_name == "sim_time":  # whole times in the label's unit, never "× 1e7" beside them
         ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
-    ax.set_ylabel("f(x) − f*" if r.meta.get("objective") != "nanochat" else "held-out loss")
+    ax.set_ylabel(entry_of(str(r.meta.get("objective"))).metric.label)
     ax.set_title(r.method)
     ax.legend(fontsize="small")
     return ax

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import textwrap
 
+from rpd.objectives.entry import entry_of
 from rpd.results import pow2_label
 
 WIDTH = 160  # the console table's widest line
@@ -97,7 +98,7 @@ def caveat(cfg: dict, paper: dict | None) -> str | None:
     less = []
     if len(cfg["seeds"]) < len(paper["seeds"]):
         less.append(f"{plural(len(cfg['seeds']), 'seed')} (paper {len(paper['seeds'])})")
-    lm = lambda c: "nanochat" in tuple(c["a_objectives"]) + tuple(c["b_objectives"])  # noqa: E731
+    lm = lambda c: any(entry_of(o).is_lm for o in tuple(c["a_objectives"]) + tuple(c["b_objectives"]))  # noqa: E731
     if lm(paper) and not lm(cfg):
         less.append("no char LM (MLP chain only)")
     for key, what in (("a_S", "(a)"), ("b_S", "(b)")):

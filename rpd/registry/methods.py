@@ -16,6 +16,7 @@ import numpy as np
 from rpd.analysis import simtime
 from rpd.analysis.theory import pd_delta
 from rpd.objectives.base import Objective
+from rpd.objectives.entry import entry_of
 from rpd.registry.entry import ScheduleParams
 from rpd.registry.schedules import _entry_of, build, check_schedule, resolve
 from rpd.results import Result
@@ -133,10 +134,10 @@ def _pd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> MethodRun:
 def _local_sgd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> MethodRun:
 
     tl = pipe.timeline(obj)
-    lm = obj.name == "nanochat"  # the LM is evaluated at round ends only
+    round_ends = entry_of(obj.name).evaluated == "round_ends"  # the objective's cadence (the LM's)
     diloco_kw = dict(optimizer=o.optimizer, outer_optimizer=o.outer_optimizer, inner_state=o.inner_state or "keep")
-    res = methods.local_sgd(obj, tl, gammas, seed=seed, track_time=not lm, **diloco_kw)
-    if not lm:
+    res = methods.local_sgd(obj, tl, gammas, seed=seed, track_time=not round_ends, **diloco_kw)
+    if not round_ends:
         res = methods.every(_cut(res, pipe.params), o.stride)
     # D pipelines: the tick of every (flush, block) update; LocalSGD: of every block step
     times = res.traces.pop("update_time", tl.update_time)

@@ -39,6 +39,7 @@ are deeper models, not the same objective: there WPipe's row is n/a, with that r
 from __future__ import annotations
 
 import dataclasses
+import types
 from typing import Callable
 
 import numpy as np
@@ -46,6 +47,7 @@ import numpy as np
 from rpd import objectives, registry, schedules
 from rpd.analysis import tuning
 from rpd.objectives import corpus
+from rpd.objectives.entry import entry_of
 from rpd.objectives.nanochat import nanochat
 from rpd.plotting.frontier import frontier_figure
 from rpd.registry import objective_blocks
@@ -116,12 +118,7 @@ class Config:
     lm_seq: int = 32
     lm_heldout_batches: int = 8
     gamma_exps: dict = dataclasses.field(
-        default_factory=lambda: {
-            "nesterov_quadratic": (-10, 0),
-            "logistic_regression": (-8, 2),
-            "mlp_chain": (-6, 3),
-            "nanochat": (-4, 1),
-        }
+        default_factory=lambda: {name: entry_of(name).gamma_exps for name in OBJECTIVES}  # each one's default
     )  # 2^-5..2^-1 put 52 of 56 best-final picks on the top edge
     seed: int = 0
 
@@ -147,7 +144,7 @@ QUICK = dict(
 def corpus_identity(cfg: Config) -> str | None:
     """The SHA-256 of the LM's text (the fetched corpus) when the LM is one of the objectives:
     part of the stored output's key."""
-    return corpus.identity() if "nanochat" in cfg.objectives else None
+    return corpus.identity() if any(entry_of(o).is_lm for o in cfg.objectives) else None
 
 
 def make_objective(name: str, S: int, cfg: Config):
@@ -161,7 +158,7 @@ def make_objective(name: str, S: int, cfg: Config):
             objectives.mlp_chain(cfg.mlp_n, cfg.mlp_width, S, cfg.mlp_batch, seed=cfg.seed),
             cfg.mlp_batch * cfg.mlp_width,
         )
-    if name == "nanochat":
+    if entry_of(name).is_lm:
         return (
             nanochat(
                 S,
@@ -173,7 +170,13 @@ def make_objective(name: str, S: int, cfg: Config):
             ),
             cfg.lm_batch * cfg.lm_seq * cfg.lm_width,
         )
-    raise ValueError(f"objectives: unknown {name!r}; valid: {list(OBJECTIVES)}")
+    entry = objectives.OBJECTIVES.get(name)
+    if entry is not None and entry.build is not None:  # another registered objective: built by its entry
+        sizes = types.SimpleNamespace(
+            n=cfg.n, d=cfg.d, batch_size=cfg.batch_size, seed=cfg.seed, rotate=False, align=False
+        )
+        return entry.build(sizes, S), cfg.batch_size  # at the linear models' sizes
+    raise ValueError(f"objectives: unknown {name!r}; valid: {list(OBJECTIVES)} or a registered objective")
 
 
 def objective_for(objective: str, S: int, name: str, cfg: Config, made: dict):
@@ -207,7 +210,7 @@ def _cell(cfg: Config, made: dict, objective: str, S: int, setting: str, grid: n
     _, f, b, _ = COST_SETTINGS[setting]
     budget = N * (f + b) * SCALE  # ticks: N microbatches of one stage's F + B, no bubble
     at = np.unique(np.linspace(budget / cfg.points, budget, cfg.points).round().astype(np.int64))
-    lm = objective == "nanochat"
+    lm = entry_of(objective).is_lm
     rows = []
     for label, name, opts in VARIANTS:
         if label not in cfg.variants:
@@ -281,7 +284,7 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
     rows, arrays = [], {}
     for objective in cfg.objectives:
         grid = tuning.pow2_grid(*cfg.gamma_exps[objective])
-        for S in cfg.lm_S_values if objective == "nanochat" else cfg.S_values:
+        for S in cfg.lm_S_values if entry_of(objective).is_lm else cfg.S_values:
             made = {S: make_objective(objective, S, cfg)}  # by block count
             for setting in cfg.costs:
                 cell = _cell(cfg, made, objective, S, setting, grid)

@@ -40,6 +40,7 @@ import numpy as np
 from rpd import objectives, schedules
 from rpd.analysis import simtime, tuning
 from rpd.objectives import corpus
+from rpd.objectives.entry import entry_of
 from rpd.objectives.nanochat import nanochat
 from rpd.plotting.optimizers import optimizers_figure
 from rpd.results import StudyOutput
@@ -161,7 +162,7 @@ T_RULE = "protocol (i): every row runs the same N; T = the shortest timeline amo
 
 
 def corpus_identity(cfg: Config) -> str | None:
-    return corpus.identity() if "nanochat" in cfg.objectives else None
+    return corpus.identity() if any(entry_of(o).is_lm for o in cfg.objectives) else None
 
 
 def make_objective(name: str, cfg: Config):
@@ -175,7 +176,7 @@ def make_objective(name: str, cfg: Config):
         )
     if name == "mlp_chain":
         return objectives.mlp_chain(cfg.mlp_n, cfg.mlp_width, S, cfg.mlp_batch, seed=cfg.seed)
-    if name == "nanochat":
+    if entry_of(name).is_lm:
         return nanochat(
             S,
             batch_size=cfg.lm_batch,
@@ -239,9 +240,9 @@ class _Runner:
         if method.startswith(("LocalSGD", "DiLoCo")):
             tl = self.tls["LocalSGD H=" + method.split("=")[1]]
             outer = "nesterov" if method.startswith("DiLoCo") else None
-            lm = self.objective == "nanochat"
+            round_ends = entry_of(self.objective).evaluated == "round_ends"  # the LM's cadence
             res = methods.local_sgd(
-                obj, tl, grid, seed=cfg.seed, track_time=not lm, optimizer=opt, outer_optimizer=outer
+                obj, tl, grid, seed=cfg.seed, track_time=not round_ends, optimizer=opt, outer_optimizer=outer
             )
             keep = np.concatenate([[0], self.at])
             idx = np.searchsorted(res.axis, keep, side="right") - 1  # the last point at or before each time

@@ -31,6 +31,7 @@ import numpy as np
 
 from rpd import objectives, schedules
 from rpd.objectives import corpus
+from rpd.objectives.entry import entry_of
 from rpd.objectives.nanochat import nanochat
 from rpd.plotting import staleness_2026_text as text
 from rpd.plotting.staleness_2026 import figure as draw
@@ -109,14 +110,14 @@ ADAM_ROTATED = {"name": "adam_rotated", "b1": 0.9, "b2": 0.999, "weight_decay": 
 
 
 def corpus_identity(cfg: Config) -> str | None:
-    lm = "nanochat" in cfg.a_objectives + cfg.b_objectives or bool(cfg.c_lm_S)
+    lm = any(entry_of(o).is_lm for o in cfg.a_objectives + cfg.b_objectives) or bool(cfg.c_lm_S)
     return corpus.identity() if lm else None
 
 
 def make_objective(cfg: Config, name: str, S: int, seed: int, kind: str = ""):
     if name == "mlp_chain":
         return objectives.mlp_chain(cfg.mlp_n, cfg.mlp_width, S, cfg.mlp_batch, seed=seed)
-    if name == "nanochat":
+    if entry_of(name).is_lm:
         return nanochat(
             S,
             batch_size=cfg.lm_batch,
@@ -247,7 +248,7 @@ def part_c(cfg: Config, progress) -> tuple[list[dict], dict]:
         label = f"{kind}_quadratic" if kind else name
         tl = schedules.pipedream(S, N)
         delays[f"{label} S={S}"] = delay_units(plans.pipedream_plan(tl, 1)[0], S, tl)
-        if name == "nanochat":  # the target: synchronous Adam's loss half-way (its best-final γ)
+        if entry_of(name).is_lm:  # the target: synchronous Adam's loss half-way (its best-final γ)
             ref = _tuned(cfg, runs["sync", "adam"], lambda s, c: _bad(c, -1), "adam")
             half = {s: float(ref["curves"][i, ref["curves"].shape[1] // 2]) for i, s in enumerate(cfg.seeds)}
             score = lambda s, c: updates_to_target(c, half[s])  # noqa: E731
@@ -341,7 +342,7 @@ def verdicts(rows: list[dict], cfg: Config) -> dict:
         }
     labels = ["rotated_quadratic", "aligned_quadratic"] + (["nanochat"] if cfg.c_lm_S else [])
     for label in labels:
-        Ss = list(cfg.c_lm_S if label == "nanochat" else cfg.c_S)
+        Ss = list(cfg.c_lm_S if entry_of(label).is_lm else cfg.c_S)
         slow = {
             a: [
                 _pick(rows, part="c", objective=label, S=S, schedule="PD/sync", optimizer=a)["slowdown_mean"]

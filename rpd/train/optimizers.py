@@ -47,12 +47,11 @@ import jax.numpy as jnp
 import optax
 
 from rpd.objectives.base import Objective
-from rpd.objectives.nanochat import init_params
+from rpd.objectives.entry import entry_of
 from rpd.train import corrections
 from rpd.train.transforms import OPTIMIZERS, OptimizerEntry, entry
 from rpd.validation import check_int, required
 
-STRUCTURED = ("mlp_chain", "nanochat")  # objectives whose blocks :func:`block_shapes` knows
 # the checks of a hyper-parameter by its name, whichever optimizer takes it: (rule, test)
 UNIT = ("must lie in [0, 1)", lambda v: 0.0 <= v < 1.0)
 NONNEGATIVE = ("must be >= 0", lambda v: v >= 0)
@@ -243,14 +242,8 @@ def block_shapes(obj: Objective) -> tuple[tuple[tuple[int, ...], ...], ...] | No
     """Per block, the shapes of its leaves in the order they are ravelled into x (None when the
     objective's parameter is one flat vector): the MLP chain's block is (W [w, w], b [w]); the
     char LM's stage s is its parameter dict ravelled by ``jax.flatten_util.ravel_pytree``."""
-    m = obj.meta
-    if obj.name == "mlp_chain" and "width" in m:
-        w = int(m["width"])
-        return tuple(((w, w), (w,)) for _ in range(obj.S))
-    if obj.name == "nanochat" and "vocab_size" in m:
-        params = init_params(0, obj.S, m["vocab_size"], m["seq_len"], m["width"])
-        return tuple(tuple(tuple(leaf.shape) for leaf in jax.tree.leaves(p)) for p in params)
-    return None
+    shapes = entry_of(obj.name).block_shapes  # rpd.objectives.ObjectiveEntry.block_shapes
+    return None if shapes is None else shapes(obj)
 
 
 def bind(optimizer: Optimizer | None, obj: Objective) -> Optimizer | None:

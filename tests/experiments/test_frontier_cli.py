@@ -12,8 +12,13 @@ from rpd import schedules
 
 def test_wpipe_runs_from_the_cli_on_an_objective_of_2S_blocks(tmp_path):
     cfg = _compose([f"results_root={tmp_path}", *TINY_LINEAR, "method=pipeline", "schedule=wpipe", "schedule.M=4"])
-    assert specs.objective_blocks(cfg) == 6
-    assert specs.objective_blocks(_compose([*TINY_LINEAR, "method=pipeline", "schedule=1f1b", "schedule.M=4"])) == 3
+    assert specs.objective_blocks(specs.run_spec(cfg)) == 6
+    assert (
+        specs.objective_blocks(
+            specs.run_spec(_compose([*TINY_LINEAR, "method=pipeline", "schedule=1f1b", "schedule.M=4"]))
+        )
+        == 3
+    )
     out = train.run(cfg)
     assert out.status == "ok", out.error
     assert out.summary["K"] == 8 * 6  # every microbatch updates all 2S blocks
