@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -153,3 +154,20 @@ def test_toy_trains_from_the_cli_and_is_tabled_in_a_sweep(tmp_path):
     assert len(lines) == 2, ls.stdout
     losses = {NAME if NAME in x else "random_quadratic": float(x.split()[-1]) for x in lines}
     assert losses[NAME] == losses["random_quadratic"]
+
+
+def test_the_docs_objective_registers_as_written():
+    """docs/architecture.md#adding-an-objective: its python block, run as written, registers an
+    objective that the entry point builds, keys and checks by its name."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text[text.index("## Adding an objective") :]
+    (code,) = re.findall(r"```python\n(.*?)```", section[: section.index("\n## ", 3)], flags=re.S)
+    try:
+        exec(compile(code, "docs/architecture.md#adding-an-objective", "exec"), {})
+        cfg = checks.typed(compose([*TINY_LINEAR, "objective.name=renamed"]))
+        checks.validate(cfg)
+        assert train.run_config(cfg)["objective"]["rotate"] is None
+        obj = objectives.OBJECTIVES["renamed"].build(cfg.objective, 3)
+        assert obj.name == "renamed" and obj.D == 12
+    finally:
+        objectives.OBJECTIVES.pop("renamed", None)
