@@ -295,6 +295,7 @@ class FigureConfig(Config):
 
     size: Size = Size.quick
     out_dir: Optional[str] = None  # None: paper_figures/ for full, paper_figures/quick/ for quick
+    fanout: bool = False  # the study's units as jobs on the chosen launcher= (experiments.fanout)
 
 
 @dataclasses.dataclass

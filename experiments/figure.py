@@ -31,7 +31,7 @@ from typing import Any, Callable
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from experiments import checks, compose_check
+from experiments import checks, compose_check, fanout
 from experiments import config as C
 from experiments.manifest import FigureOutcome, Report, write_manifest
 from experiments.tables import column_order, format_table  # noqa: F401  (re-exported)
@@ -171,6 +171,14 @@ class _Counter:
             self.on_step(str(message), self.done, self.total)
 
 
+def target(name: str, size: str, overrides: dict | None, results_root: str | Path):
+    """(study, its Config, its store key, its run directory) of figure ``name``."""
+    study = resolve(name)
+    cfg = study_config(study, size, overrides)
+    key = study_key(name, size, cfg, study.corpus_identity(cfg) if study.corpus_identity else None)
+    return study, cfg, key, store.run_dir(Path(results_root) / "figures" / name, key)
+
+
 def compute(
     name: str,
     size: str = "quick",
@@ -184,10 +192,7 @@ def compute(
     """Run study ``name`` unless a complete output is stored; returns (run dir, reused).
     A failing study is stored with status "failed" and re-raised."""
 
-    study = resolve(name)
-    cfg = study_config(study, size, overrides)
-    key = study_key(name, size, cfg, study.corpus_identity(cfg) if study.corpus_identity else None)
-    path = store.run_dir(Path(results_root) / "figures" / name, key)
+    study, cfg, key, path = target(name, size, overrides, results_root)
     # one writer per key: a second process waits, then reuses the first one's output
     with store.run_lock(path, wait_message=f"{name}: waiting, another process is computing {path}"):
         if not force and store.should_skip(path, key):
@@ -260,16 +265,25 @@ def draw(
     )
 
 
-def make_figure(cfg, *, on_step=None, on_start=None, git_commit: str | None = None) -> FigureOutcome:
-    """The whole job of ``experiments.figure`` for a composed ``FigureConfig``."""
+def make_figure(
+    cfg, *, on_step=None, on_start=None, git_commit: str | None = None, launcher: str = "local", launcher_overrides=()
+) -> FigureOutcome:
+    """The whole job of ``experiments.figure`` for a composed ``FigureConfig``; with ``fanout``
+    its units run as jobs on ``launcher`` (``experiments.fanout``)."""
     if isinstance(cfg, DictConfig) and OmegaConf.is_missing(cfg.study, "name"):
         raise SystemExit(f"experiments.figure needs experiment=<name>, one of {', '.join(experiments())}")
     cfg = checks.typed(cfg, C.FigureConfig)
     name, size = cfg.study.name, C._value(cfg.size)
     overrides = C.study_fields(cfg.study)
-    path, cached = compute(
-        name, size, overrides, results_root=cfg.results_root, force=cfg.force, on_step=on_step, on_start=on_start
-    )
+    if cfg.fanout:
+        path, cached = fanout.compute(
+            *target(name, size, overrides, cfg.results_root), size=size, overrides=overrides,
+            results_root=cfg.results_root, force=cfg.force, launcher=launcher, launcher_overrides=launcher_overrides,
+        )  # fmt: skip
+    else:
+        path, cached = compute(
+            name, size, overrides, results_root=cfg.results_root, force=cfg.force, on_step=on_step, on_start=on_start
+        )
     out_dir = cfg.out_dir or ("paper_figures" if size == "full" else "paper_figures/quick")
     return draw(name, path, out_dir, cached=cached, git_commit=git_commit)
 
@@ -325,8 +339,9 @@ def run_and_report(cfg: DictConfig) -> None:
 
     commit, before = git_commit(), provenance()  # the tree as the work starts: its outputs dirty it
     t0 = time.perf_counter()
+    launch = fanout.hydra_launcher() if cfg.fanout else {}  # the launcher's name and hydra.launcher.* overrides
     out = make_figure(
-        cfg, on_step=lambda msg, done, total: print(f"  [{done}/{total or '?'}] {msg}"), git_commit=commit
+        cfg, on_step=lambda msg, done, total: print(f"  [{done}/{total or '?'}] {msg}"), git_commit=commit, **launch
     )
     try:  # the figure joins the others in <out_dir>/MANIFEST.json, with its config and provenance
         write_manifest(
@@ -375,6 +390,8 @@ def main(cfg: DictConfig) -> None:
         run_and_report(cfg)
     except (ValueError, TypeError) as exc:  # bad input, refused before the study starts
         checks.refuse(exc)
+    except fanout.JobsIncomplete as exc:  # listed; the same command resubmits them
+        raise SystemExit(str(exc)) from None
 
 
 if __name__ == "__main__":

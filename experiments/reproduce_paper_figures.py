@@ -41,6 +41,7 @@ from tqdm.auto import tqdm
 from experiments import checks
 from experiments import config as C
 from experiments import figure as F
+from experiments.fanout import LAUNCHERS as FANOUT_LAUNCHERS
 from experiments.manifest import Report, write_manifest
 from experiments.report import summary_text
 from rpd.io.provenance import git_commit, provenance
@@ -126,19 +127,19 @@ def select(only: str | None, names: Sequence[str] = tuple(FIGURES)) -> list[str]
     return [n for n in names if n in chosen]
 
 
-def figure_config(name: str, size: str, *, force: bool, results_root: str, out_dir: str, config_dir: Path = CONFIG_DIR):
+def figure_config(
+    name: str, size: str, *, force: bool, results_root: str, out_dir: str, config_dir: Path = CONFIG_DIR, fanout=False
+):
     """The composed ``FigureConfig`` of ``configs/experiment/<name>.yaml`` (or, for a study
     without an experiment file, the schema with ``study.name = name``)."""
-    overrides = [f"size={size}", f"force={str(force).lower()}", f"results_root={results_root}", f"out_dir={out_dir}"]
+    given = dict(size=size, force=force, results_root=results_root, out_dir=out_dir, fanout=fanout)
+    overrides = [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in given.items()]
     if (config_dir / "experiment" / f"{name}.yaml").exists():
         from hydra import compose, initialize_config_dir
 
         with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
             return compose("figure", overrides=[f"experiment={name}", *overrides])
-    return checks.typed(
-        {"study": {"name": name}, "size": size, "force": force, "results_root": results_root, "out_dir": out_dir},
-        C.FigureConfig,
-    )
+    return checks.typed({"study": {"name": name}, **given}, C.FigureConfig)
 
 
 def _make(
@@ -153,12 +154,16 @@ def _make(
     on_step=None,
     on_start=None,
     file=None,
+    launch: dict | None = None,
 ) -> Report:
-    """One figure, its failure reported rather than raised."""
+    """One figure, its failure reported rather than raised (``launch``: its units as jobs, experiments.fanout)."""
     t0 = time.perf_counter()
     try:
-        cfg = figure_config(name, size, force=force, results_root=results_root, out_dir=out_dir, config_dir=config_dir)
-        out = F.make_figure(cfg, on_step=on_step, on_start=on_start, git_commit=commit)
+        cfg = figure_config(
+            name, size, force=force, results_root=results_root, out_dir=out_dir, config_dir=config_dir,
+            fanout=launch is not None,
+        )  # fmt: skip
+        out = F.make_figure(cfg, on_step=on_step, on_start=on_start, git_commit=commit, **(launch or {}))
         return Report(name, "reused" if out.cached else "ok", out, None, time.perf_counter() - t0)
     except F.StudyNotAvailable as err:
         return Report(name, "missing", None, str(err), time.perf_counter() - t0)
@@ -181,27 +186,10 @@ def default_jobs(size: str = "quick") -> int:
 
 # The quick figures' cost on 2 cores, most expensive first (BENCHMARKS.md): with
 # ``jobs > 1`` they are started in this order, so the long ones do not end up last.
-COST_ORDER = (
-    "e10_frontier",
-    "e5_nanochat",
-    "e12_optimizers",
-    "e11_costs",
-    "staleness_scaling",
-    "e6_scaling",
-    "e4_logistic",
-    "e13_optim_staleness",
-    "e14_search",
-    "e15_workers",
-    "e16_survey",
-    "e17_staleness_2026",
-    "plan_claims",
-    "plan_accuracy",
-    "e9_frontier",
-    "e7_schedules",
-    "e3_nesterov",
-    "e1_pd_vs_rpd",
-    "e8_delta",
-    "e2_delay_law",
+COST_ORDER = tuple(
+    "e10_frontier e5_nanochat e12_optimizers e11_costs staleness_scaling e6_scaling e4_logistic "
+    "e13_optim_staleness e14_search e15_workers e16_survey e17_staleness_2026 plan_claims plan_accuracy "
+    "e9_frontier e7_schedules e3_nesterov e1_pd_vs_rpd e8_delta e2_delay_law".split()
 )
 
 
@@ -297,6 +285,7 @@ def reproduce(
     messages: dict | None = None,
     file=None,
     jobs: int = 1,
+    launch: dict | None = None,
 ) -> list[Report]:
     """Make every figure in ``names``; never stops at a failure. Returns one report each and
     writes ``<out_dir>/MANIFEST.json``. ``jobs > 1`` makes the figures in that many worker
@@ -305,6 +294,7 @@ def reproduce(
     messages = {**FIGURES, **(messages or {})}
     commit, before = git_commit(), provenance()  # the tree as the work starts: its outputs dirty it
     kw = dict(size=size, force=force, results_root=results_root, out_dir=out_dir, config_dir=config_dir, commit=commit)
+    kw |= {"launch": launch}  # type: ignore[dict-item]
     jobs = min(check_int("jobs", jobs), len(names))
     if jobs > 1:
         reports = _reproduce_in_processes(names, jobs, file=file, **kw)
@@ -361,6 +351,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "or the cores, at most 4; full, 1, since paper-size studies hold several GB each; 1: one after "
         "another in this process, with per-study progress bars)",
     )
+    ap.add_argument("--fanout", action="store_true", help="each study's units as jobs on --launcher (docs/running.md)")
+    ap.add_argument("--launcher", choices=FANOUT_LAUNCHERS, default="local", help="with --fanout (default: local)")
+    ap.add_argument("--launcher-override", action="append", default=[], help="hydra.launcher.FIELD=VALUE (repeatable)")
     ap.add_argument("--results", default="results", help="results store root (default: results)")
     ap.add_argument(
         "--out",
@@ -372,6 +365,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.jobs is not None and args.jobs < 1:
         ap.error(f"--jobs must be >= 1, got {args.jobs}")
+    if any(not o.startswith("hydra.launcher.") for o in args.launcher_override):
+        ap.error(f"--launcher-override must set hydra.launcher.<field>, got {args.launcher_override}")
     out = args.out or ("paper_figures" if args.size == "full" else "paper_figures/quick")
     compile_cache.enable()  # ~/.cache/rpd/jax ($RPD_CACHE, $RPD_JAX_CACHE); RPD_JAX_CACHE=0: off
     reports = reproduce(
@@ -381,6 +376,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         results_root=args.results,
         out_dir=out,
         jobs=default_jobs(args.size) if args.jobs is None else args.jobs,
+        launch={"launcher": args.launcher, "launcher_overrides": args.launcher_override} if args.fanout else None,
     )
     return 1 if any(r.status in ("failed", "missing") for r in reports) else 0
 

@@ -39,6 +39,7 @@ are deeper models, not the same objective: there WPipe's row is n/a, with that r
 from __future__ import annotations
 
 import dataclasses
+import sys
 import types
 from typing import Callable
 
@@ -54,6 +55,7 @@ from rpd.registry import objective_blocks
 from rpd.results import StudyOutput
 from rpd.schedules.machinery import memory
 from rpd.studies.schedule_table import SCALE, build, cost_model, schedule_of
+from rpd.studies.units import run_all
 from rpd.train import methods
 
 # (label, schedule name, options of its semantics)
@@ -274,31 +276,55 @@ def pareto(points: list[tuple[float, float]]) -> list[int]:
     return sorted(front, key=lambda i: points[i])
 
 
-def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutput:
+def units(cfg: Config) -> list[dict]:
+    """One unit per (objective, S, costs) cell (``rpd.studies.units``); checks ``cfg`` first."""
     unknown = set(cfg.variants) - {v[0] for v in VARIANTS}
     if unknown:
         raise ValueError(f"variants: unknown {sorted(unknown)}; valid: {[v[0] for v in VARIANTS]}")
     unknown = set(cfg.costs) - set(COST_SETTINGS)
     if unknown:
         raise ValueError(f"costs: unknown {sorted(unknown)}; valid: {list(COST_SETTINGS)}")
+    return [
+        dict(key=f"{objective}/S{S}/{setting}", objective=objective, S=S, costs=setting)
+        for objective in cfg.objectives
+        for S in (cfg.lm_S_values if entry_of(objective).is_lm else cfg.S_values)
+        for setting in cfg.costs
+    ]
+
+
+def prepare(cfg: Config) -> dict:
+    """The objectives the cells of one process share: (objective, S) -> {block count: (obj, A)}."""
+    return {}
+
+
+def run_unit(cfg: Config, unit: dict, shared: dict | None = None) -> list[dict]:
+    """One cell's rows (every variant), with time to target."""
+    objective, S = unit["objective"], unit["S"]
+    made = (shared if shared is not None else {}).setdefault((objective, S), {})
+    if S not in made:
+        made[S] = make_objective(objective, S, cfg)
+    return _cell(cfg, made, objective, S, unit["costs"], tuning.pow2_grid(*cfg.gamma_exps[objective]))
+
+
+def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutput:
+    """Every cell of :func:`units` here, then :func:`assemble` (``rpd.studies.units.run_all``)."""
+    return run_all(sys.modules[__name__], cfg, progress)
+
+
+def assemble(cfg: Config, cells: list[list[dict]]) -> StudyOutput:
+    """The study's output from every cell's rows, in the order of :func:`units`: curves as
+    arrays, the Pareto front per cell, the summary."""
     rows, arrays = [], {}
-    for objective in cfg.objectives:
-        grid = tuning.pow2_grid(*cfg.gamma_exps[objective])
-        for S in cfg.lm_S_values if entry_of(objective).is_lm else cfg.S_values:
-            made = {S: make_objective(objective, S, cfg)}  # by block count
-            for setting in cfg.costs:
-                cell = _cell(cfg, made, objective, S, setting, grid)
-                for r in cell:
-                    if r["status"] == "ok":
-                        key = f"{objective}/S{S}/{setting}/{r['schedule']}"
-                        arrays[key + "/curve"] = r.pop("_curve")
-                        arrays[key + "/axis"] = r.pop("_axis")
-                ok = [r for r in cell if r["status"] == "ok" and np.isfinite(r["loss_stable"])]
-                for j in pareto([(r["memory"], r["loss_stable"]) for r in ok]):
-                    ok[j]["pareto"] = True
-                rows += cell
-                if progress is not None:
-                    progress(f"{objective} S={S} {setting}")
+    for unit, cell in zip(units(cfg), cells):
+        for r in cell:
+            if r["status"] == "ok":
+                key = f"{unit['key']}/{r['schedule']}"
+                arrays[key + "/curve"] = r.pop("_curve")
+                arrays[key + "/axis"] = r.pop("_axis")
+        ok = [r for r in cell if r["status"] == "ok" and np.isfinite(r["loss_stable"])]
+        for j in pareto([(r["memory"], r["loss_stable"]) for r in ok]):
+            ok[j]["pareto"] = True
+        rows += cell
     return StudyOutput(arrays=arrays, summary=summarise(rows), table=rows)
 
 

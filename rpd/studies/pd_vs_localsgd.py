@@ -26,7 +26,7 @@ Use :func:`config_for` (``config_for("e4_logistic", "full")``) to get either at 
 from __future__ import annotations
 
 import dataclasses
-import functools
+import sys
 from typing import Callable
 
 import numpy as np
@@ -35,10 +35,10 @@ from rpd import objectives, schedules
 from rpd.analysis import simtime, tuning
 from rpd.analysis.tuning import AUTHORS_OVERRIDE, RULE_TEXT, selector_rules
 from rpd.plotting.pd_vs_localsgd import figure as pd_vs_localsgd_figure
-from rpd.results import StudyOutput, best_final, diverged
-from rpd.runtime.concurrency import run_concurrently
+from rpd.results import Result, StudyOutput, best_final, diverged
 from rpd.studies import claim_rows, make_config
 from rpd.studies.pd_vs_localsgd_claims import CLAIMS, claim_checks
+from rpd.studies.units import run_all
 from rpd.train import methods
 from rpd.validation import required
 
@@ -171,34 +171,78 @@ def timelines(cfg: Config) -> list[schedules.Timeline]:
     return [schedules.pipedream(cfg.S, cfg.N, cfg.noam)] + schedules.local_sgd_many(cfg.S, cfg.N, cfg.R, cfg.H)
 
 
-def _runs(cfg: Config, obj, tls: list[schedules.Timeline], report) -> list[tuple[list, list]]:
-    """Per noise seed, (full results, results cut by protocol (i) with ``cfg.cut``): PD, then
-    LocalSGD per H, on ``obj`` and the ``timelines`` (the data is ``cfg.seed``'s whatever the
-    noise seed, so one objective serves every seed). The runs are independent: they go side by
-    side on host threads (``rpd.runtime.concurrency``; the numbers do not depend on it), the first
-    seed's first, whose programs (one per method) the other seeds reuse."""
-    grids = [tuning.pow2_grid(*cfg.pd_gamma_exps)] + [tuning.pow2_grid(*cfg.localsgd_gamma_exps)] * len(cfg.H)
-    labels = ["PD"] + [f"LocalSGD H={H}" for H in cfg.H]
-
-    def run(seed: int, m: int):
-        if m == 0:
-            return simtime.per_tick(methods.pipedream(obj, tls[0], grids[0], seed=seed), tls[0])
-        return simtime.per_tick(methods.local_sgd(obj, tls[m], grids[m], seed=seed), tls[m])
-
-    cells = [(seed, m) for seed in cfg.noise_seeds for m in range(len(tls))]
-    results = []
-    for i, res in run_concurrently([functools.partial(run, *cell) for cell in cells], first_alone=False):
-        results.append(res)
-        report(f"{labels[cells[i][1]]} seed={cells[i][0]}")
-    per_seed = [results[k : k + len(tls)] for k in range(0, len(results), len(tls))]
-    return [(full, simtime.cut_to_shortest(full, cfg.cut)) for full in per_seed]
+CONCURRENT_UNITS = True  # the units share no program state; they run side by side on host threads
 
 
-def _measure(cfg: Config, report) -> tuple[dict, list[dict], int, objectives.Objective]:
-    """Every method over the noise seeds: arrays, one entry per method, T_cut, the objective."""
+def _labels(cfg: Config) -> list[str]:
+    return ["PD"] + [f"LocalSGD H={H}" for H in cfg.H]
+
+
+def sensitivity_config(cfg: Config) -> Config:
+    """The sensitivity setting: n = ``sensitivity_n``, σ_g = ``sensitivity_grad_noise``, the first
+    noise seed only."""
+    return dataclasses.replace(
+        cfg,
+        n=required("sensitivity_n", cfg.sensitivity_n),
+        grad_noise=cfg.sensitivity_grad_noise,
+        noise_seeds=cfg.noise_seeds[:1],
+        sensitivity_n=None,
+    )
+
+
+def units(cfg: Config) -> list[dict]:
+    """One unit per (setting, noise seed, method): PD, then LocalSGD per H, over the noise
+    seeds; then the sensitivity setting's (``rpd.studies.units``). Checks ``cfg`` first."""
+    simtime.last_time(1, cfg.cut)  # checks cut before any work
+    selector_rules(cfg.selector)
+    if not cfg.noise_seeds:
+        raise ValueError("noise_seeds must not be empty")
+    settings = [("main", cfg)] + ([("sensitivity", sensitivity_config(cfg))] if cfg.sensitivity_n is not None else [])
+    return [
+        dict(key=f"{name}/seed{seed}/{label}", setting=name, seed=int(seed), m=m)
+        for name, c in settings
+        for seed in c.noise_seeds
+        for m, label in enumerate(_labels(c))
+    ]
+
+
+def prepare(cfg: Config) -> dict:
+    """Per setting: its objective (the data is ``cfg.seed``'s for every noise seed), timelines, Config."""
+    cfgs = {"main": cfg} | ({"sensitivity": sensitivity_config(cfg)} if cfg.sensitivity_n is not None else {})
+    return {name: (make_objective(c), timelines(c), c) for name, c in cfgs.items()}
+
+
+def run_unit(cfg: Config, unit: dict, shared: dict | None = None) -> dict:
+    """One method on one noise seed, read after every time step (uncut): its γ grid, axis, curve
+    and T."""
+    obj, tls, c = (shared or prepare(cfg))[unit["setting"]]
+    m, seed = unit["m"], unit["seed"]
+    if m == 0:
+        grid = tuning.pow2_grid(*c.pd_gamma_exps)
+        res = simtime.per_tick(methods.pipedream(obj, tls[0], grid, seed=seed), tls[0])
+    else:
+        grid = tuning.pow2_grid(*c.localsgd_gamma_exps)
+        res = simtime.per_tick(methods.local_sgd(obj, tls[m], grid, seed=seed), tls[m])
+    meta = {k: res.meta[k] for k in ("T", "time_axis") if k in res.meta}
+    return dict(
+        method=res.method, gammas=res.gammas, axis=res.axis, axis_name=res.axis_name, curve=res.curve, meta=meta
+    )
+
+
+def _result(p: dict) -> Result:
+    return Result(p["method"], p["gammas"], p["axis"], p["axis_name"], p["curve"], {}, np.empty((0, 0)), p["meta"])
+
+
+def _per_seed(c: Config, payloads: list[dict]) -> list[tuple[list, list]]:
+    """Per noise seed, (full results, results cut by protocol (i) with ``c.cut``)."""
+    k = 1 + len(c.H)
+    per_seed = [[_result(p) for p in payloads[i : i + k]] for i in range(0, len(payloads), k)]
+    return [(full, simtime.cut_to_shortest(full, c.cut)) for full in per_seed]
+
+
+def _measure(cfg: Config, per_seed: list[tuple[list, list]]) -> tuple[dict, list[dict], int]:
+    """Every method over the noise seeds: arrays, one entry per method, T_cut."""
     rules = selector_rules(cfg.selector)
-    obj, tls = make_objective(cfg), timelines(cfg)
-    per_seed = _runs(cfg, obj, tls, report)
     full, cut0 = per_seed[0]
     t_last = int(cut0[0].axis[-1])
     arrays: dict[str, np.ndarray] = {"time": cut0[0].axis}
@@ -252,19 +296,22 @@ def _measure(cfg: Config, report) -> tuple[dict, list[dict], int, objectives.Obj
                 reports=[r._asdict() for r in sel.reports],
             )
         )
-    return arrays, entries, t_last, obj
+    return arrays, entries, t_last
 
 
 def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutput:
     """All runs on both grids, protocol (i) with ``cfg.cut``, over the noise seeds; the γ every
     rule picks per method, and f − f* at the cut (seed mean, min, max, and per seed at its own
-    pick); the sensitivity setting (if any) the same way, reported only."""
-    simtime.last_time(1, cfg.cut)  # checks cut before any work
-    selector_rules(cfg.selector)
-    if not cfg.noise_seeds:
-        raise ValueError("noise_seeds must not be empty")
-    report = progress or (lambda msg: None)
-    arrays, entries, t_last, obj = _measure(cfg, report)
+    pick); the sensitivity setting (if any) the same way, reported only. Every unit of
+    :func:`units` here, then :func:`assemble` (``rpd.studies.units.run_all``)."""
+    return run_all(sys.modules[__name__], cfg, progress)
+
+
+def assemble(cfg: Config, payloads: list[dict]) -> StudyOutput:
+    """The study's output from every unit's payload, in the order of :func:`units`."""
+    n_main = len(cfg.noise_seeds) * (1 + len(cfg.H))
+    arrays, entries, t_last = _measure(cfg, _per_seed(cfg, payloads[:n_main]))
+    obj = make_objective(cfg)
     T_cut = min(e["T"] for e in entries)
     rows = []
     for e in entries:
@@ -289,14 +336,8 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
     rows += claim_rows(checks, method="paper claim")
     sensitivity = None
     if cfg.sensitivity_n is not None:
-        cfg2 = dataclasses.replace(
-            cfg,
-            n=cfg.sensitivity_n,
-            grad_noise=cfg.sensitivity_grad_noise,
-            noise_seeds=cfg.noise_seeds[:1],
-            sensitivity_n=None,
-        )
-        _, ent2, _, _ = _measure(cfg2, report)
+        cfg2 = sensitivity_config(cfg)
+        _, ent2, _ = _measure(cfg2, _per_seed(cfg2, payloads[n_main:]))
         checks2 = claim_checks(cfg.objective, ent2)
         keep = ("key", "method", "H", "gamma_exp", "rule", "f_at_cut", "by_rule", "best_final_any_gamma")
         sensitivity = dict(

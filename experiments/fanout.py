@@ -1,0 +1,125 @@
+"""A figure's study fanned out as jobs on a hydra launcher (``fanout=true``;
+docs/running.md#figures-on-a-cluster-fan-out).
+
+:func:`compute` plans the study's units (``rpd.studies.units``), submits those the store does
+not hold as one multirun of ``experiments.figure_job`` on ``launcher`` (local, joblib, slurm,
+submitit_local: configs/launcher/), waits for it, then assembles the study's output from the
+stored units and stores it where the in-process study would (``experiments.figure.compute``).
+A unit that is not stored after the launch (its job died, was killed or timed out, or raised)
+is listed and the figure is not made (:class:`JobsIncomplete`); the same command again submits
+exactly those units. A second call once everything is stored only assembles, or only draws.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Callable, Sequence
+
+from hydra.core.hydra_config import HydraConfig
+
+from rpd.io import store
+from rpd.studies import fanout
+from rpd.studies import units as U
+
+LAUNCHERS = ("local", "joblib", "slurm", "submitit_local")  # configs/launcher/<name>.yaml
+
+
+class JobsIncomplete(RuntimeError):
+    """Some units are not stored after the launch: listed, resubmitted by the next call."""
+
+
+def _quoted(value: str | Path) -> str:
+    text = str(value)
+    if "'" in text:
+        raise ValueError(f"results_root: a path with a quote cannot be passed to the jobs: {text}")
+    return f"'{text}'"
+
+
+def hydra_launcher() -> dict:
+    """The running hydra app's launcher choice and its ``hydra.launcher.*`` command-line
+    overrides, as :func:`compute` takes them (``launcher``, ``launcher_overrides``)."""
+    if not HydraConfig.initialized():
+        return {}
+    hc = HydraConfig.get()
+    overrides = [o for o in hc.overrides.hydra if o.startswith("hydra.launcher.")]
+    return {"launcher": hc.runtime.choices.get("launcher") or "local", "launcher_overrides": overrides}
+
+
+def launch(
+    plan: Path, todo: Sequence[int], launcher: str, overrides: Sequence[str] = (), *, force: bool = False
+) -> int:
+    """Run units ``todo`` of ``plan`` as one multirun of ``experiments.figure_job`` on
+    ``launcher`` (``overrides``: ``hydra.launcher.*=...``), waiting for it; its exit status.
+    Its logs (submitit's too) are under ``<plan dir>/launches/<time>/``."""
+    where = plan.parent / "launches" / time.strftime("%Y-%m-%d_%H-%M-%S")
+    cmd = [
+        sys.executable,
+        "-m",
+        "experiments.figure_job",
+        "-m",
+        f"plan={_quoted(plan.resolve())}",
+        "unit=" + ",".join(str(i) for i in todo),
+        f"launcher={launcher}",
+        f"force={str(force).lower()}",
+        f"hydra.sweep.dir={_quoted(where.resolve())}",
+        *overrides,
+    ]
+    return subprocess.run(cmd).returncode
+
+
+def compute(
+    study: SimpleNamespace,
+    cfg,
+    key: dict,
+    path: Path,
+    *,
+    size: str,
+    overrides: dict,
+    results_root: str | Path,
+    force: bool = False,
+    launcher: str = "local",
+    launcher_overrides: Sequence[str] = (),
+    echo: Callable[[str], None] = print,
+) -> tuple[Path, bool]:
+    """The stored output at ``path`` of ``study`` at ``cfg`` (its ``key``), made from its units
+    run as jobs on ``launcher``; returns (run dir, reused). Raises :class:`JobsIncomplete`
+    naming the units that are not stored after the launch."""
+    if launcher not in LAUNCHERS:
+        raise ValueError(f"launcher must be one of {list(LAUNCHERS)}, got {launcher!r}")
+    bad = [o for o in launcher_overrides if not o.startswith("hydra.launcher.")]
+    if bad:
+        raise ValueError(f"launcher overrides must set hydra.launcher.<field>, got {bad}")
+    units = U.of(study.module, study.run)
+    name = study.name
+    with store.run_lock(path, wait_message=f"{name}: waiting, another process is computing {path}"):
+        if not force and store.should_skip(path, key):
+            return path, True
+        specs = units.units(cfg)  # the study's own checks, before any job
+        root = fanout.jobs_root(results_root, name, key)
+        plan = fanout.write_plan(root, name, size, overrides, key, specs)
+        before = fanout.states(root, key, specs)
+        todo = [i for i, s in enumerate(before) if force or s.status != "ok"]
+        if todo:
+            redo = [f"{s.key} ({s.status})" for s in before if s.status != "ok"]
+            stored = len(specs) - len(redo)
+            echo(f"{name}: {len(todo)} of {len(specs)} jobs on launcher={launcher} ({stored} stored); plan {plan}")
+            if redo and stored:  # a rerun: these died, failed or never ran before
+                echo(f"{name}: resubmitting {', '.join(redo)}")
+            rc = launch(plan, todo, launcher, launcher_overrides, force=force)
+            if rc:
+                echo(f"{name}: the launch exited with status {rc}")
+        missing = [s for s in fanout.states(root, key, specs) if s.status != "ok"]
+        if missing:
+            lines = [f"  {s.key}: {s.error or 'not stored (the job died or never ran)'}" for s in missing]
+            raise JobsIncomplete(
+                f"{name}: {len(missing)} of {len(specs)} jobs did not finish; rerun the same command to "
+                f"resubmit them (the {len(specs) - len(missing)} stored are kept):\n" + "\n".join(lines)
+            )
+        out, runtime, programs = fanout.assemble(units, cfg, root, key, specs)
+        summary = {"summary": out.summary, "table": out.table, "runtime_s": runtime, "programs": programs}
+        store.save_run(path, key, curves=out.arrays, summary=summary)
+        return path, False
