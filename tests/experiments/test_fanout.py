@@ -162,3 +162,43 @@ def test_a_job_killed_mid_run_loses_nothing_and_is_redone_once(tmp_path, capsys)
     assert "1 of 4 jobs on launcher=submitit_local (3 stored)" in said and "resubmitting" in said
     assert all(p.read_bytes() == b for p, b in markers.items())  # the stored units were not redone
     assert store.is_complete(dead)
+
+
+def test_units_not_stored_after_a_launch_are_listed_and_resubmitted_alone(tmp_path, monkeypatch, capsys):
+    """The driver on a stand-in launcher that runs the jobs here and loses one (as a killed job
+    would): the figure is refused naming it; the next call submits that unit only."""
+    study = F.resolve("e3_nesterov")
+    cfg, key, path = F.target("e3_nesterov", "quick", {"N": 40, "H": [2]}, tmp_path)[1:]
+    launches = []
+
+    def launcher(plan, todo, name, overrides=(), *, force=False):
+        launches.append(list(todo))
+        p = fanout.read_plan(plan)
+        for i in todo:
+            if len(launches) == 1 and i == 1:
+                continue  # this job died
+            fanout.run_job(U.of(study.module, study.run), cfg, plan.parent, p["key"], p["units"][i])
+        return 0
+
+    monkeypatch.setattr(D, "launch", launcher)
+    kw = dict(size="quick", overrides={"N": 40, "H": [2]}, results_root=tmp_path, launcher="joblib")
+    with pytest.raises(D.JobsIncomplete, match=r"1 of 2 jobs did not finish") as err:
+        D.compute(study, cfg, key, path, **kw)
+    assert "main/seed0/LocalSGD H=2: not stored (the job died or never ran)" in str(err.value)
+    assert not store.is_complete(path)  # no figure from part of the study
+    assert D.compute(study, cfg, key, path, **kw) == (path, False)
+    assert launches == [[0, 1], [1]]
+    assert "resubmitting main/seed0/LocalSGD H=2 (missing)" in capsys.readouterr().out
+    assert D.compute(study, cfg, key, path, **kw) == (path, True) and len(launches) == 2
+    ref = study.run(cfg)
+    stored = store.load_run(path)
+    assert stored.summary["table"] == store.to_jsonable(ref.table)
+    with pytest.raises(ValueError, match="launcher must be one of"):
+        D.compute(study, cfg, key, path, **{**kw, "launcher": "pbs"})
+
+
+def test_reproduce_refuses_a_launcher_override_outside_hydra_launcher(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        R.main(["--fanout", "--launcher", "slurm", "--launcher-override", "partition=cpu"])
+    assert exit_.value.code == 2
+    assert "--launcher-override must set hydra.launcher.<field>" in capsys.readouterr().err
