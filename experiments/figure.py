@@ -3,6 +3,7 @@
     python -m experiments.figure experiment=e3_nesterov            # quick (laptop) size
     python -m experiments.figure experiment=e3_nesterov size=full  # the paper's size
     python -m experiments.figure experiment=e1_pd_vs_rpd force=true study.N=100
+    python -m experiments.figure experiment=e10_frontier fanout=true launcher=joblib  # its runs as jobs
 
 ``study.<field>=`` sets a field of the study's ``Config`` (typed: the study's schema is the config
 group ``study/<name>/fields``, see :func:`register_studies`); overriding the train cell's nodes
