@@ -12,6 +12,7 @@ exactly those units. A second call once everything is stored only assembles, or 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -68,7 +69,21 @@ def launch(
         f"hydra.sweep.dir={_quoted(where.resolve())}",
         *overrides,
     ]
-    return subprocess.run(cmd).returncode
+    return subprocess.run(cmd, env=_threads_env(launcher)).returncode
+
+
+# What joblib's workers get limited to (cores / n_jobs) unless set: a float's last bits can depend
+# on the BLAS thread count, so a job computes with this host's, as the in-process study does.
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+THREAD_VARS += ("VECLIB_MAXIMUM_THREADS", "NUMBA_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+def _threads_env(launcher: str) -> dict:
+    env = dict(os.environ)
+    if launcher == "joblib":
+        cores = str(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+        env |= {v: cores for v in THREAD_VARS if v not in env}
+    return env
 
 
 def compute(

@@ -202,3 +202,13 @@ def test_reproduce_refuses_a_launcher_override_outside_hydra_launcher(capsys):
         R.main(["--fanout", "--launcher", "slurm", "--launcher-override", "partition=cpu"])
     assert exit_.value.code == 2
     assert "--launcher-override must set hydra.launcher.<field>" in capsys.readouterr().err
+
+
+def test_joblib_jobs_compute_with_this_hosts_blas_threads(monkeypatch):
+    """joblib would limit each worker's BLAS to cores / n_jobs, and E10's last bits move with
+    it; the launch sets the host's count unless the user set one."""
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    env = D._threads_env("joblib")
+    assert env["OPENBLAS_NUM_THREADS"] == str(len(os.sched_getaffinity(0))) and env["OMP_NUM_THREADS"] == "3"
+    assert "OPENBLAS_NUM_THREADS" not in D._threads_env("submitit_local")
