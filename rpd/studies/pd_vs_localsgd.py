@@ -174,20 +174,13 @@ def timelines(cfg: Config) -> list[schedules.Timeline]:
 CONCURRENT_UNITS = True  # the units share no program state; they run side by side on host threads
 
 
-def _labels(cfg: Config) -> list[str]:
-    return ["PD"] + [f"LocalSGD H={H}" for H in cfg.H]
-
-
-def sensitivity_config(cfg: Config) -> Config:
-    """The sensitivity setting: n = ``sensitivity_n``, σ_g = ``sensitivity_grad_noise``, the first
-    noise seed only."""
-    return dataclasses.replace(
-        cfg,
-        n=required("sensitivity_n", cfg.sensitivity_n),
-        grad_noise=cfg.sensitivity_grad_noise,
-        noise_seeds=cfg.noise_seeds[:1],
-        sensitivity_n=None,
-    )
+def settings(cfg: Config) -> dict[str, Config]:
+    """ "main": ``cfg``; "sensitivity" (when ``sensitivity_n`` is set): n = ``sensitivity_n``,
+    σ_g = ``sensitivity_grad_noise``, the first noise seed only."""
+    if cfg.sensitivity_n is None:
+        return {"main": cfg}
+    sens = dataclasses.replace(cfg, n=cfg.sensitivity_n, grad_noise=cfg.sensitivity_grad_noise, sensitivity_n=None)
+    return {"main": cfg, "sensitivity": dataclasses.replace(sens, noise_seeds=cfg.noise_seeds[:1])}
 
 
 def units(cfg: Config) -> list[dict]:
@@ -197,19 +190,17 @@ def units(cfg: Config) -> list[dict]:
     selector_rules(cfg.selector)
     if not cfg.noise_seeds:
         raise ValueError("noise_seeds must not be empty")
-    settings = [("main", cfg)] + ([("sensitivity", sensitivity_config(cfg))] if cfg.sensitivity_n is not None else [])
     return [
         dict(key=f"{name}/seed{seed}/{label}", setting=name, seed=int(seed), m=m)
-        for name, c in settings
+        for name, c in settings(cfg).items()
         for seed in c.noise_seeds
-        for m, label in enumerate(_labels(c))
+        for m, label in enumerate(["PD"] + [f"LocalSGD H={H}" for H in c.H])
     ]
 
 
 def prepare(cfg: Config) -> dict:
     """Per setting: its objective (the data is ``cfg.seed``'s for every noise seed), timelines, Config."""
-    cfgs = {"main": cfg} | ({"sensitivity": sensitivity_config(cfg)} if cfg.sensitivity_n is not None else {})
-    return {name: (make_objective(c), timelines(c), c) for name, c in cfgs.items()}
+    return {name: (make_objective(c), timelines(c), c) for name, c in settings(cfg).items()}
 
 
 def run_unit(cfg: Config, unit: dict, shared: dict | None = None) -> dict:
@@ -336,7 +327,7 @@ def assemble(cfg: Config, payloads: list[dict]) -> StudyOutput:
     rows += claim_rows(checks, method="paper claim")
     sensitivity = None
     if cfg.sensitivity_n is not None:
-        cfg2 = sensitivity_config(cfg)
+        cfg2 = settings(cfg)["sensitivity"]
         _, ent2, _ = _measure(cfg2, _per_seed(cfg2, payloads[n_main:]))
         checks2 = claim_checks(cfg.objective, ent2)
         keep = ("key", "method", "H", "gamma_exp", "rule", "f_at_cut", "by_rule", "best_final_any_gamma")
