@@ -47,18 +47,18 @@ def _combinations(overrides: list[str]) -> list[list[str]]:
             parsed += parser.parse_overrides([text])
         except OverrideParseException as exc:
             raise ValueError(f"{text}: {str(exc).splitlines()[0]}") from None
-    values = []
+    values: list[list[str | None]] = []  # None: a sweep with no listed values (left out)
     for text, o in zip(overrides, parsed):
         if o.is_sweep_override():
             try:
-                items = [f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()]
+                items: list[str | None] = [f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()]
             except Exception:  # interval(...) and other sweeps with no listed values: not checked
                 items = []
             values.append(items or [None])
         else:
             values.append([text])
     base = [v[0] for v in values]
-    runs = [base]
+    runs: list[list[str | None]] = [base]
     for i, items in enumerate(values):
         for v in items[1:]:
             runs.append(base[:i] + [v] + base[i + 1 :])
@@ -77,10 +77,10 @@ def message(exc: BaseException, overrides: list[str]) -> str:
     kind = getattr(cause, "object_type", None)
     first = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
     if key and type(cause).__name__ in ("ConfigAttributeError", "ConfigKeyError") and dataclasses.is_dataclass(kind):
-        if (hint := optimizer_config.compose_hint(key, kind)) is not None:  # the optimizers that take it
-            return hint
-        if (hint := schedule_config.compose_hint(key, kind)) is not None:  # the schedules that have it
-            return hint
+        if (owners := optimizer_config.compose_hint(key, kind)) is not None:  # the optimizers that take it
+            return owners
+        if (owners := schedule_config.compose_hint(key, kind)) is not None:  # the schedules that have it
+            return owners
         parent, _, leaf = key.rpartition(".")
         fields = sorted(f.name for f in dataclasses.fields(kind))
         near = nearest(leaf, fields)

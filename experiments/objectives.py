@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 
 from experiments.config import _value
 from rpd import objectives
+from rpd.validation import required
 
 
 def user_factory(o):
@@ -41,7 +42,8 @@ def user_args(o) -> dict:
     ``objective.*`` key its signature names that ``objective.args`` lists (every one when null)
     or that it requires (a parameter without a default); the others keep the factory's defaults."""
     params = inspect.signature(user_factory(o)).parameters
-    node = OmegaConf.to_container(OmegaConf.structured(o), resolve=True)
+    # omegaconf's stub returns a union; a structured node's container is a dict
+    node: dict = OmegaConf.to_container(OmegaConf.structured(o), resolve=True)  # type: ignore[assignment]
     chosen = node.get("args")
     return {
         k: v
@@ -76,7 +78,7 @@ def build_objective(o, S: int):
     ``S=S``, :func:`user_args` and ``objective.options``."""
     fn = user_factory(o)
     if fn is None:
-        obj = objectives.OBJECTIVES[_value(o.name)].build(o, S)
+        obj = required("build", objectives.OBJECTIVES[_value(o.name)].build)(o, S)
     else:
         obj = fn(S=S, **user_args(o), **dict(o.options or {}))
         if not isinstance(obj, objectives.Objective):

@@ -50,7 +50,7 @@ from rpd.model.profile import load_profile
 from rpd.plotting.plan import frontier_figure
 from rpd.runtime.interrupt import run_main
 from rpd.train import transforms
-from rpd.validation import check_choice, check_int, check_real
+from rpd.validation import check_choice, check_int, check_real, required
 
 log = logging.getLogger(__name__)
 
@@ -230,8 +230,11 @@ def run(cfg) -> dict:
     hydra run directory when there is one)."""
     cfg = OmegaConf.merge(OmegaConf.structured(PlanConfig), cfg)
     states = optimizer_states(_v(cfg.optimizer.name))
-    hw = hw_lib.Hardware(**OmegaConf.to_container(cfg.hardware, resolve=True))
-    ov = Overlap(**OmegaConf.to_container(cfg.overlap, resolve=True))
+    # omegaconf's stub types a container as a union; a config node's is a dict
+    hardware: dict = OmegaConf.to_container(cfg.hardware, resolve=True)  # type: ignore[assignment]
+    overlap: dict = OmegaConf.to_container(cfg.overlap, resolve=True)  # type: ignore[assignment]
+    hw = hw_lib.Hardware(**hardware)
+    ov = Overlap(**overlap)
     ov = dataclasses.replace(ov, tp_comm=ov.tp_comm or bool(cfg.tp_overlap))
     par = layers.Parallel(
         TP=check_int("pipeline.TP", cfg.pipeline.TP),
@@ -264,7 +267,9 @@ def run(cfg) -> dict:
         if n not in registry.SCHEDULES and n not in registry.VARIANTS:
             valid = sorted(registry.SCHEDULES) + sorted(registry.VARIANTS)
             raise ValueError(f"schedules[{i}] must be one of {valid}, got {n!r}")
-    M = OmegaConf.to_container(cfg.pipeline, resolve=True)["M"]
+    # omegaconf's stub types a container as a union; a config node's is a dict
+    pipeline: dict = OmegaConf.to_container(cfg.pipeline, resolve=True)  # type: ignore[assignment]
+    M = pipeline["M"]
     M = [check_int("pipeline.M", M)] if not isinstance(M, list) else M
     D = check_int("pipeline.D", cfg.pipeline.D)
     settings = {
@@ -350,7 +355,13 @@ def run(cfg) -> dict:
             print(format_times(out["time_to_target"]))
         if cfg.figure:
             points = [  # the table's units: ms per step, GiB on the worst rank
-                (max(r.peak_bytes) / 2**30, r.step_time_s * 1e3, r.schedule, r.M, bool(r.fits))
+                (
+                    max(required("peak_bytes", r.peak_bytes)) / 2**30,
+                    required("step_time_s", r.step_time_s) * 1e3,
+                    r.schedule,
+                    r.M,
+                    bool(r.fits),
+                )
                 for r in rows
                 if r.error is None
             ]

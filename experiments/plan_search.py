@@ -17,7 +17,7 @@ from rpd.model.answer import answer, best_first, choose, describe, mfu_text, wor
 from rpd.model.plan import plan
 from rpd.model.search_bounds import least_devices
 from rpd.model.workers import RR_GROUPS, replicated
-from rpd.validation import check_int
+from rpd.validation import check_int, required
 
 RECOMPUTE_ORDER = ("none", "selective", "full")
 
@@ -178,7 +178,7 @@ def workers_search(cfg, hw, par, kw, settings, build_model) -> dict:
         n,
         kw["memory_cap"],
         tps,
-        best=0.0 if fastest is None else fastest.tokens_per_s,
+        best=0.0 if fastest is None else required("tokens_per_s", fastest.tokens_per_s),
         straight=any(not s.synchronous for s in searched),
         **dict(k, recompute=kw["recompute"]),
     )

@@ -16,7 +16,9 @@ from rpd.analysis.plan_train import time_to_target
 
 def train_grid(cfg) -> tuple[int, int]:
     """The γ grid's exponents (lo, hi) of ``train.*``, else the optimizer group's ``method.*``."""
-    t, method = cfg.train, OmegaConf.to_container(cfg.method, resolve=True) or {}
+    t = cfg.train
+    # omegaconf's stub types a container as a union; a config node's is a dict
+    method: dict = OmegaConf.to_container(cfg.method, resolve=True) or {}  # type: ignore[assignment]
     lo = t.gamma_lo if t.gamma_lo is not None else method.get("gamma_lo", -8)
     hi = t.gamma_hi if t.gamma_hi is not None else method.get("gamma_hi", 0)
     if lo > hi:

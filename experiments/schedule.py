@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import hydra
 import numpy as np
@@ -29,6 +30,7 @@ from rpd.io import store
 from rpd.plotting.schedules import schedule_gantt
 from rpd.runtime.interrupt import run_main
 from rpd.schedules import Timeline
+from rpd.schedules.family.post_validation import ValidatedTimeline
 from rpd.schedules.machinery import memory
 from rpd.schedules.machinery.costs import CostModel, HostLink
 from rpd.validation import check_int
@@ -77,7 +79,7 @@ def _with_n(cfg) -> DictConfig:
         N = FLUSHES * (check_int("schedule.M", s.M) if s.M is not None else int(entry.default("M", S)))
     out = OmegaConf.merge(cfg, {"schedule": {"N": N}})
     OmegaConf.set_struct(out, True)
-    return out
+    return out  # type: ignore[return-value]  # omegaconf's stub: a union; a DictConfig merged is one
 
 
 def build(cfg) -> tuple[registry.Pipeline, Timeline, int]:
@@ -117,9 +119,9 @@ def chart(cfg) -> dict:
     title += f", v = {v}" if v > 1 else ""
     if tl.concat not in (None, "direct"):  # Chimera's forward doubling / backward halving
         title += f", {tl.concat.replace('_', ' ')}" + (" (ops on half microbatches)" if tl.pieces > 1 else "")
-    panel = dict(title=title, ops=ops, scale=scale)
-    wasted = getattr(tl, "wasted", None)  # ZB-H2 post-validation: forwards a rollback threw away
-    if wasted is not None:
+    panel: dict[str, Any] = dict(title=title, ops=ops, scale=scale)
+    # ZB-H2 post-validation: forwards a rollback threw away
+    if isinstance(tl, ValidatedTimeline) and (wasted := tl.wasted) is not None:
         w = np.stack([wasted.kind, wasted.stage, wasted.mb, wasted.rank, wasted.start, wasted.end, wasted.fused])
         panel["ops"] = np.concatenate([ops, w.astype(np.int64)], axis=1)
         panel["wasted"] = np.arange(panel["ops"].shape[1]) >= ops.shape[1]

@@ -84,3 +84,17 @@ def test_a_long_chart_draws_in_each_row_only_the_ops_it_shows(tmp_path, monkeypa
         assert not ax.texts  # one glyph collection, not a Text per op
         cells, labels, expected = cells + drawn, labels + glyphs, expected + shown
     assert len(tl.table.kind) == 1920 <= cells == expected < 1920 + 4 * len(axes)
+
+
+def test_a_post_validated_chart_carries_its_steps_and_a_plain_one_does_not(tmp_path, monkeypatch):
+    panels: list = []
+    gantt = schedule.schedule_gantt
+    monkeypatch.setattr(schedule, "schedule_gantt", lambda p, *a, **k: (panels.extend(p), gantt(p, *a, **k))[1])
+    zb = ["schedule=zb_h2", *SIZE, "schedule.N=16"]
+    schedule.chart(compose([*zb, "schedule.post_validation=true", f"out={tmp_path / 'pv.png'}"], "chart"))
+    schedule.chart(compose([*zb, f"out={tmp_path / 'plain.png'}"], "chart"))
+    pv, plain = panels
+    _, tl, _ = schedule.build(_typed([*zb, "schedule.post_validation=true"]))
+    assert np.array_equal(pv["steps"], tl.step_end) and pv["steps"].shape == (2, 4)  # two flushes, S = 4
+    assert pv["wasted"].shape == (pv["ops"].shape[1],) and not pv["wasted"].any()  # no rollback: nothing thrown away
+    assert "steps" not in plain and "wasted" not in plain
