@@ -74,7 +74,7 @@ def launch(
 
 # What joblib's workers get limited to (cores / n_jobs) unless set: a float's last bits can depend
 # on the BLAS thread count, so a job computes with this host's, as the in-process study does.
-THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+THREAD_VARS: tuple[str, ...] = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
 THREAD_VARS += ("VECLIB_MAXIMUM_THREADS", "NUMBA_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 
 

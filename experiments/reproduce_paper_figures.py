@@ -34,7 +34,7 @@ import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from tqdm.auto import tqdm
 
@@ -293,8 +293,10 @@ def reproduce(
     are then replaced by one line per finished figure)."""
     messages = {**FIGURES, **(messages or {})}
     commit, before = git_commit(), provenance()  # the tree as the work starts: its outputs dirty it
-    kw = dict(size=size, force=force, results_root=results_root, out_dir=out_dir, config_dir=config_dir, commit=commit)
-    kw |= {"launch": launch}  # type: ignore[dict-item]
+    kw: dict[str, Any] = dict(
+        size=size, force=force, results_root=results_root, out_dir=out_dir, config_dir=config_dir, commit=commit
+    )
+    kw |= {"launch": launch}
     jobs = min(check_int("jobs", jobs), len(names))
     if jobs > 1:
         reports = _reproduce_in_processes(names, jobs, file=file, **kw)

@@ -128,5 +128,5 @@ def to_container(cfg) -> dict:
     if dataclasses.is_dataclass(cfg):
         cfg = OmegaConf.structured(cfg)
     if isinstance(cfg, DictConfig):
-        return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+        return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)  # type: ignore[return-value]  # omegaconf's stub: a union
     return dict(cfg)
