@@ -152,36 +152,41 @@ BATCH_ORDERS = ("uniform", "cyclic")
 # The sampler runs once per plan in ~4 ms, but its ~11 inlined threefry hashes take XLA ~2 s to
 # compile at the default optimisation level and ~0.9 s at level 0 (the same draws: integer
 # hashing is exact; tests/test_core.py checks them against eager jax.random calls). Compile time
-# is what a study pays, so level 0. The program's shapes are buckets, K and S rounded up to
-# powers of two (K to at least 1024, S to at least 64 while K_b * 64 <= 2^22 draws), with S,
-# n_batches and delta traced: the plans of a sweep over S, delta, the batch count or K within a
-# bucket share one program. Its first K rows and S columns are the draws of the exact shapes:
-# iteration k's keys come from fold_in(key, k), and partitionable threefry (JAX's default;
-# without it the shapes stay exact) draws entry i of a vector from counter i, so a longer vector
-# begins with the shorter one; the rest is integer arithmetic
-# (tests/runtime/test_sweep_programs.py checks the draws against the exact shapes).
+# is what a study pays, so level 0. One program draws any K, S up to 64, batch count and delta:
+# it draws CHUNK iterations from a traced first index k0, S_b delays each (S rounded up to a
+# power of two, to at least 64 while K <= 16384), with S, n_batches and delta traced; a sweep's
+# plans share it. Its first S columns are the draws of the exact shapes: iteration k's keys come
+# from fold_in(key, k), and partitionable threefry (JAX's default; without it the shapes stay
+# exact, one call) draws entry i of a vector from counter i, so a longer vector begins with the
+# shorter one; the rest is integer arithmetic (tests/runtime/test_sweep_programs.py checks the
+# draws against the exact shapes).
+CHUNK = 1024
+
+
 def _sample_rpd(seed, delta, K, S, n_batches, delays, block_order, batch_order):
     """Per iteration, in the order of docs/science.md#methods: block ~ U{0..S-1}, batch ~ U{0..nb-1}, each block's delay
     ~ U{0..min(delta, k)}; one key per iteration by fold_in into fold_in(key(seed), 1). NumPy
     (block [K], batch [K], delay [K, S]), int32."""
-    K_b, S_b = K, S
+    chunk, S_b = max(K, 1), S
     if jax.config.jax_threefry_partitionable:
-        K_b, S_b = max(1024, 1 << max(K - 1, 0).bit_length()), 1 << max(S - 1, 0).bit_length()
-        if K_b * max(S_b, 64) <= 1 << 22:  # S up to 64 in one bucket where the draws stay small
-            S_b = max(S_b, 64)
-    a, b, d = jax.device_get(_sample_padded(seed, delta, S, n_batches, K_b, S_b, delays, block_order, batch_order))
+        chunk, S_b = CHUNK, 1 << max(S - 1, 0).bit_length()
+        S_b = max(S_b, 64) if K <= 16 * CHUNK else S_b
+    args = (seed, delta, S, n_batches)
+    statics = dict(chunk=chunk, S_b=S_b, delays=delays, block_order=block_order, batch_order=batch_order)
+    parts = jax.device_get([_sample_chunk(*args, k0, **statics) for k0 in range(0, max(K, 1), chunk)])
+    a, b, d = (np.concatenate(p) for p in zip(*parts))
     return a[:K], b[:K], d[:K, :S]
 
 
 @functools.partial(
     jax.jit,
-    static_argnames=("K_b", "S_b", "delays", "block_order", "batch_order"),
+    static_argnames=("chunk", "S_b", "delays", "block_order", "batch_order"),
     compiler_options={"xla_backend_optimization_level": 0},
 )
-def _sample_padded(seed, delta, S, n_batches, K_b, S_b, delays, block_order, batch_order):
-    """:func:`_sample_rpd`'s draws for K_b iterations and S_b delays each (S blocks)."""
+def _sample_chunk(seed, delta, S, n_batches, k0, chunk, S_b, delays, block_order, batch_order):
+    """:func:`_sample_rpd`'s draws for iterations k0 .. k0 + chunk - 1, S_b delays each (S blocks)."""
     key = jax.random.fold_in(jax.random.key(seed), 1)
-    k = jnp.arange(K_b)
+    k = k0 + jnp.arange(chunk)
 
     def draw(k):
         k_block, k_batch, k_delay = jax.random.split(jax.random.fold_in(key, k), 3)
