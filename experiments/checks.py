@@ -38,7 +38,7 @@ from rpd.objectives.entries import linear_memory
 from rpd.objectives.entry import Memory, readers, structured
 from rpd.runtime import budget
 from rpd.train import diloco, optimizers
-from rpd.validation import check_choice, check_int, check_real, nearest
+from rpd.validation import check_choice, check_int, check_real, nearest, required
 
 
 def _grid_exponents(m) -> None:
@@ -115,17 +115,18 @@ def memory_terms(cfg, objective=None, spec: registry.RunSpec | None = None) -> l
     # Every op boundary is a sum of costs, so their gcd divides the clock's resolution.
     gcd = math.gcd(*given, int(c.p2p), int(c.straggler_ticks)) or 1
     noam, v, R, H = p.get("noam") or S, int(p.get("v") or 1), p.get("R"), p.get("H")  # the schedule's own
+    by: tuple[str, ...]
     if p.T is not None:
         T, by = int(p.T), ("schedule.T", "schedule.S")
         ops = T * S * v  # at most one op per rank and unit tick
     else:
-        N = int(p.N)
+        N = int(required("schedule.N", p.N))
         if spec.pipeline.entry.semantics.runner == "replicas":
-            T = 2 * N + -(-N // (R * H)) * (2 * S - 2)
+            T = 2 * N + -(-N // (required("schedule.R", R) * required("schedule.H", H))) * (2 * S - 2)
         elif noam < S:
             T = 2 * N * -(-S // noam) + 2 * S
         else:  # one warm-up and drain per flush (one in all for the asynchronous streams)
-            flushes = -(-N // p.M) if registry.SCHEDULES[spec.pipeline.name].flush else 1
+            flushes = -(-N // required("schedule.M", p.M)) if registry.SCHEDULES[spec.pipeline.name].flush else 1
             T = (2 * N + flushes * 2 * S) * v
         by = ("schedule.N", "schedule.S") + (("schedule.noam",) if noam < S else ())
         ops = 3 * N * S * v  # F, and B or its halves I and W, per microbatch and stage
@@ -163,7 +164,11 @@ def memory_terms(cfg, objective=None, spec: registry.RunSpec | None = None) -> l
     terms += size.data
     if spec.method == "rpd":
         terms.append(
-            budget.Term("RPD history ring", ("method.delta",) + width, G * (spec.options.delta + 1) * D * item)
+            budget.Term(
+                "RPD history ring",
+                ("method.delta",) + width,
+                G * (required("method.delta", spec.options.delta) + 1) * D * item,
+            )
         )
     elif spec.pipeline.entry.semantics.runner == "replicas":
         terms.append(budget.Term("LocalSGD replicas", ("schedule.R",) + width, G * R * D * item))
@@ -222,7 +227,11 @@ def _check_values(cfg) -> registry.RunSpec:
     if _value(m.name) not in ("localsgd", "pipeline") and (
         diloco.resolve_outer(outer) is not None or inner_state != "keep"
     ):
-        what = f"outer_optimizer={outer['name']}" if diloco.resolve_outer(outer) else f"inner_state={inner_state}"
+        what = (
+            f"outer_optimizer={outer['name']}"
+            if outer is not None and diloco.resolve_outer(outer)
+            else f"inner_state={inner_state}"
+        )
         raise ValueError(f"{what}: applies to method=localsgd (DiLoCo) only, not to method={_value(m.name)}")
     if cfg.logger.mode is not None:  # fail before the job, not when logging after it
         check_choice("logger.mode", cfg.logger.mode, MODES)
@@ -281,7 +290,7 @@ def typed(cfg, schema=TrainConfig) -> DictConfig:
     base = OmegaConf.structured(schema)
     merged = OmegaConf.merge(base, cfg if not dataclasses.is_dataclass(cfg) else OmegaConf.structured(cfg))
     OmegaConf.set_struct(merged, True)
-    return merged
+    return typing.cast(DictConfig, merged)  # a structured dataclass merges into a DictConfig
 
 
 def refuse(exc: BaseException) -> None:

@@ -49,7 +49,7 @@ __all__ = [
 
 # The names of the registries (rpd.registry): registering a method or a schedule is the only
 # step, its name becomes a config choice here (a misspelling fails at compose time).
-MethodName = enum.Enum("MethodName", {name: name for name in registry.METHODS})
+MethodName = enum.Enum("MethodName", {name: name for name in registry.METHODS})  # type: ignore[misc]  # members from the registry at import: mypy types the functional API from literals only
 
 
 class Delays(enum.Enum):  # RPD's delay model; "pd" = PipeDream's exact delay table
@@ -131,7 +131,7 @@ class MethodConfig:
     """``rpd.train.methods``: which method, its step-size grid 2^gamma_lo .. 2^gamma_hi (vmapped in one
     compile), seeds, RPD's options, and the step-size selector (``rpd.analysis.tuning``)."""
 
-    name: MethodName = MethodName.pd
+    name: MethodName = MethodName.pd  # type: ignore[attr-defined]  # a registry-built member (above)
     gamma_lo: int = -8  # log2 of the smallest step size
     gamma_hi: int = 0  # log2 of the largest step size
     gammas: Optional[List[float]] = None  # explicit grid (overrides gamma_lo/hi); every value > 0
@@ -217,10 +217,13 @@ def _schema_type(tp) -> Any:
     if origin in (tuple, list):
         items = {a for a in args if a is not Ellipsis}
         item = items.pop() if len(items) == 1 else None
-        return List[item] if item in (bool, int, float, str) else List[Any]
+        return _LISTS.get(item, List[Any])
     if tp is dict or origin is dict:
         return Dict[str, Any]
     return Any
+
+
+_LISTS: dict[Any, Any] = {bool: List[bool], int: List[int], float: List[float], str: List[str]}
 
 
 def study_schema(name: str, config_cls) -> type:
@@ -228,7 +231,7 @@ def study_schema(name: str, config_cls) -> type:
     ``config_cls``: every field of it, typed (:func:`_schema_type`), defaulting to null (the
     preset of the chosen size). Fields named like StudyConfig's own are left to ``overrides``."""
     hints = typing.get_type_hints(config_cls)
-    fields = [
+    fields: list[tuple[str, Any, Any]] = [
         (f.name, Optional[_schema_type(hints[f.name])], dataclasses.field(default=None))
         for f in dataclasses.fields(config_cls)
         if f.name not in ("name", "overrides")
@@ -240,9 +243,9 @@ def study_schema(name: str, config_cls) -> type:
 def study_fields(study) -> dict:
     """The study fields set on a composed ``study`` node: its typed fields that are not null,
     and ``overrides``; a field given both ways is an error naming both."""
-    typed_ = {k: v for k, v in study.items() if k not in ("name", "overrides") and v is not None}
-    typed_ = OmegaConf.to_container(OmegaConf.create(typed_), resolve=True) if typed_ else {}
-    extra = OmegaConf.to_container(study.overrides, resolve=True) if "overrides" in study else {}
+    typed_: dict = {k: v for k, v in study.items() if k not in ("name", "overrides") and v is not None}
+    typed_ = typing.cast(dict, OmegaConf.to_container(OmegaConf.create(typed_), resolve=True)) if typed_ else {}
+    extra = typing.cast(dict, OmegaConf.to_container(study.overrides, resolve=True)) if "overrides" in study else {}
     both = sorted(set(typed_) & set(extra))
     if both:
         raise ValueError(

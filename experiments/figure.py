@@ -119,7 +119,10 @@ def check_overrides(study: SimpleNamespace, overrides: dict) -> None:
         if key not in fields:
             raise ValueError(f"unknown config key {name}: {study.name}'s fields are {', '.join(sorted(fields))}")
         f = fields[key]
-        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        else:
+            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else None
         if default is None or value is None:
             continue
         if isinstance(default, (bool, str)) or isinstance(value, bool):

@@ -190,6 +190,7 @@ def train(cfg, spec: registry.RunSpec, obj=None) -> tuple[dict, dict, str]:
     status = "diverged" if diverged.all() else "ok"
     final = mean[:, -1]
     head, dirty = provenance.git_state()
+    assert block_update is not None  # every run reports its block updates (rpd.registry.run)
     summary = {
         "method": _v(cfg.method.name),
         "objective": obj.name,

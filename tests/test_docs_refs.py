@@ -95,9 +95,10 @@ def test_links_between_the_docs_resolve():
 
 
 def test_the_type_check_ci_runs_is_the_one_the_docs_show():
-    """docs/architecture.md#types shows the mypy command .ci/run runs, and it checks all of rpd."""
+    """docs/architecture.md#types shows the mypy command .ci/run runs, and it checks all of rpd and
+    the entry points."""
     ci = [line.split("#")[0].strip() for line in (ROOT / ".ci" / "run").read_text().splitlines() if " mypy " in line]
     doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8").split("## Types", 1)[1]
     shown = re.search(r"```\n(.*mypy.*)\n```", doc).group(1).strip()
     assert ci == [shown]
-    assert shown.split(" mypy ", 1)[1].split()[0] == "rpd"
+    assert shown.split(" mypy ", 1)[1].split() == ["rpd", "experiments"]
