@@ -288,7 +288,3 @@ def main(argv: list[str] | None = None) -> None:
         path = args.path or (verify(Path(args.cache) / FILE_NAME) if args.cache else default_path())
         text = load_text(path)
         print(f"{path}: {len(text)} characters, vocabulary of {Vocab.from_text(text).size}")
-
-
-if __name__ == "__main__":
-    main()
