@@ -1,8 +1,13 @@
-"""What the tests share to compose hydra configs: the repository root, its configs/, one
-compose call, and tiny train configs."""
+"""What the tests share to compose hydra configs and run the entry points: the repository root,
+its configs/, one compose call, tiny train configs, and the plumbing of the toy-entry tests (a
+registering fixture, a config folder, the entry point run after ``register()``, a sweep's table)."""
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from hydra import compose as _hydra_compose
 from hydra import initialize_config_dir
 
@@ -39,3 +44,73 @@ def compose(overrides, name: str = "train"):
     """The config ``name`` (configs/<name>.yaml) with hydra ``overrides``, as the entry point sees it."""
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
         return _hydra_compose(name, overrides=list(overrides))
+
+
+def registered(register, table: dict, name: str):
+    """A fixture that calls the test file's ``register()`` for one test and takes ``name`` out of
+    ``table`` (the registry it went into) after it."""
+
+    @pytest.fixture
+    def fixture():
+        register()
+        yield
+        del table[name]
+
+    return fixture
+
+
+def config_dir(tmp_path: Path, group: str, name: str, yaml: str) -> Path:
+    """A config folder for ``hydra.searchpath`` holding one yaml, ``<group>/<name>.yaml``."""
+    (tmp_path / "cfg" / group).mkdir(parents=True)
+    (tmp_path / "cfg" / group / f"{name}.yaml").write_text(yaml)
+    return tmp_path / "cfg"
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ, WANDB_MODE="disabled", PYTHONPATH=str(ROOT))
+
+
+def run_registered(
+    test_file: str, args: list[str], tmp_path: Path, configs: Path | None = None, module: str = "experiments.train"
+) -> subprocess.CompletedProcess:
+    """``python -m <module> <args>`` in a fresh interpreter, run by a script that imports the test
+    file ``test_file`` (its ``__file__``) and calls its ``register()`` first; results, sweeps and
+    hydra's outputs go under ``tmp_path``, ``configs`` joins hydra's search path."""
+    here = Path(test_file).resolve()
+    script = (
+        f"import sys; sys.path[:0] = [{str(here.parent)!r}, {str(here.parent.parent)!r}]; "
+        f"import {here.stem} as t; t.register(); "
+        # the test file may import the module itself: run it afresh as __main__
+        f"sys.modules.pop({module!r}, None); "
+        f"import runpy; runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
+    )
+    train = [f"results_root={tmp_path / 'results'}", f"hydra.sweep.dir={tmp_path / 'multirun'}"]
+    cmd = [
+        sys.executable,
+        "-c",
+        script,
+        *args,
+        *([f"hydra.searchpath=[file://{configs}]"] if configs is not None else []),
+        *(train if module == "experiments.train" else []),
+        f"hydra.run.dir={tmp_path / 'outputs'}",
+    ]
+    return subprocess.run(cmd, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
+
+
+def sweep_losses(multirun: Path, column: str, names: tuple[str, ...]) -> dict[str, float]:
+    """``python -m rpd.io.sweeps ls <multirun> --columns <column>,final_best``: the final loss of the
+    one row that names each of ``names`` (a row naming several counts for the first)."""
+    ls = subprocess.run(
+        [sys.executable, "-m", "rpd.io.sweeps", "ls", str(multirun), "--columns", f"{column},final_best"],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ls.returncode == 0, ls.stderr[-3000:]
+    lines = [x for x in ls.stdout.splitlines() if any(n in x for n in names)]
+    assert len(lines) == len(names), ls.stdout
+    losses = {next(n for n in names if n in x): float(x.split()[-1]) for x in lines}
+    assert sorted(losses) == sorted(names), ls.stdout
+    return losses

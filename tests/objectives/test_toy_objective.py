@@ -10,24 +10,19 @@ own. Its iterates are the random quadratic's, so every comparison below against
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-from hydra_helpers import ROOT, TINY_LINEAR, compose
+from hydra_helpers import ROOT, TINY_LINEAR, compose, registered, run_registered, sweep_losses
 
-from experiments import checks, compose_check, train
 from rpd import objectives
+from rpd.cli import checks, compose_check, train
 from rpd.io import store
 from rpd.objectives.linear import random_quadratic
 from rpd.studies import frontier
 
 NAME = "toy_renamed_quadratic"
-HERE = Path(__file__).resolve().parent
 METRIC = objectives.Metric("loss/toy_gap", "toy gap")
 
 
@@ -57,11 +52,7 @@ def register() -> None:
     objectives.register(ENTRY)
 
 
-@pytest.fixture
-def toy_registered():
-    register()
-    yield
-    del objectives.OBJECTIVES[NAME]
+toy_registered = registered(register, objectives.OBJECTIVES, NAME)
 
 
 # ------------------------------------------------------------------ the tests
@@ -123,36 +114,10 @@ def test_toy_is_a_row_of_e10s_frontier_table(toy_registered):
 def test_toy_trains_from_the_cli_and_is_tabled_in_a_sweep(tmp_path):
     """``python -m experiments.train -m objective.name=<toy>,random_quadratic`` run by a script
     that registers it first; ``python -m rpd.io.sweeps ls`` tables both jobs, the same loss."""
-    script = (
-        f"import sys; sys.path[:0] = [{str(HERE)!r}, {str(HERE.parent)!r}]; "
-        "import test_toy_objective as t; t.register(); "
-        "import runpy; runpy.run_module('experiments.train', run_name='__main__', alter_sys=True)"
-    )
-    cmd = [
-        sys.executable,
-        "-c",
-        script,
-        "-m",
-        f"objective.name={NAME},random_quadratic",
-        *TINY_LINEAR,
-        f"results_root={tmp_path / 'results'}",
-        f"hydra.sweep.dir={tmp_path / 'multirun'}",
-    ]
-    env = dict(os.environ, WANDB_MODE="disabled", PYTHONPATH=str(ROOT))
-    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    args = ["-m", f"objective.name={NAME},random_quadratic", *TINY_LINEAR]
+    proc = run_registered(__file__, args, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    ls = subprocess.run(
-        [sys.executable, "-m", "rpd.io.sweeps", "ls", str(tmp_path / "multirun"), "--columns", "objective,final_best"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert ls.returncode == 0, ls.stderr[-3000:]
-    lines = [x for x in ls.stdout.splitlines() if NAME in x or "random_quadratic" in x]
-    assert len(lines) == 2, ls.stdout
-    losses = {NAME if NAME in x else "random_quadratic": float(x.split()[-1]) for x in lines}
+    losses = sweep_losses(tmp_path / "multirun", "objective", (NAME, "random_quadratic"))
     assert losses[NAME] == losses["random_quadratic"]
 
 

@@ -11,27 +11,22 @@ it is optax's momentum, bit for bit: every comparison below against ``momentum``
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from hydra_helpers import ROOT, TINY_LINEAR, compose
+from hydra_helpers import TINY_LINEAR, compose, config_dir, registered, run_registered, sweep_losses
 
-from experiments import plan as plan_entry
+from rpd.cli import plan as plan_entry
 from rpd.objectives.linear import random_quadratic
 from rpd.studies import make_config
 from rpd.studies import optimizers as e12
 from rpd.train import methods, optimizers, transforms
 
 NAME = "toy_dampened"
-HERE = Path(__file__).resolve().parent
 LR = 2.0**-5
 
 
@@ -62,43 +57,12 @@ def register() -> None:
     transforms.register(ENTRY)
 
 
-@pytest.fixture
-def toy_registered():
-    register()
-    yield
-    del transforms.OPTIMIZERS[NAME]
+toy_registered = registered(register, transforms.OPTIMIZERS, NAME)
 
 
 @pytest.fixture
 def toy_configs(tmp_path):
-    (tmp_path / "cfg" / "optimizer").mkdir(parents=True)
-    (tmp_path / "cfg" / "optimizer" / f"{NAME}.yaml").write_text(YAML)
-    return tmp_path / "cfg"
-
-
-def _cli(
-    args: list[str], configs: Path, tmp_path: Path, module: str = "experiments.train"
-) -> subprocess.CompletedProcess:
-    """``python -m <module> <args>`` run by a script that registers the toy first."""
-    script = (
-        f"import sys; sys.path[:0] = [{str(HERE)!r}, {str(HERE.parent)!r}]; "
-        "import test_toy_optimizer as t; t.register(); "
-        # this file imports experiments.plan itself: run the module afresh as __main__
-        f"sys.modules.pop({module!r}, None); "
-        f"import runpy; runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
-    )
-    train = [f"results_root={tmp_path / 'results'}", f"hydra.sweep.dir={tmp_path / 'multirun'}"]
-    cmd = [
-        sys.executable,
-        "-c",
-        script,
-        *args,
-        f"hydra.searchpath=[file://{configs}]",
-        *(train if module == "experiments.train" else []),
-        f"hydra.run.dir={tmp_path / 'outputs'}",
-    ]
-    env = dict(os.environ, WANDB_MODE="disabled", PYTHONPATH=str(ROOT))
-    return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    return config_dir(tmp_path, "optimizer", NAME, YAML)
 
 
 # ------------------------------------------------------------------ the tests
@@ -137,7 +101,9 @@ def test_toy_trains_as_written(toy_registered):
 def test_a_field_the_toy_lacks_is_refused_naming_the_toy(toy_configs, tmp_path):
     """``optimizer=momentum optimizer.dampening=0.5``: one line, exit 2, before any work (no
     results folder), naming the optimizer that takes the field."""
-    proc = _cli(["optimizer=momentum", "optimizer.dampening=0.5", *TINY_LINEAR], toy_configs, tmp_path)
+    proc = run_registered(
+        __file__, ["optimizer=momentum", "optimizer.dampening=0.5", *TINY_LINEAR], tmp_path, toy_configs
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines() == [
         f"error: optimizer.dampening: optimizer momentum has no such parameter; taken by {NAME} "
@@ -152,21 +118,9 @@ def test_toy_trains_from_the_cli_and_is_tabled_in_a_sweep(toy_configs, tmp_path)
     the toy's d defaults to 0, so the two rows land on the same loss; ``rpd.io.sweeps ls`` tables
     both jobs, and the toy's stored meta holds its signature's parameters."""
     args = ["-m", f"optimizer={NAME},momentum", "optimizer.beta=0.5", *TINY_LINEAR]
-    proc = _cli(args, toy_configs, tmp_path)
+    proc = run_registered(__file__, args, tmp_path, toy_configs)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    env = dict(os.environ, WANDB_MODE="disabled", PYTHONPATH=str(ROOT))
-    ls = subprocess.run(
-        [sys.executable, "-m", "rpd.io.sweeps", "ls", str(tmp_path / "multirun"), "--columns", "optimizer,final_best"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert ls.returncode == 0, ls.stderr[-3000:]
-    rows = [x.split() for x in ls.stdout.splitlines() if NAME in x or "momentum" in x]
-    assert len(rows) == 2, ls.stdout
-    losses = {NAME if NAME in r else "momentum": float(r[-1]) for r in rows}
+    losses = sweep_losses(tmp_path / "multirun", "optimizer", (NAME, "momentum"))
     assert losses[NAME] == losses["momentum"]
     (config,) = [p for p in (tmp_path / "results" / "train").glob("*/config.json") if NAME in p.read_text()]
     assert '"dampening": 0.0' in config.read_text() and '"beta": 0.5' in config.read_text()
@@ -221,7 +175,7 @@ def test_the_toy_is_planned_with_the_state_it_declares(toy_configs, tmp_path):
     profile.write_text(json.dumps(PROFILE))
     out = tmp_path / "plan.json"
     args = [f"optimizer={NAME}", *PLAN, f"model.profile={profile}", f"out={out}"]
-    proc = _cli(args, toy_configs, tmp_path, module="experiments.plan")
+    proc = run_registered(__file__, args, tmp_path, toy_configs, module="experiments.plan")
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out.read_text())
     assert data["settings"]["optimizer"] == NAME and data["settings"]["optimizer_states"] == 1

@@ -9,19 +9,15 @@ each W right after its I (False) or every W of the flush after the last I (True)
 from __future__ import annotations
 
 import dataclasses
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
-from hydra_helpers import ROOT, TINY_LINEAR, compose
+from hydra_helpers import TINY_LINEAR, compose, config_dir, registered, run_registered, sweep_losses
 
-from experiments import checks, compose_check, specs
-from experiments import config as C
 from rpd import registry
+from rpd.cli import checks, compose_check, specs
+from rpd.cli import config as C
 from rpd.model import hardware, layers
 from rpd.model.plan import plan
 from rpd.schedules import Timeline
@@ -32,7 +28,6 @@ from rpd.schedules.machinery.ir import BWD_I, BWD_W, FWD, concat, ops, shift_mb
 from rpd.studies import schedule_table
 
 NAME = "toy_split_gpipe"
-HERE = Path(__file__).resolve().parent
 
 
 # ------------------------------------------------------------------ the toy's module
@@ -98,18 +93,12 @@ def register() -> None:
     registry.register_schedule(ENTRY)
 
 
-@pytest.fixture
-def toy_registered():
-    register()
-    yield
-    del registry.SCHEDULES[NAME]
+toy_registered = registered(register, registry.SCHEDULES, NAME)
 
 
 @pytest.fixture
 def toy_configs(tmp_path):
-    (tmp_path / "cfg" / "schedule").mkdir(parents=True)
-    (tmp_path / "cfg" / "schedule" / f"{NAME}.yaml").write_text(YAML)
-    return tmp_path / "cfg"
+    return config_dir(tmp_path, "schedule", NAME, YAML)
 
 
 # ------------------------------------------------------------------ the tests
@@ -180,16 +169,8 @@ def test_toy_trains_from_the_cli_and_is_tabled_in_a_sweep(toy_configs, tmp_path)
     """``python -m experiments.train -m schedule=<toy>`` run by a script that registers it first: trains
     (a synchronous schedule: minibatch SGD, the same iterates as GPipe on the same
     microbatches), and ``python -m rpd.io.sweeps ls`` tables both jobs."""
-    script = (
-        f"import sys; sys.path[:0] = [{str(HERE)!r}, {str(HERE.parent)!r}]; "
-        "import test_toy_schedule as t; t.register(); "
-        "import runpy; runpy.run_module('experiments.train', run_name='__main__', alter_sys=True)"
-    )
     tiny = [o for o in TINY_LINEAR if not o.startswith("schedule.")]
-    cmd = [
-        sys.executable,
-        "-c",
-        script,
+    args = [
         "-m",
         "method=pipeline",
         f"schedule={NAME},gpipe",
@@ -198,23 +179,8 @@ def test_toy_trains_from_the_cli_and_is_tabled_in_a_sweep(toy_configs, tmp_path)
         "schedule.M=2",
         "compare=equal_n",  # after the same N microbatches: the same iterates (at one T they differ)
         *tiny,
-        f"hydra.searchpath=[file://{toy_configs}]",
-        f"results_root={tmp_path / 'results'}",
-        f"hydra.sweep.dir={tmp_path / 'multirun'}",
     ]
-    env = dict(os.environ, WANDB_MODE="disabled", PYTHONPATH=str(ROOT))
-    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    proc = run_registered(__file__, args, tmp_path, toy_configs)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    ls = subprocess.run(
-        [sys.executable, "-m", "rpd.io.sweeps", "ls", str(tmp_path / "multirun"), "--columns", "schedule,final_best"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert ls.returncode == 0, ls.stderr[-3000:]
-    lines = [x for x in ls.stdout.splitlines() if NAME in x or "gpipe" in x]
-    assert len(lines) == 2, ls.stdout
-    losses = {NAME if NAME in x else "gpipe": float(x.split()[-1]) for x in lines}
+    losses = sweep_losses(tmp_path / "multirun", "schedule", (NAME, "gpipe"))
     assert losses[NAME] == pytest.approx(losses["gpipe"], rel=1e-12)
