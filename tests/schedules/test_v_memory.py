@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from rpd import registry, schedules
+from rpd.schedules.family import v_memory
 from rpd.schedules.family.v_memory import v_half, v_memory_order, v_min
 from rpd.schedules.machinery import memory
 from rpd.schedules.machinery.costs import CostModel
@@ -17,7 +18,8 @@ from rpd.schedules.machinery.ir import BWD_I, BWD_W, FWD
 class SailPipelineGraph:
     """``zbv_greedy.PipelineGraph``'s pattern, ``put_w``, ``mem_of_stage``,
     ``eager_execution_time``, ``reorder`` and ``schedule_from_pattern``, line for line (printing
-    and the CSV helpers left out)."""
+    and the CSV helpers left out; the scan for the next node, which the last two repeat, once as
+    ``next_node``)."""
 
     def __init__(self, n_stage, n_micro, mem_config):
         self.n_stage, self.n_micro, self.mem_config = n_stage, n_micro, mem_config
@@ -86,6 +88,22 @@ class SailPipelineGraph:
             res = max(res, cur)
         return res
 
+    def next_node(self, stage_result, p, num_types, num_stages, inf):
+        # the file's earliest-pending-node scan, which it writes out in both of the two methods below
+        return min(
+            [
+                (
+                    stage_result[t // num_types][t % num_types][p[t // num_types][t % num_types]]
+                    if p[t // num_types][t % num_types] < len(stage_result[t // num_types][t % num_types])
+                    else inf,
+                    t // num_types,
+                    t % num_types,
+                    p[t // num_types][t % num_types],
+                )
+                for t in range(num_types * num_stages)
+            ]
+        )
+
     def eager_execution_time(self, stage_result, cost, c_cost):
         num_types = len(cost)
         num_stages = len(stage_result)
@@ -95,19 +113,7 @@ class SailPipelineGraph:
         stage_order = [[] for _ in range(num_stages)]
         inf = max([max([max(type) for type in stage]) for stage in stage_result]) + 1
         for _ in range(total_elements):
-            next_time, next_stage, next_type, next_mb = min(
-                [
-                    (
-                        stage_result[t // num_types][t % num_types][p[t // num_types][t % num_types]]
-                        if p[t // num_types][t % num_types] < len(stage_result[t // num_types][t % num_types])
-                        else inf,
-                        t // num_types,
-                        t % num_types,
-                        p[t // num_types][t % num_types],
-                    )
-                    for t in range(num_types * num_stages)
-                ]
-            )
+            next_time, next_stage, next_type, next_mb = self.next_node(stage_result, p, num_types, num_stages, inf)
             p[next_stage][next_type] += 1
             deps = 0
             if next_type in {0, 2} and next_stage > 0:
@@ -142,19 +148,7 @@ class SailPipelineGraph:
         phase = 0
         inf = max([max([max(type) for type in stage]) for stage in stage_result]) + 1
         for _ in range(total_elements):
-            next_time, next_stage, next_type, next_mb = min(
-                [
-                    (
-                        stage_result[t // num_types][t % num_types][p[t // num_types][t % num_types]]
-                        if p[t // num_types][t % num_types] < len(stage_result[t // num_types][t % num_types])
-                        else inf,
-                        t // num_types,
-                        t % num_types,
-                        p[t // num_types][t % num_types],
-                    )
-                    for t in range(num_types * num_stages)
-                ]
-            )
+            next_time, next_stage, next_type, next_mb = self.next_node(stage_result, p, num_types, num_stages, inf)
             p[next_stage][next_type] += 1
             if next_type == 3 and next_stage == 0 and phase == 0:
                 phase += 1
@@ -288,3 +282,52 @@ def test_the_papers_memory_and_bubble_table(S):
             assert memory.peak_activations(tl, until="W").max() == mem
             assert 0 < tl.T - 6 * M <= share * idle_1f1b
         assert memory.peak_activations(one).max() == S
+
+
+def _ranks_as_reordered(S, M, setup):
+    """Every rank's slot lists as step 2 and step 3 of rpd.schedules.family.v_memory's module
+    doc see them (with and without W's), and a few moved ops: the inputs :func:`_peak` judges."""
+    block = v_memory.building_block(setup, S)
+    slots = [[list(range(x, x + 6 * M, 6)) for x in rank] for rank in block]
+    out = [v_memory._put_w(rank) for rank in slots] + [[list(x) for x in rank] for rank in slots]
+    rng = np.random.default_rng(S * M)
+    for rank in list(out):
+        moved = [list(x) for x in rank]
+        k = int(rng.integers(len(moved)))
+        j = int(rng.integers(len(moved[k])))
+        moved[k][j] = int(rng.integers(0, moved[k][-1] + 1))  # may share a slot or break the order
+        out.append(moved)
+    return out
+
+
+@pytest.mark.parametrize("setup", ["half", "min"])
+@pytest.mark.parametrize("S,M", [(2, 4), (4, 8), (6, 12), (8, 32)])
+def test_compiled_peak_equals_the_walk(setup, S, M):
+    """The compiled peak (docs/schedules.md#v-half-and-v-min, step 2) reads what ``_peak``
+    reads, slot for slot, also for ranks with shared slots or out-of-order lists, and follows a
+    moved op."""
+    for rank in _ranks_as_reordered(S, M, setup):
+        flat = v_memory._FlatRank([list(x) for x in rank])
+        assert flat.peak() == v_memory._peak(rank)
+        k, j = len(rank) - 1, 0
+        flat.put(k, j, rank[k][-1])
+        moved = [list(x) for x in rank]
+        moved[k][j] = rank[k][-1]
+        assert flat.rank == moved and flat.peak() == v_memory._peak(moved)
+
+
+def test_the_order_is_made_once_per_size(monkeypatch):
+    """A flush's order does not depend on the costs or the flush count
+    (docs/schedules.md#v-half-and-v-min): building V-Half at two cost models and two flushes makes
+    it once (two reorders), and the order handed out is a copy."""
+    calls = []
+    real = v_memory._reorder
+    monkeypatch.setattr(v_memory, "_reorder", lambda *a, **k: calls.append(1) or real(*a, **k))
+    v_memory._flush_order.cache_clear()
+    one = v_half(4, 16, 8, costs=CostModel(F=1, I=1, W=1))
+    two = v_half(4, 16, 8, costs=CostModel(F=2, I=1, W=1, p2p=1))
+    assert len(calls) == 2
+    np.testing.assert_array_equal(one.table.mb, two.table.mb)
+    order = v_memory_order(4, 8, "half")
+    order[0][:] = -1
+    assert v_memory_order(4, 8, "half")[0].min() >= 0

@@ -20,10 +20,17 @@ backward meets), b (I of chunk 0), W and w (weight backward of chunk 1 and 0).
 4. W's placed again, now per chunk (W before w), and each rank runs its ops in slot order.
 
 The order is made at unit costs (sail-sg's runtime passes equal costs: "use fixed schedule for
-now") and timed here under any cost model. Synchronous, one flush per minibatch.
+now") and timed here under any cost model. Synchronous, one flush per minibatch. The order of
+one flush is made once per (S, M, setup) and shared by every cost model and flush count; the
+peak-memory walk of step 2, run once per candidate slot, is compiled (numba, as the timer's
+loop): S = 16, M = 256 takes well under a second instead of 3-14 s (benchmarks/bench_v_memory.py).
 """
 
 from __future__ import annotations
+
+import functools
+
+import numpy as np
 
 from rpd.schedules.machinery.build import timed
 from rpd.schedules.machinery.costs import CostModel
@@ -95,6 +102,65 @@ def _peak(rank: list[list[int]]) -> int:
     return peak
 
 
+def _peak_kernel(values: np.ndarray, offsets: np.ndarray, has_w: bool) -> int:  # pragma: no cover
+    """:func:`_peak` of the rank whose slot list ``t`` is ``values[offsets[t]:offsets[t + 1]]``:
+    the same walk over the slots, for numba (:func:`_compiled_peak`)."""
+    n_kinds = len(offsets) - 1
+    memory = np.array(MEMORY, np.int64)
+    bound = values[offsets[1] - 1]
+    for t in range(1, n_kinds):
+        bound = max(bound, values[offsets[t + 1] - 1])
+    ptr = offsets[:-1].copy()
+    held = peak = owed = 0
+    for i in range(bound + 1):
+        t_next, kind = bound + 1, 0
+        for t in range(n_kinds):
+            x = values[ptr[t]] if ptr[t] < offsets[t + 1] else bound + 1
+            if x < t_next:
+                t_next, kind = x, t
+        if t_next == i:
+            ptr[kind] += 1
+            held += memory[kind]
+            if 2 <= kind < 4:
+                owed += 1
+        elif not has_w and owed:
+            held -= 1
+            owed -= 1
+        peak = max(peak, held)
+    return peak
+
+
+@functools.cache
+def _compiled_peak():
+    """numba-compiled :func:`_peak_kernel`, built on first use, its machine code cached on disk
+    (as :func:`rpd.schedules.machinery.timer._compiled_kernel`); plain Python without numba."""
+    try:
+        import numba
+    except ImportError:
+        return _peak_kernel
+    return numba.njit(cache=True, nogil=True)(_peak_kernel)
+
+
+class _FlatRank:
+    """A rank's slot lists (4, or 5 with W's) and a flat int64 copy of them that
+    :func:`_compiled_peak` reads; :meth:`put` moves one op in both."""
+
+    def __init__(self, rank: list[list[int]]):
+        if not 4 <= len(rank) <= len(MEMORY) or not all(rank):
+            raise ValueError(f"a rank holds 4 or 5 non-empty slot lists, got {[len(x) for x in rank]}")
+        self.rank = rank
+        self.offsets = np.cumsum([0] + [len(x) for x in rank]).astype(np.int64)
+        self.values = np.array([t for x in rank for t in x], np.int64)
+        self.has_w = len(rank) > 4
+
+    def put(self, k: int, j: int, t: int) -> None:
+        self.rank[k][j] = t
+        self.values[self.offsets[k] + j] = t
+
+    def peak(self) -> int:
+        return int(_compiled_peak()(self.values, self.offsets, self.has_w))
+
+
 def _in_slot_order(slots: list[list[list[int]]]):
     """Every op (slot, rank, kind, mb) in the order of its slot, then rank, kind."""
     return sorted((t, s, k, j) for s, rank in enumerate(slots) for k, x in enumerate(rank) for j, t in enumerate(x))
@@ -128,7 +194,8 @@ def _reorder(slots: list[list[list[int]]], with_w: bool) -> list[list[list[int]]
     """Step 2 (``with_w``) or 3 of the module doc."""
     slots = [_put_w(rank) if with_w else [list(x) for x in rank] for rank in slots]
     S, n = len(slots), len(slots[0][0])
-    cap = max(_peak(rank) for rank in slots)
+    flat = [_FlatRank(rank) for rank in slots]
+    cap = max(f.peak() for f in flat)
     taken = [[False] * (rank[-1][-1] + 1) for rank in slots]
     phase = 0
     for t_now, s, k, j in _in_slot_order(slots):
@@ -154,12 +221,12 @@ def _reorder(slots: list[list[list[int]]], with_w: bool) -> list[list[list[int]]
         moved = False
         for t in range(ready + 1, t_now):
             if not taken[s][t]:
-                rank[k][j] = t
-                if _peak(rank) <= cap:
+                flat[s].put(k, j, t)
+                if flat[s].peak() <= cap:  # _peak(rank), compiled
                     moved = True
                     break
         if not moved:
-            rank[k][j] = t_now
+            flat[s].put(k, j, t_now)
         taken[s][rank[k][j]] = True
     if not with_w:
         slots = [_put_w(rank) for rank in slots]
@@ -168,6 +235,13 @@ def _reorder(slots: list[list[list[int]]], with_w: bool) -> list[list[list[int]]
 
 def v_memory_order(S: int, M: int, setup: str) -> Order:
     """One flush of V-Half (``setup="half"``) or V-Min (``"min"``) on S ranks (module doc)."""
+    return [a.copy() for a in _flush_order(S, M, setup)]
+
+
+@functools.lru_cache(maxsize=64)
+def _flush_order(S: int, M: int, setup: str) -> tuple[np.ndarray, ...]:
+    """:func:`v_memory_order`, made once per (S, M, setup): the order does not depend on the
+    costs or the number of flushes (E9 times each at 4 cost settings, N = 2M). Read-only arrays."""
     block = building_block(setup, S)
     slots = [[list(range(x, x + 6 * M, 6)) for x in rank] for rank in block]
     slots = [rank[:4] for rank in _reorder(slots, with_w=True)]
@@ -178,8 +252,10 @@ def v_memory_order(S: int, M: int, setup: str) -> Order:
         c0, c1 = r, 2 * S - 1 - r
         kind_stage = [(FWD, c0), (FWD, c1), (BWD_I, c1), (BWD_I, c0), (BWD_W, c1), (BWD_W, c0)]
         rows = sorted((t, k, j) for k, x in enumerate(slots[r]) for j, t in enumerate(x))
-        out.append(ops([(kind_stage[k][0], kind_stage[k][1], j) for _, k, j in rows]))
-    return out
+        a = ops([(kind_stage[k][0], kind_stage[k][1], j) for _, k, j in rows])
+        a.flags.writeable = False
+        out.append(a)
+    return tuple(out)
 
 
 def v_memory(S: int, N: int, M: int, setup: str, costs: CostModel | None = None) -> Timeline:
@@ -189,7 +265,8 @@ def v_memory(S: int, N: int, M: int, setup: str, costs: CostModel | None = None)
     setup = check_choice("setup", setup, SETUPS)
     if N % M:
         raise ValueError(f"N must be a whole number of flushes of M microbatches, got N={N}, M={M}")
-    order = concat([shift_mb(v_memory_order(S, M, setup), q * M) for q in range(N // M)])
+    flush = list(_flush_order(S, M, setup))
+    order = concat([shift_mb(flush, q * M) for q in range(N // M)])
     kind = f"v_{setup}"
     return timed(kind, order, S=S, N=N, M=M, costs=costs, n_stages=2 * S, v=2, split=True, barrier_every=M, sync=True)
 

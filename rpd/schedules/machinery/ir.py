@@ -79,6 +79,11 @@ def grid(order: Order, rank: int, at: int | None = None, width: int = 12) -> str
 def ops(rows) -> np.ndarray:
     """int32 [n, 4] from (kind, stage, mb) or (kind, stage, mb, fused) tuples."""
     a = np.zeros((len(rows), 4), np.int32)
+    width = {len(r) for r in rows}
+    if len(width) == 1:  # one conversion for the whole table (a schedule's rows share a width)
+        (n,) = width
+        a[:, :n] = np.array(rows, np.int32).reshape(len(rows), n)
+        return a
     for i, r in enumerate(rows):
         a[i, : len(r)] = r
     return a
