@@ -52,9 +52,11 @@ def source_compute(pipeline_parallel_size, num_microbatches, pipeline_parallel_r
             microbatch_id01[get_model_chunk_id(i)].append(i)
         return microbatch_id01
 
-    def get_microbatch_idx(total_num_microbatches, pipeline_parallel_rank):
+    def get_microbatch_idx(total_num_microbatches, pipeline_parallel_rank, shift=0):
+        # shift 2 reads each chunk c as c + 2 mod 4: get_bkmicrobatch_idx's loop, the same one
         microbatch_idx = []
-        microbatch_id01 = get_microbatch(total_num_microbatches)
+        by_chunk = get_microbatch(total_num_microbatches)
+        microbatch_id01 = [by_chunk[(c + shift) % num_model_chunks] for c in range(num_model_chunks)]
         i_loop = total_num_microbatches // pipeline_parallel_size // 2
         num_unit = pipeline_parallel_size // 2
         i_half = pipeline_parallel_rank // num_unit
@@ -80,30 +82,7 @@ def source_compute(pipeline_parallel_size, num_microbatches, pipeline_parallel_r
         return microbatch_idx
 
     def get_bkmicrobatch_idx(total_num_microbatches, pipeline_parallel_rank):
-        microbatch_idx = []
-        microbatch_id01 = get_microbatch(total_num_microbatches)
-        i_loop = total_num_microbatches // pipeline_parallel_size // 2
-        num_unit = pipeline_parallel_size // 2
-        i_half = pipeline_parallel_rank // num_unit
-        num_initial = (
-            num_unit - pipeline_parallel_rank
-            if pipeline_parallel_rank < num_unit
-            else pipeline_parallel_rank - num_unit + 1
-        )
-        for j in range(i_loop):
-            for k in range(num_initial):
-                microbatch_idx.append(microbatch_id01[2 + i_half][j * num_unit + k])
-            for k in range(num_unit - num_initial):
-                microbatch_idx.append(microbatch_id01[3 - i_half][j * num_unit + k])
-                microbatch_idx.append(microbatch_id01[2 + i_half][j * num_unit + k + num_initial])
-            for k in range(num_initial):
-                microbatch_idx.append(microbatch_id01[3 - i_half][(j * num_unit + k + num_unit - num_initial)])
-                microbatch_idx.append(microbatch_id01[1 - i_half][j * num_unit + k])
-            for k in range(num_unit - num_initial):
-                microbatch_idx.append(microbatch_id01[i_half][j * num_unit + k])
-                microbatch_idx.append(microbatch_id01[1 - i_half][j * num_unit + k + num_initial])
-            for k in range(num_initial):
-                microbatch_idx.append(microbatch_id01[i_half][j * num_unit + k + num_unit - num_initial])
+        microbatch_idx = get_microbatch_idx(total_num_microbatches, pipeline_parallel_rank, shift=2)
         if (
             pipeline_parallel_rank == pipeline_parallel_size // 2
             or pipeline_parallel_rank == pipeline_parallel_size // 2 - 1
@@ -124,35 +103,25 @@ def source_compute(pipeline_parallel_size, num_microbatches, pipeline_parallel_r
     def bwd(v):
         calls.append(("B", get_model_chunk_id(v), v))
 
+    def one_f_one_b(n, forward_0, backward_0):
+        # the source's alternating loops: forward_k = k // 2 + forward_0, backward_k likewise
+        for k in range(n):
+            if k % 2 == 0:
+                fwd(microbatch_idx[k // 2 + forward_0])
+            else:
+                bwd(microbatch_idx_b[k // 2 + backward_0])
+
     for k in range(num_warmup_microbatches):
         fwd(microbatch_idx[k])
     for j in range(n_loop):
         offset = j * pipeline_parallel_size * 2
-        for k in range(unit_remaining * 2):
-            forward_k = k // 2 + num_warmup_microbatches + offset
-            backward_k = k // 2 + offset
-            if k % 2 == 0:
-                fwd(microbatch_idx[forward_k])
-            else:
-                bwd(microbatch_idx_b[backward_k])
+        one_f_one_b(unit_remaining * 2, num_warmup_microbatches + offset, offset)
         for k in range(num_warmup_microbatches - unit_remaining + 1):
             bwd(microbatch_idx_b[k + offset + unit_remaining])
-        for k in range(2 * (unit_remaining - 1)):
-            forward_k = k // 2 + 2 * pipeline_parallel_size + offset
-            backward_k = k // 2 + num_warmup_microbatches + 1 + offset
-            if k % 2 == 0:
-                fwd(microbatch_idx[forward_k])
-            else:
-                bwd(microbatch_idx_b[backward_k])
+        one_f_one_b(2 * (unit_remaining - 1), 2 * pipeline_parallel_size + offset, num_warmup_microbatches + 1 + offset)
         for k in range(num_warmup_microbatches - unit_remaining + 1):
             fwd(microbatch_idx[k + 2 * pipeline_parallel_size + offset + unit_remaining - 1])
-    for k in range(2 * unit_remaining):
-        forward_k = k // 2 + num_warmup_microbatches + num_microbatches_mid
-        backward_k = k // 2 + num_microbatches_mid
-        if k % 2 == 0:
-            fwd(microbatch_idx[forward_k])
-        else:
-            bwd(microbatch_idx_b[backward_k])
+    one_f_one_b(2 * unit_remaining, num_warmup_microbatches + num_microbatches_mid, num_microbatches_mid)
     for k in range(2 * pipeline_parallel_size - unit_remaining + 2):
         backward_k = k + num_microbatches_mid + unit_remaining
         if get_model_chunk_id(microbatch_idx_b[backward_k]) != -1:

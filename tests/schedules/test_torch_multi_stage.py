@@ -5,7 +5,8 @@ action, and the closed forms hold over a grid.
 The references below are torch's ``ScheduleLoopedBFS._calculate_single_rank_operations`` and
 ``ScheduleInterleavedZeroBubble._calculate_single_rank_operations`` with ``_get_1f1b_rank_ops``
 (``pytorch/pytorch: torch/distributed/pipelining/schedules.py``) written out line by line as
-torch runs them, ``None`` padding included, on (stage, kind, microbatch) tuples; the test drops
+torch runs them (its backward and weight steps, which torch repeats in two branches, once each as
+local functions), ``None`` padding included, on (stage, kind, microbatch) tuples; the test drops
 the ``None``s, as the IR does."""
 
 from __future__ import annotations
@@ -61,6 +62,22 @@ def torch_get_1f1b_rank_ops(
     backward_op_ids = []
     weight_op_count = 0
     FULL_BACKWARD_OR_BACKWARD_INPUT = I if enable_zero_bubble else B
+
+    def weight():  # torch's W step, written once here
+        nonlocal weight_op_count
+        weight_stage_index = backward_stage_index(backward_op_ids[weight_op_count])
+        weight_stage_mb_index[weight_stage_index] = (weight_mb_index := weight_stage_mb_index[weight_stage_index]) + 1
+        rank_ops.append((weight_stage_index, W, weight_mb_index))
+        weight_op_count += 1
+
+    def backward(op):  # torch's B (or I) step and the W it may be followed by, in both phases
+        bwd_stage_index = backward_stage_index(op)
+        bwd_stage_mb_index[bwd_stage_index] = (bwd_mb_index := bwd_stage_mb_index[bwd_stage_index]) + 1
+        rank_ops.append((bwd_stage_index, FULL_BACKWARD_OR_BACKWARD_INPUT, bwd_mb_index))
+        backward_op_ids.append(op)
+        if enable_zero_bubble and op - warmup_ops >= num_1f1b_microbatches:
+            weight()
+
     for op in range(total_ops):
         if op < warmup_ops:
             fwd_stage_index = forward_stage_index(op)
@@ -72,36 +89,13 @@ def torch_get_1f1b_rank_ops(
             fwd_stage_index = forward_stage_index(op)
             fwd_stage_mb_index[fwd_stage_index] = (fwd_mb_index := fwd_stage_mb_index[fwd_stage_index]) + 1
             rank_ops.append((fwd_stage_index, F, fwd_mb_index))
-            bwd_stage_index = backward_stage_index(op)
-            bwd_stage_mb_index[bwd_stage_index] = (bwd_mb_index := bwd_stage_mb_index[bwd_stage_index]) + 1
-            rank_ops.append((bwd_stage_index, FULL_BACKWARD_OR_BACKWARD_INPUT, bwd_mb_index))
-            backward_op_ids.append(op)
-            if enable_zero_bubble and op - warmup_ops >= num_1f1b_microbatches:
-                weight_stage_index = backward_stage_index(backward_op_ids[weight_op_count])
-                weight_stage_mb_index[weight_stage_index] = (
-                    weight_mb_index := weight_stage_mb_index[weight_stage_index]
-                ) + 1
-                rank_ops.append((weight_stage_index, W, weight_mb_index))
-                weight_op_count += 1
+            backward(op)
         else:
             if not enable_zero_bubble:
                 rank_ops.append(None)
-            bwd_stage_index = backward_stage_index(op)
-            bwd_stage_mb_index[bwd_stage_index] = (bwd_mb_index := bwd_stage_mb_index[bwd_stage_index]) + 1
-            rank_ops.append((bwd_stage_index, FULL_BACKWARD_OR_BACKWARD_INPUT, bwd_mb_index))
-            backward_op_ids.append(op)
-            if enable_zero_bubble and op - warmup_ops >= num_1f1b_microbatches:
-                weight_stage_index = backward_stage_index(backward_op_ids[weight_op_count])
-                weight_stage_mb_index[weight_stage_index] = (
-                    weight_mb_index := weight_stage_mb_index[weight_stage_index]
-                ) + 1
-                rank_ops.append((weight_stage_index, W, weight_mb_index))
-                weight_op_count += 1
+            backward(op)
     while enable_zero_bubble and weight_op_count < len(backward_op_ids):
-        weight_stage_index = backward_stage_index(backward_op_ids[weight_op_count])
-        weight_stage_mb_index[weight_stage_index] = (weight_mb_index := weight_stage_mb_index[weight_stage_index]) + 1
-        rank_ops.append((weight_stage_index, W, weight_mb_index))
-        weight_op_count += 1
+        weight()
     return rank_ops
 
 
