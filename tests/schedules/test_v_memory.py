@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from rpd import registry, schedules
+from rpd.schedules.family import v_memory
 from rpd.schedules.family.v_memory import v_half, v_memory_order, v_min
 from rpd.schedules.machinery import memory
 from rpd.schedules.machinery.costs import CostModel
@@ -281,3 +282,52 @@ def test_the_papers_memory_and_bubble_table(S):
             assert memory.peak_activations(tl, until="W").max() == mem
             assert 0 < tl.T - 6 * M <= share * idle_1f1b
         assert memory.peak_activations(one).max() == S
+
+
+def _ranks_as_reordered(S, M, setup):
+    """Every rank's slot lists as step 2 and step 3 of rpd.schedules.family.v_memory's module
+    doc see them (with and without W's), and a few moved ops: the inputs :func:`_peak` judges."""
+    block = v_memory.building_block(setup, S)
+    slots = [[list(range(x, x + 6 * M, 6)) for x in rank] for rank in block]
+    out = [v_memory._put_w(rank) for rank in slots] + [[list(x) for x in rank] for rank in slots]
+    rng = np.random.default_rng(S * M)
+    for rank in list(out):
+        moved = [list(x) for x in rank]
+        k = int(rng.integers(len(moved)))
+        j = int(rng.integers(len(moved[k])))
+        moved[k][j] = int(rng.integers(0, moved[k][-1] + 1))  # may share a slot or break the order
+        out.append(moved)
+    return out
+
+
+@pytest.mark.parametrize("setup", ["half", "min"])
+@pytest.mark.parametrize("S,M", [(2, 4), (4, 8), (6, 12), (8, 32)])
+def test_compiled_peak_equals_the_walk(setup, S, M):
+    """The compiled peak (docs/schedules.md#v-half-and-v-min, step 2) reads what ``_peak``
+    reads, slot for slot, also for ranks with shared slots or out-of-order lists, and follows a
+    moved op."""
+    for rank in _ranks_as_reordered(S, M, setup):
+        flat = v_memory._FlatRank([list(x) for x in rank])
+        assert flat.peak() == v_memory._peak(rank)
+        k, j = len(rank) - 1, 0
+        flat.put(k, j, rank[k][-1])
+        moved = [list(x) for x in rank]
+        moved[k][j] = rank[k][-1]
+        assert flat.rank == moved and flat.peak() == v_memory._peak(moved)
+
+
+def test_the_order_is_made_once_per_size(monkeypatch):
+    """A flush's order does not depend on the costs or the flush count
+    (docs/schedules.md#v-half-and-v-min): building V-Half at two cost models and two flushes makes
+    it once (two reorders), and the order handed out is a copy."""
+    calls = []
+    real = v_memory._reorder
+    monkeypatch.setattr(v_memory, "_reorder", lambda *a, **k: calls.append(1) or real(*a, **k))
+    v_memory._flush_order.cache_clear()
+    one = v_half(4, 16, 8, costs=CostModel(F=1, I=1, W=1))
+    two = v_half(4, 16, 8, costs=CostModel(F=2, I=1, W=1, p2p=1))
+    assert len(calls) == 2
+    np.testing.assert_array_equal(one.table.mb, two.table.mb)
+    order = v_memory_order(4, 8, "half")
+    order[0][:] = -1
+    assert v_memory_order(4, 8, "half")[0].min() >= 0
