@@ -59,11 +59,17 @@ def registered(register, table: dict, name: str):
     return fixture
 
 
-def config_dir(tmp_path: Path, group: str, name: str, yaml: str) -> Path:
-    """A config folder for ``hydra.searchpath`` holding one yaml, ``<group>/<name>.yaml``."""
-    (tmp_path / "cfg" / group).mkdir(parents=True)
-    (tmp_path / "cfg" / group / f"{name}.yaml").write_text(yaml)
-    return tmp_path / "cfg"
+def config_dir(group: str, name: str, yaml: str):
+    """A fixture: a config folder for ``hydra.searchpath`` under the test's ``tmp_path`` holding
+    one yaml, ``<group>/<name>.yaml``."""
+
+    @pytest.fixture
+    def fixture(tmp_path: Path) -> Path:
+        (tmp_path / "cfg" / group).mkdir(parents=True)
+        (tmp_path / "cfg" / group / f"{name}.yaml").write_text(yaml)
+        return tmp_path / "cfg"
+
+    return fixture
 
 
 def _env() -> dict[str, str]:

@@ -60,9 +60,7 @@ def register() -> None:
 toy_registered = registered(register, transforms.OPTIMIZERS, NAME)
 
 
-@pytest.fixture
-def toy_configs(tmp_path):
-    return config_dir(tmp_path, "optimizer", NAME, YAML)
+toy_configs = config_dir("optimizer", NAME, YAML)
 
 
 # ------------------------------------------------------------------ the tests

@@ -96,9 +96,7 @@ def register() -> None:
 toy_registered = registered(register, registry.SCHEDULES, NAME)
 
 
-@pytest.fixture
-def toy_configs(tmp_path):
-    return config_dir(tmp_path, "schedule", NAME, YAML)
+toy_configs = config_dir("schedule", NAME, YAML)
 
 
 # ------------------------------------------------------------------ the tests

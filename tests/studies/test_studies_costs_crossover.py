@@ -43,28 +43,11 @@ def tiny():
 def test_registry_and_settings_are_e3_and_e6():
     assert load("e11_costs") is study
     full, e3, e6 = study.Config(), pd_vs_localsgd.config_for("e3_nesterov", "full"), scaling.Config()
-    assert (
-        full.quad_S,
-        full.quad_R,
-        full.quad_d,
-        full.quad_n,
-        full.quad_batch_size,
-        full.quad_N,
-        full.quad_mu,
-        full.quad_H,
-        full.quad_tail_frac,
-    ) == (e3.S, e3.R, e3.d, e3.n, e3.batch_size, e3.N, e3.mu, e3.H, e3.tail_frac)
-    assert (
-        full.log_S_values,
-        full.log_T,
-        full.log_n,
-        full.log_d,
-        full.log_batch_size,
-        full.log_lam,
-        full.log_grad_noise,
-        full.log_H,
-        full.log_tail_frac,
-    ) == (e6.S_values, e6.T, e6.n, e6.d, e6.batch_size, e6.lam, e6.grad_noise, e6.H, e6.tail_frac)
+    for prefix, other, fields in (
+        ("quad_", e3, ("S", "R", "d", "n", "batch_size", "N", "mu", "H", "tail_frac")),
+        ("log_", e6, ("S_values", "T", "n", "d", "batch_size", "lam", "grad_noise", "H", "tail_frac")),
+    ):
+        assert [getattr(full, prefix + f) for f in fields] == [getattr(other, f) for f in fields], prefix
     assert (full.pd_gamma_exps, full.localsgd_gamma_exps) == (e3.pd_gamma_exps, e3.localsgd_gamma_exps)
     assert (full.tF, full.tB, full.p2p, full.alphas[0]) == (1, 2, (0, 1), 0)
     quick, e3q = make_config(study.Config, "quick", quick=study.QUICK), pd_vs_localsgd.config_for("e3_nesterov")
@@ -82,13 +65,7 @@ def test_unit_rung_is_e3_and_e6(tiny):
     e3 = pd_vs_localsgd.run(
         pd_vs_localsgd.Config(
             objective="nesterov_quadratic",
-            S=2,
-            R=2,
-            d=8,
-            n=24,
-            batch_size=4,
-            N=12,
-            H=(2,),
+            **{k.removeprefix("quad_"): v for k, v in TINY.items() if k.startswith("quad_")},  # S=2, R=2, d=8, ...
             selector="stable",
             cut="end",
             **GRIDS,

@@ -174,21 +174,17 @@ def test_selection_uses_the_lm_thresholds_on_the_saved_curves(tiny):
         train = out.arrays[f"{e['key']}_train"]
         t0 = e["first_loss_time"]
         assert t0 == cfg.S - 1 and np.all(np.isnan(train[:, :t0])) and not np.any(np.isnan(train[:, t0:]))
-        sel = tuning.select_gamma(
-            train[:, t0:],
-            out.arrays[f"{e['key']}_gammas"],
-            tail_frac=cfg.tail_frac,
-            thresholds=tuning.LM,
-            rule="reference",
+        sel, strict = (
+            tuning.select_gamma(
+                train[:, t0:],
+                out.arrays[f"{e['key']}_gammas"],
+                tail_frac=cfg.tail_frac,
+                thresholds=tuning.LM,
+                rule=rule,
+            )
+            for rule in ("reference", "stable")
         )
         assert sel.index == e["gamma_index"] and sel.rule == e["rule"] == "reference"
-        strict = tuning.select_gamma(
-            train[:, t0:],
-            out.arrays[f"{e['key']}_gammas"],
-            tail_frac=cfg.tail_frac,
-            thresholds=tuning.LM,
-            rule="stable",
-        )
         assert e["by_rule"]["stable"]["gamma_exp"] == tuning.log2_exponent(strict.gamma)
         assert e["by_rule"]["stable"]["rule"] == strict.rule
 
