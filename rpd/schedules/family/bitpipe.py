@@ -32,10 +32,10 @@ I/W split).
 
 from __future__ import annotations
 
-from rpd.schedules.machinery.build import timed
+from rpd.schedules.family.flushes import allreduce_gap, flushes, whole_flushes
 from rpd.schedules.machinery.costs import CostModel
 from rpd.schedules.machinery.entry import ScheduleEntry, Source
-from rpd.schedules.machinery.ir import BWD, FWD, Order, concat, ops, shift_mb
+from rpd.schedules.machinery.ir import BWD, FWD, Order, ops
 from rpd.schedules.machinery.timeline import Timeline
 from rpd.validation import check_int
 
@@ -138,12 +138,9 @@ def bitpipe(S: int, N: int, M: int, costs: CostModel | None = None, values: int 
     of M; each flush ends with the all-reduce of the replicas' first chunks,
     ``costs.allreduce_ticks(values)`` ticks (``values`` per stage)."""
     S, N, M = check_int("S", S, minimum=2), check_int("N", N), check_int("M", M)
-    values = check_int("values", values, minimum=0)
-    if N % M:
-        raise ValueError(f"N must be a whole number of flushes of M microbatches, got N={N}, M={M}")
-    order = concat([shift_mb(bitpipe_order(S, M), q * M) for q in range(N // M)])
-    gap = 0 if costs is None else costs.allreduce_ticks(values)
-    return timed(KIND, order, S=S, N=N, M=M, costs=costs, n_stages=2 * S, v=2, barrier_every=M, gap=gap, sync=True)
+    gap = allreduce_gap(costs, values)
+    whole_flushes(N, M)
+    return flushes(KIND, bitpipe_order(S, M), S, N, M, costs, gap=gap, n_stages=2 * S, v=2)
 
 
 ENTRY = ScheduleEntry(

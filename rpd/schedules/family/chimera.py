@@ -8,12 +8,12 @@ import dataclasses
 import numpy as np
 
 from rpd.schedules.family.bidirectional import CONCAT, chimera_concat_order
-from rpd.schedules.family.flushes import check, costs_of, flushes
+from rpd.schedules.family.flushes import allreduce_gap, check, costs_of, flushes
 from rpd.schedules.machinery.build import merge_pieces
 from rpd.schedules.machinery.costs import CostModel
 from rpd.schedules.machinery.entry import ScheduleEntry, Source, Variant
 from rpd.schedules.machinery.timeline import Timeline
-from rpd.validation import check_choice, check_int
+from rpd.validation import check_choice
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,10 +35,8 @@ def chimera(
     even, and reported per microbatch (:func:`rpd.schedules.machinery.build.merge_pieces`)."""
 
     S, N, M = check(S, N, M)
-    values = check_int("values", values, minimum=0)
+    gap = allreduce_gap(costs, values)
     concat = check_choice("concat", concat, CONCAT)
-    c = costs_of(costs)
-    gap = 0 if c is None else c.allreduce_ticks(values)
     if concat != "backward_halving":
         return flushes("chimera", chimera_concat_order(S, M, concat), S, N, M, costs, gap=gap, concat=concat, copies=2)
     one_flush = chimera_concat_order(S, M, concat)  # on 2M pieces

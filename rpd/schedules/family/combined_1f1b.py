@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from rpd.schedules.family.flushes import flushes, whole_flushes
 from rpd.schedules.family.orders import check_interleaved, megatron_table
-from rpd.schedules.machinery.build import timed
 from rpd.schedules.machinery.costs import CostModel
 from rpd.schedules.machinery.entry import ScheduleEntry, Source
-from rpd.schedules.machinery.ir import BWD, FWD, Order, concat, ops, shift_mb
+from rpd.schedules.machinery.ir import BWD, FWD, Order, ops
 from rpd.schedules.machinery.timeline import Timeline
 from rpd.validation import check_int
 
@@ -75,12 +75,10 @@ def combined_1f1b(
     S, N, M, v = check_int("S", S), check_int("N", N), check_int("M", M), check_int("v", v)
     if v < 2:
         raise ValueError(f"combined_1f1b runs with virtual pipelining only (Megatron): v must be >= 2, got v={v}")
-    if N % M:
-        raise ValueError(f"N must be a whole number of flushes of M microbatches, got N={N}, M={M}")
+    whole_flushes(N, M)
     group = S if group is None else check_int("group", group)
     check_interleaved(S, M, v, group)
-    order = concat([shift_mb(combined_1f1b_order(S, M, v, group), q * M) for q in range(N // M)])
-    return timed(KIND, order, S=S, N=N, M=M, costs=costs, n_stages=S * v, v=v, barrier_every=M, sync=True)
+    return flushes(KIND, combined_1f1b_order(S, M, v, group), S, N, M, costs, n_stages=S * v, v=v)
 
 
 ENTRY = ScheduleEntry(

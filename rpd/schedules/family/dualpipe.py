@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from rpd.schedules.family.flushes import allreduce_gap, flushes, whole_flushes
 from rpd.schedules.family.v_shape import dualpipe_v_order
-from rpd.schedules.machinery.build import timed
 from rpd.schedules.machinery.costs import CostModel
 from rpd.schedules.machinery.entry import ScheduleEntry, Source
-from rpd.schedules.machinery.ir import Col, Order, concat, shift_mb
+from rpd.schedules.machinery.ir import Col, Order
 from rpd.schedules.machinery.timeline import Timeline
 from rpd.validation import check_int
 
@@ -70,12 +70,9 @@ def dualpipe(S: int, N: int, M: int, costs: CostModel | None = None, values: int
     of the two copies of every stage, ``costs.allreduce_ticks(values)`` ticks (``values`` per
     stage)."""
     S, N, M = check_int("S", S, minimum=2), check_int("N", N), check_int("M", M)
-    values = check_int("values", values, minimum=0)
-    if N % M:
-        raise ValueError(f"N must be a whole number of flushes of M microbatches, got N={N}, M={M}")
-    order = concat([shift_mb(dualpipe_order(S, M), q * M) for q in range(N // M)])
-    gap = 0 if costs is None else costs.allreduce_ticks(values)
-    return timed(KIND, order, S=S, N=N, M=M, costs=costs, split=True, barrier_every=M, gap=gap, sync=True)
+    gap = allreduce_gap(costs, values)
+    whole_flushes(N, M)
+    return flushes(KIND, dualpipe_order(S, M), S, N, M, costs, gap=gap, split=True)
 
 
 ENTRY = ScheduleEntry(

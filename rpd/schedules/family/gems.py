@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from rpd.schedules.family.flushes import check, costs_of, flushes
+from rpd.schedules.family.flushes import allreduce_gap, check, flushes
 from rpd.schedules.family.frontier import gems_order, replicated
 from rpd.schedules.machinery.costs import CostModel
 from rpd.schedules.machinery.entry import ScheduleEntry, Source
 from rpd.schedules.machinery.timeline import Timeline
-from rpd.validation import check_int
 
 
 def gems(S: int, N: int, M: int, costs: CostModel | None = None, values: int = 0) -> Timeline:
@@ -15,9 +14,7 @@ def gems(S: int, N: int, M: int, costs: CostModel | None = None, values: int = 0
     ranks, one microbatch pair at a time; synchronous, each step of M (even) microbatches ends
     with the all-reduce of the two replicas of every stage, ``costs.allreduce_ticks(values)``."""
     S, N, M = check(S, N, M)
-    values = check_int("values", values, minimum=0)
-    c = costs_of(costs)
-    gap = 0 if c is None else c.allreduce_ticks(values)
+    gap = allreduce_gap(costs, values)
     return replicated(flushes("gems", gems_order(S, M), S, N, M, costs, gap=gap, copies=2))
 
 

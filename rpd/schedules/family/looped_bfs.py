@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from rpd.schedules.machinery.build import timed
+from rpd.schedules.family.flushes import flushes, whole_flushes
 from rpd.schedules.machinery.costs import CostModel
 from rpd.schedules.machinery.entry import TORCH, ScheduleEntry, Source
-from rpd.schedules.machinery.ir import BWD, FWD, Order, concat, ops, shift_mb
+from rpd.schedules.machinery.ir import BWD, FWD, Order, ops
 from rpd.schedules.machinery.timeline import Timeline
 from rpd.validation import check_int
 
@@ -49,10 +49,8 @@ def looped_bfs(S: int, N: int, M: int, v: int = 2, costs: CostModel | None = Non
     """Looped BFS on S ranks with v chunks each (S·v global stages; costs per chunk), N
     microbatches in flushes of M. v = 1 is GPipe's order."""
     S, N, M, v = check_int("S", S), check_int("N", N), check_int("M", M), check_int("v", v)
-    if N % M:
-        raise ValueError(f"N must be a whole number of flushes of M microbatches, got N={N}, M={M}")
-    order = concat([shift_mb(looped_bfs_order(S, M, v), q * M) for q in range(N // M)])
-    return timed(KIND, order, S=S, N=N, M=M, costs=costs, n_stages=S * v, v=v, barrier_every=M, sync=True)
+    whole_flushes(N, M)
+    return flushes(KIND, looped_bfs_order(S, M, v), S, N, M, costs, n_stages=S * v, v=v)
 
 
 ENTRY = ScheduleEntry(

@@ -39,10 +39,10 @@ import dataclasses
 
 import numpy as np
 
+from rpd.schedules.family.flushes import flushes, whole_flushes
 from rpd.schedules.family.orders import zb_h2_order
-from rpd.schedules.machinery.build import timed
 from rpd.schedules.machinery.costs import CostModel
-from rpd.schedules.machinery.ir import BWD_I, BWD_W, FWD, Col, concat, shift_mb
+from rpd.schedules.machinery.ir import BWD_I, BWD_W, FWD, Col, shift_mb
 from rpd.schedules.machinery.timeline import OpTable, Timeline
 from rpd.schedules.machinery.timer import flatten, op_durations, time_order
 from rpd.validation import check_int, check_real
@@ -116,12 +116,9 @@ def zb_h2_barrier(
     """ZB-H2 without post-validation: each flush ends with a barrier, the global grad-norm
     all-reduce and the step (:func:`baseline_gap` ticks) before the next flush's first op."""
     S, N, M = check_int("S", S), check_int("N", N), check_int("M", M)
-    if N % M:
-        raise ValueError(f"N must be a whole number of flushes of M microbatches, got N={N}, M={M}")
-    one = zb_h2_order(S, M, max_pending, max_held)
-    order = concat([shift_mb(one, q * M) for q in range(N // M)])
+    whole_flushes(N, M)
     gap = baseline_gap(costs, check_int("step", step, minimum=0))
-    return timed("zb_h2", order, S=S, N=N, M=M, costs=costs, split=True, barrier_every=M, gap=gap, sync=True)
+    return flushes("zb_h2", zb_h2_order(S, M, max_pending, max_held), S, N, M, costs, gap=gap, split=True)
 
 
 def zb_h2_validated(
@@ -142,8 +139,7 @@ def zb_h2_validated(
     (module doc): no barrier; rank s's first non-speculative op of flush q+1 waits for the
     validated state of flush q; a rolled-back flush reruns the speculative forwards."""
     S, N, M = check_int("S", S), check_int("N", N), check_int("M", M)
-    if N % M:
-        raise ValueError(f"N must be a whole number of flushes of M microbatches, got N={N}, M={M}")
+    whole_flushes(N, M)
     step = check_int("step", step, minimum=0)
     costs = CostModel() if costs is None else costs
     Q = N // M
