@@ -63,7 +63,10 @@ def model_of(run: Run):
 
 
 def plan_run(run: Run, hw: Hardware) -> Row:
-    """The plan's row of ``run`` on ``hw`` (its source's settings)."""
+    """The plan's row of ``run`` on ``hw`` (its source's settings, its attention kernel's rate
+    included)."""
+    if run.attention_efficiency is not None:
+        hw = dataclasses.replace(hw, attention_efficiency=run.attention_efficiency)
     r = plan_one(
         model_of(run),
         hw,

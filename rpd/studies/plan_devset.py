@@ -14,12 +14,18 @@ Five sources, each a list of :class:`Run`:
   TP, gradient and parameter overlaps on, 1F1B (p2p blocking: Megatron's flag is for the
   interleaved schedule); published MFU, 72·B·s·l·h²·(1 + s/(6h) + V/(12·h·l)) over 989 TFLOP/s.
 * ``nemo_gpt3_175b``, ``nemo_nemotron4_340b``, ``nemo_nemotron4_15b``: NVIDIA's NeMo 24.11
-  DGX-H100 BF16 runs (``NVIDIA/dgxc-benchmarking``), seconds per step, with the settings of
-  NeMo-Framework-Launcher's ``conf/training/gpt3/175b.yaml``, ``nemotron/nemotron_340b.yaml`` and
-  ``nemotron/nemotron_15b.yaml``: Transformer Engine (fused attention: ``flash``), SP, TP-comm
-  overlap, the distributed optimizer with gradient and parameter overlaps; 175B selective
-  recomputation, p2p overlap, fp32 gradient sync (Apex's default ``grad_sync_dtype``); 340B no
-  recomputation, p2p overlap, ``grad_sync_dtype: bf16``; 15B no recomputation, fp32 sync.
+  DGX-H100 BF16 runs (``NVIDIA/dgxc-benchmarking``, release 24.11.1), with the settings of the
+  benchmark's own configurations, the files those runs were launched with:
+  ``nemo_megatron/gpt3_175b_hydra.yaml`` and ``nemo_megatron/launch.sh``;
+  ``nemotron/nemotron4-{15b,340b}-synth.yaml`` and ``nemotron/configure.sh``'s overrides.
+  Common to the three: Transformer Engine, SP, TP-comm overlap (``ub_tp_comm_overlap``), the
+  distributed optimizer with gradient and parameter overlaps, gradients reduced in bf16
+  (``grad_sync_dtype: bf16``). 175B: no recomputation (``activations_checkpoint_granularity:
+  null``), p2p overlap, Transformer Engine's flash-attention backend (``NVTE_FUSED_ATTN=0``);
+  340B: selective recomputation, p2p overlap (``configure.sh``), the flash-attention backend
+  (``NVTE_FUSED_ATTN=0``); 15B: no recomputation, cuDNN's fused attention (``NVTE_FUSED_ATTN=1``,
+  the preset's rate). NeMo-Framework-Launcher's generic ``conf/training`` files differ (175B
+  selective, fp32 gradient sync): the benchmark's own files are what ran.
 
 Every run's published figure becomes a step time in seconds (the quantity the plan predicts);
 ``published`` keeps the source's own figure and ``unit`` names it.
@@ -63,6 +69,7 @@ class Run:
     step_s: float  # published, as a step time
     published: float  # the source's own figure
     unit: str  # of ``published``
+    attention_efficiency: float | None = None  # the run's attention kernel, if not the preset's
 
     @property
     def preset(self) -> str:
@@ -103,6 +110,9 @@ H100 = (
     ("462B", 18432, 112, 144, 8, 16, 3072, 47),
 )
 H100_SEQ, H100_VOCAB, H100_DP = 4096, 131072, 48
+# FlashAttention-2 on H100: "only 35% utilization" (Shah et al. 2024, "FlashAttention-3",
+# abstract), the rate of Transformer Engine's flash-attention backend (NVTE_FUSED_ATTN=0) on H100
+FLASH_ATTENTION_2_H100 = 0.35
 # NeMo: (GPUs, global batch, seconds per step)
 NEMO_175B = ((128, 256, 8.91), (256, 512, 8.95), (512, 1024, 9.09), (1024, 2048, 9.01), (2048, 4096, 9.02))
 NEMO_340B = ((128, 32, 4.61), (256, 64, 4.67), (512, 128, 4.70), (1024, 256, 4.73), (2048, 512, 4.84))
@@ -190,7 +200,7 @@ def _h100() -> list[Run]:
     return out
 
 
-def _nemo(source, cfg, rows, TP, PP, v, mbs, recompute, grad_bytes, p2p) -> list[Run]:
+def _nemo(source, cfg, rows, TP, PP, v, mbs, recompute, p2p, attention_efficiency=None) -> list[Run]:
     cfg = dataclasses.replace(cfg, micro_batch=mbs)
     ov = Overlap(tp_comm=True, p2p=p2p, grad_reduce=True, param_gather=True)
     out = []
@@ -210,11 +220,12 @@ def _nemo(source, cfg, rows, TP, PP, v, mbs, recompute, grad_bytes, p2p) -> list
                 "flash",
                 True,
                 1,
-                grad_bytes,
+                2,  # grad_sync_dtype: bf16
                 ov,
                 step,
                 step,
                 "s/step",
+                attention_efficiency,
             )  # fmt: skip
         )
     return out
@@ -225,7 +236,18 @@ def runs() -> list[Run]:
     return [
         *_sc21(),
         *_h100(),
-        *_nemo("nemo_gpt3_175b", PRESETS["gpt3_175b"], NEMO_175B, 4, 8, 12, 1, "selective", 4, True),
-        *_nemo("nemo_nemotron4_340b", PRESETS["nemotron4_340b"], NEMO_340B, 8, 8, 12, 1, "none", 2, True),
-        *_nemo("nemo_nemotron4_15b", PRESETS["nemotron4_15b"], NEMO_15B, 4, 1, None, 4, "none", 4, False),
+        *_nemo("nemo_gpt3_175b", PRESETS["gpt3_175b"], NEMO_175B, 4, 8, 12, 1, "none", True, FLASH_ATTENTION_2_H100),
+        *_nemo(
+            "nemo_nemotron4_340b",
+            PRESETS["nemotron4_340b"],
+            NEMO_340B,
+            8,
+            8,
+            12,
+            1,
+            "selective",
+            True,
+            FLASH_ATTENTION_2_H100,
+        ),
+        *_nemo("nemo_nemotron4_15b", PRESETS["nemotron4_15b"], NEMO_15B, 4, 1, None, 4, "none", False),
     ]

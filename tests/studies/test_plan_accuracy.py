@@ -4,6 +4,8 @@ predict, and the least-compute bound."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from rpd.model import hardware
@@ -21,6 +23,35 @@ def test_published_figures_become_step_times():
     nemo = [r for r in D.runs() if r.source == "nemo_nemotron4_340b"]
     assert [(r.gpus, r.DP, r.M, r.step_s) for r in nemo][0] == (128, 2, 16, 4.61)
     assert all(r.grad_bytes == 2 and r.overlap.p2p for r in nemo)  # grad_sync_dtype: bf16, p2p overlapped
+
+
+def test_the_nemo_runs_carry_their_benchmarks_own_settings():
+    """dgxc-benchmarking 24.11.1's launch files: gradients reduced in bf16 everywhere; 175B without
+    recomputation and 340B with selective, both on Transformer Engine's flash-attention backend
+    (NVTE_FUSED_ATTN=0, FlashAttention-2's rate); 15B on cuDNN's fused attention (the preset's)."""
+    by = {s: [r for r in D.runs() if r.source == s] for s in D.SOURCES}
+    want = {
+        "nemo_gpt3_175b": ("none", D.FLASH_ATTENTION_2_H100, True),
+        "nemo_nemotron4_340b": ("selective", D.FLASH_ATTENTION_2_H100, True),
+        "nemo_nemotron4_15b": ("none", None, False),
+    }
+    for source, (recompute, attention, p2p) in want.items():
+        for r in by[source]:
+            assert (r.recompute, r.attention_efficiency, r.overlap.p2p, r.grad_bytes) == (recompute, attention, p2p, 2)
+            assert r.overlap.tp_comm and r.overlap.grad_reduce and r.overlap.param_gather and r.SP and r.zero == 1
+    assert all(r.attention_efficiency is None for s in ("sc21", "megatron_h100") for r in by[s])
+
+
+def test_a_runs_attention_kernel_sets_the_attention_rate():
+    """A slower kernel slows the step by its attention core alone: the same run at the preset's
+    cuDNN rate (0.45 of peak) is faster than at FlashAttention-2's (0.35)."""
+    run = [r for r in D.runs() if r.source == "nemo_gpt3_175b"][0]
+    hw = hardware.preset("h100_80g")
+    slow = P.plan_run(run, hw).step_time_s
+    fast = P.plan_run(dataclasses.replace(run, attention_efficiency=None), hw).step_time_s
+    same = P.plan_run(run, dataclasses.replace(hw, attention_efficiency=D.FLASH_ATTENTION_2_H100)).step_time_s
+    assert fast < slow == pytest.approx(same, rel=1e-12)
+    assert slow / fast - 1 < 0.03  # seq 2048 at h 12288: attention is a few per cent of the FLOPs
 
 
 def test_a_fold_never_fits_on_the_source_it_predicts(monkeypatch):
