@@ -120,3 +120,21 @@ def sweep_losses(multirun: Path, column: str, names: tuple[str, ...]) -> dict[st
     losses = {next(n for n in names if n in x): float(x.split()[-1]) for x in lines}
     assert sorted(losses) == sorted(names), ls.stdout
     return losses
+
+
+def multirun(
+    args: list[str], tmp: Path, results: Path | None = None, cwd: Path = ROOT, **env: str
+) -> subprocess.CompletedProcess:
+    """``python -m experiments.train -m <args>`` run in ``cwd``: the runs stored under ``results``
+    (default ``tmp/results``), the sweep's folder ``tmp/multirun``; wandb off, ``env`` added."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "experiments.train",
+        "-m",
+        *args,
+        f"results_root={tmp / 'results' if results is None else results}",
+        f"hydra.sweep.dir={tmp / 'multirun'}",
+    ]
+    full_env = dict(os.environ, WANDB_MODE="disabled", **env)
+    return subprocess.run(cmd, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=300)

@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 import pytest
-from hydra_helpers import CONFIGS, ROOT, TINY_LINEAR, TINY_LM
+from hydra_helpers import CONFIGS, ROOT, TINY_LINEAR, TINY_LM, multirun
 from hydra_helpers import compose as _compose
 
 from experiments import checks, train
@@ -290,19 +290,8 @@ def test_multirun_goes_on_after_a_failed_job(tmp_path):
     """A sweep through hydra's CLI: the job whose corpus file is missing is recorded as failed,
     the other job completes, the sweep ends with its table and counts and exits 1; each job's
     directory links its stored run (rpd.io.sweeps.load_sweep reads the links)."""
-    env = dict(os.environ, HYDRA_FULL_ERROR="1", WANDB_MODE="disabled")
-    cmd = [
-        sys.executable,
-        "-m",
-        "experiments.train",
-        "-m",
-        "objective=random_quadratic,nanochat",
-        f"objective.text_path={tmp_path / 'missing.txt'}",
-        f"results_root={tmp_path}",
-        f"hydra.sweep.dir={tmp_path / 'multirun'}",
-        *TINY_LINEAR,
-    ]
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    args = ["objective=random_quadratic,nanochat", f"objective.text_path={tmp_path / 'missing.txt'}", *TINY_LINEAR]
+    proc = multirun(args, tmp_path, results=tmp_path, HYDRA_FULL_ERROR="1")
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "2 jobs, 1 done, 0 skipped (already stored), 1 failed" in proc.stdout
     assert "1 of 2 jobs failed" in proc.stderr

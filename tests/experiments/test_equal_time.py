@@ -4,13 +4,10 @@ any job runs; a table whose rows end at different T says so (rpd.io.sweep_table.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import pandas as pd
-from hydra_helpers import ROOT, TINY_LINEAR
+from hydra_helpers import TINY_LINEAR, multirun
 
 from rpd.io import sweeps
 from rpd.io.sweep_table import unequal_time
@@ -32,20 +29,7 @@ def _sweep(tmp_path, *overrides):
     (tmp_path / "cfg" / "schedule").mkdir(parents=True, exist_ok=True)
     (tmp_path / "cfg" / "schedule" / "my_gpipe.yaml").write_text(MY_GPIPE)
     tiny = [o for o in TINY_LINEAR if not o.startswith("schedule.N")]
-    cmd = [
-        sys.executable,
-        "-m",
-        "experiments.train",
-        "-m",
-        "method=pipeline",
-        *tiny,
-        *overrides,
-        f"hydra.searchpath=[file://{tmp_path / 'cfg'}]",
-        f"results_root={tmp_path / 'results'}",
-        f"hydra.sweep.dir={tmp_path / 'multirun'}",
-    ]
-    env = dict(os.environ, WANDB_MODE="disabled")
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    return multirun(["method=pipeline", *tiny, *overrides, f"hydra.searchpath=[file://{tmp_path / 'cfg'}]"], tmp_path)
 
 
 def test_a_schedule_on_the_search_path_is_compared_at_the_sweeps_one_time(tmp_path):

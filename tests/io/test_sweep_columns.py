@@ -5,12 +5,8 @@ edge or marked unstable is flagged in the log line, the summary and the table.""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
-from hydra_helpers import TINY_LINEAR
+from hydra_helpers import TINY_LINEAR, multirun
 
 from experiments import sweep, train
 from rpd.io import store, sweep_table, sweeps
@@ -20,20 +16,7 @@ from rpd.io import store, sweep_table, sweeps
 def optimizer_sweep(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("opt_sweep")
     tiny = [o for o in TINY_LINEAR if not o.startswith("method.gamma")]
-    cmd = [
-        sys.executable,
-        "-m",
-        "experiments.train",
-        "-m",
-        "optimizer=sgd,adam",
-        "method.gamma_lo=-5",
-        "method.gamma_hi=-4,-3",
-        *tiny,
-        f"results_root={tmp / 'results'}",
-        f"hydra.sweep.dir={tmp / 'multirun'}",
-    ]
-    env = dict(os.environ, WANDB_MODE="disabled")
-    proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=300)
+    proc = multirun(["optimizer=sgd,adam", "method.gamma_lo=-5", "method.gamma_hi=-4,-3", *tiny], tmp, cwd=tmp)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return tmp, proc
 

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from hydra_helpers import ROOT, TINY_LINEAR
+from hydra_helpers import ROOT, TINY_LINEAR, multirun
 from hydra_helpers import compose as _compose
 
 from experiments import sweep, train
@@ -30,20 +30,8 @@ def e3_sweep(tmp_path_factory):
     with H=2,5 from the command line (it wins over the file's 2,5,30): 4 jobs, PD's second is
     the same stored run (PD does not read H)."""
     tmp = tmp_path_factory.mktemp("sweep")
-    env = dict(os.environ, HYDRA_FULL_ERROR="1", WANDB_MODE="disabled")
-    cmd = [
-        sys.executable,
-        "-m",
-        "experiments.train",
-        "-m",
-        "experiment=e3_nesterov",
-        "sweep=e3_methods",
-        "schedule.H=2,5",
-        *TINY_E3,
-        f"results_root={tmp / 'results'}",
-        f"hydra.sweep.dir={tmp / 'multirun'}",
-    ]
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    args = ["experiment=e3_nesterov", "sweep=e3_methods", "schedule.H=2,5", *TINY_E3]
+    proc = multirun(args, tmp, HYDRA_FULL_ERROR="1")
     assert proc.returncode == 0, proc.stderr[-3000:]
     return tmp, proc
 
