@@ -80,8 +80,8 @@ def _listen() -> dict:
 
 
 def child_figure(name: str, cache: str) -> dict:
-    from experiments.figure import resolve, study_config
     from experiments.reproduce_paper_figures import select
+    from rpd.cli.figure import resolve, study_config
     from rpd.runtime import compile_cache
 
     compile_cache.use(cache)
@@ -112,7 +112,7 @@ def child_figure(name: str, cache: str) -> dict:
 def child_sweep(method: str, n: int, cache: str) -> dict:
     from hydra import compose, initialize_config_dir
 
-    from experiments import train
+    from rpd.cli import train
     from rpd.runtime import compile_cache
 
     compile_cache.use(cache)

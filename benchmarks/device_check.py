@@ -146,7 +146,7 @@ def _numbers(x, path=""):
 
 
 def figure(name: str, q: bool, out: Path) -> dict:
-    from experiments import figure as F
+    from rpd.cli import figure as F
 
     size = "quick" if q else "full"
     device = jax.devices()[0]

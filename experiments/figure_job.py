@@ -1,5 +1,5 @@
 """One unit of a fanned-out figure: computed and stored in the results store (``rpd.studies.fanout``).
-``experiments.fanout`` launches it as a hydra multirun on the chosen launcher
+``rpd.cli.fanout`` launches it as a hydra multirun on the chosen launcher
 (docs/running.md#figures-on-a-cluster-fan-out):
 
     python -m experiments.figure_job -m plan=<results>/figure_jobs/<name>/<hash>/plan.json unit=0,3,7 launcher=joblib
@@ -16,7 +16,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from experiments import figure as F
+from rpd.cli import figure as F
 from rpd.io import store
 from rpd.runtime import compile_cache
 from rpd.runtime.interrupt import run_main

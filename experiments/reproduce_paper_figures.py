@@ -38,12 +38,12 @@ from typing import Any, Sequence
 
 from tqdm.auto import tqdm
 
-from experiments import checks
-from experiments import config as C
-from experiments import figure as F
-from experiments.fanout import LAUNCHERS as FANOUT_LAUNCHERS
-from experiments.manifest import Report, write_manifest
-from experiments.report import summary_text
+from rpd.cli import checks
+from rpd.cli import config as C
+from rpd.cli import figure as F
+from rpd.cli.fanout import LAUNCHERS as FANOUT_LAUNCHERS
+from rpd.cli.manifest import Report, write_manifest
+from rpd.cli.report import summary_text
 from rpd.io.provenance import git_commit, provenance
 from rpd.runtime import compile_cache
 from rpd.runtime.concurrency import default_workers
@@ -156,7 +156,7 @@ def _make(
     file=None,
     launch: dict | None = None,
 ) -> Report:
-    """One figure, its failure reported rather than raised (``launch``: its units as jobs, experiments.fanout)."""
+    """One figure, its failure reported rather than raised (``launch``: its units as jobs, rpd.cli.fanout)."""
     t0 = time.perf_counter()
     try:
         cfg = figure_config(

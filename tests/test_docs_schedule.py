@@ -13,9 +13,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra_helpers import CONFIGS, ROOT, TINY_LINEAR
 
-from experiments import checks, specs
-from experiments import config as C
 from rpd import registry
+from rpd.cli import checks, specs
+from rpd.cli import config as C
 from rpd.schedules.machinery import memory
 
 DOC = ROOT / "docs" / "architecture.md"

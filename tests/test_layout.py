@@ -3,7 +3,7 @@ or experiments imports one that imports it back, directly or around a circle (im
 functions and under ``if TYPE_CHECKING`` count: a lazy import does not open a circle); rpd's
 subpackages import each other in one direction only, in the order of :data:`LAYERS`; no module
 forwards names with a module-level ``__getattr__``; at most two modules besides ``__init__``
-stay at rpd's top level."""
+stay at rpd's top level; experiments/ holds the commands only, and of rpd only rpd.cli imports hydra."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 # Each layer may import those before it (docs/architecture.md); runtime and the two top-level
-# modules sit under everything.
+# modules sit under everything; cli, the command line's library, sits on top.
 LAYERS = (
     "validation",
     "runtime",
@@ -27,6 +27,7 @@ LAYERS = (
     "io",
     "plotting",
     "studies",
+    "cli",
 )
 
 
@@ -130,6 +131,38 @@ def test_no_module_forwards_names_with_getattr():
         if any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in ast.parse(p.read_text()).body)
     ]
     assert forwards == []
+
+
+def _imports_hydra(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        if any(n == "hydra" or n.startswith("hydra.") for n in names):
+            return True
+    return False
+
+
+def test_experiments_holds_entry_points_only():
+    """Every module of experiments/ but its ``__init__`` is a command (``python -m
+    experiments.<name>``: it runs under ``if __name__ == "__main__"``); what they are made of is
+    rpd.cli (docs/architecture.md#layers)."""
+
+    def runs(path: Path) -> bool:
+        return any(
+            isinstance(n, ast.If) and "__main__" in ast.unparse(n.test) for n in ast.parse(path.read_text()).body
+        )
+
+    library = [
+        p.name for p in sorted(ROOT.joinpath("experiments").glob("*.py")) if p.stem != "__init__" and not runs(p)
+    ]
+    assert library == []
+
+
+def test_hydra_stops_at_the_command_line():
+    """Of rpd, only rpd.cli imports hydra; the layers below take plain typed arguments."""
+    hydra = sorted(m for m, p in _sources().items() if m.startswith("rpd.") and _imports_hydra(p))
+    assert hydra and all(_room(m) == "cli" for m in hydra), hydra
 
 
 def test_the_check_finds_a_circle_and_a_lazy_import(tmp_path):

@@ -1,9 +1,6 @@
-"""One schedule, drawn: its Gantt chart (ranks top to bottom, F / B / I / W coloured, in units
-of one stage's forward) and its numbers printed in the same units: makespan, period, both bubble
-conventions, peak activations and weights per rank.
-
-    python -m experiments.schedule schedule=zb_h2 schedule.S=4 schedule.M=8 costs=b2f_latency out=zb_h2.png
-    python -m experiments.schedule schedule=dualpipe_v schedule.S=4 schedule.M=8 schedule.N=8
+"""One schedule, drawn (``python -m experiments.schedule``): its Gantt chart (ranks top to bottom,
+F / B / I / W coloured, in units of one stage's forward) and its numbers printed in the same units:
+makespan, period, both bubble conventions, peak activations and weights per rank.
 
 The schedule is built exactly as ``experiments.train`` builds it (``rpd.registry``), for
 ``schedule.N`` microbatches (default two flushes, 2 M; or the smallest N reaching ``schedule.T``).
@@ -18,17 +15,15 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-import hydra
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from experiments import checks, compose_check, specs
-from experiments import config as C
-from experiments.config import _value
 from rpd import registry
+from rpd.cli import checks, specs
+from rpd.cli import config as C
+from rpd.cli.config import _value
 from rpd.io import store
 from rpd.plotting.schedules import schedule_gantt
-from rpd.runtime.interrupt import run_main
 from rpd.schedules import Timeline
 from rpd.schedules.family.post_validation import ValidatedTimeline
 from rpd.schedules.machinery import memory
@@ -150,24 +145,3 @@ def chart(cfg) -> dict:
         "weights": memory.weight_memory(tl).tolist(),
         "path": str(path),
     }
-
-
-@hydra.main(version_base="1.3", config_path="../configs", config_name="chart")
-def main(cfg: DictConfig) -> None:
-    try:
-        numbers = chart(cfg)
-    except (ValueError, TypeError) as exc:
-        checks.refuse(exc)
-    v = f", v = {numbers['v']}" if numbers["v"] > 1 else ""
-    print(
-        f"{numbers['schedule']}: S = {numbers['S']}, N = {numbers['N']}, M = {numbers['M']}{v}; "
-        f"makespan {numbers['makespan']:g}, period {numbers['period']:g} (units of {numbers['units']}), "
-        f"bubble {numbers['bubble_total']:.3f} of the time ({numbers['bubble_ideal']:.3f} of the ideal)"
-    )
-    for r, (a, w) in enumerate(zip(numbers["peak_activations"], numbers["weights"])):
-        print(f"  rank {r}: peak activations {a:g} A, weights {w:g} W")
-    print(f"chart: {numbers['path']}")
-
-
-if __name__ == "__main__":
-    run_main(compose_check.one_line(main, "chart"))  # Ctrl-C: a clean message and exit 130

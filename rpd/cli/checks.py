@@ -1,11 +1,11 @@
-"""Value checks and conversions of the entry points' typed configs (:mod:`experiments.config`
+"""Value checks and conversions of the entry points' typed configs (:mod:`rpd.cli.config`
 holds the schemas): what a type cannot express (S >= 1, a non-empty γ grid, n >= d for
 Nesterov's quadratic, S >= 3 for the LM, ...) checked in :func:`validate` before any objective
 is built, with the dotted config path as the argument name (``schedule.S must be >= 1, got 0``);
 the memory estimate's terms; and ``+`` keys checked against the schemas (:func:`check_keys`,
 :func:`typed`). The library
-objects a config stands for (:func:`~experiments.specs.cost_model`,
-:func:`~experiments.specs.run_spec`) are :mod:`experiments.specs`."""
+objects a config stands for (:func:`~rpd.cli.specs.cost_model`,
+:func:`~rpd.cli.specs.run_spec`) are :mod:`rpd.cli.specs`."""
 
 from __future__ import annotations
 
@@ -18,8 +18,11 @@ import typing
 import jax
 from omegaconf import DictConfig, OmegaConf
 
-from experiments import optimizer_config, schedule_config
-from experiments.config import (
+from rpd import objectives, registry
+from rpd.analysis import tuning
+from rpd.analysis.simtime import CLOCK_POINTS
+from rpd.cli import optimizer_config, schedule_config
+from rpd.cli.config import (
     BatchOrder,
     BlockOrder,
     Delays,
@@ -28,11 +31,8 @@ from experiments.config import (
     TrainConfig,
     _value,
 )
-from experiments.objectives import user_factory
-from experiments.specs import objective_blocks, optimizer_of, outer_optimizer_of, run_spec
-from rpd import objectives, registry
-from rpd.analysis import tuning
-from rpd.analysis.simtime import CLOCK_POINTS
+from rpd.cli.objectives import user_factory
+from rpd.cli.specs import objective_blocks, optimizer_of, outer_optimizer_of, run_spec
 from rpd.io.tracking import MODES
 from rpd.objectives.entries import linear_memory
 from rpd.objectives.entry import Memory, readers, structured
@@ -65,7 +65,7 @@ def validate(cfg) -> registry.RunSpec:
     """Every value check that does not need data, then the memory estimate
     (:func:`memory_terms`, ``rpd.runtime.budget``); raises ValueError/TypeError naming the field.
     Returns the run's resolved (method, schedule, options, costs), made once here
-    (:func:`~experiments.specs.run_spec`), for the caller to pass down.
+    (:func:`~rpd.cli.specs.run_spec`), for the caller to pass down.
 
     Runs before anything expensive (no objective, timeline or compile yet). A user's objective
     (``_target_``) is estimated once it is built, from its own sizes (:func:`check_memory`)."""

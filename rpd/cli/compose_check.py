@@ -4,7 +4,7 @@
 command line's config first (hydra's compose API, every value of each swept override in turn)
 and, when hydra cannot compose it, prints one line naming the group or key and the nearest valid
 choices (:mod:`difflib`) and exits with status 2, like every other refusal
-(:func:`experiments.checks.refuse`):
+(:func:`rpd.cli.checks.refuse`):
 
     error: schedule=zbh1: no such schedule; nearest: zb_h1, zb_h2, zb_v (configs/schedule/)
     error: schedule.SS: no such key in schedule; nearest: S (keys: D, H, M, N, R, S, T, ...)
@@ -27,14 +27,14 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from omegaconf.errors import OmegaConfBaseException
 
-from experiments import (  # config registers the schemas the configs compose onto; cost_hint
+from rpd.cli import (  # config registers the schemas the configs compose onto; cost_hint
     config,
     optimizer_config,
     schedule_config,
 )
 from rpd.validation import nearest
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
 def _combinations(overrides: list[str]) -> list[list[str]]:
@@ -150,7 +150,7 @@ def one_line(main, config_name: str):
 
     @functools.wraps(main)
     def wrapped(*a, **kw):
-        config.register()  # the schemas again: a schedule registered after experiments.config was imported
+        config.register()  # the schemas again: a schedule registered after rpd.cli.config was imported
         if not a and not kw and os.environ.get("RPD_DEBUG", "").strip() in ("", "0"):
             error = check(config_name, sys.argv[1:])
             if error is not None:

@@ -5,7 +5,7 @@ value of the wrong type fails at compose time naming the field (``full_key: sche
 added with ``+`` fails in :func:`typed` (:func:`check_keys`, listing the valid keys); and
 names with a fixed set of choices are enums (``method.delays=foo`` fails listing the choices).
 Value checks that a type cannot express (S >= 1, a non-empty γ grid, n >= d for Nesterov's
-quadratic, S >= 3 for the LM, ...) run in :func:`experiments.checks.validate`, before any objective is built,
+quadratic, S >= 3 for the LM, ...) run in :func:`rpd.cli.checks.validate`, before any objective is built,
 with the library's own checks (``rpd.validation``, ``rpd.analysis.tuning.pow2_grid``) and the dotted
 config path as the argument name: ``schedule.S must be >= 1, got 0``.
 
@@ -23,8 +23,9 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
-from experiments import optimizer_config, schedule_config
-from experiments.optimizer_config import (  # re-exported: the optimizer groups' schemas
+from rpd import registry
+from rpd.cli import optimizer_config, schedule_config
+from rpd.cli.optimizer_config import (  # re-exported: the optimizer groups' schemas
     CorrectionName,
     InnerState,
     OptimizerConfig,
@@ -32,8 +33,7 @@ from experiments.optimizer_config import (  # re-exported: the optimizer groups'
     OuterOptimizerName,
     optimizer_schema,
 )
-from experiments.schedule_config import ScheduleConfig, schedule_schema
-from rpd import registry
+from rpd.cli.schedule_config import ScheduleConfig, schedule_schema
 
 __all__ = [
     "CorrectionName",
@@ -122,7 +122,7 @@ class ObjectiveConfig:
     options: Dict[str, Any] = dataclasses.field(default_factory=dict)
     # a user's objective: the objective.* keys its factory is called with, the others take the
     # factory's own defaults; experiments.train sets those given on its command line (or in a
-    # plain dict passed to experiments.train.run). null: every key its signature names
+    # plain dict passed to rpd.cli.train.run). null: every key its signature names
     args: Optional[List[str]] = None
 
 
@@ -276,7 +276,7 @@ class TrainConfig(Config):
     """``python -m experiments.train``: one (objective, method, schedule) job."""
 
     # A multirun without schedule.T compares its rows at one simulated time: the shortest any of
-    # its rows needs for schedule.N microbatches (experiments.sweep.EqualTime); equal_n: each
+    # its rows needs for schedule.N microbatches (rpd.cli.sweep.EqualTime); equal_n: each
     # row after N microbatches, at its own time.
     compare: Compare = Compare.equal_time
     optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
@@ -298,7 +298,7 @@ class FigureConfig(Config):
 
     size: Size = Size.quick
     out_dir: Optional[str] = None  # None: paper_figures/ for full, paper_figures/quick/ for quick
-    fanout: bool = False  # the study's units as jobs on the chosen launcher= (experiments.fanout)
+    fanout: bool = False  # the study's units as jobs on the chosen launcher= (rpd.cli.fanout)
 
 
 @dataclasses.dataclass

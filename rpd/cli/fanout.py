@@ -4,7 +4,7 @@ docs/running.md#figures-on-a-cluster-fan-out).
 :func:`compute` plans the study's units (``rpd.studies.units``), submits those the store does
 not hold as one multirun of ``experiments.figure_job`` on ``launcher`` (local, joblib, slurm,
 submitit_local: configs/launcher/), waits for it, then assembles the study's output from the
-stored units and stores it where the in-process study would (``experiments.figure.compute``).
+stored units and stores it where the in-process study would (``rpd.cli.figure.compute``).
 A unit that is not stored after the launch (its job died, was killed or timed out, or raised)
 is listed and the figure is not made (:class:`JobsIncomplete`); the same command again submits
 exactly those units. A second call once everything is stored only assembles, or only draws.

@@ -1,9 +1,5 @@
-"""One paper figure: run its study, save the output, draw the figure from what was saved.
-
-    python -m experiments.figure experiment=e3_nesterov            # quick (laptop) size
-    python -m experiments.figure experiment=e3_nesterov size=full  # the paper's size
-    python -m experiments.figure experiment=e1_pd_vs_rpd force=true study.N=100
-    python -m experiments.figure experiment=e10_frontier fanout=true launcher=joblib  # its runs as jobs
+"""One paper figure (``python -m experiments.figure``, docs/running.md): run its study, save the
+output, draw the figure from what was saved.
 
 ``study.<field>=`` sets a field of the study's ``Config`` (typed: the study's schema is the config
 group ``study/<name>/fields``, see :func:`register_studies`); overriding the train cell's nodes
@@ -29,22 +25,20 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable
 
-import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from experiments import checks, compose_check, fanout
-from experiments import config as C
-from experiments.manifest import FigureOutcome, Report, write_manifest
-from experiments.tables import column_order, format_table  # noqa: F401  (re-exported)
-from experiments.wandb_log import log_figure
 from rpd import studies
+from rpd.cli import checks, fanout
+from rpd.cli import config as C
+from rpd.cli.manifest import FigureOutcome, Report, write_manifest
+from rpd.cli.tables import column_order, format_table  # noqa: F401  (re-exported)
+from rpd.cli.wandb_log import log_figure
 from rpd.io import store
 from rpd.io.atomic import atomic_write
 from rpd.io.provenance import git_commit, provenance
 from rpd.io.tracking import require_wandb
 from rpd.results import StudyOutput
 from rpd.runtime import compile_cache
-from rpd.runtime.interrupt import run_main
 from rpd.studies import make_config
 from rpd.validation import check_int, qualify
 
@@ -273,7 +267,7 @@ def make_figure(
     cfg, *, on_step=None, on_start=None, git_commit: str | None = None, launcher: str = "local", launcher_overrides=()
 ) -> FigureOutcome:
     """The whole job of ``experiments.figure`` for a composed ``FigureConfig``; with ``fanout``
-    its units run as jobs on ``launcher`` (``experiments.fanout``)."""
+    its units run as jobs on ``launcher`` (``rpd.cli.fanout``)."""
     if isinstance(cfg, DictConfig) and OmegaConf.is_missing(cfg.study, "name"):
         raise SystemExit(f"experiments.figure needs experiment=<name>, one of {', '.join(experiments())}")
     cfg = checks.typed(cfg, C.FigureConfig)
@@ -298,7 +292,7 @@ TRAIN_NODES = ("objective", "method", "schedule", "costs")
 
 
 def experiments() -> list[str]:
-    return sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "configs" / "experiment").glob("*.yaml"))
+    return sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "configs" / "experiment").glob("*.yaml"))
 
 
 def check_not_ignored(task_overrides, study_name: str) -> None:
@@ -360,7 +354,7 @@ def run_and_report(cfg: DictConfig) -> None:
     print(f"{out.name} ({out.size}{', reused' if out.cached else ''}, {out.runtime_s:.1f} s): {out.png}, {out.numbers}")
     console = resolve(out.name).console
     print(console(out.table, out.summary) if console is not None else format_table(out.table))
-    if wandb:  # the figure, its table and numbers (experiments.wandb_log), from the stored output
+    if wandb:  # the figure, its table and numbers (rpd.cli.wandb_log), from the stored output
         try:
             rid = log_figure(cfg, out)
             print(f"wandb run {rid}" if rid else "wandb: nothing logged (see the warning above)")
@@ -384,19 +378,3 @@ def register_studies() -> None:
 
 
 register_studies()
-
-
-@hydra.main(version_base="1.3", config_path="../configs", config_name="figure")
-def main(cfg: DictConfig) -> None:
-    compile_cache.enable()  # ~/.cache/rpd/jax ($RPD_CACHE, $RPD_JAX_CACHE); RPD_JAX_CACHE=0: off
-    try:
-        store.check_root(cfg.results_root)
-        run_and_report(cfg)
-    except (ValueError, TypeError) as exc:  # bad input, refused before the study starts
-        checks.refuse(exc)
-    except fanout.JobsIncomplete as exc:  # listed; the same command resubmits them
-        raise SystemExit(str(exc)) from None
-
-
-if __name__ == "__main__":
-    run_main(compose_check.one_line(main, "figure"))  # Ctrl-C: a clean message and exit 130

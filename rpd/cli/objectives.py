@@ -9,8 +9,8 @@ import inspect
 import hydra.utils
 from omegaconf import OmegaConf
 
-from experiments.config import _value
 from rpd import objectives
+from rpd.cli.config import _value
 from rpd.validation import required
 
 

@@ -1,4 +1,4 @@
-"""Config schemas of the optimizer groups (hydra's ConfigStore, :mod:`experiments.config`):
+"""Config schemas of the optimizer groups (hydra's ConfigStore, :mod:`rpd.cli.config`):
 ``optimizer`` (rpd.train.optimizers and the staleness corrections) and ``outer_optimizer``
 (LocalSGD's outer step, rpd.train.diloco).
 
@@ -100,7 +100,7 @@ def compose_hint(key: str, kind: Any) -> str | None:
 
 
 def on_schema(cfg: Mapping) -> Mapping:
-    """A plain config dict (``experiments.train.run({...})``) with its ``optimizer`` dict on the
+    """A plain config dict (``rpd.cli.train.run({...})``) with its ``optimizer`` dict on the
     schema of its name, every key checked first (ValueError: :func:`key_hint`); else as given."""
     node = cfg.get("optimizer")
     if not isinstance(node, dict) or str(node.get("name", "sgd")) not in OPTIMIZERS:

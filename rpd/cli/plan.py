@@ -1,4 +1,5 @@
-"""Which schedule for this model on this device: the plan over every registered schedule (docs/plan.md).
+"""Which schedule for this model on this device (``python -m experiments.plan``, docs/plan.md): the
+plan over every registered schedule.
 
     python -m experiments.plan model=gpt2_medium hardware=a100_80g pipeline.S=4 pipeline.M=8
     python -m experiments.plan model=gpt3_1.3b pipeline.S=8 "pipeline.M=[8,16,32,64]" optimizer=sgd
@@ -14,7 +15,7 @@ add their gradient all-reduce to each step (``pipeline.overlap_allreduce``: duri
 with ``pipeline.partition=pipedream`` the command also prints PipeDream's partitioner's own
 configuration for S·D workers (stages with replicas, :func:`rpd.model.partition.partition_model`)
 beside the straight pipeline the schedules run. The computation is :func:`rpd.model.plan.plan`; this module only composes it with the schedule
-registry (:mod:`rpd.registry`). The schema is :class:`PlanConfig` (stored as ``plan_schema``).
+registry (:mod:`rpd.registry`). The schema is :class:`rpd.cli.plan_config.PlanConfig` (stored as ``plan_schema``).
 """
 
 from __future__ import annotations
@@ -22,24 +23,18 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-import logging
-import typing
 from pathlib import Path
-from typing import Any, Dict, List, Optional
 
-import hydra
-from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
-from experiments import checks, compose_check
-from experiments import config as C
-from experiments.objectives import build_objective
-from experiments.plan_search import knobs, least_line, workers_search
-from experiments.plan_train import train_grid, train_rows
 from rpd import registry
 from rpd.analysis import tuning
 from rpd.analysis.plan_train import format_times
+from rpd.cli.objectives import build_objective
+from rpd.cli.plan_config import PlanConfig
+from rpd.cli.plan_search import knobs, least_line, workers_search
+from rpd.cli.plan_train import train_grid, train_rows
 from rpd.model import hardware as hw_lib
 from rpd.model import layers
 from rpd.model.answer import answer, best_first, breakdown_lines, choose, describe, knob_lines, parse_bytes
@@ -48,141 +43,8 @@ from rpd.model.partition import partition_model
 from rpd.model.plan import format_table, plan, to_json
 from rpd.model.profile import load_profile
 from rpd.plotting.plan import frontier_figure
-from rpd.runtime.interrupt import run_main
 from rpd.train import transforms
 from rpd.validation import check_choice, check_int, check_real, required
-
-log = logging.getLogger(__name__)
-
-
-class ModelKind(enum.Enum):
-    gpt = "gpt"
-    profile = "profile"
-
-
-class Precision(enum.Enum):
-    fp32 = "fp32"
-    bf16_mixed = "bf16_mixed"
-
-
-class Recompute(enum.Enum):
-    none = "none"
-    selective = "selective"
-    full = "full"
-
-
-class Partition(enum.Enum):
-    even = "even"
-    layers = "layers"
-    time = "time"
-    memory = "memory"
-    pipedream = "pipedream"
-
-
-def _schema(name: str, source: type, required: dict, extra: tuple = (), doc: str = "") -> type:
-    """A hydra schema with the fields, types and defaults of ``source`` (a frozen dataclass of
-    rpd.model), ``required`` giving the fields the library leaves without a default (``???``
-    where absent: a config group must set them), then ``extra`` fields: the config cannot drift
-    from the library's type, and the library's own checks run when the plan builds it."""
-    hints = typing.get_type_hints(source)
-    fields = []
-    for f in dataclasses.fields(source):
-        default = f.default if f.default is not dataclasses.MISSING else required.get(f.name, "???")
-        fields.append((f.name, hints[f.name], dataclasses.field(default=default)))
-    schema = dataclasses.make_dataclass(name, [*fields, *extra])
-    schema.__doc__ = doc
-    return schema
-
-
-# ``rpd.model.layers.GPTConfig`` (kind gpt, gpt2_medium's sizes by default) or a profile file
-ModelConfig = _schema(
-    "ModelConfig",
-    layers.GPTConfig,
-    dict(n_layer=24, d_model=1024, n_head=16, seq=1024, vocab=50257),
-    extra=(
-        ("name", str, dataclasses.field(default="gpt2_medium")),
-        ("kind", ModelKind, dataclasses.field(default=ModelKind.gpt)),
-        ("profile", Optional[str], dataclasses.field(default=None)),  # kind profile: JSON / CSV (rpd.model.profile)
-        ("tokens_per_microbatch", Optional[int], dataclasses.field(default=None)),  # kind profile
-    ),
-    doc="rpd.model.layers.GPTConfig's fields (kind gpt) or a profile file (kind profile).",
-)
-# ``rpd.model.hardware.Hardware``: FLOP/s, bytes, bytes/s, seconds; the node and the compute model
-# (configs/hardware/: a100_80g and h100_80g the DGX nodes, *_flat the first plan's), which set the
-# fields the library requires (name, peak_flops, memory_bytes, p2p and all-reduce bandwidths)
-HardwareConfig = _schema(
-    "HardwareConfig",
-    hw_lib.Hardware,
-    {},
-    doc="rpd.model.hardware.Hardware's fields and defaults; a configs/hardware/ file sets the rest.",
-)
-
-
-# ``rpd.model.overlap.Overlap``: Megatron-Core's overlap switches (docs/plan.md#megatrons-overlaps)
-OverlapConfig = _schema("OverlapConfig", Overlap, {}, doc="rpd.model.overlap.Overlap's switches and defaults.")
-
-
-@dataclasses.dataclass
-class PipelineConfig:
-    S: int = 4  # ranks
-    M: Any = 8  # microbatches per step: an int or a list (a sweep)
-    partition: Partition = Partition.even
-    D: int = 1  # data-parallel pipelines (global batch D·M·micro_batch)
-    overlap_allreduce: bool = False  # the DP all-reduce starts during the drain
-    TP: int = 1  # tensor-parallel ranks per stage, inside one node
-    SP: bool = False  # sequence parallelism (with TP > 1)
-    v: Optional[int] = None  # interleaved: chunks per rank (null: 2)
-    CP: int = 1  # context-parallel ranks (ring attention), placed after TP, before DP (Megatron's order)
-    global_batch: Optional[int] = None  # n_workers: microbatches per step over all pipelines (null: n_workers)
-
-
-@dataclasses.dataclass
-class PlanTrainConfig:
-    """Time to a target loss (``objective=`` turns it on; rpd.analysis.plan_train)."""
-
-    N: int = 256  # microbatches each schedule trains; T = the shortest run's wall-clock time
-    gamma_lo: Optional[int] = None  # the γ grid 2^lo..2^hi; null: the optimizer group's (method.*)
-    gamma_hi: Optional[int] = None
-    target: Optional[float] = None  # null: the lowest loss any schedule reaches at T/2
-    rule: str = "best_final"  # γ at T: best_final | stable | reference
-    points: int = 32  # instants up to T the curves are read at (time-to-target resolution T/points)
-    seed: int = 0
-
-
-@dataclasses.dataclass
-class PlanConfig:
-    # schemas made from rpd.model's types at import (_schema): a type to hydra, a variable to mypy
-    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)  # type: ignore[valid-type]
-    hardware: HardwareConfig = dataclasses.field(default_factory=HardwareConfig)  # type: ignore[valid-type]
-    pipeline: PipelineConfig = dataclasses.field(default_factory=PipelineConfig)
-    overlap: OverlapConfig = dataclasses.field(default_factory=OverlapConfig)  # type: ignore[valid-type]
-    # the optimizer group shared with experiments.train (configs/optimizer/): its entry's declared
-    # state (rpd.train.transforms.OptimizerEntry.state, fp32 values per parameter) is counted
-    optimizer: C.OptimizerConfig = dataclasses.field(default_factory=lambda: C.OptimizerConfig(name="adam"))
-    method: Dict[str, Any] = dataclasses.field(default_factory=dict)  # the optimizer group's γ grid (train)
-    # objective=mlp_chain|nanochat (configs/objective/): each schedule trained through its own
-    # semantics on that objective cut into the same stages, time to a target loss (train.*)
-    objective: Optional[C.ObjectiveConfig] = None
-    train: PlanTrainConfig = dataclasses.field(default_factory=PlanTrainConfig)
-    precision: Precision = Precision.bf16_mixed
-    recompute: Recompute = Recompute.none
-    # the gradients' dtype, kept and reduced: 4 (fp32, Megatron's default under bf16) or 2
-    # (--grad-reduce-in-bf16; NeMo's grad_sync_dtype: bf16); null: 4
-    grad_bytes: Optional[int] = None
-    memory_cap: Optional[Any] = None  # per device: bytes or a size (40GiB, 80GB); null: hardware.memory_bytes
-    margin: float = 0.05  # a row fits when its peak is at most (1 - margin) x the cap
-    zero: int = 0  # 1: the distributed optimizer (master weights, optimizer state sharded over D)
-    attention: str = "standard"  # standard | flash (no a*s^2 scores kept)
-    tp_overlap: bool = False  # the same as overlap.tp_comm (kept for earlier commands)
-    offload: bool = False  # activations to host memory between F and B (hardware.host_bandwidth)
-    n_workers: Optional[int] = None  # the layout and knobs searched for this many workers (rpd.model.search3d)
-    schedules: Optional[List[str]] = None  # null: every registered schedule
-    tick_s: Optional[float] = None  # null: the smallest op / 100
-    out: Optional[str] = None  # null: plan.json in the hydra run directory
-    figure: Optional[str] = None  # a PNG of step time against peak bytes
-
-
-ConfigStore.instance().store(name="plan_schema", node=PlanConfig)
 
 
 def _v(x):
@@ -390,15 +252,3 @@ def table(rows) -> str:
     shown = [r if r.error is None else dataclasses.replace(r, error=f"E: reason ({ref[id(r)]}) below") for r in rows]
     notes = [f"({ref[id(r)]}) {r.schedule} M={r.M}: {r.error.split(': ', 1)[-1]}" for r in refused]
     return "\n".join([format_table(shown), *notes])
-
-
-@hydra.main(version_base="1.3", config_path="../configs", config_name="plan")
-def main(cfg) -> None:
-    try:
-        run(cfg)
-    except (ValueError, TypeError, OSError) as exc:  # bad input (a missing file too): one line, exit 2
-        checks.refuse(exc)
-
-
-if __name__ == "__main__":
-    run_main(compose_check.one_line(main, "plan"))  # Ctrl-C: a clean message and exit 130

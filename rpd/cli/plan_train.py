@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 from omegaconf import OmegaConf
 
-from experiments import config as C
-from experiments import specs
-from experiments.objectives import build_objective
 from rpd import registry
 from rpd.analysis.plan_train import time_to_target
+from rpd.cli import config as C
+from rpd.cli import specs
+from rpd.cli.objectives import build_objective
 
 
 def train_grid(cfg) -> tuple[int, int]:

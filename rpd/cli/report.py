@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from experiments import figure as F
-from experiments.manifest import Report
+from rpd.cli.manifest import Report
+from rpd.cli.tables import format_table
 
 MAX_ROWS = 40  # rows of a study's table printed in the summary (all of them are in its JSON)
 
@@ -56,7 +56,7 @@ def summary_text(reports: Sequence[Report], messages: dict) -> str:
                     lines.append(f"         {claim['verdict']}")
             for c in (o.summary or {}).get("cells", []):  # E10 and E12: the winner of every panel
                 lines.append(_cell_text(c))
-            lines.append(F.format_table(o.table[:MAX_ROWS]))
+            lines.append(format_table(o.table[:MAX_ROWS]))
             if len(o.table) > MAX_ROWS:
                 lines.append(f"  ... {len(o.table) - MAX_ROWS} more rows in {o.numbers}")
         elif r.error:

@@ -1,4 +1,4 @@
-"""Config schemas of the schedule group (hydra's ConfigStore, :mod:`experiments.config`): the
+"""Config schemas of the schedule group (hydra's ConfigStore, :mod:`rpd.cli.config`): the
 fields every schedule reads (:class:`ScheduleConfig`) and, for each registered schedule, a
 subclass with its own parameters, derived from the library's dataclass
 (``rpd.registry.ScheduleEntry.params_type``: one declaration, its defaults included).
@@ -149,7 +149,7 @@ def own(node, name: str) -> dict[str, Any]:
 
 
 def on_schema(cfg: Mapping) -> Mapping:
-    """A plain config dict (``experiments.train.run({...})``) with its ``schedule`` dict on the
+    """A plain config dict (``rpd.cli.train.run({...})``) with its ``schedule`` dict on the
     schema of its name, every key checked first (ValueError: :func:`key_hint`); else as given."""
     node = cfg.get("schedule")
     if not isinstance(node, dict):

@@ -1,9 +1,9 @@
 """The library objects a config stands for, resolved from the entry points' typed configs
-(:mod:`experiments.config`) with errors naming the dotted field: the schedule, its costs and the
+(:mod:`rpd.cli.config`) with errors naming the dotted field: the schedule, its costs and the
 method's options through ``rpd.registry`` (:func:`run_spec`), the cost model (:func:`cost_model`),
 the optimizer nodes (:func:`optimizer_of`, :func:`outer_optimizer_of`), the objective's block
 count (:func:`objective_blocks`), and a config node as a plain dict (:func:`to_container`). The
-value checks that run before any of this are :mod:`experiments.checks`."""
+value checks that run before any of this are :mod:`rpd.cli.checks`."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import dataclasses
 
 from omegaconf import DictConfig, OmegaConf
 
-from experiments import schedule_config
-from experiments.config import _value
 from rpd import registry
 from rpd.analysis import simtime
+from rpd.cli import schedule_config
+from rpd.cli.config import _value
 from rpd.schedules.machinery.costs import CostModel, HostLink
 from rpd.validation import check_choice, check_int, check_real
 
@@ -78,7 +78,7 @@ def objective_blocks(spec: registry.RunSpec) -> int:
 def run_spec(cfg) -> registry.RunSpec:
     """The checked, resolved (method, schedule, options, costs) of a config (``rpd.registry``):
     errors name the field (``schedule.M``, ``method.t1``, ``costs.B``). A job resolves it once
-    (``experiments.checks.validate`` returns it) and passes it to every step below."""
+    (``rpd.cli.checks.validate`` returns it) and passes it to every step below."""
     return _resolve(cfg)
 
 

@@ -26,9 +26,9 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from experiments import checks, compose_check, specs
-from experiments import config as C
-from experiments import objectives as objective_of
+from rpd.cli import checks, compose_check, specs
+from rpd.cli import config as C
+from rpd.cli import objectives as objective_of
 from rpd.io import sweeps
 from rpd.io.atomic import atomic_write
 from rpd.io.sweep_table import unequal_time

@@ -1,5 +1,5 @@
 """The study tables as the figure script prints them: columns in a reading order, step sizes as
-powers of two (re-exported as ``experiments.figure.format_table`` / ``column_order``)."""
+powers of two (re-exported as ``rpd.cli.figure.format_table`` / ``column_order``)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""One training job: an (objective, method, schedule) cell with its whole γ grid vmapped.
-
-    python -m experiments.train method=rpd schedule.S=16
-    python -m experiments.train -m method=pd,rpd,localsgd schedule.S=2,4,8,16
-    python -m experiments.train -m launcher=joblib experiment=e3_nesterov method=localsgd schedule.H=2,5,30
-    python -m experiments.train -m method=pipeline schedule=gpipe,1f1b,zb_h1,pipemare costs=unit,b2f_latency
+"""One training job (``python -m experiments.train``, docs/running.md): an (objective, method,
+schedule) cell with its whole γ grid vmapped.
 
 ``run(cfg)`` is the whole job (tests call it directly): validate the config, skip if the results
 store already holds this exact run, build the objective, run the method on its schedule and
@@ -27,21 +23,15 @@ import warnings
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import hydra
 import numpy as np
-from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
-from omegaconf import DictConfig
 
-from experiments import checks, compose_check, specs, sweep, wandb_log
-from experiments import config as C
-from experiments import objectives as objective_of
 from rpd import objectives, registry
 from rpd.analysis import simtime, tuning
+from rpd.cli import checks, specs, wandb_log
+from rpd.cli import config as C
+from rpd.cli import objectives as objective_of
 from rpd.io import provenance, store, tracking
 from rpd.results import EVENTS, unit_name, value_at
-from rpd.runtime import compile_cache
-from rpd.runtime.interrupt import run_main
 
 log = logging.getLogger(__name__)
 # The stored curves' format: 2 records them at the update events (axis/events, events/curve) and
@@ -73,7 +63,7 @@ def run_config(cfg, obj=None, spec: registry.RunSpec | None = None) -> dict:
     entry's (``rpd.objectives.ObjectiveEntry.store_key``: the fields it reads and its identity,
     e.g. the SHA-256 of the LM's text). A user's objective (``objective._target_``) is keyed by
     its import path, the arguments it is called with and the built objective's own name and
-    sizes (``obj``, built here when None; ``experiments.objectives.identity``). Logger, paths
+    sizes (``obj``, built here when None; ``rpd.cli.objectives.identity``). Logger, paths
     and the experiment name are left out."""
     spec = spec or specs.run_spec(cfg)
     full = specs.to_container(cfg)
@@ -129,7 +119,7 @@ def _stack(arrays: list) -> np.ndarray | None:
 
 def train(cfg, spec: registry.RunSpec, obj=None) -> tuple[dict, dict, str]:
     """The computation of one job (no I/O): curves, summary and status ("ok" / "diverged").
-    ``spec``: the run, resolved once (``experiments.checks.validate``); ``obj``: the objective
+    ``spec``: the run, resolved once (``rpd.cli.checks.validate``); ``obj``: the objective
     when already built (a user's, for its key), else built here."""
     t0 = time.perf_counter()
     grid = checks.gammas(cfg.method)
@@ -283,7 +273,7 @@ def _is_pow2(g: float) -> bool:
 
 def _track(cfg, out: TrainOutcome) -> TrainOutcome:
     """With ``logger=wandb``: log the stored run (fresh or skipped: a stored run is logged
-    without recomputing it, ``experiments.wandb_log``) and return it with its summary as stored
+    without recomputing it, ``rpd.cli.wandb_log``) and return it with its summary as stored
     now (holding ``wandb_id``). A wandb failure only warns: the run is already saved."""
     if _v(cfg.logger.kind) != "wandb" or out.status == "failed":
         return out
@@ -355,40 +345,3 @@ def run(cfg) -> TrainOutcome:
         path,
     )
     return _track(cfg, TrainOutcome(path, saved.status, False, saved.summary, saved.curves))
-
-
-def _is_multirun() -> bool:
-    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
-
-
-@hydra.main(version_base="1.3", config_path="../configs", config_name="train")
-def main(cfg: DictConfig) -> float:
-    """Compose (hydra), run, link the job's output directory to the stored run
-    (``experiments.sweep.link``), and exit non-zero on failure unless in a multirun (which goes
-    on with the other jobs; ``experiments.sweep.SweepSummary`` counts the failures at the end
-    and exits non-zero then). Returns the selected metric (the final value at the chosen γ, NaN
-    when none) for hydra's optimising sweepers (Optuna, Ax)."""
-
-    compile_cache.enable()  # ~/.cache/rpd/jax ($RPD_CACHE, $RPD_JAX_CACHE); RPD_JAX_CACHE=0: off
-    if cfg.objective._target_ and cfg.objective.args is None:  # a user's factory: the keys given
-        cfg.objective.args = objective_of.given_args(HydraConfig.get().overrides.task)
-    if _is_multirun() and cfg.schedule.T is None and cfg.compare_T is None and _v(cfg.compare) == "equal_time":
-        shared = sweep.equal_time(Path(HydraConfig.get().sweep.dir))
-        if shared is not None:  # the sweep's one T (experiments.sweep.EqualTime)
-            cfg.compare_T, cfg.T_rule = shared["T"], shared["rule"]
-    try:
-        out = run(cfg)
-    except (ValueError, TypeError, OSError) as exc:  # bad input, refused before any work
-        sweep.link(None, status="failed", error=f"{type(exc).__name__}: {exc}")
-        if not _is_multirun():
-            checks.refuse(exc)
-        log.error("job refused, nothing stored: %s: %s", type(exc).__name__, exc)
-        return math.nan
-    sweep.link(out.path, status=out.status, skipped=out.skipped, error=out.error, wandb_id=out.summary.get("wandb_id"))
-    if out.status == "failed" and not _is_multirun():
-        raise SystemExit(f"run failed ({out.error}); recorded in {out.path}")
-    return float(out.summary.get("final/selected", math.nan))
-
-
-if __name__ == "__main__":
-    run_main(compose_check.one_line(main, "train"))  # Ctrl-C: a clean message and exit 130

@@ -27,8 +27,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from experiments import config as C
-from experiments import specs, sweep
+from rpd.cli import config as C
+from rpd.cli import specs, sweep
 from rpd.io import store, tracking
 from rpd.io.provenance import provenance
 from rpd.results import time_label
@@ -59,7 +59,7 @@ def output_dir(configured: str | None) -> str | None:
 
 
 def sweep_meta(experiment: str, key: Mapping) -> dict:
-    """The variables a sweep can vary, from a train run's key (``experiments.train.run_config``):
+    """The variables a sweep can vary, from a train run's key (``rpd.cli.train.run_config``):
     experiment, objective, method, schedule, costs (hydra's choice, when known), S, H, R, δ, M,
     N, T (None where the run does not read one)."""
     m, s, o = key["method"], key["schedule"], key["objective"]
@@ -309,7 +309,7 @@ def log_train_run(cfg, path: str | Path) -> str | None:
 
 
 def log_figure(cfg, out) -> str | None:
-    """Log a drawn figure (an ``experiments.manifest.FigureOutcome``): the PNG as an image, its
+    """Log a drawn figure (an ``rpd.cli.manifest.FigureOutcome``): the PNG as an image, its
     table, its summary numbers, and an artifact with the PNG / PDF / numbers JSON and the stored
     arrays; the wandb id goes into the stored output's summary. Returns the id."""
 

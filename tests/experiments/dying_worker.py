@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import signal
 
-from experiments.reproduce_paper_figures import Report
+from rpd.cli.manifest import Report
 
 
 def make(name: str, file=None, **_kw) -> Report:

@@ -11,11 +11,11 @@ import pytest
 from hydra_helpers import CONFIGS, ROOT, TINY_LINEAR, TINY_LM, multirun
 from hydra_helpers import compose as _compose
 
-from experiments import checks, train
-from experiments import config as C
-from experiments import figure as F
-from experiments import objectives as objective_of
 from rpd import studies
+from rpd.cli import checks, train
+from rpd.cli import config as C
+from rpd.cli import figure as F
+from rpd.cli import objectives as objective_of
 from rpd.io import store, sweeps
 from rpd.studies import delay_law
 
@@ -437,7 +437,7 @@ def test_mlp_chain_and_a_users_objective_from_the_command_line(tmp_path, monkeyp
 def test_schedule_chart_prints_what_it_draws(tmp_path):
     """``python -m experiments.schedule``: the Gantt chart of any registered schedule, and its
     makespan, bubbles and peaks, which are the timeline's."""
-    from experiments import schedule
+    from rpd.cli import chart as schedule
 
     cfg = _compose(
         [

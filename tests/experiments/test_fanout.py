@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments import fanout as D
-from experiments import figure as F
 from experiments import reproduce_paper_figures as R
+from rpd.cli import fanout as D
+from rpd.cli import figure as F
 from rpd.io import payload, store
 from rpd.studies import fanout, frontier, pd_vs_localsgd
 from rpd.studies import units as U

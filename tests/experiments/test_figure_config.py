@@ -14,9 +14,9 @@ import pytest
 from hydra.errors import ConfigCompositionException
 from hydra_helpers import compose
 
-from experiments import checks
-from experiments import config as C
-from experiments import figure as F
+from rpd.cli import checks
+from rpd.cli import config as C
+from rpd.cli import figure as F
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"

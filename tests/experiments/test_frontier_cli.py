@@ -6,8 +6,8 @@ from __future__ import annotations
 from hydra_helpers import TINY_LINEAR
 from hydra_helpers import compose as _compose
 
-from experiments import specs, train
 from rpd import schedules
+from rpd.cli import specs, train
 
 
 def test_wpipe_runs_from_the_cli_on_an_objective_of_2S_blocks(tmp_path):

@@ -14,9 +14,9 @@ import sys
 import pytest
 from hydra_helpers import ROOT, compose
 
-from experiments import plan as entry
-from experiments.plan_search import knobs
 from rpd import registry
+from rpd.cli import plan as entry
+from rpd.cli.plan_search import knobs
 from rpd.model import hardware, search_bounds
 from rpd.model.answer import answer, choose, parse_bytes
 from rpd.model.layers import GPTConfig, Parallel, gpt_model

@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments import figure as F
-from experiments import report
 from experiments import reproduce_paper_figures as R
 from rpd import studies
+from rpd.cli import figure as F
+from rpd.cli import report
 from rpd.io import store
 from rpd.results import StudyOutput
 
@@ -264,7 +264,7 @@ def test_quick_mode_end_to_end(tmp_path, capsys, monkeypatch):
 def test_summary_text_reads_every_kind_of_claim():
     """Claims come as E9's (holds, measured), plan_claims' (holds None: depends), E15's (no
     measured) and E16's (a verdict only): the summary prints each, never a KeyError."""
-    from experiments.manifest import FigureOutcome, Report
+    from rpd.cli.manifest import FigureOutcome, Report
 
     claims = [
         {"claim": "a", "holds": True, "measured": "1 %"},

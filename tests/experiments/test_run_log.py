@@ -8,7 +8,7 @@ import logging
 from hydra_helpers import TINY_LINEAR
 from hydra_helpers import compose as _compose
 
-from experiments import train
+from rpd.cli import train
 
 
 def test_the_log_line_says_when_in_the_costs_unit(tmp_path, caplog):
@@ -25,7 +25,7 @@ def test_the_log_line_says_when_in_the_costs_unit(tmp_path, caplog):
             "costs.B=1000",
         ]
     )
-    with caplog.at_level(logging.INFO, logger="experiments.train"):
+    with caplog.at_level(logging.INFO, logger="rpd.cli.train"):
         out = train.run(cfg)
     assert out.status == "ok" and out.summary["T"] == 40000 and out.summary["time_unit"] == "us"
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("pipeline: ok")]

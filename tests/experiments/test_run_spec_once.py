@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from hydra_helpers import TINY_LINEAR, compose
 
-from experiments import specs, train
+from rpd.cli import specs, train
 
 
 def test_each_run_resolves_its_spec_once(tmp_path, monkeypatch):

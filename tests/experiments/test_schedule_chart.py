@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 from hydra_helpers import CONFIGS, compose
 
-from experiments import checks, schedule
-from experiments import config as C
+from rpd.cli import chart as schedule
+from rpd.cli import checks
+from rpd.cli import config as C
 from rpd.plotting import schedules as plot_schedules
 from rpd.schedules.machinery.costs import CostModel, HostLink
 from rpd.studies import schedule_table

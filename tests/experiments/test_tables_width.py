@@ -5,7 +5,7 @@ import json
 
 from hydra_helpers import ROOT
 
-from experiments import tables
+from rpd.cli import tables
 
 
 def test_e3_claim_row_is_a_line_under_the_table():

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from hydra_helpers import ROOT
 
-from experiments import objectives as objective_of
-from experiments import train
+from rpd.cli import objectives as objective_of
+from rpd.cli import train
 from rpd.io import sweeps
 
 DOC = (ROOT / "docs" / "api.md").read_text()

@@ -19,10 +19,10 @@ from hydra_helpers import compose
 
 pytest.importorskip("wandb")
 
-from experiments import checks, sweep, train, wandb_log  # noqa: E402
-from experiments import config as C  # noqa: E402
-from experiments import figure as F  # noqa: E402
 from rpd import studies  # noqa: E402
+from rpd.cli import checks, sweep, train, wandb_log  # noqa: E402
+from rpd.cli import config as C  # noqa: E402
+from rpd.cli import figure as F  # noqa: E402
 from rpd.io import offline_run, store, sweeps, tracking
 from rpd.results import StudyOutput  # noqa: E402
 

@@ -8,7 +8,7 @@ import jax
 import jaxlib
 import numpy as np
 
-from experiments import manifest as M
+from rpd.cli import manifest as M
 from rpd.io import provenance as P
 
 

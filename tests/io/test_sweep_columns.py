@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from hydra_helpers import TINY_LINEAR, multirun
 
-from experiments import sweep, train
+from rpd.cli import sweep, train
 from rpd.io import store, sweep_table, sweeps
 
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from experiments import train
+from rpd.cli import train
 from rpd.io import sweeps
 
 MODULE = """\

@@ -14,7 +14,8 @@ import pytest
 from hydra_helpers import ROOT, TINY_LINEAR, multirun
 from hydra_helpers import compose as _compose
 
-from experiments import sweep, train
+from experiments import train
+from rpd.cli import sweep
 from rpd.io import store, sweep_results, sweeps
 
 TINY_E3 = [o for o in TINY_LINEAR if not o.startswith("method.")] + [

@@ -8,8 +8,8 @@ import pytest
 from hydra.errors import ConfigCompositionException
 from hydra_helpers import compose
 
-from experiments import plan as entry
 from rpd import registry, schedules
+from rpd.cli import plan as entry
 from rpd.model import hardware, layers
 from rpd.model.plan import max_delay, plan
 

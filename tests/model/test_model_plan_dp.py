@@ -8,8 +8,8 @@ import pytest
 from hydra_helpers import compose
 from toy_hardware import toy_hardware
 
-from experiments import plan as entry
 from rpd import registry
+from rpd.cli import plan as entry
 from rpd.model.layers import Layer, Model
 from rpd.model.plan import plan
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from hydra_helpers import compose
 
-from experiments import plan as entry
 from rpd import registry
+from rpd.cli import plan as entry
 from rpd.model import compute, hardware, layers, tensor
 from rpd.model.answer import answer, parse_bytes
 from rpd.model.layers import GPTConfig, Parallel, block_layer, gpt_model

@@ -8,7 +8,7 @@ import pytest
 from hydra_helpers import compose
 from toy_hardware import toy_hardware
 
-from experiments import plan as entry
+from rpd.cli import plan as entry
 from rpd.model import hardware
 from rpd.model.layers import Layer, Model
 from rpd.model.workers import configurations, evaluate, even_config, pipedream_config, replicated

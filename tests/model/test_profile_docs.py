@@ -6,7 +6,7 @@ import re
 
 from hydra_helpers import ROOT, compose
 
-from experiments import plan as entry
+from rpd.cli import plan as entry
 from rpd.model import profile
 
 SECTION = (ROOT / "docs" / "plan.md").read_text().split("## A measured model: profile files", 1)[1].split("\n## ", 1)[0]

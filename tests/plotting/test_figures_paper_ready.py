@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from experiments.tables import column_order, format_table
 from rpd import results, schedules
+from rpd.cli.tables import column_order, format_table
 from rpd.io import result_io
 from rpd.plotting import style
 from rpd.schedules.machinery import delays

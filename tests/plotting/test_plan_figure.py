@@ -6,7 +6,7 @@ import json
 import numpy as np
 from hydra_helpers import compose
 
-from experiments import plan as entry
+from rpd.cli import plan as entry
 from rpd.plotting import plan as plot_plan
 
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from hydra_helpers import compose
 
-from experiments import schedule, specs
+from rpd.cli import chart as schedule
+from rpd.cli import specs
 from rpd.plotting import schedules as plot_schedules
 
 

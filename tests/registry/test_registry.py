@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from hydra_helpers import compose
 
-from experiments import checks, specs, train
-from experiments import config as C
-from experiments import objectives as objective_of
 from rpd import objectives, registry, schedules
 from rpd.analysis import simtime
 from rpd.analysis.theory import pd_delta
+from rpd.cli import checks, specs, train
+from rpd.cli import config as C
+from rpd.cli import objectives as objective_of
 from rpd.schedules.machinery import delays
 from rpd.schedules.machinery.costs import CostModel
 from rpd.train import methods
@@ -185,7 +185,7 @@ OWNED = [  # a field another schedule owns: refused at compose time, naming the 
 
 @pytest.mark.parametrize("overrides,text", OWNED, ids=[" ".join(o) for o, _ in OWNED])
 def test_a_field_another_schedule_owns_is_refused_in_one_line(overrides, text):
-    from experiments import compose_check
+    from rpd.cli import compose_check
 
     assert compose_check.check("train", ["method=pipeline", *overrides]) == text
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from hydra_helpers import compose
 
-from experiments import checks, train
 from rpd import schedules
+from rpd.cli import checks, train
 from rpd.runtime import budget
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"

@@ -3,8 +3,8 @@ edge while it may widen, updates to a target, and a plan's delay in both units."
 
 import numpy as np
 
-from experiments import figure
 from rpd import schedules
+from rpd.cli import figure
 from rpd.schedules.machinery import delays
 from rpd.studies import load, staleness_2026
 from rpd.studies.staleness_2026_tuning import delay_units, tune, updates_to_target

@@ -129,7 +129,7 @@ def test_bad_values_name_the_field(quad, kw, match):
 def test_hydra_localsgd_outer_nesterov_inner_state():
     """``method=localsgd outer_optimizer=nesterov inner_state=keep`` composes into DiLoCo's
     options; the default group is plain averaging; a non-LocalSGD method refuses them."""
-    from experiments import checks, specs
+    from rpd.cli import checks, specs
     from tests.hydra_helpers import TINY_LINEAR, compose
 
     tiny = TINY_LINEAR + ["schedule.R=2", "schedule.H=2"]

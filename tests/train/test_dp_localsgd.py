@@ -123,8 +123,8 @@ def test_diloco_inner_adam_outer_nesterov_equals_optax(quad, inner_state):
 def test_pipeline_method_runs_local_steps_and_diloco():
     """``method=pipeline schedule.D=2 schedule.local_steps=2`` through the hydra config and the
     registry; DiLoCo's options are accepted with D > 1 and refused with D = 1."""
-    from experiments import specs
-    from experiments.train import run_config
+    from rpd.cli import specs
+    from rpd.cli.train import run_config
     from tests.hydra_helpers import TINY_LINEAR, compose
 
     base = TINY_LINEAR + ["method=pipeline", "schedule=1f1b", "schedule.M=2", "schedule.D=2"]

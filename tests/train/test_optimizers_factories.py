@@ -9,7 +9,7 @@ import inspect
 import pytest
 from hydra_helpers import compose
 
-from experiments import checks, compose_check, specs
+from rpd.cli import checks, compose_check, specs
 from rpd.train import optimizers, transforms
 
 # what each name pinned before its factory held it (the old transforms.DEFAULTS and yaml files)

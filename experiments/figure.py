@@ -1,0 +1,35 @@
+"""One paper figure: run its study, save the output, draw the figure from what was saved
+(:mod:`rpd.cli.figure`: how a study is resolved, computed once, stored and drawn).
+
+    python -m experiments.figure experiment=e3_nesterov            # quick (laptop) size
+    python -m experiments.figure experiment=e3_nesterov size=full  # the paper's size
+    python -m experiments.figure experiment=e1_pd_vs_rpd force=true study.N=100
+    python -m experiments.figure experiment=e10_frontier fanout=true launcher=joblib  # its runs as jobs
+"""
+
+from __future__ import annotations
+
+import hydra
+from omegaconf import DictConfig
+
+from rpd.cli import checks, compose_check, fanout
+from rpd.cli.figure import run_and_report
+from rpd.io import store
+from rpd.runtime import compile_cache
+from rpd.runtime.interrupt import run_main
+
+
+@hydra.main(version_base="1.3", config_path="../configs", config_name="figure")
+def main(cfg: DictConfig) -> None:
+    compile_cache.enable()  # ~/.cache/rpd/jax ($RPD_CACHE, $RPD_JAX_CACHE); RPD_JAX_CACHE=0: off
+    try:
+        store.check_root(cfg.results_root)
+        run_and_report(cfg)
+    except (ValueError, TypeError) as exc:  # bad input, refused before the study starts
+        checks.refuse(exc)
+    except fanout.JobsIncomplete as exc:  # listed; the same command resubmits them
+        raise SystemExit(str(exc)) from None
+
+
+if __name__ == "__main__":
+    run_main(compose_check.one_line(main, "figure"))  # Ctrl-C: a clean message and exit 130
