@@ -162,7 +162,7 @@ class EqualTime(Callback):
     """Before a multirun of ``experiments.train`` (``compare=equal_time``, the default) with no
     ``schedule.T``: compose every job with the run's own search path (:func:`compose_jobs`: a
     schedule added through ``hydra.searchpath`` too), take :func:`sweep_time` and write it to
-    ``<sweep dir>/equal_time.json``, which each job reads (``experiments.train.main``), so
+    ``<sweep dir>/equal_time.json``, which each job reads (``experiments.train``'s main), so
     every row ends at the same simulated time. Printed with the rule that chose it. A job that
     cannot be composed or timed refuses the whole sweep before any job runs (one line, exit 2):
     no table at unequal T."""

@@ -6,7 +6,7 @@ builds one overview view (all runs, grouped by every swept variable: method, sch
 N, T) and one view per S ("rpd <S> stages": runs tagged "S<S>", grouped by the others):
 wandb workspaces have no per-panel facets, so faceting by S is a view per S. Grouping by every
 swept variable keeps e.g. LocalSGD at H = 2, 5, 30 apart (one group each) instead of averaging
-them. The keys are ``meta.*`` config keys, written by ``experiments.wandb_log``. Each view has
+them. The keys are ``meta.*`` config keys, written by ``rpd.cli.wandb_log``. Each view has
 the panels
 
 - Objective: f − f* against sim_time (log y), and against block_update;
@@ -25,7 +25,7 @@ import os
 import warnings
 from typing import NamedTuple, Sequence
 
-# The swept variables runs are grouped by (``meta.<key>``, see experiments.wandb_log.sweep_meta).
+# The swept variables runs are grouped by (``meta.<key>``, see rpd.cli.wandb_log.sweep_meta).
 GROUP_BY = ("method", "schedule", "S", "H", "delta", "N", "T")
 
 

@@ -121,7 +121,7 @@ def stage_in(dir) -> dict[str, str]:
 class WandbLogger:
     """One wandb run: group = experiment, tags = (method, "S<S>", *tags), config = resolved
     config plus ``meta = {experiment, method, S, **meta}`` (the keys the dashboard groups and
-    filters on: every swept variable, see ``experiments.wandb_log.sweep_meta``).
+    filters on: every swept variable, see ``rpd.cli.wandb_log.sweep_meta``).
 
     ``mode="online"`` waits at most ``init_timeout`` seconds for the server, then logs offline
     (a ``RuntimeWarning`` says so and how to sync)."""
