@@ -1,5 +1,6 @@
 """The command-line entry points (``python -m experiments.<name>``): thin hydra/argparse layers
-over rpd. Run as a program, Ctrl-C is clean from the first import on (``rpd.runtime.interrupt``)."""
+over their jobs in ``rpd.cli``. Run as a program, Ctrl-C is clean from the first import on
+(``rpd.runtime.interrupt``)."""
 
 import logging
 import os
