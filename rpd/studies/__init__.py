@@ -18,6 +18,8 @@ import importlib
 
 import numpy as np
 
+from rpd.analysis import tuning
+
 # name -> module path; each module follows the protocol above.
 REGISTRY = {
     "e1_pd_vs_rpd": "rpd.studies.pd_vs_rpd",
@@ -62,6 +64,36 @@ def claim_rows(checks: list[dict], **label) -> list[dict]:
     """A table row per paper claim of ``checks``: the identifying columns ``label`` first (a
     study's own, e.g. ``method="paper claim"``), then the claim's statement, verdict and measure."""
     return [dict(label, paper=c["statement"], holds=c["holds"], measured=c["measured"]) for c in checks]
+
+
+def summary_head(study: str, title: str, setting, cfg) -> dict:
+    """The keys a paper study's summary opens with: its name, the figure's title and setting
+    lines, and the config it ran."""
+    return dict(study=study, title=title, setting=setting, config=dataclasses.asdict(cfg))
+
+
+def selection_keys(selector: str, rules) -> dict:
+    """How a summary's γ were chosen (docs/science.md#step-sizes): the selector, every rule run,
+    the selector's text and why the authors' published γ are the reference rule's."""
+    return dict(
+        selector=selector,
+        selectors=list(rules),
+        selector_text=tuning.RULE_TEXT[selector],
+        authors_override=tuning.AUTHORS_OVERRIDE,
+    )
+
+
+def picks(sels: dict, **values) -> dict:
+    """Each rule's pick of ``sels`` (rule -> selection): its rule, its γ as a power of 2 and each
+    of ``values`` (a function of the picked γ's index) there; None where the rule picked none."""
+    return {
+        u: dict(
+            rule=x.rule,
+            gamma_exp=None if x.index is None else tuning.log2_exponent(x.gamma),
+            **{k: None if x.index is None else f(x.index) for k, f in values.items()},
+        )
+        for u, x in sels.items()
+    }
 
 
 def load(name: str):

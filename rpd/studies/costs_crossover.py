@@ -70,6 +70,7 @@ from rpd.analysis import simtime, tuning
 from rpd.plotting.costs import costs_figure
 from rpd.results import StudyOutput, best_final
 from rpd.runtime import concurrency
+from rpd.studies import summary_head
 from rpd.studies.cost_ladder import (
     Level,
     block_values,
@@ -366,10 +367,7 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None, workers: int
     rows = table_rows(series)
     checks = claim_checks(cfg, series)
     summary = dict(
-        study="e11_costs",
-        title=TITLE,
-        setting=setting(cfg),
-        config=dataclasses.asdict(cfg),
+        **summary_head("e11_costs", TITLE, setting(cfg), cfg),
         levels=[dict(key=L.key, c=L.c, alpha=L.alpha) for L in lv],
         runs=runs,
         series=series,

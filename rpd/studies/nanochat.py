@@ -33,13 +33,13 @@ import numpy as np
 
 from rpd import schedules
 from rpd.analysis import simtime, tuning
-from rpd.analysis.tuning import AUTHORS_OVERRIDE, RULE_TEXT, selector_rules
+from rpd.analysis.tuning import selector_rules
 from rpd.objectives import corpus
 from rpd.objectives import nanochat as nc
 from rpd.plotting.nanochat import figure as nanochat_figure
 from rpd.results import Result, StudyOutput
 from rpd.runtime.concurrency import default_workers, run_concurrently
-from rpd.studies import claim_rows
+from rpd.studies import claim_rows, picks, selection_keys, summary_head
 from rpd.train import methods
 from rpd.validation import check_int
 
@@ -262,14 +262,7 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
             heldout_final=None if idx < 0 else _fin(res.curve[idx, -1]),
             heldout_final_time=int(res.axis[-1]),
             shown=H is None or H in cfg.H,
-            by_rule={
-                u: dict(
-                    rule=x.rule,
-                    gamma_exp=None if x.index is None else tuning.log2_exponent(x.gamma),
-                    train_smooth_final=None if x.index is None else _fin(smooth[x.index, -1]),
-                )
-                for u, x in sels.items()
-            },
+            by_rule=picks(sels, train_smooth_final=lambda i: _fin(smooth[i, -1])),
             gamma_reports=[
                 dict(
                     gamma_exp=tuning.log2_exponent(r.gamma),
@@ -301,10 +294,7 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
     checks = claim_checks(entries)
     rows += claim_rows(checks, method="paper claim")
     summary = dict(
-        study="e5_nanochat",
-        title=TITLE,
-        setting=setting(cfg),
-        config=dataclasses.asdict(cfg),
+        **summary_head("e5_nanochat", TITLE, setting(cfg), cfg),
         T=T,
         heldout_stride=stride,
         smooth_window=cfg.smooth_window,
@@ -316,10 +306,7 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
         methods=entries,
         claim=CLAIM,
         checks=checks,
-        selector=cfg.selector,
-        selectors=list(rules),
-        selector_text=RULE_TEXT[cfg.selector],
-        authors_override=AUTHORS_OVERRIDE,
+        **selection_keys(cfg.selector, rules),
     )
     return StudyOutput(arrays=arrays, summary=summary, table=rows)
 

@@ -33,10 +33,10 @@ import numpy as np
 
 from rpd import objectives, schedules
 from rpd.analysis import simtime, tuning
-from rpd.analysis.tuning import AUTHORS_OVERRIDE, RULE_TEXT, selector_rules
+from rpd.analysis.tuning import selector_rules
 from rpd.plotting.pd_vs_localsgd import figure as pd_vs_localsgd_figure
 from rpd.results import Result, StudyOutput, best_final, diverged
-from rpd.studies import claim_rows, make_config
+from rpd.studies import claim_rows, make_config, picks, selection_keys, summary_head
 from rpd.studies.pd_vs_localsgd_claims import CLAIMS, claim_checks
 from rpd.studies.units import run_all
 from rpd.train import methods
@@ -248,14 +248,7 @@ def _measure(cfg: Config, per_seed: list[tuple[list, list]]) -> tuple[dict, list
         sels = {r: select(mean, gammas, cfg.tail_frac, r) for r in rules}
         sel = sels[cfg.selector]
         idx = -1 if sel.index is None else sel.index
-        by_rule = {
-            r: dict(
-                rule=x.rule,
-                gamma_exp=None if x.index is None else tuning.log2_exponent(x.gamma),
-                f_at_cut=None if x.index is None else float(mean[x.index, -1]),
-            )
-            for r, x in sels.items()
-        }
+        by_rule = picks(sels, f_at_cut=lambda i: float(mean[i, -1]))
         seed_picks = []
         for s, c in zip(cfg.noise_seeds, seeds_c):
             x = select(c, gammas, cfg.tail_frac, cfg.selector)
@@ -350,28 +343,15 @@ def assemble(cfg: Config, payloads: list[dict]) -> StudyOutput:
             )
             for e in ent2
         ]
-        rows += [
-            dict(
-                method=f"sensitivity n={cfg2.n} σ={cfg2.grad_noise:g}: paper claim",
-                paper=c["statement"],
-                holds=c["holds"],
-                measured=c["measured"],
-            )
-            for c in checks2
-        ]
+        rows += claim_rows(checks2, method=f"sensitivity n={cfg2.n} σ={cfg2.grad_noise:g}: paper claim")
+    study = "e3_nesterov" if cfg.objective == "nesterov_quadratic" else "e4_logistic"
     summary = dict(
-        study="e3_nesterov" if cfg.objective == "nesterov_quadratic" else "e4_logistic",
-        title=TITLES[cfg.objective].format(S=cfg.S),
-        setting=setting(cfg),
-        config=dataclasses.asdict(cfg),
+        **summary_head(study, TITLES[cfg.objective].format(S=cfg.S), setting(cfg), cfg),
         T_cut=T_cut,
         t_last=t_last,
         cut=cfg.cut,
         cut_text=CUT_TEXT[cfg.cut].format(T=T_cut, t=t_last),
-        selector=cfg.selector,
-        selectors=list(selector_rules(cfg.selector)),
-        selector_text=RULE_TEXT[cfg.selector],
-        authors_override=AUTHORS_OVERRIDE,
+        **selection_keys(cfg.selector, selector_rules(cfg.selector)),
         L=float(required("L", obj.L)),
         f_star=float(obj.f_star),
         f0=float(arrays["pd_curves"][0, 0]),

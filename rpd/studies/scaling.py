@@ -30,10 +30,10 @@ import numpy as np
 
 from rpd import objectives, schedules
 from rpd.analysis import simtime, theory, tuning
-from rpd.analysis.tuning import AUTHORS_OVERRIDE, RULE_TEXT, selector_rules
+from rpd.analysis.tuning import selector_rules
 from rpd.plotting.scaling import figure as scaling_figure
 from rpd.results import StudyOutput, best_final
-from rpd.studies import claim_rows, trend
+from rpd.studies import claim_rows, picks, selection_keys, summary_head, trend
 from rpd.studies.pd_vs_localsgd import select
 from rpd.train import methods
 
@@ -147,14 +147,7 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
                 f_at_T=None if idx < 0 else float(r.curve[idx, -1]),
                 evaluated_at=int(r.axis[-1]),
                 tail_mean=None if idx < 0 else float(sel.reports[idx].tail_mean),
-                by_rule={
-                    u: dict(
-                        rule=x.rule,
-                        gamma_exp=None if x.index is None else tuning.log2_exponent(x.gamma),
-                        f_at_T=None if x.index is None else float(r.curve[x.index, -1]),
-                    )
-                    for u, x in sels.items()
-                },
+                by_rule=picks(sels, f_at_T=lambda i: float(r.curve[i, -1])),
                 best_final=best_final(r.curve),
             )
         if cfg.cut == "authors":  # the alternative: LocalSGD at T (the point after T steps), same γ
@@ -194,18 +187,12 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
     stable_checks = claim_checks({**arrays, **{f"{m}_f_at_T": arrays[f"{m}_stable_f_at_T"] for m in METHODS}})
     rows += claim_rows(stable_checks, S="paper claim (stable rule's γ)")
     summary = dict(
-        study="e6_scaling",
-        title=TITLE,
-        setting=setting(cfg),
-        config=dataclasses.asdict(cfg),
+        **summary_head("e6_scaling", TITLE, setting(cfg), cfg),
         per_S=per_S,
         claim=CLAIM,
         checks=checks,
         checks_stable_rule=stable_checks,
-        selector=cfg.selector,
-        selectors=list(rules),
-        selector_text=RULE_TEXT[cfg.selector],
-        authors_override=AUTHORS_OVERRIDE,
+        **selection_keys(cfg.selector, rules),
         cut=cfg.cut,
         cut_text=CUT_TEXT[cfg.cut].format(T=cfg.T, t=cfg.T - 1),
     )
