@@ -138,3 +138,17 @@ def multirun(
     ]
     full_env = dict(os.environ, WANDB_MODE="disabled", **env)
     return subprocess.run(cmd, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=300)
+
+
+def multirun_fixture(args: list[str], in_tmp: bool = False, **env: str):
+    """A module's fixture: :func:`multirun` of ``args`` once, in a fresh folder (run there with
+    ``in_tmp``, else in the repository), checked to exit 0; gives (the folder, the process)."""
+
+    @pytest.fixture(scope="module")
+    def fixture(tmp_path_factory):
+        tmp = tmp_path_factory.mktemp("sweep")
+        proc = multirun(args, tmp, cwd=tmp if in_tmp else ROOT, **env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return tmp, proc
+
+    return fixture

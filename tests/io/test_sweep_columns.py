@@ -6,19 +6,16 @@ edge or marked unstable is flagged in the log line, the summary and the table.""
 from __future__ import annotations
 
 import pytest
-from hydra_helpers import TINY_LINEAR, multirun
+from hydra_helpers import TINY_LINEAR, multirun_fixture
 
 from rpd.cli import sweep, train
 from rpd.io import store, sweep_table, sweeps
 
-
-@pytest.fixture(scope="module")
-def optimizer_sweep(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("opt_sweep")
-    tiny = [o for o in TINY_LINEAR if not o.startswith("method.gamma")]
-    proc = multirun(["optimizer=sgd,adam", "method.gamma_lo=-5", "method.gamma_hi=-4,-3", *tiny], tmp, cwd=tmp)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return tmp, proc
+optimizer_sweep = multirun_fixture(
+    ["optimizer=sgd,adam", "method.gamma_lo=-5", "method.gamma_hi=-4,-3"]
+    + [o for o in TINY_LINEAR if not o.startswith("method.gamma")],
+    in_tmp=True,
+)
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from hydra_helpers import ROOT, TINY_LINEAR, multirun
+from hydra_helpers import ROOT, TINY_LINEAR, multirun_fixture
 from hydra_helpers import compose as _compose
 
 from experiments import train
@@ -25,16 +25,12 @@ TINY_E3 = [o for o in TINY_LINEAR if not o.startswith("method.")] + [
 ]
 
 
-@pytest.fixture(scope="module")
-def e3_sweep(tmp_path_factory):
-    """The example sweep (configs/sweep/e3_methods.yaml: method=pd,localsgd x schedule.H), shrunk,
-    with H=2,5 from the command line (it wins over the file's 2,5,30): 4 jobs, PD's second is
-    the same stored run (PD does not read H)."""
-    tmp = tmp_path_factory.mktemp("sweep")
-    args = ["experiment=e3_nesterov", "sweep=e3_methods", "schedule.H=2,5", *TINY_E3]
-    proc = multirun(args, tmp, HYDRA_FULL_ERROR="1")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return tmp, proc
+# The example sweep (configs/sweep/e3_methods.yaml: method=pd,localsgd x schedule.H), shrunk, with
+# H=2,5 from the command line (it wins over the file's 2,5,30): 4 jobs, PD's second is the same
+# stored run (PD does not read H).
+e3_sweep = multirun_fixture(
+    ["experiment=e3_nesterov", "sweep=e3_methods", "schedule.H=2,5", *TINY_E3], HYDRA_FULL_ERROR="1"
+)
 
 
 @pytest.mark.slow
