@@ -1,5 +1,5 @@
 """What the tests share to compose hydra configs and run the entry points: the repository root,
-its configs/, one compose call, tiny train configs, and the plumbing of the toy-entry tests (a
+its configs/, one compose call, tiny train configs (and E12's), and the plumbing of the toy-entry tests (a
 registering fixture, a config folder, the entry point run after ``register()``, a sweep's table)."""
 
 import os
@@ -38,6 +38,19 @@ TINY_LM = [
     "method.gamma_hi=-3",
     "method.stride=4",
 ]
+
+# E12 (rpd.studies.optimizers) on one small quadratic at S = 4 stages, N = 24 microbatches, H = 2
+TINY_E12 = dict(
+    objectives=("nesterov_quadratic",),
+    H=(2,),
+    diloco=False,
+    S={"nesterov_quadratic": 4},
+    N={"nesterov_quadratic": 24},
+    n=40,
+    d=16,
+    max_shifts=1,
+    points=6,
+)
 
 
 def compose(overrides, name: str = "train"):

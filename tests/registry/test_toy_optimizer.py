@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from hydra_helpers import TINY_LINEAR, compose, config_dir, registered, run_registered, sweep_losses
+from hydra_helpers import TINY_E12, TINY_LINEAR, compose, config_dir, registered, run_registered, sweep_losses
 
 from rpd.cli import plan as plan_entry
 from rpd.objectives.linear import random_quadratic
@@ -127,21 +127,8 @@ def test_toy_trains_from_the_cli_and_is_tabled_in_a_sweep(toy_configs, tmp_path)
 @pytest.mark.slow
 def test_toy_runs_in_e12s_table(toy_registered):
     """E12's table takes any registered optimizer: the toy's rows (d = 0) equal momentum's."""
-    S, N = 4, 24
     cfg = make_config(
-        e12.Config,
-        "full",
-        objectives=("nesterov_quadratic",),
-        optimizers=("momentum", NAME),
-        H=(2,),
-        diloco=False,
-        S={"nesterov_quadratic": S},
-        N={"nesterov_quadratic": N},
-        n=40,
-        d=16,
-        gamma_exps={"momentum": (-8, -5), NAME: (-8, -5)},
-        max_shifts=1,
-        points=6,
+        e12.Config, "full", **TINY_E12, optimizers=("momentum", NAME), gamma_exps={"momentum": (-8, -5), NAME: (-8, -5)}
     )
     rows = e12.run(cfg).table
     mine = [r for r in rows if r["optimizer"] == NAME]

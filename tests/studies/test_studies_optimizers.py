@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from hydra_helpers import TINY_E12
 
 from rpd import objectives, schedules
 from rpd.analysis import simtime
@@ -9,25 +10,14 @@ from rpd.studies import make_config
 from rpd.studies import optimizers as e12
 from rpd.train import methods
 
-S, N = 4, 24
+S, N = TINY_E12["S"]["nesterov_quadratic"], TINY_E12["N"]["nesterov_quadratic"]
 
 
 @pytest.fixture(scope="module")
 def cfg():
+    optimizers = ("sgd", "muon")  # Muon: refused on one vector, no run
     return make_config(
-        e12.Config,
-        "full",
-        objectives=("nesterov_quadratic",),
-        optimizers=("sgd", "muon"),  # Muon: refused on one vector, no run
-        H=(2,),
-        diloco=False,
-        S={"nesterov_quadratic": S},
-        N={"nesterov_quadratic": N},
-        n=40,
-        d=16,
-        gamma_exps={"sgd": (-5, -2), "muon": (-6, -3)},
-        max_shifts=1,
-        points=6,
+        e12.Config, "full", **TINY_E12, optimizers=optimizers, gamma_exps={"sgd": (-5, -2), "muon": (-6, -3)}
     )
 
 
