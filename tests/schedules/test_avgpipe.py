@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from rpd.schedules.family import orders
-from rpd.schedules.family.avgpipe import advance_order, avgpipe, avgpipe_order
+from rpd.schedules.family.avgpipe import avgpipe, avgpipe_order
 from rpd.schedules.machinery import memory
 from rpd.schedules.machinery.build import timed
 from rpd.schedules.machinery.costs import CostModel
@@ -19,10 +19,10 @@ def _same(a, b):
 
 @pytest.mark.parametrize("S, m", [(4, 4), (4, 7), (6, 3)])
 def test_advance_moves_from_1f1b_to_gpipe(S, m):
-    assert _same(advance_order(S, m, 0), orders.one_f_one_b_order(S, m))
-    assert _same(advance_order(S, m, m), orders.gpipe_order(S, m))
+    assert _same(orders.one_f_one_b_order(S, m, advance=0), orders.one_f_one_b_order(S, m))
+    assert _same(orders.one_f_one_b_order(S, m, advance=m), orders.gpipe_order(S, m))
     for a in range(m + 1):  # rank s: min(S-1-s+a, m) warm-up forwards, then one more before its first B
-        for s, rows in enumerate(advance_order(S, m, a)):
+        for s, rows in enumerate(orders.one_f_one_b_order(S, m, advance=a)):
             assert int(np.argmax(rows[:, 0] != 1)) == min(S - s + a, m)
 
 
@@ -31,7 +31,7 @@ def test_each_device_keeps_every_pipelines_order_and_the_iterations_in_turn(P, a
     S, m, Q = 4, 4, 3
     M = P * m
     order = avgpipe_order(S, Q * M, M, P, a)
-    one = advance_order(S, m, a)
+    one = orders.one_f_one_b_order(S, m, advance=a)
     for s, rows in enumerate(order):
         q = rows[:, 2] // M
         assert np.all(np.diff(q) >= 0)  # iteration q-1 done on the device before iteration q starts

@@ -16,9 +16,10 @@ per pipeline):
   its centre live on device s and the elastic averaging needs no communication;
 * **microbatches**: iteration q of pipeline i runs microbatches q M + i m + j, j < m (each
   pipeline reads its own data);
-* **advance forward** (:func:`advance_order`): pipeline i's iteration on device s runs
-  w = min(S - 1 - s + a, m) forwards, then pairs (F, B), then the remaining B's: a = 0 is
-  1F1B (Megatron's warm-up), a = m is all forwards first (GPipe's order);
+* **advance forward** (:func:`rpd.schedules.family.orders.one_f_one_b_order` with ``advance=a``):
+  pipeline i's iteration on device s runs w = min(S - 1 - s + a, m) forwards, then pairs (F, B),
+  then the remaining B's: a = 0 is 1F1B (Megatron's warm-up), a = m is all forwards first
+  (GPipe's order);
 * **sharing the devices** (:func:`avgpipe_order`): each device interleaves its pipelines' op
   lists by a readiness rule at unit costs (each tick, the first pipeline, by index, whose next
   op's inputs are ready), and starts an iteration q op only once every pipeline's iteration
@@ -34,10 +35,11 @@ import dataclasses
 
 import numpy as np
 
+from rpd.schedules.family.orders import one_f_one_b_order
 from rpd.schedules.machinery.build import timed
 from rpd.schedules.machinery.costs import CostModel
 from rpd.schedules.machinery.entry import ScheduleEntry, Source
-from rpd.schedules.machinery.ir import BWD, FWD, Order, ops
+from rpd.schedules.machinery.ir import FWD, Order, ops
 from rpd.schedules.machinery.timeline import Timeline
 from rpd.validation import check_int, check_real, required
 
@@ -65,25 +67,11 @@ class AvgPipeTimeline(Timeline):
         return self.b_time.reshape(self.N // required("M", self.M), -1).max(axis=1)
 
 
-def advance_order(S: int, M: int, a: int) -> Order:
-    """One pipeline's iteration with advance-forward depth ``a`` (module doc): device s runs
-    w = min(S-1-s+a, M) forwards, M - w pairs (F(w+i), B(i)), then w backwards."""
-    out = []
-    for s in range(S):
-        w = min(S - 1 - s + a, M)
-        rows = [(FWD, s, j) for j in range(w)]
-        for i in range(M - w):
-            rows += [(FWD, s, w + i), (BWD, s, i)]
-        rows += [(BWD, s, j) for j in range(M - w, M)]
-        out.append(ops(rows))
-    return out
-
-
 def avgpipe_order(S: int, N: int, M: int, P: int, a: int) -> Order:
     """The devices' op orders of P pipelines over N microbatches, M per iteration (module doc:
     the readiness rule at unit costs, iterations in turn on each device)."""
     m_per = M // P
-    one = advance_order(S, m_per, a)
+    one = one_f_one_b_order(S, m_per, advance=a)  # one pipeline's iteration, advance forward
     Q = N // M
     queues: list[list[list[tuple[int, int, int, int]]]] = [
         [[] for _ in range(P)] for _ in range(S)

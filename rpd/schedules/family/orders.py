@@ -16,13 +16,14 @@ def gpipe_order(S: int, M: int) -> Order:
     return [ops([(FWD, r, j) for j in range(M)] + [(BWD, r, j) for j in range(M)]) for r in range(S)]
 
 
-def one_f_one_b_order(S: int, M: int) -> Order:
+def one_f_one_b_order(S: int, M: int, advance: int = 0) -> Order:
     """1F1B with flush (Megatron ``forward_backward_pipelining_without_interleaving``, torch
     ``Schedule1F1B``): rank r runs w = min(S-1-r, M) warm-up F's, M - w pairs (F(w+i), B(i)),
-    then w cool-down B's."""
+    then w cool-down B's. ``advance`` more warm-up F's is AvgPipe's advance forward
+    (:mod:`rpd.schedules.family.avgpipe`): w = min(S-1-r+advance, M), GPipe's order at M."""
     out = []
     for r in range(S):
-        w = min(S - 1 - r, M)
+        w = min(S - 1 - r + advance, M)
         rows = [(FWD, r, j) for j in range(w)]
         for i in range(M - w):
             rows += [(FWD, r, w + i), (BWD, r, i)]
