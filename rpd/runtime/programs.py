@@ -12,8 +12,8 @@ hash of
 - the program's name (e.g. the core's options and the objective's ``program_id``),
 - the argument signature,
 - the environment that decides what tracing and compiling produce: rpd's own source (a hash of
-  every module in the package), the versions of jax and jaxlib, the backend, its devices,
-  ``XLA_FLAGS``, and JAX's configuration that affects tracing.
+  every module in the package but the command line's, ``rpd.cli``), the versions of jax and
+  jaxlib, the backend, its devices, ``XLA_FLAGS``, and JAX's configuration that affects tracing.
 
 A stored executable is the one XLA built in an earlier process, so its results are bitwise
 those of a fresh compile. The store is on wherever the persistent cache is
@@ -107,14 +107,26 @@ def store_dir() -> Path | None:
     return _STORE["dir"]
 
 
+# Left out of the source hash: the command line's library (rpd.cli), as experiments/ was before it
+# moved there: a change to a config schema or a command does not recompile or recompute.
+NOT_HASHED = ("cli",)
+
+
 @functools.cache
 def source_hash() -> str:
-    """sha256 of every module of the rpd package (path and contents): programs and results
-    change with them."""
+    """sha256 of every module of the rpd package (path and contents) but those under
+    :data:`NOT_HASHED`: programs and results change with them."""
+    return tree_hash(Path(__file__).resolve().parents[1])  # rpd/
+
+
+def tree_hash(root: Path) -> str:
+    """sha256 of the modules under ``root`` (path and contents), :data:`NOT_HASHED` left out."""
     h = hashlib.sha256()
-    root = Path(__file__).resolve().parents[1]  # rpd/
     for path in sorted(root.rglob("*.py")):
-        h.update(str(path.relative_to(root)).encode())
+        rel = path.relative_to(root)
+        if rel.parts[0] in NOT_HASHED:
+            continue
+        h.update(str(rel).encode())
         h.update(path.read_bytes())
     return h.hexdigest()
 

@@ -214,3 +214,18 @@ def test_a_stored_program_calling_lapack_runs_in_a_fresh_process(tmp_path):
     compiled, loaded = run(), run()
     assert compiled[-1] == "0" and loaded[-1] == "1"  # the second process loaded it from the store
     assert compiled[:-1] == loaded[:-1]
+
+
+def test_the_source_hash_leaves_the_command_line_out(tmp_path):
+    """Programs and stored runs are keyed by rpd's source but the command line's library (rpd.cli,
+    docs/running.md#sweeps-on-a-laptop-and-on-slurm): a changed command recompiles and recomputes nothing, a
+    changed module of the library does."""
+    (tmp_path / "cli").mkdir()
+    (tmp_path / "train.py").write_text("x = 1\n")
+    (tmp_path / "cli" / "train.py").write_text("y = 1\n")
+    before = programs.tree_hash(tmp_path)
+    (tmp_path / "cli" / "train.py").write_text("y = 2\n")
+    (tmp_path / "cli" / "new.py").write_text("z = 0\n")
+    assert programs.tree_hash(tmp_path) == before
+    (tmp_path / "train.py").write_text("x = 2\n")
+    assert programs.tree_hash(tmp_path) != before
