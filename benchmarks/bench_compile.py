@@ -2,7 +2,7 @@
 them against the seconds spent running, with an empty compile cache (``cold``) and with the cache
 that run filled (``warm``), each in a fresh process.
 
-A figure's study (``experiments.figure.resolve(name).run`` on its quick config; drawing and the
+A figure's study (``rpd.cli.figure.resolve(name).run`` on its quick config; drawing and the
 results store excluded) runs in a child process whose JAX persistent cache and rpd executable
 store (``rpd.runtime.compile_cache.use``) and numba cache (``NUMBA_CACHE_DIR``) sit in a new
 temporary directory: the ``cold`` child starts with it empty, the ``warm`` child reads what the
