@@ -1,7 +1,7 @@
 """An objective is one entry: a toy objective written and registered in this file alone (its
 factory and one :class:`~rpd.objectives.ObjectiveEntry`) is checked and keyed from the config,
-trained from the CLI and tabled in a sweep, and trained in E10's frontier table, with no other
-file of rpd edited (docs/architecture.md#adding-an-objective).
+trained from the CLI and tabled in a sweep, trained by the plan (time to a target loss) and in
+E10's frontier table, with no other file of rpd edited (docs/architecture.md#adding-an-objective).
 
 The toy: the random quadratic under its own name, with its own metric key and one check of its
 own. Its iterates are the random quadratic's, so every comparison below against
@@ -10,6 +10,7 @@ own. Its iterates are the random quadratic's, so every comparison below against
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 
 import numpy as np
@@ -119,6 +120,28 @@ def test_toy_trains_from_the_cli_and_is_tabled_in_a_sweep(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     losses = sweep_losses(tmp_path / "multirun", "objective", (NAME, "random_quadratic"))
     assert losses[NAME] == losses["random_quadratic"]
+
+
+@pytest.mark.slow
+def test_toy_is_trained_by_the_plan(tmp_path):
+    """``python -m experiments.plan objective=random_quadratic objective.name=<toy>`` run by a
+    script that registers it first: the plan trains each row's schedule on the toy, its name in
+    the JSON, its losses and times to target the random quadratic's (the same iterates)."""
+    common = ["objective=random_quadratic", "objective.n=32", "objective.d=12", "objective.batch_size=4"]
+    common += ["model=gpt2_small", "pipeline.S=3", "pipeline.M=4", "schedules=[1f1b,gpipe]", "optimizer=sgd"]
+    common += ["train.N=8", "train.gamma_lo=-5", "train.gamma_hi=-4"]
+    found = {}
+    for name in (NAME, "random_quadratic"):
+        out, cwd = tmp_path / f"{name}.json", tmp_path / name
+        cwd.mkdir()
+        args = [*common, f"objective.name={name}", f"out={out}"]
+        proc = run_registered(__file__, args, cwd, module="experiments.plan")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        found[name] = json.loads(out.read_text())["time_to_target"]
+    assert found[NAME]["objective"] == NAME and found["random_quadratic"]["objective"] == "random_quadratic"
+    (toy,), (ref,) = found[NAME]["groups"], found["random_quadratic"]["groups"]
+    assert [r["schedule"] for r in toy["rows"]] == ["1f1b", "gpipe"] and toy["blocks"] == 3
+    assert toy == ref and all(np.isfinite(r["loss_at_T"]) for r in toy["rows"])
 
 
 def test_the_docs_objective_registers_as_written():
