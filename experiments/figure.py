@@ -12,11 +12,14 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig
 
-from rpd.cli import checks, compose_check, fanout
+from experiments import compose_check, job, schemas
+from rpd.cli import checks, fanout
 from rpd.cli.figure import run_and_report
 from rpd.io import store
 from rpd.runtime import compile_cache
 from rpd.runtime.interrupt import run_main
+
+schemas.register_studies()  # study.<field>= typed at compose time (configs/figure.yaml)
 
 
 @hydra.main(version_base="1.3", config_path="../configs", config_name="figure")
@@ -24,7 +27,7 @@ def main(cfg: DictConfig) -> None:
     compile_cache.enable()  # ~/.cache/rpd/jax ($RPD_CACHE, $RPD_JAX_CACHE); RPD_JAX_CACHE=0: off
     try:
         store.check_root(cfg.results_root)
-        run_and_report(cfg)
+        run_and_report(cfg, job.current())
     except (ValueError, TypeError) as exc:  # bad input, refused before the study starts
         checks.refuse(exc)
     except fanout.JobsIncomplete as exc:  # listed; the same command resubmits them

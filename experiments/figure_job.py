@@ -16,12 +16,15 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
+from experiments import schemas
 from rpd.cli import figure as F
 from rpd.io import store
 from rpd.runtime import compile_cache
 from rpd.runtime.interrupt import run_main
 from rpd.studies import fanout
 from rpd.studies import units as U
+
+schemas.register_studies()  # hydra's ConfigStore as experiments.figure has it (--help lists the same)
 
 
 def run(plan_path: str | Path, index: int, *, force: bool = False) -> str:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import hydra
 
-from rpd.cli import checks, compose_check
+from experiments import compose_check, job
+from rpd.cli import checks
 from rpd.cli.plan import run
 from rpd.runtime.interrupt import run_main
 
@@ -19,7 +20,7 @@ from rpd.runtime.interrupt import run_main
 @hydra.main(version_base="1.3", config_path="../configs", config_name="plan")
 def main(cfg) -> None:
     try:
-        run(cfg)
+        run(cfg, job.current().output_dir)  # cfg.out, else plan.json in the hydra run directory
     except (ValueError, TypeError, OSError) as exc:  # bad input (a missing file too): one line, exit 2
         checks.refuse(exc)
 

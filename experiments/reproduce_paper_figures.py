@@ -38,6 +38,7 @@ from typing import Any, Sequence
 
 from tqdm.auto import tqdm
 
+from experiments import schemas
 from rpd.cli import checks
 from rpd.cli import config as C
 from rpd.cli import figure as F
@@ -49,6 +50,8 @@ from rpd.runtime import compile_cache
 from rpd.runtime.concurrency import default_workers
 from rpd.runtime.interrupt import run_main
 from rpd.validation import check_int
+
+schemas.register_studies()  # figure_config composes configs/figure.yaml: study.<field>= typed
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig
 
-from rpd.cli import checks, compose_check
+from experiments import compose_check
+from rpd.cli import checks
 from rpd.cli.chart import chart
 from rpd.runtime.interrupt import run_main
 

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import logging
 import math
-from pathlib import Path
 
 import hydra
-from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from rpd.cli import checks, compose_check, sweep
+from experiments import compose_check, job
+from rpd.cli import checks, sweep
 from rpd.cli import objectives as objective_of
 from rpd.cli.config import _value as _v
 from rpd.cli.train import run
@@ -28,35 +26,40 @@ from rpd.runtime.interrupt import run_main
 log = logging.getLogger(__name__)
 
 
-def _is_multirun() -> bool:
-    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
-
-
 @hydra.main(version_base="1.3", config_path="../configs", config_name="train")
 def main(cfg: DictConfig) -> float:
     """Compose (hydra), run, link the job's output directory to the stored run
     (``rpd.cli.sweep.link``), and exit non-zero on failure unless in a multirun (which goes
-    on with the other jobs; ``rpd.cli.sweep.SweepSummary`` counts the failures at the end
+    on with the other jobs; ``experiments.sweep.SweepSummary`` counts the failures at the end
     and exits non-zero then). Returns the selected metric (the final value at the chosen γ, NaN
     when none) for hydra's optimising sweepers (Optuna, Ax)."""
 
     compile_cache.enable()  # ~/.cache/rpd/jax ($RPD_CACHE, $RPD_JAX_CACHE); RPD_JAX_CACHE=0: off
+    this = job.current()  # the hydra job's facts, passed down as a plain value
     if cfg.objective._target_ and cfg.objective.args is None:  # a user's factory: the keys given
-        cfg.objective.args = objective_of.given_args(HydraConfig.get().overrides.task)
-    if _is_multirun() and cfg.schedule.T is None and cfg.compare_T is None and _v(cfg.compare) == "equal_time":
-        shared = sweep.equal_time(Path(HydraConfig.get().sweep.dir))
-        if shared is not None:  # the sweep's one T (rpd.cli.sweep.EqualTime)
+        cfg.objective.args = objective_of.given_args(this.task_overrides)
+    sweep_dir = this.sweep_dir  # a multirun's
+    if sweep_dir is not None and cfg.schedule.T is None and cfg.compare_T is None and _v(cfg.compare) == "equal_time":
+        shared = sweep.equal_time(sweep_dir)
+        if shared is not None:  # the sweep's one T (experiments.sweep.EqualTime)
             cfg.compare_T, cfg.T_rule = shared["T"], shared["rule"]
     try:
-        out = run(cfg)
+        out = run(cfg, this)
     except (ValueError, TypeError, OSError) as exc:  # bad input, refused before any work
-        sweep.link(None, status="failed", error=f"{type(exc).__name__}: {exc}")
-        if not _is_multirun():
+        sweep.link(this.output_dir, None, status="failed", error=f"{type(exc).__name__}: {exc}")
+        if not this.multirun:
             checks.refuse(exc)
         log.error("job refused, nothing stored: %s: %s", type(exc).__name__, exc)
         return math.nan
-    sweep.link(out.path, status=out.status, skipped=out.skipped, error=out.error, wandb_id=out.summary.get("wandb_id"))
-    if out.status == "failed" and not _is_multirun():
+    sweep.link(
+        this.output_dir,
+        out.path,
+        status=out.status,
+        skipped=out.skipped,
+        error=out.error,
+        wandb_id=out.summary.get("wandb_id"),
+    )
+    if out.status == "failed" and not this.multirun:
         raise SystemExit(f"run failed ({out.error}); recorded in {out.path}")
     return float(out.summary.get("final/selected", math.nan))
 

@@ -11,6 +11,8 @@ import pytest
 from hydra import compose as _hydra_compose
 from hydra import initialize_config_dir
 
+import experiments.schemas  # noqa: F401  (the schemas in hydra's ConfigStore, as the entry points store them)
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
 

@@ -13,6 +13,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra_helpers import CONFIGS, ROOT, TINY_LINEAR
 
+from experiments import schemas
 from rpd import registry
 from rpd.cli import checks, specs
 from rpd.cli import config as C
@@ -62,7 +63,7 @@ def test_the_docs_yaml_composes_from_the_search_path_into_a_run(split_gpipe, tmp
     (tmp_path / "schedule" / "split_gpipe.yaml").write_text(yaml)
     tiny = [o for o in TINY_LINEAR if not o.startswith("schedule.")]
     overrides = [f"hydra.searchpath=[file://{tmp_path}]", "method=pipeline", "schedule=split_gpipe", *tiny]
-    C.register()  # the schemas, split_gpipe's derived from its entry (as the docs say)
+    schemas.register()  # the schemas, split_gpipe's derived from its entry (as the docs say)
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
         cfg = checks.typed(compose("train", overrides=[*overrides, "schedule.S=2", "schedule.N=4"]), C.TrainConfig)
         w_last = compose("train", overrides=[*overrides, "schedule.S=2", "schedule.N=4", "schedule.w_last=true"])

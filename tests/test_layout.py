@@ -3,7 +3,8 @@ or experiments imports one that imports it back, directly or around a circle (im
 functions and under ``if TYPE_CHECKING`` count: a lazy import does not open a circle); rpd's
 subpackages import each other in one direction only, in the order of :data:`LAYERS`; no module
 forwards names with a module-level ``__getattr__``; at most two modules besides ``__init__``
-stay at rpd's top level; experiments/ holds the commands only, and of rpd only rpd.cli imports hydra."""
+stay at rpd's top level; experiments/ holds the commands and the hydra glue only, and no module of rpd
+imports hydra (or experiments)."""
 
 from __future__ import annotations
 
@@ -133,36 +134,82 @@ def test_no_module_forwards_names_with_getattr():
     assert forwards == []
 
 
+def _is_hydra(name: str) -> bool:
+    return name == "hydra" or name.startswith("hydra.")
+
+
 def _imports_hydra(path: Path) -> bool:
+    """Whether ``path`` imports hydra anywhere (at the top, in a function, under ``if``): ``import
+    hydra``, ``import hydra.x``, ``from hydra(.x) import y``, ``importlib.import_module("hydra...")``
+    or ``__import__("hydra...")``."""
     for node in ast.walk(ast.parse(path.read_text())):
         names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
         if isinstance(node, ast.ImportFrom) and not node.level:
             names = [node.module or ""]
-        if any(n == "hydra" or n.startswith("hydra.") for n in names):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            func = ast.unparse(node.func)
+            if func in ("__import__", "importlib.import_module", "import_module"):
+                names = [str(node.args[0].value)]
+        if any(_is_hydra(n) for n in names):
             return True
     return False
 
 
-def test_experiments_holds_entry_points_only():
-    """Every module of experiments/ but its ``__init__`` is a command (``python -m
-    experiments.<name>``: it runs under ``if __name__ == "__main__"``); what they are made of is
-    rpd.cli (docs/architecture.md#layers)."""
+def _commands() -> dict[str, bool]:
+    """experiments/'s modules but its ``__init__``: whether each is a command (``python -m
+    experiments.<name>``: it runs under ``if __name__ == "__main__"``)."""
 
     def runs(path: Path) -> bool:
         return any(
             isinstance(n, ast.If) and "__main__" in ast.unparse(n.test) for n in ast.parse(path.read_text()).body
         )
 
+    return {p.stem: runs(p) for p in sorted(ROOT.joinpath("experiments").glob("*.py")) if p.stem != "__init__"}
+
+
+def test_experiments_holds_entry_points_and_hydra_glue_only():
+    """Every module of experiments/ but its ``__init__`` is a command or hydra glue (it imports
+    hydra: the sweep callbacks, the schemas' registration, the compose check, the job's facts);
+    what they are made of is rpd.cli (docs/architecture.md#where-hydra-stops)."""
     library = [
-        p.name for p in sorted(ROOT.joinpath("experiments").glob("*.py")) if p.stem != "__init__" and not runs(p)
+        m for m, command in _commands().items() if not command and not _imports_hydra(_sources()[f"experiments.{m}"])
     ]
     assert library == []
 
 
-def test_hydra_stops_at_the_command_line():
-    """Of rpd, only rpd.cli imports hydra; the layers below take plain typed arguments."""
-    hydra = sorted(m for m, p in _sources().items() if m.startswith("rpd.") and _imports_hydra(p))
-    assert hydra and all(_room(m) == "cli" for m in hydra), hydra
+def test_hydra_stops_at_experiments():
+    """No module of rpd imports hydra, in any form, anywhere in the module (a function's import
+    too), nor experiments/: the library takes plain typed arguments, the entry points pass
+    hydra's run-time facts down (docs/architecture.md#where-hydra-stops)."""
+    sources = _sources()
+    hydra = sorted(m for m, p in sources.items() if m.split(".")[0] == "rpd" and _imports_hydra(p))
+    assert hydra == []
+    graph = _graph()
+    upward = sorted(
+        m for m in graph if m.split(".")[0] == "rpd" and any(i.split(".")[0] == "experiments" for i in graph[m])
+    )
+    assert upward == []
+    assert any(_imports_hydra(p) for m, p in sources.items() if m.startswith("experiments."))  # the check sees hydra
+
+
+def test_the_hydra_check_finds_every_import_form(tmp_path):
+    """The checker itself: hydra imported at the top, in a function, by name, by a submodule or
+    through importlib is found; a name that only starts with hydra is not."""
+    found = {
+        "import hydra\n": True,
+        "import os, hydra.utils\n": True,
+        "from hydra.core.hydra_config import HydraConfig\n": True,
+        "def f():\n    from hydra import compose\n": True,
+        "if True:\n    import hydra.utils as hu\n": True,
+        "import importlib\nm = importlib.import_module('hydra.utils')\n": True,
+        "m = __import__('hydra')\n": True,
+        "import hydrant\nfrom omegaconf import OmegaConf\n": False,
+        "from . import hydra_like\n": False,
+    }
+    for i, (text, hydra) in enumerate(found.items()):
+        src = tmp_path / f"m{i}.py"
+        src.write_text(text)
+        assert _imports_hydra(src) is hydra, text
 
 
 def test_the_check_finds_a_circle_and_a_lazy_import(tmp_path):

@@ -59,6 +59,7 @@ def test_wandb_logger_without_wandb_names_the_extra(no_wandb):
 def test_train_with_logger_wandb_fails_before_any_work(no_wandb, tmp_path, monkeypatch):
     from hydra import compose, initialize_config_dir
 
+    import experiments.schemas  # noqa: F401  (the schemas in hydra's ConfigStore)
     from rpd.cli import train
 
     def no_work(cfg):

@@ -1,4 +1,5 @@
-"""Typed, locked config schemas for the entry points (hydra's ConfigStore) and their checks.
+"""Typed, locked config schemas for the entry points and their checks (plain dataclasses;
+``experiments.schemas`` stores them in hydra's ConfigStore, :func:`schemas`).
 
 The YAML files under ``configs/`` are merged onto these dataclasses, so a misspelt key or a
 value of the wrong type fails at compose time naming the field (``full_key: schedule.SS``); a key
@@ -20,7 +21,6 @@ import types
 import typing
 from typing import Any, Dict, List, Optional
 
-from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from rpd import registry
@@ -276,7 +276,7 @@ class TrainConfig(Config):
     """``python -m experiments.train``: one (objective, method, schedule) job."""
 
     # A multirun without schedule.T compares its rows at one simulated time: the shortest any of
-    # its rows needs for schedule.N microbatches (rpd.cli.sweep.EqualTime); equal_n: each
+    # its rows needs for schedule.N microbatches (experiments.sweep.EqualTime); equal_n: each
     # row after N microbatches, at its own time.
     compare: Compare = Compare.equal_time
     optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
@@ -309,18 +309,18 @@ class ChartConfig(Config):
     out: str = "schedule.png"  # the chart (PNG, and a PDF beside it)
 
 
-def register() -> None:
-    """Put the schemas in hydra's ConfigStore (primary configs list ``train_schema`` /
-    ``figure_schema`` first in their defaults; group files merge onto the typed nodes)."""
-    cs = ConfigStore.instance()
-    cs.store(name="train_schema", node=TrainConfig)
-    cs.store(name="figure_schema", node=FigureConfig)
-    cs.store(name="chart_schema", node=ChartConfig)
-    schedule_config.store(cs)  # schedule_schema/<name>: each schedule typed by its own parameters
-    optimizer_config.store(cs)  # optimizer_schema/<name>: each optimizer typed by its factory
-
-
-register()
+def schemas() -> list[tuple[str | None, str, type, str | None]]:
+    """The schemas as (group, name, node, package) for hydra's ConfigStore (``experiments.schemas``
+    stores them: primary configs list ``train_schema`` / ``figure_schema`` first in their
+    defaults; group files merge onto the typed nodes). Made afresh on each call: a schedule or
+    optimizer registered since is included."""
+    return [
+        (None, "train_schema", TrainConfig, None),
+        (None, "figure_schema", FigureConfig, None),
+        (None, "chart_schema", ChartConfig, None),
+        *schedule_config.schemas(),  # schedule_schema/<name>: each schedule typed by its own parameters
+        *optimizer_config.schemas(),  # optimizer_schema/<name>: each optimizer typed by its factory
+    ]
 
 
 # The fields of CostsConfig that are times, in ticks of costs.unit.

@@ -20,8 +20,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable, Sequence
 
-from hydra.core.hydra_config import HydraConfig
-
+from rpd.cli.job import Job
 from rpd.io import store
 from rpd.studies import fanout
 from rpd.studies import units as U
@@ -40,14 +39,13 @@ def _quoted(value: str | Path) -> str:
     return f"'{text}'"
 
 
-def hydra_launcher() -> dict:
-    """The running hydra app's launcher choice and its ``hydra.launcher.*`` command-line
-    overrides, as :func:`compute` takes them (``launcher``, ``launcher_overrides``)."""
-    if not HydraConfig.initialized():
+def launcher_of(job: Job) -> dict:
+    """The hydra job's launcher choice and its ``hydra.launcher.*`` command-line overrides, as
+    :func:`compute` takes them (``launcher``, ``launcher_overrides``); {} outside hydra."""
+    if not job.in_hydra:
         return {}
-    hc = HydraConfig.get()
-    overrides = [o for o in hc.overrides.hydra if o.startswith("hydra.launcher.")]
-    return {"launcher": hc.runtime.choices.get("launcher") or "local", "launcher_overrides": overrides}
+    overrides = [o for o in job.hydra_overrides if o.startswith("hydra.launcher.")]
+    return {"launcher": job.choices.get("launcher") or "local", "launcher_overrides": overrides}
 
 
 def launch(

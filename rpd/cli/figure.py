@@ -2,7 +2,7 @@
 output, draw the figure from what was saved.
 
 ``study.<field>=`` sets a field of the study's ``Config`` (typed: the study's schema is the config
-group ``study/<name>/fields``, see :func:`register_studies`); overriding the train cell's nodes
+group ``study/<name>/fields``, see :func:`study_schemas`); overriding the train cell's nodes
 (``schedule.S=8``) is an error naming the study field to set instead (:func:`check_not_ignored`).
 
 The study (``rpd.studies``) is computed once per
@@ -30,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from rpd import studies
 from rpd.cli import checks, fanout
 from rpd.cli import config as C
+from rpd.cli.job import NONE, Job
 from rpd.cli.manifest import FigureOutcome, Report, write_manifest
 from rpd.cli.tables import column_order, format_table  # noqa: F401  (re-exported)
 from rpd.cli.wandb_log import log_figure
@@ -295,19 +296,25 @@ def experiments() -> list[str]:
     return sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "configs" / "experiment").glob("*.yaml"))
 
 
+def _override(text: str) -> tuple[str, str | None, str | None]:
+    """A command-line override's key (or group), its ``@package`` and its value as written
+    (``+schedule.S=8`` -> ``schedule.S``, None, ``8``), as hydra's override grammar reads them."""
+    key, eq, value = text.partition("=")
+    key, at, package = key.lstrip("+~").partition("@")
+    return key, (package if at else None), (value if eq else None)
+
+
 def check_not_ignored(task_overrides, study_name: str) -> None:
     """Refuse a command-line override that the figure would silently ignore: a field or a
     choice of the train cell's nodes (:data:`TRAIN_NODES`). The error names it and says what to
     write instead: ``study.<field>=...`` where the study has a field of that name, else its
     fields. Runs before any work."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     study = resolve(study_name)
     fields = sorted(f.name for f in dataclasses.fields(study.Config))
-    for ov in OverridesParser.create().parse_overrides(list(task_overrides)):
-        key = ov.key_or_group
+    for text in map(str, task_overrides):
+        key, package, value = _override(text)
         head, _, rest = key.partition(".")
-        if head not in TRAIN_NODES or ov.package:
+        if head not in TRAIN_NODES or package:
             continue
         leaf = rest.rsplit(".", 1)[-1] if rest else None
         where = (
@@ -315,21 +322,19 @@ def check_not_ignored(task_overrides, study_name: str) -> None:
             f"train cell's {head} node (that node is what experiments.train runs)"
         )
         if leaf in fields:
-            value = ov.get_value_string() if "=" in (ov.input_line or "") else "..."
-            hint = f"write study.{leaf}={value}"
+            hint = f"write study.{leaf}={'...' if value is None else value}"
         elif not rest:
             hint = f"the study fixes its {head}s itself; its fields are {', '.join(fields)} (study.<field>=...)"
         else:
             hint = f"{study_name}'s fields are {', '.join(fields)} (study.<field>=...)"
-        raise ValueError(f"{ov.input_line} would be ignored by experiments.figure: {where}; {hint}")
+        raise ValueError(f"{text} would be ignored by experiments.figure: {where}; {hint}")
 
 
-def run_and_report(cfg: DictConfig) -> None:
-    """Make one figure, printing progress, where it was written and its table."""
-    from hydra.core.hydra_config import HydraConfig
-
-    if HydraConfig.initialized() and not OmegaConf.is_missing(cfg.study, "name"):
-        check_not_ignored(HydraConfig.get().overrides.task, cfg.study.name)
+def run_and_report(cfg: DictConfig, job: Job = NONE) -> None:
+    """Make one figure, printing progress, where it was written and its table. ``job``: the
+    hydra job it runs in (its overrides are checked, its launcher runs a fan-out)."""
+    if job.in_hydra and not OmegaConf.is_missing(cfg.study, "name"):
+        check_not_ignored(job.task_overrides, cfg.study.name)
 
     wandb = C._value(cfg.logger.kind) == "wandb"
     if wandb:  # a missing optional extra fails before the work
@@ -337,7 +342,7 @@ def run_and_report(cfg: DictConfig) -> None:
 
     commit, before = git_commit(), provenance()  # the tree as the work starts: its outputs dirty it
     t0 = time.perf_counter()
-    launch = fanout.hydra_launcher() if cfg.fanout else {}  # the launcher's name and hydra.launcher.* overrides
+    launch = fanout.launcher_of(job) if cfg.fanout else {}  # the launcher's name and hydra.launcher.* overrides
     out = make_figure(
         cfg, on_step=lambda msg, done, total: print(f"  [{done}/{total or '?'}] {msg}"), git_commit=commit, **launch
     )
@@ -356,25 +361,22 @@ def run_and_report(cfg: DictConfig) -> None:
     print(console(out.table, out.summary) if console is not None else format_table(out.table))
     if wandb:  # the figure, its table and numbers (rpd.cli.wandb_log), from the stored output
         try:
-            rid = log_figure(cfg, out)
+            rid = log_figure(cfg, out, job)
             print(f"wandb run {rid}" if rid else "wandb: nothing logged (see the warning above)")
         except Exception as exc:  # tracking never fails a figure that is drawn
             print(f"warning: logging the figure to wandb failed: {exc!r}", file=sys.stderr)
 
 
-def register_studies() -> None:
-    """Every study's typed schema in hydra's ConfigStore, group ``study`` (configs/figure.yaml
-    picks ``study: ${experiment}``): ``study.<field>=`` is then checked at compose time. A study
+def study_schemas() -> list[tuple[str, str, type, str]]:
+    """Every study's typed schema as (group, name, node, package) for hydra's ConfigStore
+    (``experiments.schemas``), group ``study/<name>``, name ``fields`` (configs/figure.yaml picks
+    ``study: ${experiment}/fields``): ``study.<field>=`` is then checked at compose time. A study
     whose module is not in the repository is left out (its figure fails naming it)."""
-    from hydra.core.config_store import ConfigStore
-
-    cs = ConfigStore.instance()
+    out = []
     for name in sorted(studies.REGISTRY):
         try:
             study = resolve(name)
         except StudyNotAvailable:
             continue
-        cs.store(group=f"study/{name}", name="fields", package="study", node=C.study_schema(name, study.Config))
-
-
-register_studies()
+        out.append((f"study/{name}", "fields", C.study_schema(name, study.Config), "study"))
+    return out

@@ -1,4 +1,4 @@
-"""Config schemas of the optimizer groups (hydra's ConfigStore, :mod:`rpd.cli.config`):
+"""Config schemas of the optimizer groups (stored in hydra's ConfigStore by ``experiments.schemas``):
 ``optimizer`` (rpd.train.optimizers and the staleness corrections) and ``outer_optimizer``
 (LocalSGD's outer step, rpd.train.diloco).
 
@@ -17,7 +17,6 @@ import functools
 import typing
 from typing import Any, List, Mapping, Optional
 
-from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from rpd.train.transforms import OPTIMIZERS, taking
@@ -70,11 +69,11 @@ def optimizer_schema(name: str) -> type:
     return dataclasses.make_dataclass(f"Optimizer_{name}", fields, bases=(OptimizerConfig,))
 
 
-def store(cs: ConfigStore) -> None:
-    """Every registered optimizer's schema as ``optimizer_schema/<name>`` (rerun after a late
-    registration: the toy optimizer's test registers from its own file)."""
-    for name in OPTIMIZERS:
-        cs.store(group="optimizer_schema", name=name, node=optimizer_schema(name))
+def schemas() -> list[tuple[str, str, type, None]]:
+    """Every registered optimizer's schema as ``optimizer_schema/<name>``: (group, name, node,
+    package) for hydra's ConfigStore, made afresh on each call (a late registration included:
+    the toy optimizer's test registers from its own file)."""
+    return [("optimizer_schema", name, optimizer_schema(name), None) for name in OPTIMIZERS]
 
 
 def key_hint(key: str, name: str | None = None) -> str | None:

@@ -25,7 +25,6 @@ import enum
 import json
 from pathlib import Path
 
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
 from rpd import registry
@@ -87,9 +86,9 @@ def optimizer_states(name: str) -> int:
     return states
 
 
-def run(cfg) -> dict:
-    """The whole command without hydra: the plan's JSON (also written to ``cfg.out``, else to the
-    hydra run directory when there is one)."""
+def run(cfg, output_dir: str | Path | None = None) -> dict:
+    """The whole command without hydra: the plan's JSON (also written to ``cfg.out``, else to
+    ``<output_dir>/plan.json``: the hydra run directory, which the entry point passes)."""
     cfg = OmegaConf.merge(OmegaConf.structured(PlanConfig), cfg)
     states = optimizer_states(_v(cfg.optimizer.name))
     # omegaconf's stub types a container as a union; a config node's is a dict
@@ -236,8 +235,8 @@ def run(cfg) -> dict:
             )
             print(f"wrote {cfg.figure}")
     path = cfg.out
-    if path is None and HydraConfig.initialized():
-        path = str(Path(HydraConfig.get().runtime.output_dir) / "plan.json")
+    if path is None and output_dir is not None:
+        path = str(Path(output_dir) / "plan.json")
     if path:
         Path(path).write_text(json.dumps(out, indent=1))
         print(f"wrote {path}")

@@ -9,8 +9,6 @@ import enum
 import typing
 from typing import Any, Dict, List, Optional
 
-from hydra.core.config_store import ConfigStore
-
 from rpd.cli import config as C
 from rpd.model import hardware as hw_lib
 from rpd.model import layers
@@ -144,4 +142,6 @@ class PlanConfig:
     figure: Optional[str] = None  # a PNG of step time against peak bytes
 
 
-ConfigStore.instance().store(name="plan_schema", node=PlanConfig)
+def schemas() -> list[tuple[None, str, type, None]]:
+    """``plan_schema`` as (group, name, node, package) for hydra's ConfigStore (``experiments.schemas``)."""
+    return [(None, "plan_schema", PlanConfig, None)]

@@ -1,4 +1,4 @@
-"""Config schemas of the schedule group (hydra's ConfigStore, :mod:`rpd.cli.config`): the
+"""Config schemas of the schedule group (stored in hydra's ConfigStore by ``experiments.schemas``): the
 fields every schedule reads (:class:`ScheduleConfig`) and, for each registered schedule, a
 subclass with its own parameters, derived from the library's dataclass
 (``rpd.registry.ScheduleEntry.params_type``: one declaration, its defaults included).
@@ -20,7 +20,6 @@ import typing
 from collections.abc import Mapping
 from typing import Any, List, Optional
 
-from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from rpd import registry
@@ -102,11 +101,11 @@ def schedule_schema(name: str) -> type:
     return dataclasses.make_dataclass(f"Schedule_{name}", fields, bases=(ScheduleConfig,))
 
 
-def store(cs: ConfigStore) -> None:
-    """Every registered schedule's schema as ``schedule_schema/<name>``, and ``default`` (rerun
-    after a late registration: the toy schedule's test registers from its own file)."""
-    for name in [DEFAULT, *registry.SCHEDULES]:
-        cs.store(group="schedule_schema", name=name, node=schedule_schema(name))
+def schemas() -> list[tuple[str, str, type, None]]:
+    """Every registered schedule's schema as ``schedule_schema/<name>``, and ``default``: (group,
+    name, node, package) for hydra's ConfigStore, made afresh on each call (a late registration
+    included: the toy schedule's test registers from its own file)."""
+    return [("schedule_schema", name, schedule_schema(name), None) for name in [DEFAULT, *registry.SCHEDULES]]
 
 
 def key_hint(key: str, name: str | None) -> str | None:

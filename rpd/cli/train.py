@@ -30,6 +30,7 @@ from rpd.analysis import simtime, tuning
 from rpd.cli import checks, specs, wandb_log
 from rpd.cli import config as C
 from rpd.cli import objectives as objective_of
+from rpd.cli.job import NONE, Job
 from rpd.io import provenance, store, tracking
 from rpd.results import EVENTS, unit_name, value_at
 
@@ -271,7 +272,7 @@ def _is_pow2(g: float) -> bool:
     return g > 0 and math.frexp(g)[0] == 0.5
 
 
-def _track(cfg, out: TrainOutcome) -> TrainOutcome:
+def _track(cfg, out: TrainOutcome, job: Job) -> TrainOutcome:
     """With ``logger=wandb``: log the stored run (fresh or skipped: a stored run is logged
     without recomputing it, ``rpd.cli.wandb_log``) and return it with its summary as stored
     now (holding ``wandb_id``). A wandb failure only warns: the run is already saved."""
@@ -281,15 +282,16 @@ def _track(cfg, out: TrainOutcome) -> TrainOutcome:
     if out.skipped:
         log.info("logging the stored run %s to wandb (not recomputed)", out.path)
     try:
-        if wandb_log.log_train_run(cfg, out.path) is not None:
+        if wandb_log.log_train_run(cfg, out.path, job) is not None:
             out = out._replace(summary=store.load_run(out.path).summary)
     except Exception as exc:  # tracking never fails a run that is already saved
         warnings.warn(f"logging the run to wandb failed: {exc!r}", RuntimeWarning, stacklevel=2)
     return out
 
 
-def run(cfg) -> TrainOutcome:
-    """The whole job. ``cfg``: a composed DictConfig, a ``TrainConfig`` or a plain dict."""
+def run(cfg, job: Job = NONE) -> TrainOutcome:
+    """The whole job. ``cfg``: a composed DictConfig, a ``TrainConfig`` or a plain dict; ``job``:
+    the hydra job it runs in (``experiments.job.current``; wandb logs under its directory)."""
 
     if isinstance(cfg, dict) and isinstance(cfg.get("objective"), dict) and cfg["objective"].get("_target_"):
         o = cfg["objective"]  # a user's objective from a plain dict: called with the keys given
@@ -314,7 +316,7 @@ def run(cfg) -> TrainOutcome:
             )
         done = store.load_run(path)
         log.info("skip: %s is complete (%s; read-only store, not locked)", path, done.status)
-        return _track(cfg, TrainOutcome(path, done.status, True, done.summary, done.curves, done.error))
+        return _track(cfg, TrainOutcome(path, done.status, True, done.summary, done.curves, done.error), job)
     # One writer per key: a second process (an identical sweep, a joblib worker) waits here,
     # then finds the run complete and reuses it. Ctrl-C (KeyboardInterrupt) is no Exception:
     # nothing is stored, the run directory stays incomplete and a rerun computes it.
@@ -322,7 +324,7 @@ def run(cfg) -> TrainOutcome:
         if not cfg.force and store.should_skip(path, key):
             done = store.load_run(path)
             log.info("skip: %s is complete (%s)", path, done.status)
-            return _track(cfg, TrainOutcome(path, done.status, True, done.summary, done.curves, done.error))
+            return _track(cfg, TrainOutcome(path, done.status, True, done.summary, done.curves, done.error), job)
         try:
             curves, summary, status = train(cfg, spec, user_obj)
             store.save_run(path, key, curves, summary, status=status)
@@ -344,4 +346,4 @@ def run(cfg) -> TrainOutcome:
         _at_time(summary),
         path,
     )
-    return _track(cfg, TrainOutcome(path, saved.status, False, saved.summary, saved.curves))
+    return _track(cfg, TrainOutcome(path, saved.status, False, saved.summary, saved.curves), job)

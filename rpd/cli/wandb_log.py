@@ -13,8 +13,9 @@ so a result that is already stored is logged without recomputing it.
 - :func:`log_figure` (``experiments.figure logger=wandb``): the figure as an image, its table,
   its summary numbers and an artifact with the PNG / PDF / numbers JSON and the stored arrays.
 
-Offline runs go under the hydra job's output directory (``<job dir>/wandb/offline-run-*``)
-unless ``logger.dir`` (or, outside hydra, ``$WANDB_DIR``) says otherwise.
+Offline runs go under the hydra job's output directory (``<job dir>/wandb/offline-run-*``, the
+entry point's :class:`rpd.cli.job.Job`) unless ``logger.dir`` (or, outside hydra, ``$WANDB_DIR``)
+says otherwise.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from rpd.cli import config as C
-from rpd.cli import specs, sweep
+from rpd.cli import specs
+from rpd.cli.job import NONE, Job
 from rpd.io import store, tracking
 from rpd.io.provenance import provenance
 from rpd.results import time_label
@@ -40,35 +42,25 @@ DEFAULT_SCHEDULE = {"pd": "pipedream", "rpd": "pipedream", "sgd": "pipedream", "
 META_KEYS = ("experiment", "objective", "method", "schedule", "costs", "S", "H", "R", "delta", "M", "N", "T")
 
 
-def _hydra_choice(group: str) -> str | None:
-    from hydra.core.hydra_config import HydraConfig
-
-    if not HydraConfig.initialized():
-        return None
-    return HydraConfig.get().runtime.choices.get(group)
-
-
-def output_dir(configured: str | None) -> str | None:
+def output_dir(configured: str | None, job_dir: Path | None = None) -> str | None:
     """Where wandb writes ``wandb/``: ``logger.dir`` if set, else the hydra job's output
-    directory, else None (wandb's own default: ``$WANDB_DIR`` or the current directory)."""
+    directory ``job_dir``, else None (wandb's own default: ``$WANDB_DIR`` or the current directory)."""
     if configured:
         return configured
-
-    where = sweep.job_dir()
-    return None if where is None else str(where)
+    return None if job_dir is None else str(job_dir)
 
 
-def sweep_meta(experiment: str, key: Mapping) -> dict:
+def sweep_meta(experiment: str, key: Mapping, costs: str | None = None) -> dict:
     """The variables a sweep can vary, from a train run's key (``rpd.cli.train.run_config``):
-    experiment, objective, method, schedule, costs (hydra's choice, when known), S, H, R, δ, M,
-    N, T (None where the run does not read one)."""
+    experiment, objective, method, schedule, costs (hydra's choice ``costs``, when known), S, H,
+    R, δ, M, N, T (None where the run does not read one)."""
     m, s, o = key["method"], key["schedule"], key["objective"]
     return {
         "experiment": experiment,
         "objective": o.get("name"),
         "method": m.get("name"),
         "schedule": s.get("name"),
-        "costs": _hydra_choice("costs"),
+        "costs": costs,
         "S": s.get("S"),
         "H": s.get("H"),
         "R": s.get("R"),
@@ -131,6 +123,7 @@ def _logger(
     method: str | None,
     S: int | None,
     job_type: str,
+    job: Job,
 ):
 
     lg = cfg.logger
@@ -142,7 +135,7 @@ def _logger(
         config=config,
         mode=lg.mode,
         entity=lg.entity,
-        dir=output_dir(lg.dir),
+        dir=output_dir(lg.dir, job.output_dir),
         name=name,
         tags=(*tags, *lg.tags),
         meta=meta,
@@ -243,14 +236,15 @@ def curves_figure(curves: Mapping, summary: Mapping):
     return fig
 
 
-def log_train_run(cfg, path: str | Path) -> str | None:
+def log_train_run(cfg, path: str | Path, job: Job = NONE) -> str | None:
     """Log the stored train run at ``path`` (complete, ok or diverged) to wandb and write its
-    wandb id into the stored summary; returns the id (None when wandb could not log)."""
+    wandb id into the stored summary; returns the id (None when wandb could not log). ``job``:
+    the hydra job it ran in (its output directory, its ``costs`` choice)."""
 
     path = Path(path)
     run = store.load_run(path)
     key, summary, curves = run.config, run.summary, run.curves
-    meta = sweep_meta(cfg.experiment_name, key)
+    meta = sweep_meta(cfg.experiment_name, key, job.choices.get("costs"))
     config = {
         **specs.to_container(cfg),
         **key,
@@ -267,6 +261,7 @@ def log_train_run(cfg, path: str | Path) -> str | None:
         method=meta["method"],
         S=meta["S"],
         job_type="train",
+        job=job,
     )
     try:
         metric = summary["metric"]
@@ -308,10 +303,11 @@ def log_train_run(cfg, path: str | Path) -> str | None:
     return rid
 
 
-def log_figure(cfg, out) -> str | None:
+def log_figure(cfg, out, job: Job = NONE) -> str | None:
     """Log a drawn figure (an ``rpd.cli.manifest.FigureOutcome``): the PNG as an image, its
     table, its summary numbers, and an artifact with the PNG / PDF / numbers JSON and the stored
-    arrays; the wandb id goes into the stored output's summary. Returns the id."""
+    arrays; the wandb id goes into the stored output's summary. Returns the id. ``job``: the
+    hydra job it ran in (wandb writes under its output directory)."""
 
     path = Path(out.run_path)
     overrides = C.study_fields(cfg.study)
@@ -339,6 +335,7 @@ def log_figure(cfg, out) -> str | None:
         method=None,
         S=None,
         job_type="figure",
+        job=job,
     )
     try:
         logger.log_image("figure", out.png)

@@ -142,7 +142,7 @@ def _row_of_run(path: Path | None) -> dict:
 
 def write_jobs(sweep_dir: str | os.PathLike, jobs: Sequence[Sequence[str]]) -> Path:
     """Write ``<sweep_dir>/jobs.json``: the override list of every job of a sweep, in job order
-    (``rpd.cli.sweep.SweepSummary`` at the start of a multirun), so that a sweep stopped
+    (``experiments.sweep.SweepSummary`` at the start of a multirun), so that a sweep stopped
     early still lists the jobs that never ran (:func:`load_sweep`: status "not finished")."""
     path = Path(sweep_dir) / JOBS
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ import sys
 import pytest
 from hydra_helpers import ROOT
 
-from rpd.cli import compose_check
+from experiments import compose_check
 
 
 @pytest.mark.parametrize(

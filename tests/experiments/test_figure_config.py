@@ -14,6 +14,7 @@ import pytest
 from hydra.errors import ConfigCompositionException
 from hydra_helpers import compose
 
+import experiments.figure  # noqa: F401  (the studies' schemas in hydra's ConfigStore)
 from rpd.cli import checks
 from rpd.cli import config as C
 from rpd.cli import figure as F

@@ -20,9 +20,10 @@ from hydra_helpers import compose
 pytest.importorskip("wandb")
 
 from rpd import studies  # noqa: E402
-from rpd.cli import checks, sweep, train, wandb_log  # noqa: E402
+from rpd.cli import checks, train, wandb_log  # noqa: E402
 from rpd.cli import config as C  # noqa: E402
 from rpd.cli import figure as F  # noqa: E402
+from rpd.cli.job import Job  # noqa: E402
 from rpd.io import offline_run, store, sweeps, tracking
 from rpd.results import StudyOutput  # noqa: E402
 
@@ -69,8 +70,7 @@ def logged(wandb_env):
     assert first.status == "ok" and "wandb_id" not in first.summary
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(train, "train", lambda cfg: (_ for _ in ()).throw(AssertionError("recomputed")))
-        mp.setattr(sweep, "job_dir", lambda: job)
-        out = train.run(_compose([f"results_root={res}", *TINY, "logger=wandb"]))
+        out = train.run(_compose([f"results_root={res}", *TINY, "logger=wandb"]), Job(output_dir=job))
     (run_dir,) = (job / "wandb").glob("offline-run-*")
     return first, out, offline_run.read_offline_run(run_dir), run_dir
 

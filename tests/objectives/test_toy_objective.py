@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 from hydra_helpers import ROOT, TINY_LINEAR, compose, registered, run_registered, sweep_losses
 
+from experiments import compose_check
 from rpd import objectives
-from rpd.cli import checks, compose_check, train
+from rpd.cli import checks, train
 from rpd.io import store
 from rpd.objectives.linear import random_quadratic
 from rpd.studies import frontier

@@ -185,7 +185,7 @@ OWNED = [  # a field another schedule owns: refused at compose time, naming the 
 
 @pytest.mark.parametrize("overrides,text", OWNED, ids=[" ".join(o) for o, _ in OWNED])
 def test_a_field_another_schedule_owns_is_refused_in_one_line(overrides, text):
-    from rpd.cli import compose_check
+    from experiments import compose_check
 
     assert compose_check.check("train", ["method=pipeline", *overrides]) == text
 

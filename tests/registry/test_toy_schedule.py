@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from hydra_helpers import TINY_LINEAR, compose, config_dir, registered, run_registered, sweep_losses
 
+from experiments import compose_check, schemas
 from rpd import registry
-from rpd.cli import checks, compose_check, specs
-from rpd.cli import config as C
+from rpd.cli import checks, specs
 from rpd.model import hardware, layers
 from rpd.model.plan import plan
 from rpd.schedules import Timeline
@@ -126,10 +126,10 @@ def test_toy_parameters_are_checked_by_name(toy_registered):
 
 def test_toy_parameters_come_from_its_own_config_file(toy_registered, toy_configs):
     """The toy's yaml is typed by ToyParams (its schema derived from the entry, stored when
-    experiments.config registers the schemas): ``w_last: true`` there and
+    experiments.schemas registers the schemas): ``w_last: true`` there and
     ``schedule.w_last=false`` on the command line reach its constructor; another schedule's
     ``schedule.w_last`` is refused naming the toy."""
-    C.register()  # the schemas again, the toy's included (it registered after experiments.config)
+    schemas.register()  # the schemas again, the toy's included (it registered after experiments.schemas)
     search = f"hydra.searchpath=[file://{toy_configs}]"
     tiny = [o for o in TINY_LINEAR if not o.startswith("schedule.")]
     base = [search, "method=pipeline", f"schedule={NAME}", "schedule.S=2", "schedule.N=2", *tiny]

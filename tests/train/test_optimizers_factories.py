@@ -9,7 +9,8 @@ import inspect
 import pytest
 from hydra_helpers import compose
 
-from rpd.cli import checks, compose_check, specs
+from experiments import compose_check
+from rpd.cli import checks, specs
 from rpd.train import optimizers, transforms
 
 # what each name pinned before its factory held it (the old transforms.DEFAULTS and yaml files)

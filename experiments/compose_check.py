@@ -27,14 +27,11 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from omegaconf.errors import OmegaConfBaseException
 
-from rpd.cli import (  # config registers the schemas the configs compose onto; cost_hint
-    config,
-    optimizer_config,
-    schedule_config,
-)
+from experiments import schemas  # the schemas the configs compose onto, in hydra's ConfigStore
+from rpd.cli import config, optimizer_config, schedule_config
 from rpd.validation import nearest
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 def _combinations(overrides: list[str]) -> list[list[str]]:
@@ -150,7 +147,7 @@ def one_line(main, config_name: str):
 
     @functools.wraps(main)
     def wrapped(*a, **kw):
-        config.register()  # the schemas again: a schedule registered after rpd.cli.config was imported
+        schemas.register()  # the schemas again: a schedule registered after experiments.schemas was imported
         if not a and not kw and os.environ.get("RPD_DEBUG", "").strip() in ("", "0"):
             error = check(config_name, sys.argv[1:])
             if error is not None:
