@@ -4,9 +4,8 @@ user's factory by import path (``objective._target_=mymodule.make``)."""
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import inspect
-from types import ModuleType
+import pkgutil
 
 from omegaconf import OmegaConf
 
@@ -16,41 +15,13 @@ from rpd.validation import required
 
 
 def locate(path: str):
-    """The callable at the import path ``path`` (``mymodule.make``, ``pkg.mod.Class.build``), as
-    ``hydra.utils.get_method`` finds it: the first part imported, each next one an attribute or
-    else a submodule. ImportError naming the path, raised from the import's or the lookup's own
-    error; ValueError for an empty part (a relative path) or a non-callable."""
-    parts = path.split(".")
-    if not path:
-        raise ImportError("Empty path")
-    if not all(parts):
-        raise ValueError(f"Error loading '{path}': invalid dotstring.\nRelative imports are not supported.")
-    try:
-        obj = importlib.import_module(parts[0])
-    except Exception as exc:
-        raise ImportError(
-            f"Error loading '{path}':\n{exc!r}\nAre you sure that module '{parts[0]}' is installed?"
-        ) from exc
-    for m, part in enumerate(parts[1:], 1):
-        try:
-            obj = getattr(obj, part)
-            continue
-        except AttributeError as exc_attr:
-            parent = ".".join(parts[:m])
-            if not isinstance(obj, ModuleType):
-                raise ImportError(
-                    f"Error loading '{path}':\n{exc_attr!r}\nAre you sure that '{part}' is an attribute of '{parent}'?"
-                ) from exc_attr
-        try:
-            obj = importlib.import_module(".".join(parts[: m + 1]))
-        except ModuleNotFoundError as exc:
-            raise ImportError(
-                f"Error loading '{path}':\n{exc!r}\nAre you sure that '{part}' is importable from module '{parent}'?"
-            ) from exc
-        except Exception as exc:
-            raise ImportError(f"Error loading '{path}':\n{exc!r}") from exc
+    """The callable at the import path ``path`` (``mymodule.make``, ``pkg.mod.Class.build``, or
+    ``pkg.mod:make``), found by the standard library's :func:`pkgutil.resolve_name` (the module
+    part imported, the rest looked up as attributes); its ImportError / AttributeError / ValueError
+    as they are, a ValueError for a non-callable."""
+    obj = pkgutil.resolve_name(path)
     if not callable(obj):
-        raise ValueError(f"Located non-callable of type '{type(obj).__name__}' while loading '{path}'")
+        raise ValueError(f"{path} is a {type(obj).__name__}, not a callable")
     return obj
 
 
@@ -61,8 +32,8 @@ def user_factory(o):
         return None
     try:
         fn = locate(target)
-    except Exception as exc:  # ImportError, ValueError
-        raise ValueError(f"objective._target_={target} cannot be imported ({exc.__cause__ or exc})") from None
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ValueError(f"objective._target_={target} cannot be imported ({exc})") from None
     return fn
 
 
