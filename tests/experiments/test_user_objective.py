@@ -150,3 +150,22 @@ def test_the_memory_estimate_reads_the_users_objective_not_the_configs_sizes(tmp
         assert int(cfg.objective.d) != 12
     finally:
         sys.path.remove(str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    "target, why",
+    [
+        ("rpd.objectives.linear.nope", "module 'rpd.objectives.linear' has no attribute 'nope'"),
+        ("rpd.objectives.linear.np", "rpd.objectives.linear.np is a module, not a callable"),
+        (".relative", "invalid format: '.relative'"),
+    ],
+)
+def test_a_user_factory_that_cannot_be_found_is_refused_in_one_line(target, why):
+    """``objective._target_`` is resolved by the standard library's import-path lookup; what it
+    cannot find, or finds but cannot call, is one line naming the field and the reason."""
+    assert objective_of.user_factory({"_target_": "rpd.objectives.linear.random_quadratic"}).__name__ == (
+        "random_quadratic"
+    )
+    with pytest.raises(ValueError) as err:
+        objective_of.user_factory({"_target_": target})
+    assert str(err.value) == f"objective._target_={target} cannot be imported ({why})"
