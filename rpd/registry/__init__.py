@@ -58,12 +58,13 @@ from rpd.registry.schedules import (
     variant,
 )
 from rpd.schedules import family
-from rpd.schedules.machinery.entry import DEFAULTS, ScheduleEntry, Source, Variant  # noqa: F401  (re-exported)
+from rpd.schedules.machinery.entry import DEFAULTS, Look, ScheduleEntry, Source, Variant  # noqa: F401  (re-exported)
 
 __all__ = [
     "METHODS",
     "SCHEDULES",
     "VARIANTS",
+    "Look",
     "MethodEntry",
     "MethodOptions",
     "MethodRun",

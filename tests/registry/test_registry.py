@@ -16,6 +16,7 @@ from rpd.analysis.theory import pd_delta
 from rpd.cli import checks, specs, train
 from rpd.cli import config as C
 from rpd.cli import objectives as objective_of
+from rpd.schedules.family.flushes import flush_entry
 from rpd.schedules.machinery import delays
 from rpd.schedules.machinery.costs import CostModel
 from rpd.train import methods
@@ -326,3 +327,30 @@ def test_each_schedule_is_one_module_whose_entry_the_registry_collects():
         ("gpipe", schedules.gpipe(3, 6, 3)),
     ):
         assert semantics.of(tl) is registry.entry_of(name).semantics
+
+
+def test_entries_and_variants_are_drawn_by_their_look_and_flush_entries_read_m():
+    """docs/architecture.md#a-schedule-is-one-object: how a schedule or a variant is named and drawn
+    is one Look (a reconstruction marked in its title, the label standing in for a missing short
+    label and the name for a missing label); a flush schedule's entry reads the shared field M."""
+    fd = registry.style("chimera_fd")
+    assert fd.look == registry.Look("Chimera, fwd doubling", "#1B9E77", "P", short="Chimera FD", reconstruction=True)
+    assert (fd.title, fd.compact, fd.colour, fd.marker) == (
+        "Chimera, fwd doubling (reconstruction)",
+        "Chimera FD",
+        "#1B9E77",
+        "P",
+    )
+    avg, gpipe = registry.style("avgpipe"), registry.style("gpipe")
+    assert (avg.title, avg.compact, gpipe.title, gpipe.compact) == (
+        "AvgPipe (reconstruction)",
+        "AvgPipe",
+        "GPipe",
+        "GPipe",
+    )
+    bare = registry.ScheduleEntry("bare", schedules.gpipe)
+    assert (bare.title, bare.compact, bare.colour, bare.marker) == ("bare", "bare", "0.4", "o")
+    toy = flush_entry("toy", schedules.gpipe, doc="a toy", look=registry.Look("Toy", "C0", "o"))
+    assert (toy.fields, toy.flush, toy.doc, toy.title) == (("M",), True, "a toy", "Toy")
+    assert toy.make(2, 4, None, None).M == 2  # M's default, S
+    assert all(e.flush == (e.fields == ("M",)) for e in registry.SCHEDULES.values())

@@ -68,9 +68,7 @@ ENTRY = registry.ScheduleEntry(
     flush=True,
     split_backward=True,
     params_type=ToyParams,
-    label="Toy split GPipe",
-    colour="#17BECF",
-    marker="h",
+    look=registry.Look("Toy split GPipe", "#17BECF", "h"),
     source=registry.Source("this test"),
 )
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from rpd.schedules.family.flushes import check, costs_of
+from rpd.schedules.family.flushes import check, costs_of, flush_entry
 from rpd.schedules.family.frontier import ampnet_order
 from rpd.schedules.machinery.build import timed
 from rpd.schedules.machinery.costs import CostModel
-from rpd.schedules.machinery.entry import ScheduleEntry, Source
+from rpd.schedules.machinery.entry import Look, Source
 from rpd.schedules.machinery.timeline import Timeline
 
 
@@ -18,16 +18,12 @@ def ampnet(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeline:
     return timed("ampnet", ampnet_order(S, N), S=S, N=N, M=M, costs=costs_of(costs), noam=S)
 
 
-ENTRY = ScheduleEntry(
+ENTRY = flush_entry(
     "ampnet",
     ampnet,
-    ("M",),
-    flush=True,
     synchronous=False,
     semantics="ampnet",
     doc="AMPNet: async 1F1B, no stashing, a step every M backwards",
-    label="AMPNet",
-    colour="#66A61E",
-    marker="8",
+    look=Look("AMPNet", "#66A61E", "8"),
     source=Source("Gaunt et al., AMPNet, 2017", "facebookresearch/fairscale: fairscale/experimental/nn/ampnet_pipe"),
 )

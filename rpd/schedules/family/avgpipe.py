@@ -35,10 +35,11 @@ import dataclasses
 
 import numpy as np
 
+from rpd.schedules.family.flushes import flush_entry
 from rpd.schedules.family.orders import one_f_one_b_order
 from rpd.schedules.machinery.build import timed
 from rpd.schedules.machinery.costs import CostModel
-from rpd.schedules.machinery.entry import ScheduleEntry, Source
+from rpd.schedules.machinery.entry import Look, Source
 from rpd.schedules.machinery.ir import FWD, Order, ops
 from rpd.schedules.machinery.timeline import Timeline
 from rpd.validation import check_int, check_real, required
@@ -158,19 +159,14 @@ def avgpipe(
     return AvgPipeTimeline(**fields, pipelines=P, advance=a, elastic=None if elastic is None else float(elastic))
 
 
-ENTRY = ScheduleEntry(
+ENTRY = flush_entry(
     "avgpipe",
     avgpipe,
-    ("M",),
     params_type=Params,
-    flush=True,
     synchronous=False,
     semantics="elastic",
     defaults={"M": lambda S: S + S % 2},
     doc="AvgPipe (reconstruction): parallel pipelines, elastic averaging, advance forward",
-    label="AvgPipe",
-    colour="#D95F02",
-    marker="H",
+    look=Look("AvgPipe", "#D95F02", "H", reconstruction=True),
     source=Source("Chen et al., AvgPipe, IEEE TPDS 2024"),
-    reconstruction=True,
 )

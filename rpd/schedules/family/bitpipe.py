@@ -32,9 +32,9 @@ I/W split).
 
 from __future__ import annotations
 
-from rpd.schedules.family.flushes import allreduce_gap, flushes, whole_flushes
+from rpd.schedules.family.flushes import allreduce_gap, flush_entry, flushes, whole_flushes
 from rpd.schedules.machinery.costs import CostModel
-from rpd.schedules.machinery.entry import ScheduleEntry, Source
+from rpd.schedules.machinery.entry import Look, Source
 from rpd.schedules.machinery.ir import BWD, FWD, Order, ops
 from rpd.schedules.machinery.timeline import Timeline
 from rpd.validation import check_int
@@ -143,18 +143,14 @@ def bitpipe(S: int, N: int, M: int, costs: CostModel | None = None, values: int 
     return flushes(KIND, bitpipe_order(S, M), S, N, M, costs, gap=gap, n_stages=2 * S, v=2)
 
 
-ENTRY = ScheduleEntry(
+ENTRY = flush_entry(
     "bitpipe",
     bitpipe,
-    ("M",),
-    flush=True,
     allreduce=True,
     chunks_per_rank=2,
     semantics="replicated",
     doc="BitPipe: two V-shaped interleaved replicas in opposite directions, replicas' gradients all-reduced",
-    label="BitPipe",
-    colour="#CAB2D6",
-    marker="X",
+    look=Look("BitPipe", "#CAB2D6", "X"),
     source=Source(
         "Wu et al., BitPipe: bidirectional interleaved pipeline parallelism, arXiv 2410.19367",
         "wuhouming/BitPipe: megatron/core/pipeline_parallel/bitpipe_schedule.py",

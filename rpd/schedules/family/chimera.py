@@ -8,10 +8,10 @@ import dataclasses
 import numpy as np
 
 from rpd.schedules.family.bidirectional import CONCAT, chimera_concat_order
-from rpd.schedules.family.flushes import allreduce_gap, check, costs_of, flushes
+from rpd.schedules.family.flushes import allreduce_gap, check, costs_of, flush_entry, flushes
 from rpd.schedules.machinery.build import merge_pieces
 from rpd.schedules.machinery.costs import CostModel
-from rpd.schedules.machinery.entry import ScheduleEntry, Source, Variant
+from rpd.schedules.machinery.entry import Look, Source, Variant
 from rpd.schedules.machinery.timeline import Timeline
 from rpd.validation import check_choice
 
@@ -64,19 +64,15 @@ def _halved(costs: CostModel | None) -> CostModel:
     return dataclasses.replace(c, F=half(F), B=half(B), I=None, W=None, FB=None)  # Chimera runs no I, W or F&B
 
 
-ENTRY = ScheduleEntry(
+ENTRY = flush_entry(
     "chimera",
     chimera,
-    ("M",),
     params_type=Params,
-    flush=True,
     allreduce=True,
     semantics="replicated",
     aliases={"D": "S"},
     doc="Chimera, two pipelines",
-    label="Chimera",
-    colour="C7",
-    marker="P",
+    look=Look("Chimera", "C7", "P"),
     source=Source("Li & Hoefler, Chimera, SC 2021"),
 )
 
@@ -85,20 +81,12 @@ VARIANTS = (
         "chimera_fd",
         "chimera",
         {"concat": "forward_doubling"},
-        "Chimera, fwd doubling",
-        "Chimera FD",
-        "#1B9E77",
-        "P",
-        reconstruction=True,
+        Look("Chimera, fwd doubling", "#1B9E77", "P", short="Chimera FD", reconstruction=True),
     ),
     Variant(
         "chimera_bh",
         "chimera",
         {"concat": "backward_halving"},
-        "Chimera, bwd halving",
-        "Chimera BH",
-        "#A6761D",
-        "P",
-        reconstruction=True,
+        Look("Chimera, bwd halving", "#A6761D", "P", short="Chimera BH", reconstruction=True),
     ),
 )

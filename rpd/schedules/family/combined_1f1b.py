@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from rpd.schedules.family.flushes import flushes, whole_flushes
+from rpd.schedules.family.flushes import flush_entry, flushes, whole_flushes
 from rpd.schedules.family.orders import check_interleaved, megatron_table
 from rpd.schedules.machinery.costs import CostModel
-from rpd.schedules.machinery.entry import ScheduleEntry, Source
+from rpd.schedules.machinery.entry import Look, Source
 from rpd.schedules.machinery.ir import BWD, FWD, Order, ops
 from rpd.schedules.machinery.timeline import Timeline
 from rpd.validation import check_int
@@ -81,18 +81,13 @@ def combined_1f1b(
     return flushes(KIND, combined_1f1b_order(S, M, v, group), S, N, M, costs, n_stages=S * v, v=v)
 
 
-ENTRY = ScheduleEntry(
+ENTRY = flush_entry(
     "combined_1f1b",
     combined_1f1b,
-    ("M",),
     params_type=Params,
-    flush=True,
     chunks_per_rank="v",
     doc="Megatron's combined 1F1B: interleaved with one more warm-up forward, steady F and B fused (costs.FB)",
-    label="combined 1F1B (v=2)",
-    short="combined 1F1B",
-    colour="#33A02C",
-    marker="s",
+    look=Look("combined 1F1B (v=2)", "#33A02C", "s", short="combined 1F1B"),
     source=Source(
         "NVIDIA, Megatron-Core MoE all-to-all overlap, 2025",
         "NVIDIA/Megatron-LM: megatron/core/pipeline_parallel/combined_1f1b.py",

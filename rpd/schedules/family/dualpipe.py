@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from rpd.schedules.family.flushes import allreduce_gap, flushes, whole_flushes
+from rpd.schedules.family.flushes import allreduce_gap, flush_entry, flushes, whole_flushes
 from rpd.schedules.family.v_shape import dualpipe_v_order
 from rpd.schedules.machinery.costs import CostModel
-from rpd.schedules.machinery.entry import ScheduleEntry, Source
+from rpd.schedules.machinery.entry import Look, Source
 from rpd.schedules.machinery.ir import Col, Order
 from rpd.schedules.machinery.timeline import Timeline
 from rpd.validation import check_int
@@ -75,18 +75,14 @@ def dualpipe(S: int, N: int, M: int, costs: CostModel | None = None, values: int
     return flushes(KIND, dualpipe_order(S, M), S, N, M, costs, gap=gap, split=True)
 
 
-ENTRY = ScheduleEntry(
+ENTRY = flush_entry(
     "dualpipe",
     dualpipe,
-    ("M",),
-    flush=True,
     allreduce=True,
     split_backward=True,
     semantics="replicated",
     defaults={"M": lambda S: 2 * S},
     doc="DualPipe: two mirrored copies in opposite directions, copies' gradients all-reduced",
-    label="DualPipe",
-    colour="#6A3D9A",
-    marker="P",
+    look=Look("DualPipe", "#6A3D9A", "P"),
     source=Source("DeepSeek-AI, DeepSeek-V3 technical report, 2024", "deepseek-ai/DualPipe: dualpipe/dualpipe.py"),
 )

@@ -3,10 +3,10 @@ its entry."""
 
 from __future__ import annotations
 
-from rpd.schedules.family.flushes import check, flushes
+from rpd.schedules.family.flushes import check, flush_entry, flushes
 from rpd.schedules.family.v_shape import dualpipe_v_order
 from rpd.schedules.machinery.costs import CostModel
-from rpd.schedules.machinery.entry import ScheduleEntry, Source
+from rpd.schedules.machinery.entry import Look, Source
 from rpd.schedules.machinery.timeline import Timeline
 
 
@@ -18,17 +18,13 @@ def dualpipe_v(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeli
     return flushes("dualpipe_v", dualpipe_v_order(S, M), S, N, M, costs, split=True, n_stages=2 * S, v=2)
 
 
-ENTRY = ScheduleEntry(
+ENTRY = flush_entry(
     "dualpipe_v",
     dualpipe_v,
-    ("M",),
-    flush=True,
     split_backward=True,
     chunks_per_rank=2,
     defaults={"M": lambda S: 2 * S},
     doc="DualPipeV",
-    label="DualPipeV",
-    colour="C6",
-    marker=">",
+    look=Look("DualPipeV", "C6", ">"),
     source=Source("DeepSeek-AI, DeepSeek-V3 technical report, 2024", "deepseek-ai/DualPipe: dualpipe/dualpipev.py"),
 )

@@ -1,12 +1,13 @@
 """What the flush schedules' constructors share: the checks of S, N and M (N a whole number of
 flushes, the op-count limit), the cost model's type, the all-reduce that ends a flush of
-replicated stages, and N / M flushes of one flush's order timed with a barrier between them
-(none when ``overlapped``)."""
+replicated stages, N / M flushes of one flush's order timed with a barrier between them
+(none when ``overlapped``), and the part of their entries that says so (:func:`flush_entry`)."""
 
 from __future__ import annotations
 
 from rpd.schedules.machinery.build import timed
 from rpd.schedules.machinery.costs import CostModel
+from rpd.schedules.machinery.entry import ScheduleEntry
 from rpd.schedules.machinery.ir import concat, shift_mb
 from rpd.schedules.machinery.timeline import Timeline
 from rpd.validation import check_int
@@ -56,3 +57,9 @@ def flushes(kind, one_flush, S, N, M, costs, *, overlapped=False, gap=0, **kw) -
         sync=True,
         **kw,
     )
+
+
+def flush_entry(name: str, build, **facts) -> ScheduleEntry:
+    """The entry of a flush schedule: N a whole number of flushes of M microbatches, M the shared
+    field it reads; ``facts``: its other :class:`ScheduleEntry` fields."""
+    return ScheduleEntry(name, build, ("M",), flush=True, **facts)

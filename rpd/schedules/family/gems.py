@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from rpd.schedules.family.flushes import allreduce_gap, check, flushes
+from rpd.schedules.family.flushes import allreduce_gap, check, flush_entry, flushes
 from rpd.schedules.family.frontier import gems_order, replicated
 from rpd.schedules.machinery.costs import CostModel
-from rpd.schedules.machinery.entry import ScheduleEntry, Source
+from rpd.schedules.machinery.entry import Look, Source
 from rpd.schedules.machinery.timeline import Timeline
 
 
@@ -18,18 +18,14 @@ def gems(S: int, N: int, M: int, costs: CostModel | None = None, values: int = 0
     return replicated(flushes("gems", gems_order(S, M), S, N, M, costs, gap=gap, copies=2))
 
 
-ENTRY = ScheduleEntry(
+ENTRY = flush_entry(
     "gems",
     gems,
-    ("M",),
-    flush=True,
     allreduce=True,
     semantics="gems",
     aliases={"D": "S"},
     defaults={"M": lambda S: S + S % 2},
     doc="GEMS, two replicas in opposite directions",
-    label="GEMS",
-    colour="#E7298A",
-    marker="p",
+    look=Look("GEMS", "#E7298A", "p"),
     source=Source("Jain et al., GEMS, SC 2020"),
 )

@@ -4,9 +4,9 @@ and its entry."""
 from __future__ import annotations
 
 from rpd.schedules.family import orders
-from rpd.schedules.family.flushes import check, flushes
+from rpd.schedules.family.flushes import check, flush_entry, flushes
 from rpd.schedules.machinery.costs import CostModel
-from rpd.schedules.machinery.entry import TORCH, ScheduleEntry, Source
+from rpd.schedules.machinery.entry import TORCH, Look, Source
 from rpd.schedules.machinery.timeline import Timeline
 
 
@@ -17,14 +17,10 @@ def gpipe(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeline:
     return flushes("gpipe", orders.gpipe_order(S, M), S, N, M, costs)
 
 
-ENTRY = ScheduleEntry(
+ENTRY = flush_entry(
     "gpipe",
     gpipe,
-    ("M",),
-    flush=True,
     doc="GPipe fill-drain",
-    label="GPipe",
-    colour="C0",
-    marker="o",
+    look=Look("GPipe", "C0", "o"),
     source=Source("Huang et al., GPipe, NeurIPS 2019", TORCH),
 )

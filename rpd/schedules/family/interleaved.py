@@ -6,10 +6,10 @@ from __future__ import annotations
 import dataclasses
 
 from rpd.schedules.family import orders
-from rpd.schedules.family.flushes import check, flushes
+from rpd.schedules.family.flushes import check, flush_entry, flushes
 from rpd.schedules.family.one_f_one_b import one_f_one_b
 from rpd.schedules.machinery.costs import CostModel
-from rpd.schedules.machinery.entry import ScheduleEntry, Source
+from rpd.schedules.machinery.entry import Look, Source
 from rpd.schedules.machinery.timeline import Timeline
 from rpd.validation import check_int
 
@@ -38,18 +38,13 @@ def interleaved(S: int, N: int, M: int, v: int, costs: CostModel | None = None, 
     return flushes("interleaved", orders.interleaved_order(S, M, v, group), S, N, M, costs, n_stages=S * v, v=v)
 
 
-ENTRY = ScheduleEntry(
+ENTRY = flush_entry(
     "interleaved",
     interleaved,
-    ("M",),
     params_type=Params,
-    flush=True,
     chunks_per_rank="v",
     doc="interleaved 1F1B, v chunks per rank",
-    label="interleaved (v=2)",
-    short="interleaved",
-    colour="C2",
-    marker="D",
+    look=Look("interleaved (v=2)", "C2", "D", short="interleaved"),
     source=Source(
         "Narayanan et al., Megatron-LM, SC 2021", "NVIDIA/Megatron-LM: megatron/core/pipeline_parallel/schedules.py"
     ),

@@ -25,9 +25,9 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 
-from rpd.schedules.family.flushes import flushes, whole_flushes
+from rpd.schedules.family.flushes import flush_entry, flushes, whole_flushes
 from rpd.schedules.machinery.costs import CostModel
-from rpd.schedules.machinery.entry import TORCH, ScheduleEntry, Source
+from rpd.schedules.machinery.entry import TORCH, Look, Source
 from rpd.schedules.machinery.ir import BWD_I, BWD_W, FWD, Order, ops
 from rpd.schedules.machinery.timeline import Timeline
 from rpd.validation import check_int
@@ -104,18 +104,13 @@ def interleaved_zb(S: int, N: int, M: int, v: int = 2, costs: CostModel | None =
     return flushes(KIND, interleaved_zb_order(S, M, v), S, N, M, costs, n_stages=S * v, v=v, split=True)
 
 
-ENTRY = ScheduleEntry(
+ENTRY = flush_entry(
     "interleaved_zb",
     interleaved_zb,
-    ("M",),
     params_type=Params,
-    flush=True,
     split_backward=True,
     chunks_per_rank="v",
     doc="interleaved zero bubble: interleaved 1F1B, split backward, W delayed r backwards",
-    label="interleaved ZB (v=2)",
-    short="interleaved ZB",
-    colour="#FB9A99",
-    marker="^",
+    look=Look("interleaved ZB (v=2)", "#FB9A99", "^", short="interleaved ZB"),
     source=Source("Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024", TORCH),
 )

@@ -9,7 +9,7 @@ from rpd.schedules.family.flushes import costs_of
 from rpd.schedules.machinery import readiness
 from rpd.schedules.machinery.build import order_of, timed
 from rpd.schedules.machinery.costs import CostModel
-from rpd.schedules.machinery.entry import ScheduleEntry, Source
+from rpd.schedules.machinery.entry import Look, ScheduleEntry, Source
 from rpd.schedules.machinery.timeline import Timeline
 from rpd.validation import check_int, required
 
@@ -63,8 +63,6 @@ ENTRY = ScheduleEntry(
     synchronous=False,
     semantics="replicas",
     doc="LocalSGD rounds",
-    label="LocalSGD",
-    colour="#8B4513",
-    marker="d",
+    look=Look("LocalSGD", "#8B4513", "d"),
     source=Source("Stich, Local SGD converges fast and communicates little, ICLR 2019"),
 )

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from rpd.schedules.family.flushes import flushes, whole_flushes
+from rpd.schedules.family.flushes import flush_entry, flushes, whole_flushes
 from rpd.schedules.machinery.costs import CostModel
-from rpd.schedules.machinery.entry import TORCH, ScheduleEntry, Source
+from rpd.schedules.machinery.entry import TORCH, Look, Source
 from rpd.schedules.machinery.ir import BWD, FWD, Order, ops
 from rpd.schedules.machinery.timeline import Timeline
 from rpd.validation import check_int
@@ -53,17 +53,12 @@ def looped_bfs(S: int, N: int, M: int, v: int = 2, costs: CostModel | None = Non
     return flushes(KIND, looped_bfs_order(S, M, v), S, N, M, costs, n_stages=S * v, v=v)
 
 
-ENTRY = ScheduleEntry(
+ENTRY = flush_entry(
     "looped_bfs",
     looped_bfs,
-    ("M",),
     params_type=Params,
-    flush=True,
     chunks_per_rank="v",
     doc="looped BFS: every microbatch of chunk c before chunk c + 1, v chunks per rank",
-    label="looped BFS (v=2)",
-    short="looped BFS",
-    colour="#FFD92F",  # gold: brown diamonds are LocalSGD
-    marker="d",
+    look=Look("looped BFS (v=2)", "#FFD92F", "d", short="looped BFS"),  # gold: brown diamonds are LocalSGD
     source=Source("Lamy-Poirier, Breadth-first pipeline parallelism, MLSys 2023", TORCH),
 )

@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 from rpd.schedules.family import orders
-from rpd.schedules.family.flushes import check, flushes
+from rpd.schedules.family.flushes import check, flush_entry, flushes
 from rpd.schedules.machinery.costs import CostModel
-from rpd.schedules.machinery.entry import TORCH, ScheduleEntry, Source
+from rpd.schedules.machinery.entry import TORCH, Look, Source
 from rpd.schedules.machinery.timeline import Timeline
 
 
@@ -17,14 +17,10 @@ def one_f_one_b(S: int, N: int, M: int, costs: CostModel | None = None) -> Timel
     return flushes("1f1b", orders.one_f_one_b_order(S, M), S, N, M, costs)
 
 
-ENTRY = ScheduleEntry(
+ENTRY = flush_entry(
     "1f1b",
     one_f_one_b,
-    ("M",),
-    flush=True,
     doc="1F1B with flush",
-    label="1F1B",
-    colour="C1",
-    marker="s",
+    look=Look("1F1B", "C1", "s"),
     source=Source("Narayanan et al., Megatron-LM, SC 2021", TORCH),
 )

@@ -9,7 +9,7 @@ from rpd.schedules.family.flushes import costs_of
 from rpd.schedules.machinery import readiness
 from rpd.schedules.machinery.build import order_of, timed
 from rpd.schedules.machinery.costs import CostModel
-from rpd.schedules.machinery.entry import ScheduleEntry, Source, Variant
+from rpd.schedules.machinery.entry import Look, ScheduleEntry, Source, Variant
 from rpd.schedules.machinery.timeline import Timeline
 
 
@@ -44,10 +44,8 @@ ENTRY = ScheduleEntry(
     synchronous=False,
     semantics="pipedream",
     doc="PipeDream async 1F1B, weight stashing",
-    label="PipeDream",
-    colour="C8",
-    marker="X",
+    look=Look("PipeDream", "C8", "X"),
     source=Source("Narayanan et al., PipeDream, SOSP 2019", "msr-fiddle/pipedream"),
 )
 
-VARIANTS = (Variant("naive", "pipedream", {"noam": 1}, "naive PD (1 in flight)", "naive", "0.5", "x"),)
+VARIANTS = (Variant("naive", "pipedream", {"noam": 1}, Look("naive PD (1 in flight)", "0.5", "x", short="naive")),)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from rpd.schedules.family.flushes import check, costs_of
+from rpd.schedules.family.flushes import check, costs_of, flush_entry
 from rpd.schedules.machinery import readiness
 from rpd.schedules.machinery.build import order_of, timed
 from rpd.schedules.machinery.costs import CostModel
-from rpd.schedules.machinery.entry import ScheduleEntry, Source
+from rpd.schedules.machinery.entry import Look, Source
 from rpd.schedules.machinery.timeline import Timeline
 
 
@@ -22,17 +22,12 @@ def pipedream_2bw(S: int, N: int, M: int, costs: CostModel | None = None) -> Tim
     return timed("pipedream_2bw", order_of(tl), S=S, N=N, M=M, costs=costs_of(costs), noam=S, versions=2)
 
 
-ENTRY = ScheduleEntry(
+ENTRY = flush_entry(
     "pipedream_2bw",
     pipedream_2bw,
-    ("M",),
-    flush=True,
     synchronous=False,
     semantics="two_bw",
     doc="PipeDream-2BW",
-    label="PipeDream-2BW",
-    short="2BW",
-    colour="C9",
-    marker="*",
+    look=Look("PipeDream-2BW", "C9", "*", short="2BW"),
     source=Source("Narayanan et al., Memory-efficient pipeline-parallel DNN training, ICML 2021"),
 )

@@ -45,7 +45,7 @@ import numpy as np
 
 from rpd.schedules.machinery.build import timed
 from rpd.schedules.machinery.costs import CostModel
-from rpd.schedules.machinery.entry import ScheduleEntry, Source
+from rpd.schedules.machinery.entry import Look, ScheduleEntry, Source
 from rpd.schedules.machinery.ir import BWD, FWD, Col, Order
 from rpd.schedules.machinery.timeline import Timeline
 from rpd.validation import check_int
@@ -225,9 +225,6 @@ ENTRY = ScheduleEntry(
     synchronous=False,
     semantics="round_robin",
     doc="PipeDream 1F1B-RR: stage g on replicas[g] workers, microbatches round-robin, weights all-reduced",
-    label="PipeDream 1F1B-RR",
-    short="PD-RR",
-    colour="#1F78B4",
-    marker="X",
+    look=Look("PipeDream 1F1B-RR", "#1F78B4", "X", short="PD-RR"),
     source=Source("Narayanan et al., PipeDream, SOSP 2019", "msr-fiddle/pipedream"),
 )

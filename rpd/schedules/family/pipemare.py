@@ -6,7 +6,7 @@ from rpd.schedules.family.flushes import costs_of
 from rpd.schedules.machinery import readiness
 from rpd.schedules.machinery.build import order_of, timed
 from rpd.schedules.machinery.costs import CostModel
-from rpd.schedules.machinery.entry import ScheduleEntry, Source
+from rpd.schedules.machinery.entry import Look, ScheduleEntry, Source
 from rpd.schedules.machinery.timeline import Timeline
 
 
@@ -24,8 +24,6 @@ ENTRY = ScheduleEntry(
     synchronous=False,
     semantics="pipemare",
     doc="PipeMare: PD's order, no stashing",
-    label="PipeMare",
-    colour="#333333",
-    marker="h",
+    look=Look("PipeMare", "#333333", "h"),
     source=Source("Yang et al., PipeMare, MLSys 2021"),
 )

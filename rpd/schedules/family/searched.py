@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from rpd.schedules.machinery.entry import ScheduleEntry, Source
+from rpd.schedules.family.flushes import flush_entry
+from rpd.schedules.machinery.entry import Look, Source
 from rpd.schedules.machinery.search import searched
 
 
@@ -16,17 +17,12 @@ class Params:
     overlapped: bool = False  # no barrier between flushes, the period minimised
 
 
-ENTRY = ScheduleEntry(
+ENTRY = flush_entry(
     "searched",
     searched,
-    ("M",),
     params_type=Params,
-    flush=True,
     split_backward=True,
     doc="found by search under a 2S cap (rpd.schedules.machinery.search, heuristic)",
-    label="searched (2S cap)",
-    short="searched",
-    colour="#444444",
-    marker="*",
+    look=Look("searched (2S cap)", "#444444", "*", short="searched"),
     source=Source("rpd's own search (docs/schedules.md#schedules-found-by-search)"),
 )

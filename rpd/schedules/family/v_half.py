@@ -3,21 +3,18 @@
 
 from __future__ import annotations
 
+from rpd.schedules.family.flushes import flush_entry
 from rpd.schedules.family.v_memory import v_half
-from rpd.schedules.machinery.entry import ScheduleEntry, Source
+from rpd.schedules.machinery.entry import Look, Source
 
 SAIL_V = "sail-sg/zero-bubble-pipeline-parallelism: megatron/core/pipeline_parallel/zerobubble/scheduler/zbv_greedy.py"
 
-ENTRY = ScheduleEntry(
+ENTRY = flush_entry(
     "v_half",
     v_half,
-    ("M",),
-    flush=True,
     split_backward=True,
     chunks_per_rank=2,
     doc="V-Half: controllable-memory V schedule, about half of 1F1B's activations",
-    label="V-Half",
-    colour="#A6CEE3",
-    marker="<",
+    look=Look("V-Half", "#A6CEE3", "<"),
     source=Source("Qi et al., Pipeline Parallelism with Controllable Memory, NeurIPS 2024", SAIL_V),
 )

@@ -3,11 +3,11 @@ and its entry."""
 
 from __future__ import annotations
 
-from rpd.schedules.family.flushes import check, costs_of
+from rpd.schedules.family.flushes import check, costs_of, flush_entry
 from rpd.schedules.family.frontier import as_wpipe, wpipe_order
 from rpd.schedules.machinery.build import timed
 from rpd.schedules.machinery.costs import CostModel
-from rpd.schedules.machinery.entry import ScheduleEntry, Source
+from rpd.schedules.machinery.entry import Look, Source
 from rpd.schedules.machinery.timeline import Timeline
 
 
@@ -19,19 +19,14 @@ def wpipe(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeline:
     return as_wpipe(timed("wpipe", wpipe_order(S, N, M), S=S, N=N, M=M, costs=costs_of(costs), n_stages=2 * S, v=2))
 
 
-ENTRY = ScheduleEntry(
+ENTRY = flush_entry(
     "wpipe",
     wpipe,
-    ("M",),
-    flush=True,
     synchronous=False,
     chunks_per_rank=2,
     semantics="wpipe",
     doc="WPipe (reconstruction): two interleaved groups, 2BW delay on the input side",
     blocks=lambda S: 2 * S,
-    label="WPipe",
-    colour="#7570B3",
-    marker="$W$",
+    look=Look("WPipe", "#7570B3", "$W$", reconstruction=True),
     source=Source("Yang et al., Group-based interleaved pipeline parallelism (WPipe), ICLR 2022"),
-    reconstruction=True,
 )

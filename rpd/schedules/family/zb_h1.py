@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from rpd.schedules.family import orders
-from rpd.schedules.family.flushes import check, flushes
+from rpd.schedules.family.flushes import check, flush_entry, flushes
 from rpd.schedules.machinery.costs import CostModel
-from rpd.schedules.machinery.entry import SAIL, ScheduleEntry, Source
+from rpd.schedules.machinery.entry import SAIL, Look, Source
 from rpd.schedules.machinery.timeline import Timeline
 
 
@@ -16,15 +16,11 @@ def zb_h1(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeline:
     return flushes("zb_h1", orders.zb_h1_order(S, M), S, N, M, costs, split=True)
 
 
-ENTRY = ScheduleEntry(
+ENTRY = flush_entry(
     "zb_h1",
     zb_h1,
-    ("M",),
-    flush=True,
     split_backward=True,
     doc="zero bubble H1",
-    label="ZB-H1",
-    colour="C3",
-    marker="^",
+    look=Look("ZB-H1", "C3", "^"),
     source=Source("Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024", SAIL),
 )

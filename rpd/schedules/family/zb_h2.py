@@ -8,9 +8,9 @@ import dataclasses
 
 from rpd.schedules.family import orders
 from rpd.schedules.family import post_validation as post_validation_
-from rpd.schedules.family.flushes import check, costs_of, flushes
+from rpd.schedules.family.flushes import check, costs_of, flush_entry, flushes
 from rpd.schedules.machinery.costs import CostModel
-from rpd.schedules.machinery.entry import SAIL, ScheduleEntry, Source, Variant
+from rpd.schedules.machinery.entry import SAIL, Look, Source, Variant
 from rpd.schedules.machinery.timeline import Timeline
 
 
@@ -70,19 +70,19 @@ def zb_h2(
     )
 
 
-ENTRY = ScheduleEntry(
+ENTRY = flush_entry(
     "zb_h2",
     zb_h2,
-    ("M",),
     params_type=Params,
-    flush=True,
     split_backward=True,
     semantics="zb_h2",
     doc="zero bubble H2 (greedy); post_validation: sail-sg's eager steps and rollbacks",
-    label="ZB-H2",
-    colour="C4",
-    marker="v",
+    look=Look("ZB-H2", "C4", "v"),
     source=Source("Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024", SAIL),
 )
 
-VARIANTS = (Variant("zb_h2_pv", "zb_h2", {"post_validation": True}, "ZB-H2 + post-val.", "ZB-H2+PV", "#E6AB02", "v"),)
+VARIANTS = (
+    Variant(
+        "zb_h2_pv", "zb_h2", {"post_validation": True}, Look("ZB-H2 + post-val.", "#E6AB02", "v", short="ZB-H2+PV")
+    ),
+)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from rpd.schedules.family.flushes import check, flushes
+from rpd.schedules.family.flushes import check, flush_entry, flushes
 from rpd.schedules.family.v_shape import zbv_order
 from rpd.schedules.machinery.costs import CostModel
-from rpd.schedules.machinery.entry import SAIL, ScheduleEntry, Source
+from rpd.schedules.machinery.entry import SAIL, Look, Source
 from rpd.schedules.machinery.timeline import Timeline
 
 
@@ -30,17 +30,13 @@ def zb_v(S: int, N: int, M: int, costs: CostModel | None = None, overlapped: boo
     )
 
 
-ENTRY = ScheduleEntry(
+ENTRY = flush_entry(
     "zb_v",
     zb_v,
-    ("M",),
     params_type=Params,
-    flush=True,
     split_backward=True,
     chunks_per_rank=2,
     doc="zero bubble V",
-    label="ZB-V",
-    colour="C5",
-    marker="<",
+    look=Look("ZB-V", "C5", "<"),
     source=Source("Qi et al., Pipeline Parallelism with Controllable Memory, NeurIPS 2024", SAIL),
 )

@@ -7,8 +7,9 @@ An entry says how to build its timeline (one signature for all, :meth:`ScheduleE
 which parameters it takes (its ``params_type``) and their defaults, whether it has a flush, splits
 the backward, how many model chunks a rank holds, how it trains (``semantics``: the name of a
 rule of :mod:`rpd.train.semantics`, or a ``Semantics`` value of its own, handed to
-:func:`rpd.train.methods.train` by the registry), how it is drawn (label, colour, marker) and
-where it comes from (paper, public code, whether rpd's order is a labelled reconstruction).
+:func:`rpd.train.methods.train` by the registry), how it is drawn (its :class:`Look`: label,
+colour, marker, whether rpd's order is a labelled reconstruction) and where it comes from (paper,
+public code). A variant (:class:`Variant`) is drawn by a :class:`Look` of its own.
 Studies, plotting, the plan and the entry points read entries; none of them compares a name.
 """
 
@@ -41,7 +42,46 @@ class Source:
 
 
 @dataclasses.dataclass(frozen=True)
-class ScheduleEntry:
+class Look:
+    """How a schedule (or a variant) is named and drawn in every figure and table."""
+
+    label: str = ""  # display name ("": the schedule's name)
+    colour: str = "0.4"
+    marker: str = "o"
+    short: str = ""  # compact label for dense legends ("": the label)
+    reconstruction: bool = False  # rpd's order is a reconstruction, not read from the source: marked in every label
+
+
+class Drawn:
+    """What figures and tables read of an entry or a variant (``name`` and ``look``)."""
+
+    name: str
+    look: Look
+
+    @property
+    def label(self) -> str:
+        return self.look.label or self.name
+
+    @property
+    def colour(self) -> str:
+        return self.look.colour
+
+    @property
+    def marker(self) -> str:
+        return self.look.marker
+
+    @property
+    def title(self) -> str:
+        """The display label, marked "(reconstruction)" where rpd reconstructed the order."""
+        return f"{self.label} (reconstruction)" if self.look.reconstruction else self.label
+
+    @property
+    def compact(self) -> str:
+        return self.look.short or self.label
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleEntry(Drawn):
     """One schedule. ``build(S, N, costs=..., M=..., **own)`` -> Timeline (and ``values=``
     when ``allreduce``); :meth:`make` is the one signature every caller uses.
 
@@ -57,7 +97,8 @@ class ScheduleEntry:
     ``aliases`` map the names the constructor's errors use to fields (Chimera calls S "D").
     ``blocks(S)``: the objective blocks it trains (None: S). ``semantics``: how it trains
     (:mod:`rpd.train.semantics`). ``chunks_per_rank``: model chunks a rank holds, a number or
-    the own field that sets it ("v")."""
+    the own field that sets it ("v"). ``look``: how it is drawn (:class:`Look`; :class:`Drawn`
+    reads it)."""
 
     name: str
     build: Callable[..., Timeline]
@@ -75,22 +116,8 @@ class ScheduleEntry:
     semantics: Any = "synchronous"  # a rule of rpd.train.semantics.RULES by name, or a Semantics
     params_type: type | None = None
     # how it is drawn and where it comes from
-    label: str = ""  # display name in figures and tables ("" : the name)
-    short: str = ""  # compact label for dense legends ("" : the label)
-    colour: str = "0.4"
-    marker: str = "o"
+    look: Look = Look()
     source: Source | None = None
-    reconstruction: bool = False  # rpd's order is a reconstruction, not read from the source
-
-    @property
-    def title(self) -> str:
-        """The display label, marked "(reconstruction)" where rpd reconstructed the order."""
-        base = self.label or self.name
-        return f"{base} (reconstruction)" if self.reconstruction else base
-
-    @property
-    def compact(self) -> str:
-        return self.short or self.label or self.name
 
     def default(self, field: str, S: int) -> Any:
         """The default of a shared field (M) or of one of its own parameters, on S ranks."""
@@ -130,23 +157,11 @@ class ScheduleEntry:
 
 
 @dataclasses.dataclass(frozen=True)
-class Variant:
+class Variant(Drawn):
     """A registered schedule with some fields fixed, named and drawn as a schedule of its own
     (accepted wherever a list of schedules is given by name: the plan's ``schedules=``, E9, E10)."""
 
     name: str
     base: str
     fixed: Mapping[str, Any]
-    label: str
-    short: str
-    colour: str
-    marker: str
-    reconstruction: bool = False
-
-    @property
-    def title(self) -> str:
-        return f"{self.label} (reconstruction)" if self.reconstruction else self.label
-
-    @property
-    def compact(self) -> str:
-        return self.short
+    look: Look
