@@ -54,6 +54,18 @@ def test_a_runs_attention_kernel_sets_the_attention_rate():
     assert slow / fast - 1 < 0.03  # seq 2048 at h 12288: attention is a few per cent of the FLOPs
 
 
+def test_the_h100_table_is_read_at_its_tflops_column():
+    """Megatron's H100 table is judged at its per-GPU TFLOP/s column, of which its MFU column is
+    the rounding over 989: the 1.7B row's step is Megatron's FLOPs over 48 GPUs at 408.8 TFLOP/s
+    (41.3 % MFU, 0.452 s; at the rounded 41 % it would be 0.456 s)."""
+    rows = [r for r in D.runs() if r.source == "megatron_h100"]
+    assert [round(r.published / 9.89) for r in rows] == [41, 47, 49, 46, 42, 43, 44, 48, 47]
+    assert {r.unit for r in rows} == {"TFLOP/s per GPU"}
+    one = rows[0]
+    assert one.step_s == pytest.approx(D.megatron_flops(one.model, 192) / (48 * 408.8e12), rel=1e-12)
+    assert one.step_s == pytest.approx(0.4519, abs=1e-4)
+
+
 def test_a_fold_never_fits_on_the_source_it_predicts(monkeypatch):
     seen: list[set] = []
     monkeypatch.setattr(P, "fit", lambda ks: seen.append({D.runs()[k].source for k in ks}) or (0.6, 2.0))
