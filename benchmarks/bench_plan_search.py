@@ -80,7 +80,8 @@ def loop_against_search(gpus: int) -> None:
         times.append(time.perf_counter() - t0)
     t_search = times[-1]
     t0 = time.perf_counter()
-    slow = search3d.brute_force(models, hw, registry.timeline, gpus, 2 * gpus, cap, names, shape, **kw)
+    cands = search3d.candidates(gpus, 2 * gpus, hw, shape, names)
+    slow = search3d.brute_force(models, hw, registry.timeline, cands, cap, **kw)
     t_loop = time.perf_counter() - t0
     for a, b in zip(choose(found.rows), choose(slow)):
         assert a == b, (a, b)

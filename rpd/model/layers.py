@@ -205,7 +205,8 @@ def block_layer(cfg: GPTConfig, i: int, recompute: str = "none", par: Parallel =
         kind="block",
         flops_recompute=extra,
         gemms=gemms,
-        traffic=tensor.traffic_bytes(h, a, s, b, f, cfg.gated, t, sp, par.attention, kvh / a, c),
+        # the forward writes the activations it would keep without recomputation (rpd.model.tensor)
+        traffic=tensor.activation_bytes(h, a, s, b, f, cfg.gated, t, sp, "none", par.attention, kvh / a, c),
         recompute=recompute,
         tp=t,
         tp_bytes=2.0 * sbh,

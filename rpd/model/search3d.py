@@ -19,8 +19,8 @@ bound, and each is dropped when its peak bytes, read off its schedule's order at
 the cap, else timed by :func:`rpd.model.plan.plan_one`; the search stops when the next bound is
 at most the fastest synchronous row that fits (an asynchronous candidate also needs to beat the
 fastest row). Unit-cost timelines are built once per (schedule, PP, M, v) and costed ones once
-per costs (ZeRO's two rows share them). :func:`brute_force` times every candidate (the
-straightforward loop; the same answers, tested).
+per costs (ZeRO's two rows share them). :func:`brute_force` times every candidate it is given
+(the straightforward loop over :func:`candidates`; the same answers, tested).
 """
 
 from __future__ import annotations
@@ -293,17 +293,8 @@ def search(
 
 
 def brute_force(
-    models: Callable[[Variant], Model],
-    hw: Hardware,
-    make: Maker,
-    n: int,
-    B: int,
-    cap: float,
-    schedules: Sequence[Searched],
-    shape: Shape,
-    space: Space = Space(),
-    **kw,
+    models: Callable[[Variant], Model], hw: Hardware, make: Maker, cands: Sequence[Candidate], cap: float, **kw
 ) -> list[Row]:
-    """Every candidate timed (the straightforward loop :func:`search` is checked against)."""
-    cands = candidates(n, B, hw, shape, schedules, space)
+    """Every candidate timed, best first (the straightforward loop :func:`search` is checked
+    against, over :func:`candidates`' list)."""
     return best_first([_evaluate(models, hw, make, c, dict(kw, memory_cap=cap)) for c in cands])

@@ -19,9 +19,9 @@ so no parallelism sbh(34 + 5as/h), TP sbh(10 + 24/t + 5as/(ht)), TP + SP sbh(34 
 selective recomputation drops the scores (sbh(10 + 24/t), with SP sbh·34/t); full
 recomputation keeps the layer's input, 2sbh (/t with SP). ``attention="flash"``: a fused kernel
 never stores the scores (it keeps O(asb) softmax statistics), the selective numbers without its
-extra forward. ``traffic``: the bytes the forward writes to memory (the no-recomputation
-activations, the scores only under standard attention), what :mod:`rpd.model.compute` times at
-HBM speed.
+extra forward. A layer's ``traffic``, the bytes its forward writes to memory, what
+:mod:`rpd.model.compute` times at HBM speed: the no-recomputation activations
+(``activation_bytes(..., recompute="none")``), the scores only under standard attention.
 
 Grouped-query attention (``kv`` = n_kv_heads / n_head): K and V have n_kv heads, so their
 activations shrink by ``kv``: attention's split part is (4 + 4·kv)·sbh (Q 2sbh, K and V 2·kv·sbh
@@ -72,23 +72,6 @@ def activation_bytes(
     split = (4 + 4 * kv) * sbh + (6 if gated else 4) * s * b * f / cp
     scores = 5 * a * s * s * b / cp if recompute == "none" and attention == "standard" else 0
     return whole / (t if sp else 1) + (split + scores) / t
-
-
-def traffic_bytes(
-    h: int,
-    a: int,
-    s: int,
-    b: int,
-    f: int | None = None,
-    gated: bool = False,
-    t: int = 1,
-    sp: bool = False,
-    attention: str = "standard",
-    kv: float = 1.0,
-    cp: int = 1,
-) -> float:
-    """Bytes the forward of one layer writes on one rank (module docstring)."""
-    return activation_bytes(h, a, s, b, f, gated, t, sp, "none", attention, kv, cp)
 
 
 def collectives(sp: bool, recompute: str = "none") -> tuple[tuple[int, int], tuple[int, int]]:

@@ -43,6 +43,18 @@ def test_korthikanti_activation_laws(t):
     assert _act(t, sp=True, recompute="full") == round(2 * SBH / t)
 
 
+@pytest.mark.parametrize("t", [2, 8])
+def test_traffic_is_what_the_forward_writes_whatever_is_recomputed(t):
+    """rpd.model.tensor: a layer's traffic is its no-recomputation activations (Table 2 of
+    Korthikanti et al.), the scores only under standard attention, at any recomputation."""
+    r = A_ * S_ / H_
+    for recompute in ("none", "selective", "full"):
+        std = block_layer(CFG, 0, recompute, Parallel(TP=t))
+        flash = block_layer(CFG, 0, recompute, Parallel(TP=t, attention="flash"))
+        assert std.traffic == pytest.approx(SBH * (10 + 24 / t + 5 * r / t), rel=1e-12)
+        assert flash.traffic == pytest.approx(SBH * (10 + 24 / t), rel=1e-12)
+
+
 def test_flash_attention_keeps_the_selective_bytes_without_its_recompute():
     sel = block_layer(CFG, 0, "selective", Parallel(TP=8, SP=True))
     flash = block_layer(CFG, 0, "none", Parallel(TP=8, SP=True, attention="flash"))

@@ -33,7 +33,8 @@ def _best(rows, sync):
 
 @pytest.fixture(scope="module")
 def slow():
-    return search3d.brute_force(models, DGX, registry.timeline, 8, 16, 1.2 * 2**30, NAMES, SHAPE, SPACE, **KW)
+    cands = search3d.candidates(8, 16, DGX, SHAPE, NAMES, SPACE)
+    return search3d.brute_force(models, DGX, registry.timeline, cands, 1.2 * 2**30, **KW)
 
 
 def test_search_finds_what_the_straightforward_loop_finds(slow):
