@@ -6,7 +6,7 @@ group ``study/<name>/fields``, see :func:`study_schemas`); overriding the train 
 (``schedule.S=8``) is an error naming the study field to set instead (:func:`check_not_ignored`).
 
 The study (``rpd.studies``) is computed once per
-(name, size, study config) and stored with ``rpd.io.store`` under
+(name, size, study config, code) and stored with ``rpd.io.store`` under
 ``<results_root>/figures/<name>/<hash>``; a complete stored output is reused unless
 ``force=true``. The PNG ``<out_dir>/<name>.png`` and the numbers ``<out_dir>/<name>.json``
 (summary, table rows, size, config, runtime, XLA programs compiled or loaded while computing)
@@ -36,7 +36,7 @@ from rpd.cli.tables import column_order, format_table  # noqa: F401  (re-exporte
 from rpd.cli.wandb_log import log_figure
 from rpd.io import store
 from rpd.io.atomic import atomic_write
-from rpd.io.provenance import git_commit, provenance
+from rpd.io.provenance import code_identity, git_commit, provenance
 from rpd.io.tracking import require_wandb
 from rpd.results import StudyOutput
 from rpd.runtime import compile_cache
@@ -150,9 +150,11 @@ def study_config(study: SimpleNamespace, size: str, overrides: dict | None = Non
 
 
 def study_key(name: str, size: str, cfg, corpus_sha256: str | None = None) -> dict:
-    """What identifies a stored study output (its store key and config.json); a study on a text
+    """What identifies a stored study output (its store key and config.json): the study, its size
+    and config, and the code that computes it (:func:`rpd.io.provenance.code_identity`, as a train
+    run's key), so a change to rpd recomputes instead of drawing an old output; a study on a text
     corpus is keyed by the text's SHA-256 too."""
-    key = {"study": name, "size": size, "config": dataclasses.asdict(cfg)}
+    key = {"study": name, "size": size, "config": dataclasses.asdict(cfg), "code": code_identity()}
     if corpus_sha256 is not None:
         key["corpus_sha256"] = corpus_sha256
     return key

@@ -114,6 +114,20 @@ def test_reproduce_writes_figures_manifest_table_and_progress(fakes, tmp_path):
     assert len(broken) == 1 and "the fake study broke" in broken[0].error
 
 
+def test_a_change_to_the_code_recomputes_the_stored_study(fakes, tmp_path, monkeypatch):
+    """A study's output is keyed by the code too (docs/running.md#results): after a change to rpd
+    the same figure is computed again, never drawn from the old code's output."""
+    from rpd.cli import figure as F
+
+    kw = dict(results_root=str(tmp_path / "r"), out_dir=str(tmp_path / "pf"), file=io.StringIO())
+    assert R.reproduce(["fake_ok"], **kw)[0].status == "ok"
+    n_runs = sum(isinstance(c, FakeConfig) for c in fakes["fake_ok"])
+    monkeypatch.setattr(F, "code_identity", lambda: "another-code")
+    again = R.reproduce(["fake_ok"], **kw)[0]
+    assert again.status == "ok" and not again.outcome.cached
+    assert sum(isinstance(c, FakeConfig) for c in fakes["fake_ok"]) == n_runs + 1
+
+
 def test_rerun_reuses_the_stored_study_unless_forced(fakes, tmp_path):
     kw = dict(results_root=str(tmp_path / "r"), out_dir=str(tmp_path / "pf"), file=io.StringIO())
     assert R.reproduce(["fake_ok"], **kw)[0].status == "ok"
