@@ -1,10 +1,13 @@
 """rpd.schedules family: each schedule's timeline against the closed forms of docs/schedules.md, at unit and
 non-unit costs, and the parameter checks."""
 
+import time
+
 import numpy as np
 import pytest
 
 from rpd import schedules
+from rpd.schedules import family
 from rpd.schedules.family import orders
 from rpd.schedules.machinery import memory
 from rpd.schedules.machinery.costs import CostModel
@@ -213,9 +216,27 @@ def test_split_timeline_fields():
     assert "I1" in schedules.render_ascii(tl)
 
 
-def test_huge_readiness_runs_are_refused_quickly():
-    import time
+@pytest.mark.parametrize(
+    "build",
+    [
+        family.looped_bfs.looped_bfs,
+        family.interleaved_zb.interleaved_zb,
+        family.combined_1f1b.combined_1f1b,
+        family.post_validation.zb_h2_barrier,
+        family.post_validation.zb_h2_validated,
+    ],
+)
+def test_flush_schedules_refuse_a_timeline_over_the_op_limit_before_any_work(build):
+    """rpd.schedules.family.flushes.check: S, N, M checked and N * S ops bounded in one place."""
+    t = time.perf_counter()
+    with pytest.raises(ValueError, match="too large to simulate"):
+        build(1000, 10**5, 1000)
+    with pytest.raises(ValueError, match="N must be a whole number of flushes"):
+        build(4, 10, 4)
+    assert time.perf_counter() - t < 1.0
 
+
+def test_huge_readiness_runs_are_refused_quickly():
     t = time.perf_counter()
     with pytest.raises(ValueError, match="S=100000, N=100 is too large"):
         schedules.pipedream(10**5, 100)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from rpd.schedules.family.flushes import flush_entry, flushes, whole_flushes
+from rpd.schedules.family.flushes import check, flush_entry, flushes
 from rpd.schedules.family.orders import check_interleaved, megatron_table
 from rpd.schedules.machinery.costs import CostModel
 from rpd.schedules.machinery.entry import Look, Source
@@ -72,10 +72,10 @@ def combined_1f1b(
     """Combined 1F1B on S ranks with v >= 2 chunks each (costs per chunk; the fused pair costs
     ``costs.FB``), N microbatches in flushes of M, Megatron's microbatch group ``group``
     (default S; S <= group <= M and M mod group in {0} or >= S)."""
-    S, N, M, v = check_int("S", S), check_int("N", N), check_int("M", M), check_int("v", v)
+    v = check_int("v", v)
     if v < 2:
         raise ValueError(f"combined_1f1b runs with virtual pipelining only (Megatron): v must be >= 2, got v={v}")
-    whole_flushes(N, M)
+    S, N, M = check(S, N, M, stages_per_rank=v)
     group = S if group is None else check_int("group", group)
     check_interleaved(S, M, v, group)
     return flushes(KIND, combined_1f1b_order(S, M, v, group), S, N, M, costs, n_stages=S * v, v=v)

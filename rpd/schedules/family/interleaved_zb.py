@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 
-from rpd.schedules.family.flushes import flush_entry, flushes, whole_flushes
+from rpd.schedules.family.flushes import check, flush_entry, flushes
 from rpd.schedules.machinery.costs import CostModel
 from rpd.schedules.machinery.entry import TORCH, Look, Source
 from rpd.schedules.machinery.ir import BWD_I, BWD_W, FWD, Order, ops
@@ -99,8 +99,8 @@ class Params:
 def interleaved_zb(S: int, N: int, M: int, v: int = 2, costs: CostModel | None = None) -> Timeline:
     """Interleaved zero bubble on S ranks with v chunks each (S·v global stages; costs per
     chunk), N microbatches in flushes of M; split backward (I, W)."""
-    S, N, M, v = check_int("S", S), check_int("N", N), check_int("M", M), check_int("v", v)
-    whole_flushes(N, M)
+    v = check_int("v", v)
+    S, N, M = check(S, N, M, per_mb=3, stages_per_rank=v)
     return flushes(KIND, interleaved_zb_order(S, M, v), S, N, M, costs, n_stages=S * v, v=v, split=True)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from rpd.schedules.family.flushes import flush_entry, flushes, whole_flushes
+from rpd.schedules.family.flushes import check, flush_entry, flushes
 from rpd.schedules.machinery.costs import CostModel
 from rpd.schedules.machinery.entry import TORCH, Look, Source
 from rpd.schedules.machinery.ir import BWD, FWD, Order, ops
@@ -48,8 +48,8 @@ class Params:
 def looped_bfs(S: int, N: int, M: int, v: int = 2, costs: CostModel | None = None) -> Timeline:
     """Looped BFS on S ranks with v chunks each (S·v global stages; costs per chunk), N
     microbatches in flushes of M. v = 1 is GPipe's order."""
-    S, N, M, v = check_int("S", S), check_int("N", N), check_int("M", M), check_int("v", v)
-    whole_flushes(N, M)
+    v = check_int("v", v)
+    S, N, M = check(S, N, M, stages_per_rank=v)
     return flushes(KIND, looped_bfs_order(S, M, v), S, N, M, costs, n_stages=S * v, v=v)
 
 

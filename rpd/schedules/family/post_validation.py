@@ -39,7 +39,7 @@ import dataclasses
 
 import numpy as np
 
-from rpd.schedules.family.flushes import flushes, whole_flushes
+from rpd.schedules.family.flushes import check, flushes
 from rpd.schedules.family.orders import zb_h2_order
 from rpd.schedules.machinery.costs import CostModel
 from rpd.schedules.machinery.ir import BWD_I, BWD_W, FWD, Col, shift_mb
@@ -115,8 +115,7 @@ def zb_h2_barrier(
 ) -> Timeline:
     """ZB-H2 without post-validation: each flush ends with a barrier, the global grad-norm
     all-reduce and the step (:func:`baseline_gap` ticks) before the next flush's first op."""
-    S, N, M = check_int("S", S), check_int("N", N), check_int("M", M)
-    whole_flushes(N, M)
+    S, N, M = check(S, N, M, per_mb=3)
     gap = baseline_gap(costs, check_int("step", step, minimum=0))
     return flushes("zb_h2", zb_h2_order(S, M, max_pending, max_held), S, N, M, costs, gap=gap, split=True)
 
@@ -138,8 +137,7 @@ def zb_h2_validated(
     """ZB-H2 (the greedy order, docs/schedules.md#zb-h2) over N // M flushes with optimizer post-validation
     (module doc): no barrier; rank s's first non-speculative op of flush q+1 waits for the
     validated state of flush q; a rolled-back flush reruns the speculative forwards."""
-    S, N, M = check_int("S", S), check_int("N", N), check_int("M", M)
-    whole_flushes(N, M)
+    S, N, M = check(S, N, M, per_mb=3)
     step = check_int("step", step, minimum=0)
     costs = CostModel() if costs is None else costs
     Q = N // M

@@ -4,10 +4,8 @@
 from __future__ import annotations
 
 from rpd.schedules.family.flushes import flush_entry
-from rpd.schedules.family.v_memory import v_half
-from rpd.schedules.machinery.entry import Look, Source
-
-SAIL_V = "sail-sg/zero-bubble-pipeline-parallelism: megatron/core/pipeline_parallel/zerobubble/scheduler/zbv_greedy.py"
+from rpd.schedules.family.v_memory import SOURCE, v_half
+from rpd.schedules.machinery.entry import Look
 
 ENTRY = flush_entry(
     "v_half",
@@ -16,5 +14,5 @@ ENTRY = flush_entry(
     chunks_per_rank=2,
     doc="V-Half: controllable-memory V schedule, about half of 1F1B's activations",
     look=Look("V-Half", "#A6CEE3", "<"),
-    source=Source("Qi et al., Pipeline Parallelism with Controllable Memory, NeurIPS 2024", SAIL_V),
+    source=SOURCE,
 )

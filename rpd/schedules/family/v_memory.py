@@ -34,9 +34,16 @@ import numpy as np
 
 from rpd.schedules.machinery.build import timed
 from rpd.schedules.machinery.costs import CostModel
+from rpd.schedules.machinery.entry import Source
 from rpd.schedules.machinery.ir import BWD_I, BWD_W, FWD, Order, concat, ops, shift_mb
 from rpd.schedules.machinery.timeline import Timeline
 from rpd.validation import check_choice, check_int
+
+# where both come from (their entries' source): the paper and the code read for meaning
+SOURCE = Source(
+    "Qi et al., Pipeline Parallelism with Controllable Memory, NeurIPS 2024",
+    "sail-sg/zero-bubble-pipeline-parallelism: megatron/core/pipeline_parallel/zerobubble/scheduler/zbv_greedy.py",
+)
 
 SETUPS = ("half", "min")
 MEMORY = (1, 1, 0, 0, -1)  # F and f allocate, W frees (B and b keep it until their W)
