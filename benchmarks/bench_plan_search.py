@@ -102,7 +102,7 @@ def devset() -> None:
     for run in runs():
         hw = hardware.preset(run.preset)
         models, shape = setting(run.model, run.attention, run.overlap)
-        kw = dict(margin=0.0, grad_bytes=run.grad_bytes, overlap=run.overlap)
+        kw = dict(margin=0.0, grad_bytes=run.grad_bytes, overlap=run.overlap, precision=run.precision)
         recipe = plan_one(
             models(search3d.Variant(run.TP, 1, run.SP, run.recompute)),
             hw,

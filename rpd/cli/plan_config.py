@@ -23,6 +23,7 @@ class ModelKind(enum.Enum):
 class Precision(enum.Enum):
     fp32 = "fp32"
     bf16_mixed = "bf16_mixed"
+    bf16 = "bf16"  # the optimizer's weight copy and state in bf16 (rpd.model.memory)
 
 
 class Recompute(enum.Enum):

@@ -4,14 +4,20 @@
 Static bytes per value a rank holds (Megatron's accounting):
 
 =================  ======  =================================================================
-weights            2 / 4   16-bit under ``bf16_mixed``, fp32 under ``fp32``; times the
+weights            2 / 4   16-bit under ``bf16_mixed`` and ``bf16``, fp32 under ``fp32``; times the
                            schedule's weight versions (PipeDream's stashes, 2BW's two buffers,
                            :func:`rpd.schedules.machinery.memory.weight_versions`) -- ``stash`` is the
                            part beyond the first version
-master copy        4 / 0   fp32 master weights under mixed precision
+master copy        4 / 0   fp32 master weights under mixed precision (2 under ``bf16``)
 gradients          4       fp32 main gradients (``grad_bytes=2``: 16-bit, as ZeRO counts)
-optimizer state    0/4/8   4 per fp32 state value: SGD none, momentum one copy, Adam two
+optimizer state    0/4/8   4 per fp32 state value: SGD none, momentum one copy, Adam two (2
+                           per value under ``bf16``)
 =================  ======  =================================================================
+
+``bf16`` is a distributed optimizer that keeps its copy of the weights and its state in bf16:
+Apex's ``DistributedFusedAdam`` with ``dtype: bf16``, as NeMo's Nemotron-4 340B benchmark
+configuration sets it (``nemotron/nemotron4-340b-synth.yaml``, ``model.optim``); Adam's copy and
+two moments are then 6 B per value where mixed precision holds 12.
 
 The optimizer enters as ``optimizer_states``, its fp32 state values per parameter: the plan reads
 them off the optimizer's registry entry (``rpd.train.transforms.OptimizerEntry.state``), so this
@@ -46,8 +52,14 @@ from rpd.schedules.machinery.offload import D2H
 from rpd.schedules.machinery.timeline import Timeline
 from rpd.validation import check_choice, check_int
 
-STATE_BYTES = 4  # bytes of one optimizer state value: fp32 under both precisions (Megatron's)
-PRECISIONS = ("fp32", "bf16_mixed")
+# bytes per value of (the weights, the optimizer's master copy, one optimizer state value)
+PRECISION_BYTES = {"fp32": (4, 0, 4), "bf16_mixed": (2, 4, 4), "bf16": (2, 2, 2)}
+PRECISIONS = tuple(PRECISION_BYTES)
+
+
+def precision_bytes(precision: str) -> tuple[int, int, int]:
+    """(weights, master copy, one optimizer state value) bytes per value under ``precision``."""
+    return PRECISION_BYTES[check_choice("precision", precision, PRECISIONS)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,14 +173,13 @@ def rank_memory(
     D: int = 1,
 ) -> RankMemory:
     """:class:`RankMemory` of timeline ``tl`` whose global stages are ``st``; ``optimizer_states``
-    fp32 values per parameter (Adam's 2 by default); ``zero`` 1: master weights and optimizer
+    state values per parameter (Adam's 2 by default), each of ``precision``'s bytes; ``zero`` 1: master weights and optimizer
     state sharded over ``D`` data-parallel replicas."""
-    optimizer_bytes = STATE_BYTES * check_int("optimizer_states", optimizer_states, minimum=0)
+    w_bytes, master_bytes, state_bytes = precision_bytes(precision)
+    optimizer_bytes = state_bytes * check_int("optimizer_states", optimizer_states, minimum=0)
     check_choice("zero", zero, (0, 1))
     shard = float(check_int("pipeline.D", D)) if zero else 1.0
-    check_choice("precision", precision, PRECISIONS)
     grad_bytes = 4 if grad_bytes is None else check_choice("grad_bytes", grad_bytes, (2, 4))
-    w_bytes, master_bytes = (2, 4) if precision == "bf16_mixed" else (4, 0)
     p = rank_params(tl, st)
     versions = sched_memory.weight_versions(tl).astype(float)
     copies = float(tl.copies) if tl.averaged else 1.0  # LocalSGD: whole replicas

@@ -35,7 +35,7 @@ import numpy as np
 from rpd.model.compute import layer_seconds
 from rpd.model.hardware import Hardware
 from rpd.model.layers import Model
-from rpd.model.memory import STATE_BYTES
+from rpd.model.memory import precision_bytes
 from rpd.model.overlap import Overlap
 from rpd.model.stages import partition
 from rpd.model.topology import place
@@ -46,9 +46,9 @@ ROUNDING = 0.995  # every op's ticks x tick_s >= this x its seconds (stage_costs
 def bytes_per_value(kw: dict, shard: int = 1) -> float:
     """Static bytes per parameter: weights, gradients, master weights and optimizer state, the
     last two over ``shard`` ranks (ZeRO-1)."""
-    mixed = kw.get("precision", "bf16_mixed") == "bf16_mixed"
-    per_value: float = (2 if mixed else 4) + (kw.get("grad_bytes") or 4)
-    return per_value + ((4 if mixed else 0) + STATE_BYTES * kw.get("optimizer_states", 2)) / shard
+    w, master, state = precision_bytes(kw.get("precision", "bf16_mixed"))
+    per_value: float = w + (kw.get("grad_bytes") or 4)
+    return per_value + (master + state * kw.get("optimizer_states", 2)) / shard
 
 
 def stage_params(model: Model, bounds) -> np.ndarray:
@@ -106,7 +106,7 @@ def dp_floor(hw: Hardware, params: np.ndarray, TP: int, CP: int, DP: int, S: int
     if not zero:
         return max(hw.allreduce_seconds(b, DC, per_node) for b in grads)
     gather = ov is not None and ov.param_gather
-    w = 2 if kw.get("precision", "bf16_mixed") == "bf16_mixed" else 4
+    w = precision_bytes(kw.get("precision", "bf16_mixed"))[0]
     return max(
         hw.half_seconds(g, DC, per_node) + (0.0 if gather else hw.half_seconds(v * w, DC, per_node))
         for g, v in zip(grads, values)

@@ -32,7 +32,7 @@ import numpy as np
 from rpd.model.compute import layer_seconds
 from rpd.model.hardware import Hardware
 from rpd.model.layers import Model
-from rpd.model.memory import STATE_BYTES, rank_memory
+from rpd.model.memory import precision_bytes, rank_memory
 from rpd.model.partition import partition_model
 from rpd.model.plan import Row
 from rpd.model.search_bounds import ROUNDING, stage_params
@@ -193,7 +193,7 @@ def replicated(
     partition with every replica 1 on all n / TP groups: that configuration, left to it."""
     rows, dropped, skipped = [], 0, []
     limit = cap * (1 - kw.get("margin", 0.0))
-    mixed = kw.get("precision", "bf16_mixed") == "bf16_mixed"
+    w, master, state_value = precision_bytes(kw.get("precision", "bf16_mixed"))
     gb = kw.get("grad_bytes") or 4
     for TP in TPs:
         if n // TP > RR_GROUPS:
@@ -206,8 +206,8 @@ def replicated(
             continue
         bounds = part.bounds
         p = stage_params(model, bounds).astype(float)
-        state = gb + (4 if mixed else 0) + STATE_BYTES * kw.get("optimizer_states", 2)
-        static = p * ((2 if mixed else 4) + state)
+        state = gb + master + state_value * kw.get("optimizer_states", 2)
+        static = p * (w + state)
         secs = np.add.reduceat(layer_seconds(model, hw).sum(axis=1), [a for a, _ in bounds])
         bound = model.tokens_per_microbatch / (ROUNDING * float((secs / np.asarray(reps)).max()))
         if static.max() > limit or bound <= best:

@@ -82,6 +82,7 @@ def plan_run(run: Run, hw: Hardware) -> Row:
         recompute=run.recompute,
         grad_bytes=run.grad_bytes,
         overlap=run.overlap,
+        precision=run.precision,
     )
     if r.error:
         raise ValueError(f"{run.source} {run.name}: {r.error}")

@@ -24,8 +24,9 @@ Five sources, each a list of :class:`Run`:
   (``grad_sync_dtype: bf16``). 175B: no recomputation (``activations_checkpoint_granularity:
   null``), p2p overlap, Transformer Engine's flash-attention backend (``NVTE_FUSED_ATTN=0``);
   340B: selective recomputation, p2p overlap (``configure.sh``), the flash-attention backend
-  (``NVTE_FUSED_ATTN=0``); 15B: no recomputation, cuDNN's fused attention (``NVTE_FUSED_ATTN=1``,
-  the preset's rate). NeMo-Framework-Launcher's generic ``conf/training`` files differ (175B
+  (``NVTE_FUSED_ATTN=0``), the distributed optimizer's copy of the weights and its state in bf16
+  (``model.optim.dtype: bf16``: precision ``bf16``, bytes only); 15B: no recomputation, cuDNN's
+  fused attention (``NVTE_FUSED_ATTN=1``, the preset's rate). NeMo-Framework-Launcher's generic ``conf/training`` files differ (175B
   selective, fp32 gradient sync): the benchmark's own files are what ran.
 
 Every run's published figure becomes a step time in seconds (the quantity the plan predicts);
@@ -71,6 +72,7 @@ class Run:
     published: float  # the source's own figure
     unit: str  # of ``published``
     attention_efficiency: float | None = None  # the run's attention kernel, if not the preset's
+    precision: str = "bf16_mixed"  # the optimizer's copy and state (rpd.model.memory): bytes only
 
     @property
     def preset(self) -> str:
@@ -202,7 +204,9 @@ def _h100() -> list[Run]:
     return out
 
 
-def _nemo(source, cfg, rows, TP, PP, v, mbs, recompute, p2p, attention_efficiency=None) -> list[Run]:
+def _nemo(
+    source, cfg, rows, TP, PP, v, mbs, recompute, p2p, attention_efficiency=None, precision="bf16_mixed"
+) -> list[Run]:
     cfg = dataclasses.replace(cfg, micro_batch=mbs)
     ov = Overlap(tp_comm=True, p2p=p2p, grad_reduce=True, param_gather=True)
     out = []
@@ -228,6 +232,7 @@ def _nemo(source, cfg, rows, TP, PP, v, mbs, recompute, p2p, attention_efficienc
                 step,
                 "s/step",
                 attention_efficiency,
+                precision,
             )  # fmt: skip
         )
     return out
@@ -250,6 +255,7 @@ def runs() -> list[Run]:
             "selective",
             True,
             FLASH_ATTENTION_2_H100,
+            "bf16",  # model.optim.dtype: bf16
         ),
         *_nemo("nemo_nemotron4_15b", PRESETS["nemotron4_15b"], NEMO_15B, 4, 1, None, 4, "none", False),
     ]

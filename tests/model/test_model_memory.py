@@ -70,6 +70,22 @@ def test_adam_in_mixed_precision_is_eighteen_bytes_per_parameter():
     )
 
 
+def test_adam_with_a_bf16_optimizer_copy_and_state_is_six_bytes_over_the_shards():
+    """``precision=bf16`` (Apex's DistributedFusedAdam at ``dtype: bf16``): the optimizer's copy of
+    the weights and Adam's two moments are 2 B each, 6 B per value where mixed precision holds
+    12; 16-bit weights and the gradients stay, ZeRO-1 shards the six over D."""
+    m, st, costs, _ = _setup(4)
+    tl = schedules.one_f_one_b(4, 8, 8, costs)
+    mem = rank_memory(tl, st, states("adam"), "bf16", grad_bytes=2)
+    np.testing.assert_allclose(mem.static, (2 + 2 + 6) * st.params)
+    sharded = rank_memory(tl, st, states("adam"), "bf16", grad_bytes=2, zero=1, D=4)
+    np.testing.assert_allclose(sharded.static, (2 + 2 + 6 / 4) * st.params)
+    mixed = rank_memory(tl, st, states("adam"), "bf16_mixed", grad_bytes=2, zero=1, D=4)
+    np.testing.assert_allclose(mixed.static - sharded.static, 6 / 4 * st.params)
+    with pytest.raises(ValueError, match="precision"):
+        rank_memory(tl, st, states("adam"), "fp8")
+
+
 def test_gpipe_minus_1f1b_is_m_minus_s_microbatches_of_rank_0():
     S, M = 4, 12
     m, st, costs, _ = _setup(S)

@@ -66,6 +66,19 @@ def test_the_h100_table_is_read_at_its_tflops_column():
     assert one.step_s == pytest.approx(0.4519, abs=1e-4)
 
 
+def test_the_340b_recipe_fits_with_its_bf16_optimizer_state():
+    """Nemotron-4 340B on 128 GPUs (TP 8, PP 8, DP 2) keeps the distributed optimizer's copy and
+    state in bf16 (``model.optim.dtype: bf16``): under that precision its recipe fits in 80 GiB,
+    under Megatron's fp32 state it would not; the step time is the same either way (bytes only)."""
+    hw = P.hardware_at("h100_80g", *hardware.DGX_FIT)
+    run = [r for r in D.runs() if r.source == "nemo_nemotron4_340b"][0]
+    assert (run.gpus, run.precision) == (128, "bf16")
+    own, fp32_state = P.plan_run(run, hw), P.plan_run(dataclasses.replace(run, precision="bf16_mixed"), hw)
+    assert own.fits and not fp32_state.fits
+    assert own.step_time_s == fp32_state.step_time_s
+    assert {r.precision for r in D.runs() if r.source != "nemo_nemotron4_340b"} == {"bf16_mixed"}
+
+
 def test_a_fold_never_fits_on_the_source_it_predicts(monkeypatch):
     seen: list[set] = []
     monkeypatch.setattr(P, "fit", lambda ks: seen.append({D.runs()[k].source for k in ks}) or (0.6, 2.0))
