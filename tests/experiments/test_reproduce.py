@@ -115,7 +115,7 @@ def test_reproduce_writes_figures_manifest_table_and_progress(fakes, tmp_path):
 
 
 def test_a_change_to_the_code_recomputes_the_stored_study(fakes, tmp_path, monkeypatch):
-    """A study's output is keyed by the code too (docs/running.md#results): after a change to rpd
+    """A study's output is keyed by the code too (docs/running.md#one-figure-or-all-of-them): after a change to rpd
     the same figure is computed again, never drawn from the old code's output."""
     from rpd.cli import figure as F
 
