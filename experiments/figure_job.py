@@ -4,8 +4,8 @@
 
     python -m experiments.figure_job -m plan=<results>/figure_jobs/<name>/<hash>/plan.json unit=0,3,7 launcher=joblib
 
-The study's Config is rebuilt from the plan at this commit and must hash to the plan's key (a job
-run by other code than planned it is refused). A stored unit is skipped; a failing one is stored
+The study's Config is rebuilt from the plan at this commit and must hash to the plan's key, which
+names the code too (``code_identity``): a job run by other code than planned it is refused. A stored unit is skipped; a failing one is stored
 with its error and the job ends normally, so the other jobs go on and the driver lists it.
 """
 
@@ -34,7 +34,9 @@ def run(plan_path: str | Path, index: int, *, force: bool = False) -> str:
     cfg = F.study_config(study, plan["size"], plan["overrides"])
     key = F.study_key(plan["study"], plan["size"], cfg, study.corpus_identity(cfg) if study.corpus_identity else None)
     if store.config_hash(key) != store.config_hash(plan["key"]):
-        raise ValueError(f"plan={plan_path}: this code's {plan['study']} config differs from the planned one")
+        raise ValueError(
+            f"plan={plan_path}: this job's {plan['study']} config or code (rpd, jax, numpy) differs from the planned one"
+        )
     specs = plan["units"]
     if not 0 <= index < len(specs):
         raise ValueError(f"unit must be in 0..{len(specs) - 1} ({plan_path}), got {index}")

@@ -87,6 +87,23 @@ def test_assembling_stored_units_equals_the_in_process_study(tmp_path):
         np.testing.assert_array_equal(out.arrays[k], ref.arrays[k])
 
 
+def test_a_job_of_other_code_than_planned_it_is_refused(tmp_path, monkeypatch):
+    """A plan's key names the code (``code_identity``): a job whose rpd differs from the code that
+    planned it refuses before computing, so no unit is stored under the wrong code."""
+    from experiments import figure_job
+
+    study = F.resolve("e3_nesterov")
+    cfg = F.study_config(study, "quick", {"N": 40, "H": [2, 5]})
+    key = F.study_key("e3_nesterov", "quick", cfg)
+    specs = U.of(study.module, study.run).units(cfg)
+    root = fanout.jobs_root(tmp_path, "e3_nesterov", key)
+    plan = fanout.write_plan(root, "e3_nesterov", "quick", {"N": 40, "H": [2, 5]}, key, specs)
+    monkeypatch.setattr(F, "code_identity", lambda: "another-code")
+    with pytest.raises(ValueError, match="config or code"):
+        figure_job.run(plan, 0)
+    assert [s.status for s in fanout.states(root, key, specs)] == ["missing"] * 3
+
+
 def _figure(name, root: Path, overrides=(), launcher=None, force=False):
     cfg = R.figure_config(
         name, "quick", force=force, results_root=str(root / "results"), out_dir=str(root / "out"), fanout=bool(launcher)
