@@ -61,6 +61,17 @@ def compose(overrides, name: str = "train"):
         return _hydra_compose(name, overrides=list(overrides))
 
 
+def resolved(cfg):
+    """The :class:`rpd.cli.specs.TrainSpec` that ``rpd.cli.train.run`` resolves ``cfg`` (a composed
+    config or a plain dict) into, taken where the job begins: nothing is stored or trained."""
+    from unittest import mock
+
+    from rpd.cli import train
+
+    with mock.patch.object(train, "_job", lambda ts, job: ts):
+        return train.run(cfg)
+
+
 def registered(register, table: dict, name: str):
     """A fixture that calls the test file's ``register()`` for one test and takes ``name`` out of
     ``table`` (the registry it went into) after it."""

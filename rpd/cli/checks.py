@@ -32,12 +32,12 @@ from rpd.cli.config import (
     _value,
 )
 from rpd.cli.objectives import user_factory
-from rpd.cli.specs import objective_blocks, optimizer_of, outer_optimizer_of, run_spec
+from rpd.cli.specs import objective_blocks, optimizer_of, run_spec
 from rpd.io.tracking import MODES
 from rpd.objectives.entries import linear_memory
 from rpd.objectives.entry import Memory, readers, structured
 from rpd.runtime import budget
-from rpd.train import diloco, optimizers
+from rpd.train import optimizers
 from rpd.validation import check_choice, check_int, check_real, nearest, required
 
 
@@ -100,7 +100,7 @@ def memory_terms(cfg, objective=None, spec: registry.RunSpec | None = None) -> l
     p = spec.pipeline.params
     G, S = len(gammas(cfg.method)), int(s.S)
     user = user_factory(o) is not None
-    entry = objectives.entry_of(_value(o.name))
+    entry = objectives.OBJECTIVES[_value(o.name)]  # checked: a registered name
     if user and objective is not None:  # the arrays it holds
         nbytes = sum(int(getattr(x, "nbytes", 0)) for x in jax.tree_util.tree_leaves(objective.data))
         size = Memory(
@@ -223,22 +223,14 @@ def _check_values(cfg) -> registry.RunSpec:
             f"optimizer={opt['name']} needs weight matrices in their shapes; objective "
             f"{_value(cfg.objective.name)} is one flat vector (use {' or '.join(structured())})"
         )
-    outer, inner_state = outer_optimizer_of(cfg), _value(getattr(cfg, "inner_state", "keep"))
-    if _value(m.name) not in ("localsgd", "pipeline") and (
-        diloco.resolve_outer(outer) is not None or inner_state != "keep"
-    ):
-        what = (
-            f"outer_optimizer={outer['name']}"
-            if outer is not None and diloco.resolve_outer(outer)
-            else f"inner_state={inner_state}"
-        )
-        raise ValueError(f"{what}: applies to method=localsgd (DiLoCo) only, not to method={_value(m.name)}")
     if cfg.logger.mode is not None:  # fail before the job, not when logging after it
         check_choice("logger.mode", cfg.logger.mode, MODES)
     check_real("logger.init_timeout", cfg.logger.init_timeout)
     if getattr(cfg, "compare_T", None) is not None:
         check_int("compare_T", cfg.compare_T)
-    spec = run_spec(cfg)  # the schedule, its costs and the method's options, through rpd.registry
+    # the schedule, its costs and the method's options, through rpd.registry (which refuses DiLoCo's
+    # options for a method without replicas)
+    spec = run_spec(cfg)
 
     name = check_choice("objective.name", _value(o.name), list(objectives.OBJECTIVES))
     check_int("objective.batch_size", o.batch_size)

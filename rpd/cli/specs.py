@@ -2,21 +2,61 @@
 (:mod:`rpd.cli.config`) with errors naming the dotted field: the schedule, its costs and the
 method's options through ``rpd.registry`` (:func:`run_spec`), the cost model (:func:`cost_model`),
 the optimizer nodes (:func:`optimizer_of`, :func:`outer_optimizer_of`), the objective's block
-count (:func:`objective_blocks`), and a config node as a plain dict (:func:`to_container`). The
-value checks that run before any of this are :mod:`rpd.cli.checks`."""
+count (:func:`objective_blocks`), and a config node as a plain dict (:func:`to_container`); and
+:class:`TrainSpec`, one training job resolved from its config, the only thing the job's steps
+read (``rpd.cli.train.run`` builds it). The value checks that run before any of this are
+:mod:`rpd.cli.checks`."""
 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from rpd import registry
+from rpd import objectives, registry
 from rpd.analysis import simtime
 from rpd.cli import schedule_config
-from rpd.cli.config import _value
+from rpd.cli.config import LoggerConfig, ObjectiveConfig, _value
 from rpd.schedules.machinery.costs import CostModel, HostLink
 from rpd.validation import check_choice, check_int, check_real
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainSpec:
+    """One training job, resolved once from its config by ``rpd.cli.train.run`` and passed to
+    every step below it (the store, the training, the γ selection, the table row, wandb): the
+    config stops there. Plain, checked values; each field says where it came from."""
+
+    run: registry.RunSpec  # method, schedule (its parameters and costs) and options (run_spec)
+    objective: ObjectiveConfig  # objective.*, typed: its entry builds it (rpd.cli.objectives)
+    user_objective: objectives.Objective | None  # objective._target_'s, built: it keys the run
+    gammas: tuple[float, ...]  # method.gammas, or 2^method.gamma_lo .. 2^method.gamma_hi
+    seeds: tuple[int, ...]  # method.seeds
+    selector: str  # method.selector (rpd.analysis.tuning)
+    tail_frac: float  # method.tail_frac
+    compare_T: int | None  # protocol (i): the simulated time every curve is cut at ...
+    cut: str  # ... by schedule.cut (end | authors)
+    T_rule: str | None  # how a sweep chose compare_T
+    compare: str  # equal_time | equal_n
+    costs_label: str  # costs.*, as a table shows them (rpd.cli.train.costs_label)
+    results_root: Path
+    force: bool
+    reuse_other_code: bool  # a run stored by other code is reused (its key's code is "any")
+    experiment: str  # experiment_name (wandb's group)
+    logger: LoggerConfig  # logger.*, typed (rpd.cli.wandb_log)
+    config: dict  # the whole config as plain values: the store key is cut from it; wandb's run config
+
+    @property
+    def entry(self) -> objectives.ObjectiveEntry:
+        """The objective's entry (its metric, γ thresholds, store key): a user's by the name of
+        the objective it built (a plain entry for a name rpd does not know)."""
+        return objectives.entry_of(self.user_objective.name if self.user_objective else self.objective.name)
+
+    @property
+    def blocks(self) -> int:
+        """The objective's block count (:func:`objective_blocks`)."""
+        return objective_blocks(self.run)
 
 
 def cost_model(c) -> CostModel:

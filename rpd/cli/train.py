@@ -1,12 +1,14 @@
 """One training job (``python -m experiments.train``, docs/running.md): an (objective, method,
 schedule) cell with its whole γ grid vmapped.
 
-``run(cfg)`` is the whole job (tests call it directly): validate the config, skip if the results
-store already holds this exact run, build the objective, run the method on its schedule and
-costs for every γ of the grid (``rpd.registry``: one compiled, vmapped scan per seed; this module
-never dispatches on a method or schedule name), select γ (``rpd.analysis.tuning``), save
-config / curves / summary / status atomically under ``<results_root>/train/<config hash>``
-(``rpd.io.store``), and log the curves against ``sim_time`` and ``block_update``.
+``run(cfg)`` is the whole job (tests call it directly): type and check the config and resolve
+it once into a :class:`~rpd.cli.specs.TrainSpec` (the config stops there; every step below reads
+that record), skip if the results store already holds this exact run, build the objective, run
+the method on its schedule and costs for every γ of the grid (``rpd.registry``: one compiled,
+vmapped scan per seed; this module never dispatches on a method or schedule name), select γ
+(``rpd.analysis.tuning``), save config / curves / summary / status atomically under
+``<results_root>/train/<config hash>`` (``rpd.io.store``), and log the curves against
+``sim_time`` and ``block_update``.
 A γ that diverges (``rpd.results.diverged``: NaN/inf or a finite blow-up) is recorded and never
 selected (``diverged`` flags, ``n_diverged``; status "diverged" only when all did); an
 exception is recorded as status "failed" and, in a multirun, does not stop the other jobs.
@@ -14,6 +16,7 @@ exception is recorded as status "failed" and, in a multirun, does not stop the o
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import math
@@ -21,11 +24,12 @@ import time
 import traceback
 import warnings
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
+from omegaconf import OmegaConf
 
-from rpd import objectives, registry
+from rpd import registry
 from rpd.analysis import simtime, tuning
 from rpd.cli import checks, specs, wandb_log
 from rpd.cli import config as C
@@ -56,29 +60,24 @@ def _v(x):
     return C._value(x)
 
 
-def run_config(cfg, obj=None, spec: registry.RunSpec | None = None) -> dict:
-    """The resolved config that identifies a run (its results-store key and config.json):
-    objective, method, schedule and costs, with what the run does not read set to null and the
-    defaults it resolves filled in (``spec``, the run's ``rpd.registry.prepare``; resolved here
-    when None), so e.g. ``schedule.H`` does not split PD runs. The objective's part is its
-    entry's (``rpd.objectives.ObjectiveEntry.store_key``: the fields it reads and its identity,
-    e.g. the SHA-256 of the LM's text). A user's objective (``objective._target_``) is keyed by
-    its import path, the arguments it is called with and the built objective's own name and
-    sizes (``obj``, built here when None; ``rpd.cli.objectives.identity``). Logger, paths
-    and the experiment name are left out."""
-    spec = spec or specs.run_spec(cfg)
-    full = specs.to_container(cfg)
-    key = {k: full[k] for k in ("objective", "method", "schedule", "costs")}
-    o, m = key["objective"], key["method"]
+def run_config(ts: specs.TrainSpec) -> dict:
+    """The resolved config that identifies a run (its results-store key and config.json), cut
+    from the resolved job ``ts``: objective, method, schedule and costs, with what the run does
+    not read set to null and the defaults it resolves filled in (``ts.run``, the run's
+    ``rpd.registry.prepare``), so e.g. ``schedule.H`` does not split PD runs. The objective's part
+    is its entry's (``rpd.objectives.ObjectiveEntry.store_key``: the fields it reads and its
+    identity, e.g. the SHA-256 of the LM's text). A user's objective (``objective._target_``) is
+    keyed by its import path, the arguments it is called with and the built objective's own name
+    and sizes (``rpd.cli.objectives.identity``). Logger, paths and the experiment name are left out."""
+    key = copy.deepcopy({k: ts.config[k] for k in ("objective", "method", "schedule", "costs")})
+    o, m, spec = key["objective"], key["method"], ts.run
     o.pop("args", None)
-    if o.get("_target_"):
-        if obj is None:
-            obj = objective_of.build_objective(cfg.objective, specs.objective_blocks(spec))
-        key["objective"] = objective_of.identity(cfg.objective, obj)
+    if ts.user_objective is not None:
+        key["objective"] = objective_of.identity(ts.objective, ts.user_objective)
     else:
-        key["objective"] = objectives.entry_of(o["name"]).store_key(o)
+        key["objective"] = ts.entry.store_key(o)
     if m["gammas"] is None:
-        m["gammas"] = checks.gammas(cfg.method)
+        m["gammas"] = list(ts.gammas)
     m.pop("gamma_lo"), m.pop("gamma_hi")
     m.update(dataclasses.asdict(spec.options))
     params = dataclasses.asdict(spec.pipeline.params)
@@ -86,9 +85,9 @@ def run_config(cfg, obj=None, spec: registry.RunSpec | None = None) -> dict:
         del params["local_steps"]
     own = dict(params.pop("params"))  # the schedule's own parameters, beside the shared fields
     key["schedule"] = dict(name=spec.pipeline.name, **params, **own)
-    if cfg.compare_T is not None:  # the curves are cut there: another result
-        key["compare_T"] = {"T": int(cfg.compare_T), "cut": cfg.schedule.cut or "end"}
-    key["code"] = "any" if cfg.reuse_other_code else provenance.code_identity()
+    if ts.compare_T is not None:  # the curves are cut there: another result
+        key["compare_T"] = {"T": ts.compare_T, "cut": ts.cut}
+    key["code"] = "any" if ts.reuse_other_code else provenance.code_identity()
     key["format"] = STORE_FORMAT  # how curves are stored: runs of another format are recomputed
     return key
 
@@ -118,23 +117,20 @@ def _stack(arrays: list) -> np.ndarray | None:
     return None
 
 
-def train(cfg, spec: registry.RunSpec, obj=None) -> tuple[dict, dict, str]:
-    """The computation of one job (no I/O): curves, summary and status ("ok" / "diverged").
-    ``spec``: the run, resolved once (``rpd.cli.checks.validate``); ``obj``: the objective
-    when already built (a user's, for its key), else built here."""
+def train(ts: specs.TrainSpec) -> tuple[dict, dict, str]:
+    """The computation of one job (no I/O): curves, summary and status ("ok" / "diverged"), all
+    read off the resolved job ``ts`` (its objective built here unless a user's, built to key it)."""
     t0 = time.perf_counter()
-    grid = checks.gammas(cfg.method)
-    if obj is None:
-        obj = objective_of.build_objective(cfg.objective, specs.objective_blocks(spec))
-    entry = objectives.entry_of(obj.name)  # its metric and γ thresholds
+    spec, grid, entry = ts.run, list(ts.gammas), ts.entry
+    obj = ts.user_objective or objective_of.build_objective(ts.objective, ts.blocks)
     results, sim_time, block_update, extra = [], None, None, {}
-    if cfg.compare_T is not None and spec.pipeline.timeline(obj).T < cfg.compare_T:
+    if ts.compare_T is not None and spec.pipeline.timeline(obj).T < ts.compare_T:
         raise ValueError(
-            f"compare_T={cfg.compare_T} is beyond this row's timeline "
-            f"({spec.pipeline.timeline(obj).T} ticks for schedule.N={cfg.schedule.N}): raise schedule.N"
+            f"compare_T={ts.compare_T} is beyond this row's timeline "
+            f"({spec.pipeline.timeline(obj).T} ticks for schedule.N={spec.pipeline.params.N}): raise schedule.N"
         )
-    for seed in cfg.method.seeds:
-        out = registry.run(spec, obj, grid, int(seed))
+    for seed in ts.seeds:
+        out = registry.run(spec, obj, grid, seed)
         results.append(out.result)
         sim_time, block_update, extra = out.sim_time, out.block_update, out.extra
     events = {}
@@ -146,8 +142,8 @@ def train(cfg, spec: registry.RunSpec, obj=None) -> tuple[dict, dict, str]:
         results = [simtime.on_clock(r, spec.pipeline.timeline(obj)) for r in results]
         block_update = value_at(sim_time, np.asarray(block_update), results[0].axis)
         sim_time = results[0].axis
-    if cfg.compare_T is not None and sim_time is not None:  # protocol (i): every row cut at one T
-        keep = np.asarray(sim_time) <= simtime.last_time(cfg.compare_T, cfg.schedule.cut or "end")
+    if ts.compare_T is not None and sim_time is not None:  # protocol (i): every row cut at one T
+        keep = np.asarray(sim_time) <= simtime.last_time(ts.compare_T, ts.cut)
         results = [dataclasses.replace(r, axis=r.axis[keep], curve=r.curve[:, keep]) for r in results]
         sim_time, block_update = np.asarray(sim_time)[keep], np.asarray(block_update)[keep]
     metric = entry.metric.name
@@ -155,7 +151,7 @@ def train(cfg, spec: registry.RunSpec, obj=None) -> tuple[dict, dict, str]:
     curves: dict[str, Any] = {
         metric: curve,
         "gammas": np.asarray(grid),
-        "seeds": np.asarray(list(cfg.method.seeds), np.int64),
+        "seeds": np.asarray(ts.seeds, np.int64),
         "axis/block_update": np.asarray(block_update, np.int64),
         "diverged": np.stack([r.diverged for r in results]),
     }
@@ -174,24 +170,25 @@ def train(cfg, spec: registry.RunSpec, obj=None) -> tuple[dict, dict, str]:
     sel = tuning.select_gamma(
         np.where(diverged[:, None], np.nan, mean),
         grid,
-        rule=_v(cfg.method.selector),
-        tail_frac=cfg.method.tail_frac,
+        rule=ts.selector,
+        tail_frac=ts.tail_frac,
         thresholds=tuning.LM if entry.is_lm else tuning.DEFAULT,
     )
     status = "diverged" if diverged.all() else "ok"
     final = mean[:, -1]
     head, dirty = provenance.git_state()
+    unit = spec.pipeline.costs.unit if spec.pipeline.costs is not None else "tick"
     assert block_update is not None  # every run reports its block updates (rpd.registry.run)
     summary = {
-        "method": _v(cfg.method.name),
+        "method": spec.method,
         "objective": obj.name,
-        "costs": costs_label(cfg.costs),
-        "S": int(cfg.schedule.S),
-        "T_rule": cfg.T_rule if cfg.compare_T is not None else None,
+        "costs": ts.costs_label,
+        "S": int(spec.pipeline.params.S),
+        "T_rule": ts.T_rule if ts.compare_T is not None else None,
         "updates": int(block_update[-1]),  # block updates by T (N: the microbatches run in all)
         # of T and the curves' axis: the costs' unit (costs.unit: tick, ns, us, ms, s)
-        "time_unit": _v(cfg.costs.unit) if sim_time is not None else "block_update",
-        "compare": _v(cfg.compare),
+        "time_unit": unit if sim_time is not None else "block_update",
+        "compare": ts.compare,
         "git_commit": head,
         "git_dirty": dirty,
         "metric": metric,
@@ -223,7 +220,7 @@ def train(cfg, spec: registry.RunSpec, obj=None) -> tuple[dict, dict, str]:
         "makespan": extra.get("T"),
         "schedule": schedule_label(spec.pipeline),
         "T": next(
-            (int(x) for x in (cfg.compare_T, cfg.schedule.T) if x is not None),
+            (int(x) for x in (ts.compare_T, spec.pipeline.params.T) if x is not None),
             int(sim_time[-1]) if sim_time is not None else None,
         ),
     }
@@ -272,17 +269,17 @@ def _is_pow2(g: float) -> bool:
     return g > 0 and math.frexp(g)[0] == 0.5
 
 
-def _track(cfg, out: TrainOutcome, job: Job) -> TrainOutcome:
+def _track(ts: specs.TrainSpec, out: TrainOutcome, job: Job) -> TrainOutcome:
     """With ``logger=wandb``: log the stored run (fresh or skipped: a stored run is logged
     without recomputing it, ``rpd.cli.wandb_log``) and return it with its summary as stored
     now (holding ``wandb_id``). A wandb failure only warns: the run is already saved."""
-    if _v(cfg.logger.kind) != "wandb" or out.status == "failed":
+    if _v(ts.logger.kind) != "wandb" or out.status == "failed":
         return out
 
     if out.skipped:
         log.info("logging the stored run %s to wandb (not recomputed)", out.path)
     try:
-        if wandb_log.log_train_run(cfg, out.path, job) is not None:
+        if wandb_log.log_train_run(ts, out.path, job) is not None:
             out = out._replace(summary=store.load_run(out.path).summary)
     except Exception as exc:  # tracking never fails a run that is already saved
         warnings.warn(f"logging the run to wandb failed: {exc!r}", RuntimeWarning, stacklevel=2)
@@ -291,42 +288,73 @@ def _track(cfg, out: TrainOutcome, job: Job) -> TrainOutcome:
 
 def run(cfg, job: Job = NONE) -> TrainOutcome:
     """The whole job. ``cfg``: a composed DictConfig, a ``TrainConfig`` or a plain dict; ``job``:
-    the hydra job it runs in (``experiments.job.current``; wandb logs under its directory)."""
+    the hydra job it runs in (``experiments.job.current``; wandb logs under its directory).
 
+    The config is typed, checked (one ValueError / TypeError naming the field, before any work)
+    and resolved here, once, into a :class:`~rpd.cli.specs.TrainSpec`: the config stops here,
+    every step below reads that. A user's objective (``objective._target_``) is built here: its
+    name and sizes key the run, and its memory is estimated from them."""
     if isinstance(cfg, dict) and isinstance(cfg.get("objective"), dict) and cfg["objective"].get("_target_"):
         o = cfg["objective"]  # a user's objective from a plain dict: called with the keys given
         if o.get("args") is None:
             cfg = {**cfg, "objective": {**o, "args": sorted(set(o) - {"_target_", "options", "args"})}}
     cfg = checks.typed(cfg, C.TrainConfig)
-    spec = checks.validate(cfg)  # the run resolved once, passed to every step below
+    spec = checks.validate(cfg)  # the run (method, schedule, options, costs), resolved once
     if _v(cfg.logger.kind) == "wandb":  # a missing optional extra fails before the work
         tracking.require_wandb()
-    writable = store.check_root(cfg.results_root)
     user_obj = None
-    if objective_of.user_factory(cfg.objective) is not None:  # its name and sizes key the run
+    if objective_of.user_factory(cfg.objective) is not None:
         user_obj = objective_of.build_objective(cfg.objective, specs.objective_blocks(spec))
         checks.check_memory(cfg, user_obj, spec)  # estimated from the sizes it built
-    key = run_config(cfg, user_obj, spec)
-    path = store.run_dir(Path(cfg.results_root) / "train", key)
+    m = cfg.method
+    ts = specs.TrainSpec(
+        run=spec,
+        objective=cast(C.ObjectiveConfig, OmegaConf.to_object(cfg.objective)),
+        user_objective=user_obj,
+        gammas=tuple(checks.gammas(m)),
+        seeds=tuple(int(seed) for seed in m.seeds),
+        selector=_v(m.selector),
+        tail_frac=float(m.tail_frac),
+        compare_T=None if cfg.compare_T is None else int(cfg.compare_T),
+        cut=cfg.schedule.cut or "end",
+        T_rule=cfg.T_rule,
+        compare=_v(cfg.compare),
+        costs_label=costs_label(cfg.costs),
+        results_root=Path(cfg.results_root),
+        force=bool(cfg.force),
+        reuse_other_code=bool(cfg.reuse_other_code),
+        experiment=cfg.experiment_name,
+        logger=cast(C.LoggerConfig, OmegaConf.to_object(cfg.logger)),  # omegaconf's stubs: a union
+        config=specs.to_container(cfg),
+    )
+    return _job(ts, job)
+
+
+def _job(ts: specs.TrainSpec, job: Job) -> TrainOutcome:
+    """The resolved job ``ts``: reused from the store when complete there (a read-only store's
+    runs are read), else trained, saved and logged."""
+    writable = store.check_root(ts.results_root)
+    key = run_config(ts)
+    path = store.run_dir(ts.results_root / "train", key)
     if not writable:  # a read-only store: its complete runs are reused (reads only, no lock)
-        if cfg.force or not store.should_skip(path, key):
+        if ts.force or not store.should_skip(path, key):
             raise ValueError(
-                f"results_root={cfg.results_root} is read-only and holds no complete run of "
-                f"this config{' (force=true)' if cfg.force else ''}: give a writable results_root"
+                f"results_root={ts.results_root} is read-only and holds no complete run of "
+                f"this config{' (force=true)' if ts.force else ''}: give a writable results_root"
             )
         done = store.load_run(path)
         log.info("skip: %s is complete (%s; read-only store, not locked)", path, done.status)
-        return _track(cfg, TrainOutcome(path, done.status, True, done.summary, done.curves, done.error), job)
+        return _track(ts, TrainOutcome(path, done.status, True, done.summary, done.curves, done.error), job)
     # One writer per key: a second process (an identical sweep, a joblib worker) waits here,
     # then finds the run complete and reuses it. Ctrl-C (KeyboardInterrupt) is no Exception:
     # nothing is stored, the run directory stays incomplete and a rerun computes it.
     with store.run_lock(path, wait_message=f"waiting: another process is computing {path}"):
-        if not cfg.force and store.should_skip(path, key):
+        if not ts.force and store.should_skip(path, key):
             done = store.load_run(path)
             log.info("skip: %s is complete (%s)", path, done.status)
-            return _track(cfg, TrainOutcome(path, done.status, True, done.summary, done.curves, done.error), job)
+            return _track(ts, TrainOutcome(path, done.status, True, done.summary, done.curves, done.error), job)
         try:
-            curves, summary, status = train(cfg, spec, user_obj)
+            curves, summary, status = train(ts)
             store.save_run(path, key, curves, summary, status=status)
         except Exception as exc:  # recorded, never kills a sweep; the caller decides the exit code
             log.error("run failed, recorded in %s:\n%s", path, traceback.format_exc())
@@ -346,4 +374,4 @@ def run(cfg, job: Job = NONE) -> TrainOutcome:
         _at_time(summary),
         path,
     )
-    return _track(cfg, TrainOutcome(path, saved.status, False, saved.summary, saved.curves), job)
+    return _track(ts, TrainOutcome(path, saved.status, False, saved.summary, saved.curves), job)

@@ -113,7 +113,7 @@ def _provenance() -> dict:
 
 
 def _logger(
-    cfg,
+    lg,
     *,
     experiment: str,
     name: str,
@@ -125,8 +125,7 @@ def _logger(
     job_type: str,
     job: Job,
 ):
-
-    lg = cfg.logger
+    """The wandb logger of the logger settings ``lg`` (``logger.*``) for one run."""
     return tracking.WandbLogger(
         project=lg.project,
         experiment=experiment,
@@ -236,24 +235,25 @@ def curves_figure(curves: Mapping, summary: Mapping):
     return fig
 
 
-def log_train_run(cfg, path: str | Path, job: Job = NONE) -> str | None:
-    """Log the stored train run at ``path`` (complete, ok or diverged) to wandb and write its
-    wandb id into the stored summary; returns the id (None when wandb could not log). ``job``:
-    the hydra job it ran in (its output directory, its ``costs`` choice)."""
+def log_train_run(ts: specs.TrainSpec, path: str | Path, job: Job = NONE) -> str | None:
+    """Log the stored train run at ``path`` (complete, ok or diverged) of the resolved job ``ts``
+    (its logger settings, experiment and config) to wandb and write its wandb id into the stored
+    summary; returns the id (None when wandb could not log). ``job``: the hydra job it ran in
+    (its output directory, its ``costs`` choice)."""
 
     path = Path(path)
     run = store.load_run(path)
     key, summary, curves = run.config, run.summary, run.curves
-    meta = sweep_meta(cfg.experiment_name, key, job.choices.get("costs"))
+    meta = sweep_meta(ts.experiment, key, job.choices.get("costs"))
     config = {
-        **specs.to_container(cfg),
+        **ts.config,
         **key,
         "results": {"hash": path.name, "path": str(path.resolve()), "status": run.status},
         "provenance": _provenance(),
     }
     logger = _logger(
-        cfg,
-        experiment=cfg.experiment_name,
+        ts.logger,
+        experiment=ts.experiment,
         name=run_name(meta),
         meta=meta,
         tags=sweep_tags(meta),
@@ -326,7 +326,7 @@ def log_figure(cfg, out, job: Job = NONE) -> str | None:
         "provenance": _provenance(),
     }
     logger = _logger(
-        cfg,
+        cfg.logger,
         experiment=out.name,
         name=name,
         meta=meta,

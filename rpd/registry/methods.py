@@ -302,6 +302,17 @@ def schedule_of(method: str, schedule: str | None) -> str | None:
     return (entry.schedules or (entry.default_schedule,))[0]
 
 
+def _check_diloco_read(entry: MethodEntry, o: MethodOptions) -> None:
+    """DiLoCo's options (an outer optimizer other than plain averaging, an inner state other than
+    keep) are refused for a method that does not read them, not dropped like its other options."""
+    if "outer_optimizer" in entry.options:
+        return
+    outer, inner_state = diloco.resolve_outer(o.outer_optimizer), o.inner_state or "keep"
+    if outer is not None or inner_state != "keep":
+        what = f"outer_optimizer={outer.name}" if outer is not None else f"inner_state={inner_state}"
+        raise ValueError(f"{what}: applies to method=localsgd (DiLoCo) only, not to method={entry.name}")
+
+
 def prepare(
     method: str,
     schedule: str | None,
@@ -318,6 +329,7 @@ def prepare(
     defaults are filled in and what the run does not read is None."""
     check_choice(f"{method_prefix}name", method, METHODS)
     entry = METHODS[method]
+    _check_diloco_read(entry, options)
     name = schedule if schedule is not None else (entry.schedules or (entry.default_schedule,))[0]
     schedule_entry = _entry_of(name, schedule_prefix)
     if entry.schedules is not None and name not in entry.schedules:

@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 import pytest
-from hydra_helpers import CONFIGS, ROOT, TINY_LINEAR, TINY_LM, multirun
+from hydra_helpers import CONFIGS, ROOT, TINY_LINEAR, TINY_LM, multirun, resolved
 from hydra_helpers import compose as _compose
 
 from rpd import studies
@@ -222,7 +222,7 @@ def test_failed_run_is_recorded_and_rerun(tmp_path, monkeypatch):
     assert out.status == "failed" and "objective exploded" in out.error
     saved = store.load_run(out.path)
     assert saved.status == "failed" and saved.error == "RuntimeError: objective exploded"
-    assert saved.config == train.run_config(cfg)
+    assert saved.config == train.run_config(resolved(cfg))
     monkeypatch.undo()
     again = train.run(cfg)  # failed runs are not skipped
     assert not again.skipped and again.status == "ok"
@@ -310,14 +310,14 @@ def test_lm_results_are_keyed_by_their_text(tmp_path, text_file):
     import hashlib
 
     cfg = _compose(["objective=nanochat", f"objective.text_path={text_file}", *TINY_LM])
-    key = train.run_config(cfg)
+    key = train.run_config(resolved(cfg))
     assert key["objective"]["text_sha256"] == hashlib.sha256(text_file.read_bytes()).hexdigest()
     original = text_file.read_text()
     text_file.write_text(original.replace("fox", "cat"))
-    assert store.run_dir(tmp_path, train.run_config(cfg)) != store.run_dir(tmp_path, key)
+    assert store.run_dir(tmp_path, train.run_config(resolved(cfg))) != store.run_dir(tmp_path, key)
     text_file.write_text(original)
-    assert train.run_config(cfg) == key
-    assert "text_sha256" not in train.run_config(_compose(TINY_LINEAR))["objective"]
+    assert train.run_config(resolved(cfg)) == key
+    assert "text_sha256" not in train.run_config(resolved(_compose(TINY_LINEAR)))["objective"]
 
     e5 = F.resolve("e5_nanochat")
     e5_cfg = F.study_config(e5, "quick", {"text_path": str(text_file)})
@@ -404,7 +404,7 @@ def test_mlp_chain_and_a_users_objective_from_the_command_line(tmp_path, monkeyp
         )
     )
     assert mlp.status == "ok" and mlp.summary["objective"] == "mlp_chain"
-    assert train.run_config(_compose(["objective=mlp_chain"]))["objective"]["d"] is None
+    assert train.run_config(resolved(_compose(["objective=mlp_chain"])))["objective"]["d"] is None
 
     (tmp_path / "user_objective.py").write_text(
         "from rpd import objectives\n"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hydra_helpers import compose
+from hydra_helpers import compose, resolved
 
 pytest.importorskip("wandb")
 
@@ -131,15 +131,15 @@ def test_table_image_and_artifact_are_in_the_offline_run(logged):
 
 
 def test_run_names_and_tags_from_the_key():
-    rpd_key = train.run_config(_compose(["method=rpd", "experiment_name=e1"]))
+    rpd_key = train.run_config(resolved(_compose(["method=rpd", "experiment_name=e1"])))
     meta = wandb_log.sweep_meta("e1", rpd_key)
     assert wandb_log.run_name(meta) == "e1/rpd/S8/delta60/N400"
     assert {"rpd", "S8", "delta60", "N400"} <= set(wandb_log.sweep_tags(meta))
-    pipe = wandb_log.sweep_meta("x", train.run_config(_compose(["method=pipeline", "schedule=gpipe"])))
+    pipe = wandb_log.sweep_meta("x", train.run_config(resolved(_compose(["method=pipeline", "schedule=gpipe"]))))
     assert wandb_log.run_name(pipe) == "x/pipeline/gpipe/S8/M8/N400"
-    fixed = wandb_log.sweep_meta("x", train.run_config(_compose(["schedule=fixed_time"])))
+    fixed = wandb_log.sweep_meta("x", train.run_config(resolved(_compose(["schedule=fixed_time"]))))
     assert fixed["N"] is None and wandb_log.run_name(fixed) == f"x/pd/S8/T{fixed['T']}"
-    pd3 = wandb_log.sweep_meta("e3_nesterov", train.run_config(_compose(["experiment=e3_nesterov"])))
+    pd3 = wandb_log.sweep_meta("e3_nesterov", train.run_config(resolved(_compose(["experiment=e3_nesterov"]))))
     assert wandb_log.run_name(pd3) == "e3_nesterov/pd/S16/N600"
 
 

@@ -15,7 +15,7 @@ import re
 
 import numpy as np
 import pytest
-from hydra_helpers import ROOT, TINY_LINEAR, compose, registered, run_registered, sweep_losses
+from hydra_helpers import ROOT, TINY_LINEAR, compose, registered, resolved, run_registered, sweep_losses
 
 from experiments import compose_check
 from rpd import objectives
@@ -65,10 +65,10 @@ def test_toy_is_checked_and_keyed_from_its_entry(toy_registered):
     LM's sizes); its own check refuses, naming the field; an unregistered name is refused in
     one line that lists the registered ones, the toy's included."""
     cfg = checks.typed(compose([*TINY_LINEAR, f"objective.name={NAME}"]))
-    key = train.run_config(cfg)["objective"]
+    key = train.run_config(resolved(cfg))["objective"]
     assert (key["name"], key["n"], key["d"], key["batch_size"]) == (NAME, 32, 12, 4)
     assert key["rotate"] is key["align"] is key["mu"] is key["width"] is key["text_path"] is None
-    plain = train.run_config(checks.typed(compose(TINY_LINEAR)))["objective"]
+    plain = train.run_config(resolved(checks.typed(compose(TINY_LINEAR))))["objective"]
     assert plain["rotate"] is False and plain["name"] == "random_quadratic"
     with pytest.raises(ValueError, match=rf"^objective\.d must be >= 2 \* schedule\.S for {NAME}, got d=4, S=3$"):
         checks.validate(checks.typed(compose([*TINY_LINEAR, f"objective.name={NAME}", "objective.d=4"])))
@@ -155,7 +155,7 @@ def test_the_docs_objective_registers_as_written():
         exec(compile(code, "docs/architecture.md#adding-an-objective", "exec"), {})
         cfg = checks.typed(compose([*TINY_LINEAR, "objective.name=renamed"]))
         checks.validate(cfg)
-        assert train.run_config(cfg)["objective"]["rotate"] is None
+        assert train.run_config(resolved(cfg))["objective"]["rotate"] is None
         obj = objectives.OBJECTIVES["renamed"].build(cfg.objective, 3)
         assert obj.name == "renamed" and obj.D == 12
     finally:

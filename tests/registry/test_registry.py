@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hydra_helpers import compose
+from hydra_helpers import compose, resolved
 
 from rpd import objectives, registry, schedules
 from rpd.analysis import simtime
@@ -149,7 +149,7 @@ def test_the_run_key_holds_what_the_run_reads():
     its own parameters beside the shared fields, and none of another schedule's."""
 
     def key(*overrides):
-        return train.run_config(_compose(overrides))
+        return train.run_config(resolved(_compose(overrides)))
 
     assert key("costs=unit") != key("costs=b2f")
     assert key("method=pipeline", "schedule=gpipe") == key("method=pipeline", "schedule=gpipe", "schedule.M=8")

@@ -125,7 +125,7 @@ def test_pipeline_method_runs_local_steps_and_diloco():
     registry; DiLoCo's options are accepted with D > 1 and refused with D = 1."""
     from rpd.cli import specs
     from rpd.cli.train import run_config
-    from tests.hydra_helpers import TINY_LINEAR, compose
+    from tests.hydra_helpers import TINY_LINEAR, compose, resolved
 
     base = TINY_LINEAR + ["method=pipeline", "schedule=1f1b", "schedule.M=2", "schedule.D=2"]
     spec = specs.run_spec(compose(base + ["schedule.local_steps=2", "optimizer=adam", "outer_optimizer=nesterov"]))
@@ -135,7 +135,7 @@ def test_pipeline_method_runs_local_steps_and_diloco():
     tl = spec.pipeline.timeline(obj)
     assert out.result.axis[-1] == tl.T and out.extra["R"] == 2 and out.extra["H"] == 2
     assert out.block_update[-1] == out.extra["K"] == (8 // 2) * 3  # flushes × blocks
-    keys = [run_config(compose(base + [f"schedule.local_steps={h}"]))["schedule"] for h in (1, 2)]
+    keys = [run_config(resolved(compose(base + [f"schedule.local_steps={h}"])))["schedule"] for h in (1, 2)]
     assert "local_steps" not in keys[0] and keys[1]["local_steps"] == 2  # H = 1: the key runs had before
     with pytest.raises(ValueError, match="^outer_optimizer=nesterov: applies to LocalSGD"):
         specs.run_spec(
