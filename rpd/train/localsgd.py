@@ -37,7 +37,7 @@ from rpd.results import EVENTS, Result, time_unit
 from rpd.runtime.programs import Program
 from rpd.schedules import Timeline
 from rpd.train import diloco, optimizers, semantics_parallel
-from rpd.train.rounds import clock_resolution, round_events, round_plan, round_shape  # noqa: F401
+from rpd.train.rounds import clock_resolution, flat_rounds, round_events, round_plan, round_shape  # noqa: F401
 from rpd.validation import check_gammas, check_int
 
 AXIS = "replica"
@@ -53,13 +53,15 @@ def replica_mesh(R: int, devices=None) -> Mesh:
 def _round_runner(
     obj: Objective,
     R: int,
-    T_round: int,
+    T_pad: int,
+    E_pad: int,
     track_time: bool,
     noisy: bool,
     optimizer: optimizers.Optimizer | None = None,
     outer: diloco.Outer | None = None,
     inner_state: str = "keep",
     n_micro: int = 1,
+    n_dev: int = 1,
 ):
     seg = obj.layout.segment_ids  # a NumPy index: a constant of the traced program
     D = obj.D
@@ -78,14 +80,16 @@ def _round_runner(
         inner_update = jax.vmap(lambda st, g, x: optimizers.update_blocks(optimizer, st, g, x, obj.layout))
     varying = lambda tree: jax.tree.map(lambda leaf: jax.lax.pcast(leaf, AXIS, to="varying"), tree)
 
-    def run(consts, data, batch, valid, t_rel, mb, gamma, key):
-        # Shapes inside shard_map: batch/valid/mb [Q, H, R_loc], t_rel [Q, H, R_loc, S].
-        R_loc = batch.shape[2]
+    def run(consts, data, batch, valid, t_rel, mb, rounds, gamma, key):
+        # Shapes inside shard_map: batch/valid/mb [steps, R_loc], t_rel [steps, R_loc, S]; the
+        # loops run H and Q (numbers, not shapes) and n_ev[q] events, never the padding.
+        R_loc = batch.shape[1]
         replicas = lambda x: jnp.broadcast_to(x, (R_loc, D))
+        H = rounds["H"]
 
-        def local_step(carry, inp):
-            X, buf, st = carry
-            b, ok, t, m = inp
+        def local_step(i, carry):
+            X, buf, st, losses = carry
+            b, ok, t, m = batch[i], valid[i], t_rel[i], mb[i]
             loss, g = grad(data, X, b)
             if noisy:
                 noise = jax.vmap(lambda m: jax.random.normal(jax.random.fold_in(key, m), (D,), obj.dtype))(m)
@@ -99,21 +103,19 @@ def _round_runner(
                 st = jax.tree.map(keep, new, st)
             if track_time:
                 buf = buf.at[t[:, seg], jnp.arange(D)[None, :]].add(step)
-            return (X + step, buf, st), jnp.where(ok, loss, jnp.nan)
+            return X + step, buf, st, losses.at[i].set(jnp.where(ok, loss, jnp.nan))
 
-        def round_step(carry, inp):
-            xbar, st, ost = carry
+        def round_step(q, carry):
+            xbar, st, ost, buf, losses, f_out, ends = carry
             # xbar is replicated (invariant over the mesh). The replicas must be marked as
             # varying before differentiating: the gradient w.r.t. an invariant value is summed
             # over the mesh axis by shard_map's transpose, which would silently turn local
             # steps into synchronous SGD with an R-times step.
             X = jax.lax.pcast(replicas(xbar), AXIS, to="varying")
-            buf = jnp.zeros((T_round if track_time else 1, D), obj.dtype)
-            buf = jax.lax.pcast(buf, AXIS, to="varying")
-            (X, buf, st), losses = jax.lax.scan(local_step, (X, buf, st), inp)
-            # A padding round (no microbatch on any replica, see ``pad_to``) leaves x̄ exactly
-            # as it is: averaging R equal copies could move it by rounding.
-            live = jax.lax.pmax(jnp.any(inp[1]).astype(jnp.int32), AXIS) > 0
+            X, buf, st, losses = jax.lax.fori_loop(q * H, q * H + H, local_step, (X, buf, st, losses))
+            # A round without a microbatch on any replica (``pad_to``) leaves x̄ exactly as it
+            # is: averaging R equal copies could move it by rounding.
+            live = rounds["live"][q]
             mean = jax.lax.pmean(jnp.mean(X, axis=0), AXIS)
             if outer is None:  # plain averaging
                 xbar_new = jnp.where(live, mean, xbar)
@@ -128,22 +130,35 @@ def _round_runner(
                 st = diloco.average_state(st, avg)
             elif optimizer is not None and inner_state == "reset":
                 st = varying(inner_init(replicas(xbar_new)))
-            f_ticks = None
             if track_time:
-                # x̄ after tick t is xbar + (sum of the increments landed by t) / R; f(x̄) is
-                # evaluated as the ticks are integrated, so x̄ is never stored for every tick.
-                def tick(landed, inc):
-                    landed = landed + inc
-                    return landed, obj.loss(data, xbar + landed / R)
+                # x̄ after event e is xbar + (sum of the increments landed by e) / R; f(x̄) is
+                # evaluated as the events are integrated, so x̄ is never stored for every event.
+                # On one device the sum over the mesh is the buffer itself, read in place (the
+                # curve then stays the device's own: no collective, no copy of the buffer).
+                total, off, n_ev = buf if n_dev == 1 else jax.lax.psum(buf, AXIS), rounds["off"][q], rounds["n_ev"][q]
 
-                _, f_ticks = jax.lax.scan(tick, jnp.zeros_like(xbar), jax.lax.psum(buf, AXIS))
-            return (xbar_new, st, ost), (f_ticks, losses, xbar_new)
+                def tick(e, c):
+                    landed, f_out = c
+                    landed = landed + total[e]
+                    return landed, f_out.at[off + e].set(obj.loss(data, xbar + landed / R))
+
+                landed = varying(jnp.zeros_like(xbar)) if n_dev == 1 else jnp.zeros_like(xbar)
+                _, f_out = jax.lax.fori_loop(0, n_ev, tick, (landed, f_out))
+                # Only this round's rows were written: clearing them is the next round's zero buffer.
+                buf = jax.lax.fori_loop(0, n_ev, lambda e, b: b.at[e].set(0.0), buf)
+            return xbar_new, st, ost, buf, losses, f_out, ends.at[q].set(xbar_new)
 
         x0 = consts["x0"]
         st0 = () if optimizer is None else varying(inner_init(replicas(x0)))
         ost0 = () if outer is None else outer.transform().init(x0)
-        (xbar, _, _), (f_ticks, losses, ends) = jax.lax.scan(round_step, (x0, st0, ost0), (batch, valid, t_rel, mb))
-        return xbar, f_ticks, losses, ends
+        buf = jax.lax.pcast(jnp.zeros((T_pad, D), obj.dtype), AXIS, to="varying")
+        losses = jax.lax.pcast(jnp.zeros(batch.shape, obj.dtype), AXIS, to="varying")
+        f_out = None if not track_time else jnp.zeros(E_pad, obj.dtype)
+        f_out = varying(f_out) if n_dev == 1 and track_time else f_out
+        ends = jnp.zeros((len(rounds["live"]), D), obj.dtype)
+        carry = (x0, st0, ost0, buf, losses, f_out, ends)
+        xbar, _, _, _, losses, f_out, ends = jax.lax.fori_loop(0, rounds["Q"], round_step, carry)
+        return xbar, f_out, losses, ends
 
     return run
 
@@ -152,7 +167,8 @@ def _round_runner(
 def _compiled(
     pk: ProgramKey,
     R: int,
-    T_round: int,
+    T_pad: int,
+    E_pad: int,
     track_time: bool,
     mesh: Mesh,
     optimizer: optimizers.Optimizer | None = None,
@@ -160,34 +176,54 @@ def _compiled(
     inner_state: str = "keep",
     n_micro: int = 1,
 ):
-    """The jitted ``(consts, data, batch, valid, t_rel, mb, gammas, seed)`` program, cached on the
-    objective's program key (see ``Objective.program_key``), built from the numberless
-    ``pk.obj``: x0, f* and σ_g come in ``consts`` (``Objective.constants``)."""
+    """The jitted ``(consts, data, batch, valid, t_rel, mb, rounds, gammas, seed)`` program
+    (:func:`rpd.train.rounds.flat_rounds`: H, Q and the events are numbers, so runs with other H
+    share it), cached on the objective's program key (see ``Objective.program_key``), built from
+    the numberless ``pk.obj``: x0, f* and σ_g come in ``consts`` (``Objective.constants``).
+    Returns x̄, the flat curve [G, E_pad], the losses [G, steps, R] and x̄ after every round."""
     obj = pk.obj
-    run = _round_runner(obj, R, T_round, track_time, pk.noisy, optimizer, outer, inner_state, n_micro)
-    rep = P(None, None, AXIS)
+    n_dev = int(mesh.devices.size)
+    run = _round_runner(obj, R, T_pad, E_pad, track_time, pk.noisy, optimizer, outer, inner_state, n_micro, n_dev)
+    rep = P(None, AXIS)
     sharded = jax.shard_map(
         run,
         mesh=mesh,
-        in_specs=(P(), P(), rep, rep, rep, rep, P(), P()),
-        out_specs=(P(), P(), P(None, None, AXIS), P()),
+        in_specs=(P(), P(), rep, rep, rep, rep, P(), P(), P()),
+        out_specs=(P(), P(AXIS) if n_dev == 1 else P(), rep, P()),  # the curve: the device's own on one
     )
-    grid = jax.vmap(sharded, in_axes=(None, None, None, None, None, None, 0, None))
+    grid = jax.vmap(sharded, in_axes=(None, None, None, None, None, None, None, 0, None))
 
-    def full(consts, data, batch, valid, t_rel, mb, gammas, seed):
+    def full(consts, data, batch, valid, t_rel, mb, rounds, gammas, seed):
         key = jax.random.fold_in(jax.random.key(seed), 2)
-        xbar, f_ticks, losses, ends = grid(consts, data, batch, valid, t_rel, mb, gammas, key)
-        curve = None if f_ticks is None else f_ticks - consts["f_star"]
-        round_curve = jax.vmap(jax.vmap(lambda x: obj.loss(data, x)))(ends) - consts["f_star"]
-        return xbar, curve, losses, round_curve
+        xbar, f_flat, losses, ends = grid(consts, data, batch, valid, t_rel, mb, rounds, gammas, key)
+        curve = None if f_flat is None else f_flat - consts["f_star"]
+        return xbar, curve, losses, ends
 
-    name = None if pk.id is None else f"rpd.train.localsgd.local_sgd({pk.id}, {R}, {T_round}, {track_time}, {mesh!r})"
+    name = None
+    if pk.id is not None:
+        name = f"rpd.train.localsgd.local_sgd({pk.id}, {R}, {T_pad}, {E_pad}, {track_time}, {mesh!r})"
     if name is not None and n_micro != 1:  # D pipelines' flushes; LocalSGD keeps its name
         name = f"{name[:-1]}, n_micro={n_micro})"
     if optimizer is not None or outer is not None:  # DiLoCo; plain LocalSGD keeps its name
         stable = (optimizer is None or optimizer.stable) and (outer is None or outer.stable)
         name = None if name is None or not stable else f"{name[:-1]}, {optimizer!r}, {outer!r}, {inner_state!r})"
     return Program(full, name)
+
+
+@functools.lru_cache(maxsize=32)
+def _round_values(pk: ProgramKey) -> Program:
+    """The jitted ``(consts, data, ends [Q, G, D]) -> f(x̄) - f*`` [G, Q] after every round, in
+    one batch over (γ, round) of exactly Q rounds: XLA rounds a batched loss by the batch's shape
+    and layout, so the padded rounds of the shared run stay out of it, and x̄ comes round-major,
+    as a scan over rounds stacks it (the rounding of the runs that evaluated it in their own
+    program, bit for bit)."""
+    obj = pk.obj
+    name = None if pk.id is None else f"rpd.train.localsgd.round_values({pk.id})"
+
+    def round_values(consts, data, ends):
+        return jax.vmap(jax.vmap(lambda x: obj.loss(data, x)))(jnp.swapaxes(ends, 0, 1)) - consts["f_star"]
+
+    return Program(round_values, name)
 
 
 @functools.lru_cache(maxsize=32)
@@ -229,13 +265,14 @@ def local_sgd(
     loss of each microbatch in microbatch order and ``traces["loss_time"]`` [N] the time step
     of its last-stage forward.
 
-    ``pad_to=(rounds, round_ticks)``, each at least :func:`round_shape`'s, runs the compiled
-    program of that shape: rounds without microbatches are appended (they change nothing) and
-    every round's tick buffer is ``round_ticks`` long. Timelines of different lengths (the rungs
-    of a cost ladder) then share one compilation. The result is the unpadded one: x̄, the
-    minibatch losses and the curve are bitwise equal (f(x̄) is evaluated tick by tick, so the
-    padding changes no shape it sees); ``round_end_curve``, evaluated in a batch over rounds,
-    may differ in the last bits.
+    One compiled program runs every H, round count and event count of the same padded shape
+    (:func:`rpd.train.rounds.flat_rounds`: the local steps flat, H, the rounds and each round's
+    events as numbers, every axis padded to a power of two that the loops never run), so an H
+    grid of one timeline family shares it; f(x̄) at round ends is a small program per round count
+    (a batched loss rounds by its shape). ``pad_to=(rounds, round_ticks)``, each at least
+    :func:`round_shape`'s, fixes the padded rounds and a round's event buffer instead: timelines of
+    different lengths (the rungs of a cost ladder) then share one compilation. Either way the
+    result is the unpadded one, bit for bit (docs/running.md#compile-time).
 
     DiLoCo (:mod:`rpd.train.diloco`): ``optimizer`` (anything ``rpd.train.optimizers.resolve``
     takes) is every replica's inner optimizer, x_r <- x_r + gamma * u, one state per replica and
@@ -254,14 +291,11 @@ def local_sgd(
     gammas = check_gammas(gamma)
     p = round_plan(tl, obj.S, obj.n_batches)
     ev_tick, ev_rel = round_events(p["t_rel"], p["valid"], p["length"], clock_resolution(tl))
-    inputs = [p["batch"], p["valid"], ev_rel, p["mb"]]
     Q, T_round = len(p["length"]), max(len(e) for e in ev_tick)
     if pad_to is not None:
         if len(pad_to) != 2:
             raise ValueError(f"pad_to must be (rounds, round_ticks), got {pad_to!r}")
-        rounds = check_int("pad_to[0]", pad_to[0], Q)
-        T_round = check_int("pad_to[1]", pad_to[1], T_round)
-        inputs = [np.concatenate([a, np.zeros((rounds - Q,) + a.shape[1:], a.dtype)]) for a in inputs]
+        pad_to = (check_int("pad_to[0]", pad_to[0], Q), check_int("pad_to[1]", pad_to[1], T_round))
     R, n_steps = p["R"], p["n_steps"]
     mesh = replica_mesh(R) if mesh is None else mesh
     inner = optimizers.bind(optimizers.resolve(optimizer), obj)
@@ -274,30 +308,31 @@ def local_sgd(
     inner_state = diloco.check_inner_state(inner_state)
     if inner is None:  # plain SGD has no state: the three rules coincide, one program
         inner_state = "keep"
-    # Untracked, the tick buffer is not built, so the round length is not part of the program:
+    G = len(gammas)
+    lay = flat_rounds(p, ev_tick, ev_rel, bool(track_time), pad_to, G * obj.D * np.dtype(obj.dtype).itemsize)
+    # Untracked, the event buffer is not built, so the round length is not part of the program:
     # timelines that differ only in their ticks (other costs) share it.
     pk, consts = ProgramKey(obj), obj.constants()
-    fn = _compiled(pk, R, T_round if track_time else 1, bool(track_time), mesh, inner, outer, inner_state, p["n_micro"])
-    xbar, curve, losses, round_curve = fn(
+    fn = _compiled(pk, R, lay["T_pad"], lay["E_pad"], bool(track_time), mesh, inner, outer, inner_state, p["n_micro"])
+    xbar, curve, losses, ends = fn(
         consts,
         obj.data,
-        *(on_device(a) for a in inputs),
+        *(on_device(a) for a in lay["steps"]),
+        jax.tree.map(on_device, lay["rounds"]),
         on_device(gammas, obj.dtype),
         np.int32(check_int("seed", seed, 0)),
     )
-    round_curve = np.asarray(round_curve)[:, :Q]
+    round_curve = np.asarray(_round_values(pk)(consts, obj.data, on_device(np.asarray(ends)[:, :Q].swapaxes(0, 1))))
     f0 = float(_start_value(pk)(consts, obj.data))
-    G = len(gammas)
     if track_time:
-        curve = np.asarray(curve)  # [G, Q (padded), T_round (padded)]
-        n_ev = np.array([len(e) for e in ev_tick])
+        n_ev = lay["n_ev"]
+        body = np.asarray(curve)[:, : n_ev.sum()]  # every round's events in order
         if outer is not None:  # a round's last event is its sync: θ after the outer step
-            curve = curve.copy()
-            curve[:, np.arange(Q), n_ev - 1] = round_curve
-        body = np.concatenate([curve[:, q, : n_ev[q]] for q in range(Q)], axis=1)
+            body = body.copy()
+            body[:, np.cumsum(n_ev) - 1] = round_curve
         axis_vals = np.concatenate([[0], np.concatenate([p["start"][q] + e for q, e in enumerate(ev_tick)]) + 1])
     else:
-        body = np.asarray(round_curve)
+        body = round_curve
         axis_vals = np.concatenate([[0], p["sync"] + 1])
     losses = np.asarray(losses).reshape(G, -1)[:, :n_steps]  # (round, step, replica) order = m order
     traces = {"loss_z": losses, "loss_time": p["loss_time"].reshape(-1)[:n_steps], "round_end_curve": round_curve}

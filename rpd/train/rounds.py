@@ -89,3 +89,55 @@ def round_shape(tl: Timeline) -> tuple[int, int]:
     sync = np.asarray(tl.sync_time if tl.averaged else semantics_parallel.data_parallel_timeline(tl).dp_sync)
     start = np.concatenate([[0], sync[:-1] + 1])
     return int(len(sync)), int((sync - start + 1).max())
+
+
+# Largest padded per-γ state (a round's event buffer and the round ends) a program may hold
+# before the layout falls back to per-run buckets (fewer programs shared across H, less memory).
+SHARED_BYTES = 1 << 26
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(int(n) - 1, 0).bit_length()
+
+
+def flat_rounds(p: dict, ev_tick: list, ev_rel: np.ndarray, track_time: bool, pad_to, row_bytes: int) -> dict:
+    """The plan laid out for one program shared across H (docs/running.md#compile-time): local
+    steps flat in (round, step) order, [steps, R] and ``t`` [steps, R, S] (each increment's
+    event index in its round); per round its event count ``n_ev``, the offset ``off`` of its
+    events in the flat curve and ``live`` (a microbatch on some replica); H and Q as numbers.
+    Every axis is padded to a bucket the program never runs: steps to a power of two, rounds to
+    the steps' bucket, a round's event buffer to a power of two of at least half the run's events
+    (so runs of one timeline family with other H land in one bucket), the flat curve to twice
+    that. ``pad_to=(rounds, round_ticks)`` fixes the rounds and the buffer instead; ``row_bytes``
+    (G × D × itemsize) caps the shared padding at :data:`SHARED_BYTES`."""
+    Q, H, R = p["batch"].shape
+    n_ev = np.array([len(e) for e in ev_tick], np.int32) if track_time else np.ones(Q, np.int32)
+    E, T_run = int(n_ev.sum()), int(n_ev.max())
+    if pad_to is not None:
+        Q_pad, T_pad = pad_to
+        steps_pad, E_pad = Q_pad * H, Q_pad * T_pad
+    else:  # E_pad = 2 T_pad >= E
+        steps_pad = _pow2(Q * H)
+        Q_pad, T_pad = steps_pad, _pow2(max(T_run, -(-E // 2))) if track_time else 0
+        E_pad = 2 * T_pad
+        if (Q_pad + T_pad) * row_bytes > SHARED_BYTES:  # this run's own buckets
+            Q_pad, T_pad, E_pad = _pow2(Q), _pow2(T_run), _pow2(E)
+    if not track_time:  # no event buffer, no curve of events
+        T_pad = E_pad = 1
+    flat = lambda a: np.concatenate(
+        [a.reshape((Q * H,) + a.shape[2:]), np.zeros((steps_pad - Q * H,) + a.shape[2:], a.dtype)]
+    )
+    per_round = lambda a: np.concatenate([a, np.zeros(Q_pad - Q, a.dtype)])
+    return dict(
+        steps=[flat(p["batch"]), flat(p["valid"]), flat(ev_rel.astype(np.int32)), flat(p["mb"])],
+        rounds=dict(
+            H=np.int32(H),
+            Q=np.int32(Q),
+            n_ev=per_round(n_ev),
+            off=per_round((np.cumsum(n_ev) - n_ev).astype(np.int32)),
+            live=per_round(p["valid"].reshape(Q, -1).any(axis=1)),
+        ),
+        n_ev=n_ev,
+        T_pad=int(T_pad),
+        E_pad=int(E_pad),
+    )
