@@ -302,6 +302,7 @@ def run(cfg, job: Job = NONE) -> TrainOutcome:
     spec = checks.validate(cfg)  # the run (method, schedule, options, costs), resolved once
     if _v(cfg.logger.kind) == "wandb":  # a missing optional extra fails before the work
         tracking.require_wandb()
+    store.check_root(cfg.results_root)  # before a user's factory runs (checked again where used)
     user_obj = None
     if objective_of.user_factory(cfg.objective) is not None:
         user_obj = objective_of.build_objective(cfg.objective, specs.objective_blocks(spec))

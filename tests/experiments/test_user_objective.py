@@ -129,6 +129,33 @@ def test_a_required_argument_comes_from_the_config(tmp_path):
         sys.path.remove(str(tmp_path))
 
 
+def test_a_bad_results_root_is_refused_before_the_users_factory_runs(tmp_path):
+    """The results root is checked before any work, a user's objective factory included: a root
+    that cannot be a directory is refused naming results_root, and the factory is never called."""
+    (tmp_path / "counted.py").write_text(
+        "from rpd import objectives\n"
+        "calls = []\n"
+        "def make(S, n=40, d=12, batch_size=4, seed=3):\n"
+        "    calls.append(S)\n"
+        "    return objectives.random_quadratic(n, d, S, batch_size, seed=seed)\n"
+    )
+    (tmp_path / "a_file").write_text("not a directory")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import counted
+
+        cfg = {
+            "schedule": {"S": 2, "N": 8},
+            "objective": {"_target_": "counted.make", "args": []},
+            "results_root": str(tmp_path / "a_file" / "results"),
+        }
+        with pytest.raises(ValueError, match="^results_root=.*cannot be a results store"):
+            train.run(cfg)
+        assert counted.calls == []
+    finally:
+        sys.path.remove(str(tmp_path))
+
+
 def test_the_memory_estimate_reads_the_users_objective_not_the_configs_sizes(tmp_path):
     """objective.d (512 by default) is not what a user's factory builds: the estimate reads the
     built objective's D and data bytes (d = 12 here), named by objective._target_."""
