@@ -302,16 +302,11 @@ def run(cfg, job: Job = NONE) -> TrainOutcome:
     spec = checks.validate(cfg)  # the run (method, schedule, options, costs), resolved once
     if _v(cfg.logger.kind) == "wandb":  # a missing optional extra fails before the work
         tracking.require_wandb()
-    store.check_root(cfg.results_root)  # before a user's factory runs (checked again where used)
-    user_obj = None
-    if objective_of.user_factory(cfg.objective) is not None:
-        user_obj = objective_of.build_objective(cfg.objective, specs.objective_blocks(spec))
-        checks.check_memory(cfg, user_obj, spec)  # estimated from the sizes it built
     m = cfg.method
     ts = specs.TrainSpec(
         run=spec,
         objective=cast(C.ObjectiveConfig, OmegaConf.to_object(cfg.objective)),
-        user_objective=user_obj,
+        user_objective=None,  # a user's objective, built below once the results root is checked
         gammas=tuple(checks.gammas(m)),
         seeds=tuple(int(seed) for seed in m.seeds),
         selector=_v(m.selector),
@@ -328,6 +323,11 @@ def run(cfg, job: Job = NONE) -> TrainOutcome:
         logger=cast(C.LoggerConfig, OmegaConf.to_object(cfg.logger)),  # omegaconf's stubs: a union
         config=specs.to_container(cfg),
     )
+    store.check_root(ts.results_root)  # before a user's factory runs (checked again where used)
+    if objective_of.user_factory(cfg.objective) is not None:
+        user_obj = objective_of.build_objective(cfg.objective, specs.objective_blocks(spec))
+        checks.check_memory(cfg, user_obj, spec)  # estimated from the sizes it built
+        ts = dataclasses.replace(ts, user_objective=user_obj)
     return _job(ts, job)
 
 
