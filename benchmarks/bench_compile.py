@@ -20,10 +20,11 @@ cold one wrote. Per child:
 The machine is shared: every number is one measurement, timings are noisy (the load average is
 printed beside them); the counts do not depend on load. ``--sweep`` instead counts the programs
 a sweep over S = 2, 4, 8, 16, 32 of one method compiles (``experiments.train``'s ``run`` of
-``experiment=e3_nesterov`` per S, one process, an empty cache; ``--method``, ``--n``).
+``experiment=e3_nesterov`` per S, one process, an empty cache; ``--method``, ``--n``);
+``--sweep --over H`` a sweep over LocalSGD's H = 1, 2, 5, 10, 30 at E3's S = R = 16.
 
     PYTHONPATH=. .venv/bin/python benchmarks/bench_compile.py [--only e3,e9,e10,e12] [--tree DIR]
-    PYTHONPATH=. .venv/bin/python benchmarks/bench_compile.py --sweep [--method pd] [--tree DIR]
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_compile.py --sweep [--method pd] [--over S|H] [--tree DIR]
 
 ``--tree DIR`` runs the children on another source tree (``git archive <commit> | tar -x -C DIR``)
 for a before/after table; the default is this checkout.
@@ -46,6 +47,7 @@ from pathlib import Path  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = "e3,e9,e10,e12"
 SWEEP_S = (2, 4, 8, 16, 32)
+SWEEP_H = (1, 2, 5, 10, 30)
 XLA_EVENT = "/jax/core/compile/backend_compile_duration"
 
 
@@ -109,7 +111,7 @@ def child_figure(name: str, cache: str) -> dict:
     }
 
 
-def child_sweep(method: str, n: int, cache: str) -> dict:
+def child_sweep(method: str, n: int, cache: str, over: str = "S") -> dict:
     from hydra import compose, initialize_config_dir
 
     from rpd.cli import train
@@ -118,16 +120,17 @@ def child_sweep(method: str, n: int, cache: str) -> dict:
     compile_cache.use(cache)
     rows = []
     with initialize_config_dir(config_dir=str(Path.cwd() / "configs"), version_base="1.3"):
-        for S in SWEEP_S:
-            over = ["experiment=e3_nesterov", f"method={method}", f"schedule.S={S}", f"schedule.R={S}"]
-            over += [f"schedule.N={n}", f"results_root={cache}/results", "force=true"]
+        for v in SWEEP_S if over == "S" else SWEEP_H:
+            cell = [f"schedule.S={v}", f"schedule.R={v}"] if over == "S" else ["schedule.R=16", f"schedule.H={v}"]
+            args = ["experiment=e3_nesterov", f"method={method}", *cell]
+            args += [f"schedule.N={n}", f"results_root={cache}/results", "force=true"]
             t0 = time.perf_counter()
             with compile_cache.count_programs() as c:
-                out = train.run(compose("train", overrides=over))
+                out = train.run(compose("train", overrides=args))
             if out.status != "ok":
-                raise RuntimeError(f"S={S}: {out.status} {out.error}")
-            rows.append({"S": S, **c, "wall_s": time.perf_counter() - t0})
-    return {"method": method, "N": n, "rows": rows}
+                raise RuntimeError(f"{over}={v}: {out.status} {out.error}")
+            rows.append({"value": v, **c, "wall_s": time.perf_counter() - t0})
+    return {"method": method, "N": n, "over": over, "rows": rows}
 
 
 def spawn(tree: Path, args: list[str]) -> dict:
@@ -150,26 +153,28 @@ def main() -> None:
     ap.add_argument("--sweep", action="store_true", help="count a sweep over S of one method instead")
     ap.add_argument("--method", default="pd", help="the sweep's method (pd, rpd, localsgd, ...)")
     ap.add_argument("--n", type=int, default=200, help="the sweep's schedule.N")
+    ap.add_argument("--over", choices=("S", "H"), default="S", help="the swept value (H: LocalSGD's local steps)")
     ap.add_argument("--child", nargs="+", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
         kind, *rest = args.child
-        out = child_figure(*rest) if kind == "figure" else child_sweep(rest[0], int(rest[1]), rest[2])
+        out = child_figure(*rest) if kind == "figure" else child_sweep(rest[0], int(rest[1]), rest[2], rest[3])
         print(json.dumps(out))
         return
     tree = args.tree.resolve()
     print(f"tree {tree}; load average {load()} on {os.cpu_count()} cores; one measurement per cell", flush=True)
     if args.sweep:
         with tempfile.TemporaryDirectory(prefix="bench_compile_") as tmp:
-            res = spawn(tree, ["--child", "sweep", args.method, str(args.n), tmp])
+            res = spawn(tree, ["--child", "sweep", args.method, str(args.n), tmp, args.over])
         for row in res["rows"]:
             print(
-                f"S={row['S']:>2}: compiled {row['compiled']}, loaded {row['from_cache']}, "
+                f"{args.over}={row['value']:>2}: compiled {row['compiled']}, loaded {row['from_cache']}, "
                 f"build {row['seconds']:.2f} s, wall {row['wall_s']:.2f} s",
                 flush=True,
             )
         total = sum(r["compiled"] for r in res["rows"])
-        print(f"sweep {args.method} S={list(SWEEP_S)} N={args.n}: {total} programs compiled; load {load()}")
+        values = list(SWEEP_S if args.over == "S" else SWEEP_H)
+        print(f"sweep {args.method} {args.over}={values} N={args.n}: {total} programs compiled; load {load()}")
         return
     from experiments.reproduce_paper_figures import select
 

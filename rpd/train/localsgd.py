@@ -79,6 +79,9 @@ def _round_runner(
         inner_init = jax.vmap(lambda x: optimizers.init_blocks(optimizer, x, obj.layout))
         inner_update = jax.vmap(lambda st, g, x: optimizers.update_blocks(optimizer, st, g, x, obj.layout))
     varying = lambda tree: jax.tree.map(lambda leaf: jax.lax.pcast(leaf, AXIS, to="varying"), tree)
+    # Row i of a carried array: a dynamic_update_slice stays one under vmap (``.at[i].set``
+    # becomes a scatter there).
+    put = lambda a, row, i: jax.lax.dynamic_update_index_in_dim(a, jnp.broadcast_to(row, a.shape[1:]), i, 0)
 
     def run(consts, data, batch, valid, t_rel, mb, rounds, gamma, key):
         # Shapes inside shard_map: batch/valid/mb [steps, R_loc], t_rel [steps, R_loc, S]; the
@@ -103,10 +106,13 @@ def _round_runner(
                 st = jax.tree.map(keep, new, st)
             if track_time:
                 buf = buf.at[t[:, seg], jnp.arange(D)[None, :]].add(step)
-            return X + step, buf, st, losses.at[i].set(jnp.where(ok, loss, jnp.nan))
+            return X + step, buf, st, put(losses, jnp.where(ok, loss, jnp.nan), i)
 
         def round_step(q, carry):
-            xbar, st, ost, buf, losses, f_out, ends = carry
+            xbar, st, ost, losses, f_out, ends = carry
+            # The round's increments by event: a fresh buffer (clearing the rows a carried one
+            # used would make XLA copy all of it, to order the clearing after the reads).
+            buf = jax.lax.pcast(jnp.zeros((T_pad, D), obj.dtype), AXIS, to="varying")
             # xbar is replicated (invariant over the mesh). The replicas must be marked as
             # varying before differentiating: the gradient w.r.t. an invariant value is summed
             # over the mesh axis by shard_map's transpose, which would silently turn local
@@ -135,29 +141,26 @@ def _round_runner(
                 # evaluated as the events are integrated, so x̄ is never stored for every event.
                 # On one device the sum over the mesh is the buffer itself, read in place (the
                 # curve then stays the device's own: no collective, no copy of the buffer).
-                total, off, n_ev = buf if n_dev == 1 else jax.lax.psum(buf, AXIS), rounds["off"][q], rounds["n_ev"][q]
+                total, off = buf if n_dev == 1 else jax.lax.psum(buf, AXIS), rounds["off"][q]
 
                 def tick(e, c):
                     landed, f_out = c
                     landed = landed + total[e]
-                    return landed, f_out.at[off + e].set(obj.loss(data, xbar + landed / R))
+                    return landed, put(f_out, obj.loss(data, xbar + landed / R), off + e)
 
                 landed = varying(jnp.zeros_like(xbar)) if n_dev == 1 else jnp.zeros_like(xbar)
-                _, f_out = jax.lax.fori_loop(0, n_ev, tick, (landed, f_out))
-                # Only this round's rows were written: clearing them is the next round's zero buffer.
-                buf = jax.lax.fori_loop(0, n_ev, lambda e, b: b.at[e].set(0.0), buf)
-            return xbar_new, st, ost, buf, losses, f_out, ends.at[q].set(xbar_new)
+                _, f_out = jax.lax.fori_loop(0, rounds["n_ev"][q], tick, (landed, f_out))
+            return xbar_new, st, ost, losses, f_out, put(ends, xbar_new, q)
 
         x0 = consts["x0"]
         st0 = () if optimizer is None else varying(inner_init(replicas(x0)))
         ost0 = () if outer is None else outer.transform().init(x0)
-        buf = jax.lax.pcast(jnp.zeros((T_pad, D), obj.dtype), AXIS, to="varying")
         losses = jax.lax.pcast(jnp.zeros(batch.shape, obj.dtype), AXIS, to="varying")
         f_out = None if not track_time else jnp.zeros(E_pad, obj.dtype)
         f_out = varying(f_out) if n_dev == 1 and track_time else f_out
         ends = jnp.zeros((len(rounds["live"]), D), obj.dtype)
-        carry = (x0, st0, ost0, buf, losses, f_out, ends)
-        xbar, _, _, _, losses, f_out, ends = jax.lax.fori_loop(0, rounds["Q"], round_step, carry)
+        carry = (x0, st0, ost0, losses, f_out, ends)
+        xbar, _, _, losses, f_out, ends = jax.lax.fori_loop(0, rounds["Q"], round_step, carry)
         return xbar, f_out, losses, ends
 
     return run
