@@ -275,7 +275,9 @@ def local_sgd(
     (a batched loss rounds by its shape). ``pad_to=(rounds, round_ticks)``, each at least
     :func:`round_shape`'s, fixes the padded rounds and a round's event buffer instead: timelines of
     different lengths (the rungs of a cost ladder) then share one compilation. Either way the
-    result is the unpadded one, bit for bit (docs/running.md#compile-time).
+    result is the unpadded one, bit for bit (docs/running.md#compile-time), but for
+    ``round_end_curve`` under ``pad_to``: evaluated in a batch over the padded rounds, it may
+    differ in the last bits.
 
     DiLoCo (:mod:`rpd.train.diloco`): ``optimizer`` (anything ``rpd.train.optimizers.resolve``
     takes) is every replica's inner optimizer, x_r <- x_r + gamma * u, one state per replica and
@@ -325,7 +327,10 @@ def local_sgd(
         on_device(gammas, obj.dtype),
         np.int32(check_int("seed", seed, 0)),
     )
-    round_curve = np.asarray(_round_values(pk)(consts, obj.data, on_device(np.asarray(ends)[:, :Q].swapaxes(0, 1))))
+    # f(x̄) at the round ends in one batch of the exact rounds, or of ``pad_to``'s (one program per rung group)
+    Q_eval = Q if pad_to is None else pad_to[0]
+    ends = on_device(np.asarray(ends)[:, :Q_eval].swapaxes(0, 1))
+    round_curve = np.asarray(_round_values(pk)(consts, obj.data, ends))[:, :Q]
     f0 = float(_start_value(pk)(consts, obj.data))
     if track_time:
         n_ev = lay["n_ev"]
