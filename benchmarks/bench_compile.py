@@ -114,6 +114,7 @@ def child_figure(name: str, cache: str) -> dict:
 def child_sweep(method: str, n: int, cache: str, over: str = "S") -> dict:
     from hydra import compose, initialize_config_dir
 
+    import experiments.schemas  # noqa: F401  (the config schemas in hydra's ConfigStore, as the entry points)
     from rpd.cli import train
     from rpd.runtime import compile_cache
 

@@ -105,12 +105,13 @@ def flat_rounds(p: dict, ev_tick: list, ev_rel: np.ndarray, track_time: bool, pa
     steps flat in (round, step) order, [steps, R] and ``t`` [steps, R, S] (each increment's
     event index in its round); per round its event count ``n_ev``, the offset ``off`` of its
     events in the flat curve and ``live`` (a microbatch on some replica); H and Q as numbers.
-    Every axis is padded to a bucket the program never runs: steps to a power of two, rounds to
-    the steps' bucket, a round's event buffer to a power of two of at least half the run's events
-    and the flat curve to twice that (a run has about as many events whatever its H: fewer
-    rounds, more events each, so the runs of an H grid tend to land in one bucket: E3's do, at
-    either size; of E4's, H = 30 has a round of more than half the events and a bucket of its
-    own). The buffer is cleared every round, so its size is time as well as memory.
+    Every axis is padded to a bucket the program never runs: steps to a power of two of at least
+    twice a replica's microbatches (so whatever H), rounds to the steps' bucket, a round's event
+    buffer to a power of two of at least half the run's events and the flat curve to twice that
+    (a run has about as many events whatever its H: fewer rounds, more events each, so the runs
+    of an H grid tend to land in one bucket: E3's do, at either size; of E4's, H = 30 has a round
+    of more than half the events and a bucket of its own). The buffer is cleared every round, so
+    its size is time as well as memory.
     ``pad_to=(rounds, round_ticks)`` fixes the rounds and the buffer instead; ``row_bytes``
     (G × D × itemsize) caps the shared padding at :data:`SHARED_BYTES`."""
     Q, H, R = p["batch"].shape
@@ -120,7 +121,7 @@ def flat_rounds(p: dict, ev_tick: list, ev_rel: np.ndarray, track_time: bool, pa
         Q_pad, T_pad = pad_to
         steps_pad, E_pad = Q_pad * H, Q_pad * T_pad
     else:
-        steps_pad = _pow2(Q * H)
+        steps_pad = _pow2(max(Q * H, 2 * -(-p["n_steps"] // R)))  # Q H < N / R + H: twice N / R for most H
         Q_pad, T_pad = steps_pad, _pow2(max(T_run, -(-E // 2))) if track_time else 0
         E_pad = 2 * T_pad  # >= E
         if (Q_pad + T_pad) * row_bytes > SHARED_BYTES:  # this run's own buckets

@@ -30,10 +30,10 @@ def _shape(lay: dict) -> tuple[int, int, int, int]:
 
 def test_e3s_quick_h_grid_lays_out_in_one_shape():
     """E3 quick (S = R = 4, N = 120, H = 2, 5, 30): 30 local steps per replica, 15 / 6 / 1 rounds
-    of at most 19 / 43 / 243 events, 285 / 258 / 243 in all: one bucket, steps and rounds 32,
-    a round's buffer 256 events, the curve 512."""
+    of at most 19 / 43 / 243 events, 285 / 258 / 243 in all: one bucket, steps and rounds 64
+    (twice a replica's 30 microbatches), a round's buffer 256 events, the curve 512."""
     lays = [_layout(schedules.local_sgd(4, 120, 4, H), 24) for H in (2, 5, 30)]
-    assert [_shape(lay) for lay in lays] == [(32, 32, 256, 512)] * 3
+    assert [_shape(lay) for lay in lays] == [(64, 64, 256, 512)] * 3
     assert [int(lay["n_ev"].sum()) for lay in lays] == [285, 258, 243]
     assert [int(lay["rounds"]["Q"]) for lay in lays] == [15, 6, 1]
     first = lays[0]["rounds"]
@@ -44,7 +44,7 @@ def test_e3s_quick_h_grid_lays_out_in_one_shape():
 def test_over_the_memory_cap_a_run_keeps_its_own_buckets():
     """Past SHARED_BYTES the shared padding is dropped for the run's own powers of two."""
     lay = _layout(schedules.local_sgd(4, 120, 4, 2), 24, row_bytes=SHARED_BYTES // 64)
-    assert _shape(lay) == (32, 16, 32, 512)  # 15 rounds, 19 events a round, 285 in all
+    assert _shape(lay) == (64, 16, 32, 512)  # 15 rounds, 19 events a round, 285 in all
 
 
 def test_an_h_sweep_compiles_one_round_program(quad):
