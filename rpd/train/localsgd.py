@@ -8,10 +8,12 @@ evaluated model is the replica mean x̄.
 The timeline decides *when* each block update lands: replica r's step on microbatch m moves
 block s in time step B(m, s). We scatter every block increment into a per-round buffer indexed
 by the round's events (:func:`rpd.train.rounds.round_events`: the ticks in which an increment
-lands, the round's first and its sync), sum it over replicas (``psum``) and integrate it event
-by event in a scan that evaluates f(x̄) as it goes: the curve at every event, exactly (the value
-after any tick is that of the last event at or before it), without materialising R copies per
-event or x̄ for every event, and at a cost set by the events, not by the ticks.
+lands, the round's first and its sync), sum it over replicas (``psum``; on one device the
+buffer itself) and integrate it event by event in a loop that evaluates f(x̄) as it goes: the
+curve at every event, exactly (the value after any tick is that of the last event at or before
+it), without materialising R copies per event or x̄ for every event, and at a cost set by the
+events, not by the ticks. H, the rounds and each round's events are numbers of the compiled
+program, not shapes (:func:`rpd.train.rounds.flat_rounds`): the runs of an H grid share it.
 
 Replicas are the leading axis of the state, sharded with ``shard_map`` over mesh axis
 "replica"; R need not equal the device count (R / n_devices replicas per device, vmapped).
