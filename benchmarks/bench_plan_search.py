@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import subprocess
 import sys
 import time
@@ -28,8 +29,8 @@ from rpd import registry
 from rpd.model import hardware, search3d
 from rpd.model.answer import choose
 from rpd.model.layers import Parallel, gpt_model
-from rpd.model.plan import plan_one
 from rpd.model.shapes import PRESETS
+from rpd.studies import plan_accuracy
 from rpd.studies.plan_devset import runs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,21 +104,8 @@ def devset() -> None:
         hw = hardware.preset(run.preset)
         models, shape = setting(run.model, run.attention, run.overlap)
         kw = dict(margin=0.0, grad_bytes=run.grad_bytes, overlap=run.overlap, precision=run.precision)
-        recipe = plan_one(
-            models(search3d.Variant(run.TP, 1, run.SP, run.recompute)),
-            hw,
-            run.schedule,
-            registry.timeline,
-            run.PP,
-            run.M,
-            D=run.DP,
-            TP=run.TP,
-            SP=run.SP,
-            v=run.v,
-            zero=run.zero,
-            recompute=run.recompute,
-            **kw,
-        )
+        # the recipe's row as the accuracy study plans it, at the preset's attention rate (the search's)
+        recipe = plan_accuracy.plan_run(dataclasses.replace(run, attention_efficiency=None), hw)
         t0 = time.perf_counter()
         cap = float(hw.memory_bytes)
         found = search3d.search(
