@@ -19,11 +19,15 @@ from rpd.plotting.style import paper_style, save
 VERDICT_COLOR = {"holds": "#2E7D32", "fails": "#C62828", "depends": "#EF6C00"}
 
 
-def _bars(ax, labels, rows, key, colors):
+def _bar_panel(ax, labels, rows, key, colors, *, ref: float, title: str, ylabel: str):
+    """One bar per row (its mean, its seeds as dots) against a line at ``ref``."""
     for i, (r, c) in enumerate(zip(rows, colors)):
         ax.bar(i, r[key + "_mean"], color=c, alpha=0.6)
         ax.plot(np.full(len(r[key]), i), r[key], "k.", ms=5)
     ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
+    ax.axhline(ref, color="0.4", lw=0.8)
+    ax.set_title(title, fontsize=9)
+    ax.set_ylabel(ylabel)
 
 
 def _units(delays: dict, key: str) -> str:
@@ -60,15 +64,18 @@ def figure(out, path, paper: dict | None = None) -> None:
                         )
                     )
                     labels.append(f"{name}\n{opt}{' + EF' if arm == '2bw_ef' else ''}")
-        _bars(ax_a, labels, sel, "gap_updates", [("C0" if r["optimizer"] == "adamw" else "C1") for r in sel])
-        ax_a.axhline(0, color="0.4", lw=0.8)
         first = cfg["a_objectives"][0]
-        ax_a.set_title(
-            f"(a) 2BW vs synchronous 1F1B, S = {cfg['a_S']}, M = {cfg['a_M']}\n"
+        _bar_panel(
+            ax_a,
+            labels,
+            sel,
+            "gap_updates",
+            [("C0" if r["optimizer"] == "adamw" else "C1") for r in sel],
+            ref=0,
+            title=f"(a) 2BW vs synchronous 1F1B, S = {cfg['a_S']}, M = {cfg['a_M']}\n"
             + _units(delays["a (2BW vs 1F1B)"][first], "2bw"),
-            fontsize=9,
+            ylabel="(loss 2BW − loss sync) / loss sync, equal updates",
         )
-        ax_a.set_ylabel("(loss 2BW − loss sync) / loss sync, equal updates")
         # (b) loss at equal time, relative to synchronous 1F1B
         labels, sel, colors = [], [], []
         for name in cfg["b_objectives"]:
@@ -78,15 +85,18 @@ def figure(out, path, paper: dict | None = None) -> None:
                 sel.append({"rel": list(rel), "rel_mean": float(rel.mean())})
                 labels.append(f"{name}\n{r['schedule']} {r['optimizer']}")
                 colors.append("C2" if r["optimizer"] == "nesterov_async" else "C7")
-        _bars(ax_b, labels, sel, "rel", colors)
-        ax_b.axhline(1, color="0.4", lw=0.8)
         first = cfg["b_objectives"][0]
-        ax_b.set_title(
-            f"(b) equal simulated time, S = {cfg['b_S']}\nPipeDream "
+        _bar_panel(
+            ax_b,
+            labels,
+            sel,
+            "rel",
+            colors,
+            ref=1,
+            title=f"(b) equal simulated time, S = {cfg['b_S']}\nPipeDream "
             + _units(delays["b (PipeDream vs 1F1B)"][first], "PD"),
-            fontsize=9,
+            ylabel="loss at PipeDream's T / synchronous 1F1B's",
         )
-        ax_b.set_ylabel("loss at PipeDream's T / synchronous 1F1B's")
         # (c) slowdown against S
         ticks = {}
         for j, label in enumerate(["rotated_quadratic", "aligned_quadratic", "nanochat"]):
