@@ -69,6 +69,7 @@ def _forget_programs():
     core._program.cache_clear()
     localsgd._compiled.cache_clear()
     localsgd._start_value.cache_clear()
+    localsgd._round_values.cache_clear()
     jax.clear_caches()
 
 
@@ -98,19 +99,20 @@ def test_stored_programs_load_without_tracing_and_give_the_same_numbers(store):
     _forget_programs()
     traced = _traced()
     first = _runs(obj)
-    assert len(traced) == 3  # nothing stored yet: the core's, LocalSGD's and its f(x⁰) traced and compiled
-    assert len(list(store.glob("*.exe"))) == 3  # and LocalSGD's f(x⁰)
+    # nothing stored yet: the core's, LocalSGD's rounds, its f(x̄) at round ends and its f(x⁰) traced and compiled
+    assert len(traced) == 4
+    assert len(list(store.glob("*.exe"))) == 4
     _forget_programs()
     loaded = programs.COUNTS["loaded"]
     traced.clear()
     again = _runs(O.logistic_regression(64, 16, 4, 4, lam=1e-3, grad_noise=0.3, seed=5))
-    assert traced == [] and programs.COUNTS["loaded"] == loaded + 3
+    assert traced == [] and programs.COUNTS["loaded"] == loaded + 4
     for a, b in zip(first, again):
         np.testing.assert_array_equal(a.curve, b.curve)
         np.testing.assert_array_equal(a.x_final, b.x_final)
         np.testing.assert_array_equal(a.traces["loss_z"], b.traces["loss_z"])
     other_grid = methods.pipedream(obj, schedules.pipedream(4, 10), [0.01, 0.02, 0.04], seed=1)
-    assert len(list(store.glob("*.exe"))) == 4  # another argument shape: another executable
+    assert len(list(store.glob("*.exe"))) == 5  # another argument shape: another executable
     # f is evaluated in one batch over the grid's snapshots, so another G rounds differently
     np.testing.assert_allclose(other_grid.curve[:2], first[0].curve, rtol=1e-13)
 
@@ -144,7 +146,8 @@ run = lambda: methods.local_sgd(O.random_quadratic(64, 16, 4, 4), schedules.loca
 first = run()  # compiled into JAX's persistent cache only
 
 def again():
-    localsgd._compiled.cache_clear(); localsgd._start_value.cache_clear(); jax.clear_caches()
+    localsgd._compiled.cache_clear(); localsgd._start_value.cache_clear(); localsgd._round_values.cache_clear()
+    jax.clear_caches()
     programs.use_store(store)
     np.testing.assert_array_equal(run(), first)
     return len(list(store.glob("*.exe")))
@@ -180,8 +183,9 @@ def test_a_program_in_jax_cache_is_not_stored_from_there(tmp_path, start):
         [sys.executable, "-c", _AFTER_JAX_CACHE, str(tmp_path), start], capture_output=True, text=True, timeout=300
     )
     assert out.returncode == 0, out.stderr[-2000:]
-    # .exe files after each pass, then executables loaded and found broken (LocalSGD's two programs)
-    expected = "2 2 2 4 0" if start == "empty" else "2 2 0 0 0 2"
+    # .exe files after each pass, then executables loaded and found broken (LocalSGD's three
+    # programs: its rounds, f(x̄) at round ends and f(x⁰))
+    expected = "3 3 3 6 0" if start == "empty" else "3 3 0 0 0 3"
     assert " ".join(out.stdout.split()[-len(expected.split()) :]) == expected
 
 
