@@ -7,6 +7,7 @@ from __future__ import annotations
 import textwrap
 
 import pandas as pd
+import pytest
 from hydra_helpers import TINY_LINEAR, multirun
 
 from rpd.io import sweeps
@@ -32,6 +33,7 @@ def _sweep(tmp_path, *overrides):
     return multirun(["method=pipeline", *tiny, *overrides, f"hydra.searchpath=[file://{tmp_path / 'cfg'}]"], tmp_path)
 
 
+@pytest.mark.slow  # a hydra subprocess per call: several seconds on 2 cores
 def test_a_schedule_on_the_search_path_is_compared_at_the_sweeps_one_time(tmp_path):
     """Before: the callback could not compose ``schedule=my_gpipe`` (a warning), and the table
     held GPipe at T = 48 000 us against 1F1B at T = 40 000 us. Now both rows end at the

@@ -96,6 +96,7 @@ def test_toy_trains_as_written(toy_registered):
     np.testing.assert_array_equal(plain, methods.sgd(quad, N, [LR], optimizer="momentum").x_final)
 
 
+@pytest.mark.slow  # a hydra subprocess per call: several seconds on 2 cores
 def test_a_field_the_toy_lacks_is_refused_naming_the_toy(toy_configs, tmp_path):
     """``optimizer=momentum optimizer.dampening=0.5``: one line, exit 2, before any work (no
     results folder), naming the optimizer that takes the field."""
@@ -152,6 +153,7 @@ PROFILE = {
 PLAN = ["model=profile", "pipeline.S=2", "pipeline.M=4", "schedules=[1f1b]", "memory_cap=80GiB"]
 
 
+@pytest.mark.slow  # a hydra subprocess per call: several seconds on 2 cores
 def test_the_toy_is_planned_with_the_state_it_declares(toy_configs, tmp_path):
     """``python -m experiments.plan optimizer=<toy>``: its entry's ``state=1`` is what the plan
     counts (docs/plan.md#bytes-per-rank-rpdmodelmemory): 4 bytes per value of each rank, 1 GiB
