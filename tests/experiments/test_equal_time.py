@@ -48,6 +48,7 @@ def test_a_schedule_on_the_search_path_is_compared_at_the_sweeps_one_time(tmp_pa
     assert "different simulated times" not in proc.stdout
 
 
+@pytest.mark.slow  # over 4 s on 2 cores (a figure, a subprocess or the study's fits)
 def test_a_sweep_whose_row_cannot_be_timed_is_refused_before_any_job(tmp_path):
     """1F1B's flush is M = S = 3 microbatches, and N = 8 is not a whole number of them: no T
     for that row, so no equal-time comparison; one line, exit 2, no job run or stored."""

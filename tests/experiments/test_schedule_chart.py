@@ -68,6 +68,7 @@ def test_chart_n_defaults_to_two_flushes():
     assert _typed(["schedule=zb_h2", *SIZE, "schedule.T=30"]).schedule.N is None  # T chooses N
 
 
+@pytest.mark.slow  # over 4 s on 2 cores (a figure, a subprocess or the study's fits)
 def test_a_long_chart_draws_in_each_row_only_the_ops_it_shows(tmp_path, monkeypatch):
     figures = _drawn(monkeypatch)
     overrides = ["schedule=zb_h2", *SIZE, "schedule.N=160", "costs=b2f_latency"]

@@ -66,6 +66,7 @@ def _texts(fig) -> list[str]:
     return [t.get_text() for ax in fig.axes for t in [*ax.texts, ax.title]]
 
 
+@pytest.mark.slow  # over 4 s on 2 cores (a figure, a subprocess or the study's fits)
 def test_figure_shows_the_verdicts_and_the_caveat(tmp_path, drawn):
     out = StudyOutput(arrays={}, summary=E17["summary"], table=E17["table"])
     staleness_2026.figure(out, tmp_path / "e17.png")

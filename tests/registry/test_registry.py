@@ -143,6 +143,7 @@ def _compose_raw(overrides):
     return compose(overrides)
 
 
+@pytest.mark.slow  # over 4 s on 2 cores (a figure, a subprocess or the study's fits)
 def test_the_run_key_holds_what_the_run_reads():
     """Costs split runs; the method's own schedule's node holds noam, R and H, and only the
     chosen schedule's own split its runs; defaults spelt out do not; a schedule's key holds

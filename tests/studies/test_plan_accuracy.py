@@ -102,6 +102,7 @@ def test_a_preset_runs_its_gemms_at_eta_times_its_measured_ceiling():
     assert (a.gemm_efficiency, h.gemm_efficiency, a.traffic) == (0.4294, 0.4004, 1.0)
 
 
+@pytest.mark.slow  # over 4 s on 2 cores (a figure, a subprocess or the study's fits)
 def test_the_study_reports_the_left_out_errors():
     out = P.run(P.Config(sources=("nemo_nemotron4_15b", "megatron_h100")))
     errs = [abs(r["error"]) for r in out.table]
