@@ -140,6 +140,14 @@ def run_plan(
     )
 
 
+def _run_timeline(obj: Objective, tl: Timeline, planned, gamma, *, method: str, meta: dict, **kw) -> Result:
+    """``planned`` (an update plan made from ``tl`` and its gradient slots) run by :func:`run_plan`
+    on ``tl``'s ticks: T, and N, T and the time unit in the meta before the method's own."""
+    plan, n_slots = planned
+    meta = {"N": tl.N, "T": tl.T, **meta, "time_unit": time_unit(tl)}
+    return run_plan(obj, plan, gamma, n_slots=n_slots, T=tl.T, method=method, meta=meta, **kw)
+
+
 def pipedream(
     obj: Objective,
     tl: Timeline,
@@ -159,20 +167,18 @@ def pipedream(
     The history ring holds at most NOAM + 1 versions of each block."""
     if tl.S != obj.S:
         raise ValueError(f"timeline has S={tl.S} stages but the objective has S={obj.S} blocks")
-    plan, n_slots = plans.pipedream_plan(tl, obj.n_batches)
-    return run_plan(
+    return _run_timeline(
         obj,
-        plan,
+        tl,
+        plans.pipedream_plan(tl, obj.n_batches),
         gamma,
+        method="pd",
+        meta={"noam": tl.noam},
         seed=seed,
         axis=axis,
         stride=stride,
-        n_slots=n_slots,
         diag_stride=diag_stride,
-        T=tl.T,
-        method="pd",
         optimizer=optimizer,
-        meta={"N": tl.N, "T": tl.T, "noam": tl.noam, "time_unit": time_unit(tl)},
     )
 
 
@@ -300,22 +306,21 @@ def train(
     plan, n_slots = sem.plan(tl, obj.S, obj.n_batches, **active)
     if ring_size is not None:  # at least what the plan needs
         ring_size = max(check_int("ring_size", ring_size), plans.ring_size(plan, obj.S, diag_stride))
-    res = run_plan(
+    res = _run_timeline(
         obj,
-        plan,
+        tl,
+        (plan, n_slots),
         gamma,
+        method=kind,
+        meta=dict(M=tl.M, schedule=kind, **active),
         seed=seed,
         axis=axis,
         stride=stride,
-        n_slots=n_slots,
         diag_stride=diag_stride,
-        T=tl.T,
-        method=kind,
         ema=ema,
         at=at,
         ring_size=ring_size,
         optimizer=optimizer,
-        meta=dict(N=tl.N, T=tl.T, M=tl.M, schedule=kind, time_unit=time_unit(tl), **active),
     )
     res.traces["update_time"] = np.asarray(plan.time)  # [K]: the tick each update lands
     return res
