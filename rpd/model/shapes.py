@@ -5,6 +5,7 @@ shapes of :data:`PRESETS`, and :class:`Parallel` (TP, SP, CP, attention kernel, 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from rpd.model import tensor
 from rpd.validation import check_choice, check_int
@@ -53,37 +54,20 @@ class GPTConfig:
         return self.n_head if self.n_kv_heads is None else self.n_kv_heads
 
 
-def _llama3(n_layer: int, d_model: int, n_head: int, ffn: int) -> GPTConfig:
-    return GPTConfig(
-        n_layer=n_layer,
-        d_model=d_model,
-        n_head=n_head,
-        n_kv_heads=8,
-        seq=8192,
-        vocab=128256,
-        tied=False,
-        ffn=ffn,
-        gated=True,
-        bias=False,
-        norm="rmsnorm",
-        positions="rope",
-    )
+def _family(**fixed) -> Callable[[int, int, int, int], GPTConfig]:
+    """A model family's sizes: its fixed fields, and per size the layers, width, heads and FFN."""
+
+    def at(n_layer: int, d_model: int, n_head: int, ffn: int) -> GPTConfig:
+        return GPTConfig(n_layer=n_layer, d_model=d_model, n_head=n_head, ffn=ffn, **fixed)
+
+    return at
 
 
-def _nemotron4(n_layer: int, d_model: int, n_head: int, ffn: int) -> GPTConfig:
-    # squared-ReLU MLP (two matrices, ungated), no linear biases, layernorm1p (a LayerNorm), RoPE
-    return GPTConfig(
-        n_layer=n_layer,
-        d_model=d_model,
-        n_head=n_head,
-        n_kv_heads=8,
-        seq=4096,
-        vocab=256000,
-        tied=False,
-        ffn=ffn,
-        bias=False,
-        positions="rope",
-    )
+_llama3 = _family(
+    n_kv_heads=8, seq=8192, vocab=128256, tied=False, gated=True, bias=False, norm="rmsnorm", positions="rope"
+)
+# squared-ReLU MLP (two matrices, ungated), no linear biases, layernorm1p (a LayerNorm), RoPE
+_nemotron4 = _family(n_kv_heads=8, seq=4096, vocab=256000, tied=False, bias=False, positions="rope")
 
 
 PRESETS: dict[str, GPTConfig] = {
