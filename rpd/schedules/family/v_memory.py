@@ -32,10 +32,10 @@ import functools
 
 import numpy as np
 
-from rpd.schedules.machinery.build import timed
+from rpd.schedules.family.flushes import flush_entry, flushes, whole_flushes
 from rpd.schedules.machinery.costs import CostModel
-from rpd.schedules.machinery.entry import Source
-from rpd.schedules.machinery.ir import BWD_I, BWD_W, FWD, Order, concat, ops, shift_mb
+from rpd.schedules.machinery.entry import Look, ScheduleEntry, Source
+from rpd.schedules.machinery.ir import BWD_I, BWD_W, FWD, Order, ops
 from rpd.schedules.machinery.timeline import Timeline
 from rpd.validation import check_choice, check_int
 
@@ -270,12 +270,8 @@ def v_memory(S: int, N: int, M: int, setup: str, costs: CostModel | None = None)
     of M."""
     S, N, M = check_int("S", S, minimum=2), check_int("N", N), check_int("M", M)
     setup = check_choice("setup", setup, SETUPS)
-    if N % M:
-        raise ValueError(f"N must be a whole number of flushes of M microbatches, got N={N}, M={M}")
-    flush = list(_flush_order(S, M, setup))
-    order = concat([shift_mb(flush, q * M) for q in range(N // M)])
-    kind = f"v_{setup}"
-    return timed(kind, order, S=S, N=N, M=M, costs=costs, n_stages=2 * S, v=2, split=True, barrier_every=M, sync=True)
+    whole_flushes(N, M)
+    return flushes(f"v_{setup}", list(_flush_order(S, M, setup)), S, N, M, costs, n_stages=2 * S, v=2, split=True)
 
 
 def v_half(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeline:
@@ -286,3 +282,8 @@ def v_half(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeline:
 def v_min(S: int, N: int, M: int, costs: CostModel | None = None) -> Timeline:
     """V-Min: about a third of 1F1B's activation memory (module doc)."""
     return v_memory(S, N, M, "min", costs)
+
+
+def entry(name: str, build, *, doc: str, look: Look) -> ScheduleEntry:
+    """A V schedule's entry: a flush schedule, split backward, two chunks per rank (the V), :data:`SOURCE`."""
+    return flush_entry(name, build, split_backward=True, chunks_per_rank=2, doc=doc, look=look, source=SOURCE)
