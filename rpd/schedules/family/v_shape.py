@@ -60,36 +60,22 @@ def zbv_order(S: int, M: int) -> Order:
         nxt = {(k, c): 0 for k in (FWD, BWD_I, BWD_W) for c in (c0, c1)}
         rows: list[tuple[int, int, int]] = []
 
-        def emit(kind, stage):
-            rows.append((kind, stage, nxt[kind, stage]))
-            nxt[kind, stage] += 1
+        def emit(times, *pattern):  # the docstring's [op, op, ...] x times
+            for _ in range(times):
+                for kind, stage in pattern:
+                    rows.append((kind, stage, nxt[kind, stage]))
+                    nxt[kind, stage] += 1
 
-        for _ in range(2 * (S - r) - 1):
-            emit(FWD, c0)
-        for _ in range(r):
-            emit(FWD, c1)
-            emit(FWD, c0)
-        for _ in range(S - r):
-            emit(FWD, c1)
-            emit(BWD_I, c1)
-            emit(BWD_W, c1)
+        emit(2 * (S - r) - 1, (FWD, c0))
+        emit(r, (FWD, c1), (FWD, c0))
+        emit(S - r, (FWD, c1), (BWD_I, c1), (BWD_W, c1))
         while nxt[FWD, c1] < nxt[FWD, c0] or nxt[FWD, c0] < n:
-            if nxt[FWD, c0] < n:
-                emit(FWD, c0)
-            emit(BWD_I, c0)
-            emit(BWD_W, c0)
-            emit(FWD, c1)
-            emit(BWD_I, c1)
-            emit(BWD_W, c1)
-        for _ in range(r):
-            emit(BWD_I, c0)
-            emit(BWD_I, c1)
-        for _ in range(S - r):
-            emit(BWD_I, c0)
-            emit(BWD_W, c0)
+            emit(int(nxt[FWD, c0] < n), (FWD, c0))
+            emit(1, (BWD_I, c0), (BWD_W, c0), (FWD, c1), (BWD_I, c1), (BWD_W, c1))
+        emit(r, (BWD_I, c0), (BWD_I, c1))
+        emit(S - r, (BWD_I, c0), (BWD_W, c0))
         for c in (c1, c0):
-            while nxt[BWD_W, c] < nxt[BWD_I, c]:
-                emit(BWD_W, c)
+            emit(nxt[BWD_I, c] - nxt[BWD_W, c], (BWD_W, c))
         for c in (c0, c1):
             if not nxt[FWD, c] == nxt[BWD_I, c] == nxt[BWD_W, c] == n:
                 raise AssertionError(f"zbv_order: chunk {c} of rank {r} is incomplete")
