@@ -61,6 +61,11 @@ def _row(model, hw, name, S, M, how="even"):
     return r
 
 
+def _one_f_one_b(model, hw, claim, S, M, how):
+    """1F1B's plan row at S, M on partition ``how``, and the fields of a claim's row that say so."""
+    return _row(model, hw, "1f1b", S, M, how), dict(claim=claim, schedule="1f1b", partition=how, S=S, M=M)
+
+
 # microbatches of its stage's activations the claim says rank s holds, per schedule
 ACTIVATIONS_CLAIMED = {
     "gpipe": lambda S, M: np.full(S, M),
@@ -128,19 +133,8 @@ def efficiency_claim(model, hw, S, Ms, partitions) -> tuple[dict, list[dict]]:
     rows = []
     for how in partitions:
         for M in Ms:
-            r = _row(model, hw, "1f1b", S, M, how)
-            rows.append(
-                dict(
-                    claim="efficiency",
-                    schedule="1f1b",
-                    partition=how,
-                    S=S,
-                    M=M,
-                    efficiency=1 - r.bubble_total,
-                    mfu=r.mfu,
-                    ideal=M / (M + S - 1),
-                )
-            )
+            r, row = _one_f_one_b(model, hw, "efficiency", S, M, how)
+            rows.append(dict(row, efficiency=1 - r.bubble_total, mfu=r.mfu, ideal=M / (M + S - 1)))
     eff = np.array([r["efficiency"] for r in rows])
     inside = [(r["partition"], r["M"]) for r in rows if 0.6 <= r["efficiency"] <= 0.8]
     holds = True if len(inside) == len(rows) else (False if not inside else None)
@@ -164,19 +158,8 @@ def stages_claim(model, hw, counts, fixed_M, how) -> tuple[dict, list[dict]]:
     rows = []
     for S in counts:
         for rule, M in (("fixed", fixed_M), ("4S", 4 * S)):
-            r = _row(model, hw, "1f1b", S, M, how)
-            rows.append(
-                dict(
-                    claim="stages",
-                    schedule="1f1b",
-                    partition=how,
-                    S=S,
-                    M=M,
-                    rule=rule,
-                    bubble=r.bubble_total,
-                    ideal=(S - 1) / (M + S - 1),
-                )
-            )
+            r, row = _one_f_one_b(model, hw, "stages", S, M, how)
+            rows.append(dict(row, rule=rule, bubble=r.bubble_total, ideal=(S - 1) / (M + S - 1)))
     fixed = [r for r in rows if r["rule"] == "fixed"]
     scaled = [r for r in rows if r["rule"] == "4S"]
     first = next((r["S"] for r in fixed if r["bubble"] > 0.5), None)
