@@ -105,6 +105,26 @@ class Candidate:
     def variant(self) -> Variant:
         return Variant(self.TP, self.CP, self.SP, self.recompute)
 
+    def row(self, model: Model, hw: Hardware, make: Maker, **kw) -> Row:
+        """The plan's row of this layout (:func:`rpd.model.plan.plan_one`; ``model`` is its
+        :attr:`variant`'s); ``kw``: the plan's other settings."""
+        return plan_one(
+            model,
+            hw,
+            self.schedule,
+            make,
+            self.PP,
+            self.M,
+            D=self.DP,
+            TP=self.TP,
+            SP=self.SP,
+            v=self.v,
+            zero=self.zero,
+            recompute=self.recompute,
+            CP=self.CP,
+            **kw,
+        )
+
 
 @dataclasses.dataclass(frozen=True)
 class Found:
@@ -174,25 +194,6 @@ def _maker(make: Maker) -> Maker:
     """``make`` remembering its last timelines (a unit-cost order per shape; ZeRO's two rows
     share their costed ones)."""
     return functools.lru_cache(maxsize=48)(make)
-
-
-def _evaluate(models, hw, make, c: Candidate, kw) -> Row:
-    return plan_one(
-        models(c.variant),
-        hw,
-        c.schedule,
-        make,
-        c.PP,
-        c.M,
-        D=c.DP,
-        TP=c.TP,
-        SP=c.SP,
-        v=c.v,
-        zero=c.zero,
-        recompute=c.recompute,
-        CP=c.CP,
-        **kw,
-    )
 
 
 def _peak(models, hw, make, c: Candidate, kw) -> float:
@@ -279,7 +280,7 @@ def search(
         if not offload and _peak(models, hw, make, c, kw) > limit:
             over += 1
             continue
-        r = _evaluate(models, hw, make, c, dict(kw, memory_cap=cap))
+        r = c.row(models(c.variant), hw, make, **dict(kw, memory_cap=cap))
         rows.append(r)
         if r.error is None and r.fits:
             tokens_per_s = required("tokens_per_s", r.tokens_per_s)  # set on a row without an error
@@ -297,4 +298,4 @@ def brute_force(
 ) -> list[Row]:
     """Every candidate timed, best first (the straightforward loop :func:`search` is checked
     against, over :func:`candidates`' list)."""
-    return best_first([_evaluate(models, hw, make, c, dict(kw, memory_cap=cap)) for c in cands])
+    return best_first([c.row(models(c.variant), hw, make, **dict(kw, memory_cap=cap)) for c in cands])

@@ -31,7 +31,7 @@ from rpd import registry
 from rpd.model.hardware import Hardware, dgx_gemm_efficiency
 from rpd.model.hardware import preset as hardware_preset
 from rpd.model.layers import Parallel, gpt_model
-from rpd.model.plan import Row, plan_one
+from rpd.model.plan import Row
 from rpd.model.stages import partition, stages
 from rpd.model.topology import place
 from rpd.plotting.plan import accuracy_figure
@@ -67,22 +67,8 @@ def plan_run(run: Run, hw: Hardware) -> Row:
     included)."""
     if run.attention_efficiency is not None:
         hw = dataclasses.replace(hw, attention_efficiency=run.attention_efficiency)
-    r = plan_one(
-        model_of(run),
-        hw,
-        run.schedule,
-        _timeline,
-        run.PP,
-        run.M,
-        D=run.DP,
-        TP=run.TP,
-        SP=run.SP,
-        v=run.v,
-        zero=run.zero,
-        recompute=run.recompute,
-        grad_bytes=run.grad_bytes,
-        overlap=run.overlap,
-        precision=run.precision,
+    r = run.layout.row(
+        model_of(run), hw, _timeline, grad_bytes=run.grad_bytes, overlap=run.overlap, precision=run.precision
     )
     if r.error:
         raise ValueError(f"{run.source} {run.name}: {r.error}")

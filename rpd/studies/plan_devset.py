@@ -39,6 +39,7 @@ import dataclasses
 
 from rpd.model.layers import GPTConfig
 from rpd.model.overlap import Overlap
+from rpd.model.search3d import Candidate
 from rpd.model.shapes import PRESETS
 
 SOURCES = {
@@ -85,6 +86,21 @@ class Run:
     @property
     def schedule(self) -> str:
         return "1f1b" if self.v is None else "interleaved"
+
+    @property
+    def layout(self) -> Candidate:
+        """Its layout as the search's candidate (which times it: :meth:`Candidate.row`)."""
+        return Candidate(
+            self.TP,
+            self.PP,
+            self.DP,
+            self.M,
+            self.schedule,
+            self.v,
+            SP=self.SP,
+            recompute=self.recompute,
+            zero=self.zero,
+        )
 
 
 # name, hidden, layers, heads, TP, PP, v, micro-batch, global batch, GPUs, TFLOP/s per GPU

@@ -80,9 +80,9 @@ def test_the_search_reaches_v_above_two_cp_and_the_recipes_knobs():
     assert all(c.DP == c.CP == 1 for c in cands if c.schedule == "pipedream")
 
 
-def test_plan_one_and_the_search_agree_on_a_candidate():
+def test_plan_one_and_a_candidates_row_agree():
     c = search3d.Candidate(2, 2, 2, 8, "interleaved", 2, 1, True, "full", 1)
-    r = search3d._evaluate(models, DGX, registry.timeline, c, KW)
+    r = c.row(models(c.variant), DGX, registry.timeline, **KW)
     m = gpt_model(CFG, "full", par=Parallel(TP=2, SP=True))
     want = plan_one(
         m, DGX, "interleaved", registry.timeline, 2, 8, D=2, TP=2, SP=True, v=2, zero=1, recompute="full", **KW
@@ -123,13 +123,8 @@ def test_the_search_answers_at_least_the_nemo_recipe_for_175b_on_1024_h100s():
 
     shape = search3d.Shape(96, 96, 96, 12288, 2048)
     found = search3d.search(big, h100, registry.timeline, 1024, 2048, 80 * 2**30, NAMES, shape, **KW)
-    recipe = search3d._evaluate(
-        big,
-        h100,
-        registry.timeline,
-        search3d.Candidate(4, 8, 32, 64, "interleaved", 12, 1, True, "selective", 1),
-        dict(KW, memory_cap=80 * 2**30),
-    )
+    nemo = search3d.Candidate(4, 8, 32, 64, "interleaved", 12, 1, True, "selective", 1)
+    recipe = nemo.row(big(nemo.variant), h100, registry.timeline, **KW, memory_cap=80 * 2**30)
     best = found.rows[0]
     assert recipe.fits and best.tokens_per_s >= recipe.tokens_per_s
     assert (best.TP, best.S, best.v, best.SP, best.D) == (4, 8, 12, True, 32)
