@@ -49,47 +49,34 @@ from rpd import objectives, registry, schedules
 from rpd.analysis import tuning
 from rpd.objectives import corpus
 from rpd.objectives.entry import entry_of
-from rpd.objectives.nanochat import nanochat
 from rpd.plotting.frontier import frontier_figure
 from rpd.registry import objective_blocks
 from rpd.results import StudyOutput
 from rpd.schedules.machinery import memory
+from rpd.studies import objective_sizes
 from rpd.studies.schedule_table import SCALE, build, cost_model, schedule_of
 from rpd.studies.units import run_all
 from rpd.train import methods
 
+
+def _drawn(*names: str) -> tuple[tuple[str, str, dict], ...]:
+    """Schedules' rows as they are drawn everywhere: each labelled by its entry's compact label."""
+    return tuple((registry.style(n).compact, n, {}) for n in names)
+
+
 # (label, schedule name, options of its semantics)
 VARIANTS: tuple[tuple[str, str, dict], ...] = (
-    ("GPipe", "gpipe", {}),
-    ("1F1B", "1f1b", {}),
-    ("interleaved", "interleaved", {}),
-    ("ZB-H1", "zb_h1", {}),
-    ("ZB-H2", "zb_h2", {}),
-    ("ZB-V", "zb_v", {}),
-    ("DualPipeV", "dualpipe_v", {}),
-    ("Chimera", "chimera", {}),
-    ("Chimera FD", "chimera_fd", {}),  # E9's rows: forward doubling / backward halving (M = 2S > S)
-    ("Chimera BH", "chimera_bh", {}),
-    ("PipeDream", "pipedream", {}),
+    *_drawn("gpipe", "1f1b", "interleaved", "zb_h1", "zb_h2", "zb_v", "dualpipe_v", "chimera"),
+    *_drawn("chimera_fd", "chimera_bh"),  # E9's rows: forward doubling / backward halving (M = 2S > S)
+    *_drawn("pipedream"),
     ("PipeDream+pred", "pipedream", {"predict": True}),
-    ("2BW", "pipedream_2bw", {}),
-    ("PipeMare", "pipemare", {}),
+    *_drawn("pipedream_2bw", "pipemare"),
     ("PipeMare T1+T2", "pipemare", {"t1": True, "t2": True}),
-    ("LocalSGD", "local_sgd", {}),
-    ("GEMS", "gems", {}),
-    ("AMPNet", "ampnet", {}),
-    ("AvgPipe", "avgpipe", {}),
-    ("WPipe", "wpipe", {}),
-    ("ZB-H2+PV", "zb_h2_pv", {}),  # E9's row: ZB-H2 with optimizer post-validation, no rollback
+    *_drawn("local_sgd", "gems", "ampnet", "avgpipe", "wpipe"),
+    *_drawn("zb_h2_pv"),  # E9's row: ZB-H2 with optimizer post-validation, no rollback
     # the schedules shipped since 2024 (docs/schedules.md): synchronous, DualPipe and BitPipe with
     # their two copies' gradients summed
-    ("looped BFS", "looped_bfs", {}),
-    ("interleaved ZB", "interleaved_zb", {}),
-    ("DualPipe", "dualpipe", {}),
-    ("V-Half", "v_half", {}),
-    ("V-Min", "v_min", {}),
-    ("combined 1F1B", "combined_1f1b", {}),
-    ("BitPipe", "bitpipe", {}),
+    *_drawn("looped_bfs", "interleaved_zb", "dualpipe", "v_half", "v_min", "combined_1f1b", "bitpipe"),
 )
 COST_SETTINGS = {"F=B": ("F=B", 1, 1, 0), "B=2F+lat": ("B=2F", 1, 2, 1)}  # label -> (E9 label, f, b, p2p)
 OBJECTIVES = ("nesterov_quadratic", "logistic_regression", "mlp_chain", "nanochat")
@@ -156,22 +143,9 @@ def make_objective(name: str, S: int, cfg: Config):
     if name == "logistic_regression":
         return objectives.logistic_regression(cfg.n, cfg.d, S, cfg.batch_size, seed=cfg.seed), cfg.batch_size
     if name == "mlp_chain":
-        return (
-            objectives.mlp_chain(cfg.mlp_n, cfg.mlp_width, S, cfg.mlp_batch, seed=cfg.seed),
-            cfg.mlp_batch * cfg.mlp_width,
-        )
+        return objective_sizes.mlp_chain(cfg, S, cfg.seed), cfg.mlp_batch * cfg.mlp_width
     if entry_of(name).is_lm:
-        return (
-            nanochat(
-                S,
-                batch_size=cfg.lm_batch,
-                seq_len=cfg.lm_seq,
-                width=cfg.lm_width,
-                seed=cfg.seed,
-                heldout_batches=cfg.lm_heldout_batches,
-            ),
-            cfg.lm_batch * cfg.lm_seq * cfg.lm_width,
-        )
+        return objective_sizes.lm(cfg, S, cfg.seed), cfg.lm_batch * cfg.lm_seq * cfg.lm_width
     entry = objectives.OBJECTIVES.get(name)
     if entry is not None and entry.build is not None:  # another registered objective: built by its entry
         sizes = types.SimpleNamespace(

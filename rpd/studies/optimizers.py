@@ -41,9 +41,9 @@ from rpd import objectives, schedules
 from rpd.analysis import simtime, tuning
 from rpd.objectives import corpus
 from rpd.objectives.entry import entry_of
-from rpd.objectives.nanochat import nanochat
 from rpd.plotting.optimizers import optimizers_figure
 from rpd.results import StudyOutput
+from rpd.studies import objective_sizes
 from rpd.train import methods, optimizers, plans
 from rpd.validation import required
 
@@ -175,16 +175,9 @@ def make_objective(name: str, cfg: Config):
             cfg.logistic_n, cfg.d, S, cfg.batch_size, grad_noise=cfg.grad_noise, seed=cfg.seed
         )
     if name == "mlp_chain":
-        return objectives.mlp_chain(cfg.mlp_n, cfg.mlp_width, S, cfg.mlp_batch, seed=cfg.seed)
+        return objective_sizes.mlp_chain(cfg, S, cfg.seed)
     if entry_of(name).is_lm:
-        return nanochat(
-            S,
-            batch_size=cfg.lm_batch,
-            seq_len=cfg.lm_seq,
-            width=cfg.lm_width,
-            seed=cfg.seed,
-            heldout_batches=cfg.lm_heldout_batches,
-        )
+        return objective_sizes.lm(cfg, S, cfg.seed)
     raise ValueError(f"objectives: unknown {name!r}; valid: {list(OBJECTIVES)}")
 
 

@@ -32,11 +32,10 @@ import numpy as np
 from rpd import objectives, schedules
 from rpd.objectives import corpus
 from rpd.objectives.entry import entry_of
-from rpd.objectives.nanochat import nanochat
 from rpd.plotting import staleness_2026_text as text
 from rpd.plotting.staleness_2026 import figure as draw
 from rpd.results import StudyOutput, diverged
-from rpd.studies import trend
+from rpd.studies import objective_sizes, trend
 from rpd.studies.staleness_2026_tuning import delay_units, tune, updates_to_target
 from rpd.train import methods, plans
 from rpd.train import semantics as sem
@@ -116,16 +115,9 @@ def corpus_identity(cfg: Config) -> str | None:
 
 def make_objective(cfg: Config, name: str, S: int, seed: int, kind: str = ""):
     if name == "mlp_chain":
-        return objectives.mlp_chain(cfg.mlp_n, cfg.mlp_width, S, cfg.mlp_batch, seed=seed)
+        return objective_sizes.mlp_chain(cfg, S, seed)
     if entry_of(name).is_lm:
-        return nanochat(
-            S,
-            batch_size=cfg.lm_batch,
-            seq_len=cfg.lm_seq,
-            width=cfg.lm_width,
-            seed=seed,
-            heldout_batches=cfg.lm_heldout_batches,
-        )
+        return objective_sizes.lm(cfg, S, seed)
     rot = {"rotate": kind == "rotated", "align": kind == "aligned"}
     return objectives.nesterov_quadratic(cfg.quad_n, cfg.quad_d, S, cfg.quad_batch, mu=cfg.quad_mu, seed=seed, **rot)
 
