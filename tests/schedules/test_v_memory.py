@@ -266,6 +266,17 @@ def test_registry_entries_build_on_the_v():
     assert tl.synchronous and tl.split and tl.v == 2
 
 
+def test_a_v_entry_is_a_split_flush_on_two_chunks_from_the_paper():
+    e = v_memory.entry("v_toy", v_half, doc="toy", look=registry.Look("toy"))
+    assert (e.flush, e.fields, e.split_backward, e.chunks_per_rank) == (True, ("M",), True, 2)
+    assert e.source == v_memory.SOURCE and e.source.paper.startswith(
+        "Qi et al., Pipeline Parallelism with Controllable"
+    )
+    for name in ("v_half", "v_min"):  # both registered entries say the same
+        r = registry.SCHEDULES[name]
+        assert (r.flush, r.split_backward, r.chunks_per_rank, r.source) == (True, True, 2, v_memory.SOURCE)
+
+
 @pytest.mark.parametrize(
     "S", [4, 6, 8, pytest.param(12, marks=pytest.mark.slow), pytest.param(16, marks=pytest.mark.slow)]
 )
