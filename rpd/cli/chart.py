@@ -19,7 +19,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from rpd import registry
-from rpd.cli import checks, specs
+from rpd.cli import checks, footprint, specs
 from rpd.cli import config as C
 from rpd.cli.config import _value
 from rpd.io import store
@@ -104,7 +104,7 @@ def chart(cfg) -> dict:
     units of one stage's F)."""
     cfg = checks.typed(cfg, C.ChartConfig)
     cfg = _with_n(cfg)
-    checks.validate(cfg)
+    footprint.check_config(cfg, checks.validate(cfg))
     store.check_root(Path(cfg.out).resolve().parent, field="out")
     pipeline, tl, scale = build(cfg)
     v = chunks_per_rank(pipeline)

@@ -1,40 +1,18 @@
 """An objective config node -> the objective it names: rpd's own by ``objective.name``, or a
-user's factory by import path (``objective._target_=mymodule.make``)."""
+user's factory by import path (``objective._target_=mymodule.make``, found by
+:func:`rpd.cli.specs.user_factory`), and a user's objective's identity in the store key."""
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
-import pkgutil
 
 from omegaconf import OmegaConf
 
 from rpd import objectives
 from rpd.cli.config import _value
+from rpd.cli.specs import user_factory
 from rpd.validation import required
-
-
-def locate(path: str):
-    """The callable at the import path ``path`` (``mymodule.make``, ``pkg.mod.Class.build``, or
-    ``pkg.mod:make``), found by the standard library's :func:`pkgutil.resolve_name` (the module
-    part imported, the rest looked up as attributes); its ImportError / AttributeError / ValueError
-    as they are, a ValueError for a non-callable."""
-    obj = pkgutil.resolve_name(path)
-    if not callable(obj):
-        raise ValueError(f"{path} is a {type(obj).__name__}, not a callable")
-    return obj
-
-
-def user_factory(o):
-    """The user's objective factory named by ``objective._target_`` (an import path), or None."""
-    target = o.get("_target_") if hasattr(o, "get") else getattr(o, "_target_", None)
-    if not target:
-        return None
-    try:
-        fn = locate(target)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise ValueError(f"objective._target_={target} cannot be imported ({exc})") from None
-    return fn
 
 
 def given_args(overrides) -> list[str]:

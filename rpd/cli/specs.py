@@ -2,14 +2,15 @@
 (:mod:`rpd.cli.config`) with errors naming the dotted field: the schedule, its costs and the
 method's options through ``rpd.registry`` (:func:`run_spec`), the cost model (:func:`cost_model`),
 the optimizer nodes (:func:`optimizer_of`, :func:`outer_optimizer_of`), the objective's block
-count (:func:`objective_blocks`), and a config node as a plain dict (:func:`to_container`); and
-:class:`TrainSpec`, one training job resolved from its config, the only thing the job's steps
-read (``rpd.cli.train.run`` builds it). The value checks that run before any of this are
+count (:func:`objective_blocks`), a user's objective factory (:func:`user_factory`), and a
+config node as a plain dict (:func:`to_container`); and :class:`TrainSpec`, one training job
+resolved from its config, the only thing the job's steps read (``rpd.cli.train.run`` builds it). The value checks that run before any of this are
 :mod:`rpd.cli.checks`."""
 
 from __future__ import annotations
 
 import dataclasses
+import pkgutil
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -161,6 +162,29 @@ def _resolve(cfg) -> registry.RunSpec:
         method_prefix="method.",
         schedule_prefix="schedule.",
     )
+
+
+def locate(path: str):
+    """The callable at the import path ``path`` (``mymodule.make``, ``pkg.mod.Class.build``, or
+    ``pkg.mod:make``), found by the standard library's :func:`pkgutil.resolve_name` (the module
+    part imported, the rest looked up as attributes); its ImportError / AttributeError / ValueError
+    as they are, a ValueError for a non-callable."""
+    obj = pkgutil.resolve_name(path)
+    if not callable(obj):
+        raise ValueError(f"{path} is a {type(obj).__name__}, not a callable")
+    return obj
+
+
+def user_factory(o):
+    """The user's objective factory named by ``objective._target_`` (an import path), or None."""
+    target = o.get("_target_") if hasattr(o, "get") else getattr(o, "_target_", None)
+    if not target:
+        return None
+    try:
+        fn = locate(target)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ValueError(f"objective._target_={target} cannot be imported ({exc})") from None
+    return fn
 
 
 def to_container(cfg) -> dict:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rpd.cli import checks, specs
+from rpd.cli import checks, footprint, specs
 from rpd.cli import config as C
 from rpd.cli import objectives as objective_of
 from rpd.io import sweeps
@@ -100,6 +100,8 @@ def sweep_time(cfgs) -> int | None:
 
 def _makespan(c) -> int:
     spec = checks.validate(c)
+    if not c.objective._target_:  # rpd's objective (a user's is estimated once built, by its job)
+        footprint.check_config(c, spec)
     averaging = c.costs.allreduce_alpha or c.costs.allreduce_beta
     obj = objective_of.build_objective(c.objective, specs.objective_blocks(spec)) if averaging else None
     pipeline = spec.pipeline

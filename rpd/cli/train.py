@@ -31,7 +31,7 @@ from omegaconf import OmegaConf
 
 from rpd import registry
 from rpd.analysis import simtime, tuning
-from rpd.cli import checks, specs, wandb_log
+from rpd.cli import checks, footprint, specs, wandb_log
 from rpd.cli import config as C
 from rpd.cli import objectives as objective_of
 from rpd.cli.job import NONE, Job
@@ -300,8 +300,6 @@ def run(cfg, job: Job = NONE) -> TrainOutcome:
             cfg = {**cfg, "objective": {**o, "args": sorted(set(o) - {"_target_", "options", "args"})}}
     cfg = checks.typed(cfg, C.TrainConfig)
     spec = checks.validate(cfg)  # the run (method, schedule, options, costs), resolved once
-    if _v(cfg.logger.kind) == "wandb":  # a missing optional extra fails before the work
-        tracking.require_wandb()
     m = cfg.method
     ts = specs.TrainSpec(
         run=spec,
@@ -323,11 +321,15 @@ def run(cfg, job: Job = NONE) -> TrainOutcome:
         logger=cast(C.LoggerConfig, OmegaConf.to_object(cfg.logger)),  # omegaconf's stubs: a union
         config=specs.to_container(cfg),
     )
+    # The config stops here: what follows reads the resolved job.
+    if not ts.objective._target_:  # rpd's objective: estimated from the config's sizes
+        footprint.check(ts)
+    if _v(ts.logger.kind) == "wandb":  # a missing optional extra fails before the work
+        tracking.require_wandb()
     store.check_root(ts.results_root)  # before a user's factory runs (checked again where used)
-    if objective_of.user_factory(cfg.objective) is not None:
-        user_obj = objective_of.build_objective(cfg.objective, specs.objective_blocks(spec))
-        checks.check_memory(cfg, user_obj, spec)  # estimated from the sizes it built
-        ts = dataclasses.replace(ts, user_objective=user_obj)
+    if ts.objective._target_:  # a user's: built here, keyed by and estimated from what it built
+        ts = dataclasses.replace(ts, user_objective=objective_of.build_objective(ts.objective, ts.blocks))
+        footprint.check(ts)
     return _job(ts, job)
 
 

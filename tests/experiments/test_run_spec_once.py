@@ -13,9 +13,10 @@ from hydra_helpers import TINY_LINEAR, compose, resolved
 from omegaconf import DictConfig
 
 from rpd import registry
+from rpd.cli import checks, footprint, specs, train
 from rpd.cli import config as C
-from rpd.cli import specs, train
 from rpd.io import store
+from rpd.runtime import budget
 
 
 def test_each_run_resolves_its_spec_once(tmp_path, monkeypatch):
@@ -94,3 +95,29 @@ def test_diloco_options_are_refused_by_the_registry_for_a_method_without_replica
             registry.prepare(method, None, params, registry.MethodOptions(inner_state="reset"))
         spec = registry.prepare(method, None, params, registry.MethodOptions(outer_optimizer="sgd", inner_state="keep"))
         assert spec.options.outer_optimizer is None and spec.options.inner_state is None
+
+
+def test_the_memory_estimate_reads_the_resolved_job(monkeypatch):
+    """The estimate is made once, from the TrainSpec (the config stops there): the schedule's op
+    table of PD at S = 3, N = 8 is 3 N S ops of OP_TABLE_BYTES each, shown with the user's values."""
+    seen = []
+    real = footprint.check
+    monkeypatch.setattr(footprint, "check", lambda ts: (seen.append(ts), real(ts))[1])
+    ts = resolved(compose([*TINY_LINEAR, "method=pd"]))
+    assert seen == [ts]
+    (table,) = [t for t in footprint.job_terms(ts) if t.what == "schedule op table"]
+    assert table.nbytes == 3 * 8 * 3 * footprint.OP_TABLE_BYTES
+    assert table.fields == ("schedule.N", "schedule.S") and table.values == ("schedule.N=8", "schedule.S=3")
+
+
+def test_the_checks_resolve_the_run_and_the_job_refuses_its_size(tmp_path):
+    """``checks.validate`` checks values and resolves the run (no estimate: it has no job yet);
+    ``train.run`` refuses the resolved job's size before any work, naming the fields."""
+    cfg = checks.typed(compose([*TINY_LINEAR, "schedule.N=100000000"]))
+    assert checks.validate(cfg).pipeline.params.N == 100000000
+    with pytest.raises(
+        budget.TooLargeError,
+        match=r"^schedule\.N, schedule\.S too large \(schedule\.N=100000000, schedule\.S=3\): .* \(schedule op table: ",
+    ):
+        train.run(compose([*TINY_LINEAR, "schedule.N=100000000", f"results_root={tmp_path}"]))
+    assert not (tmp_path / "train").exists()

@@ -11,10 +11,10 @@ import sys
 import jax
 import numpy as np
 import pytest
-from hydra_helpers import ROOT
+from hydra_helpers import ROOT, resolved
 
+from rpd.cli import footprint, specs, train
 from rpd.cli import objectives as objective_of
-from rpd.cli import train
 from rpd.io import sweeps
 
 DOC = (ROOT / "docs" / "api.md").read_text()
@@ -166,15 +166,20 @@ def test_the_memory_estimate_reads_the_users_objective_not_the_configs_sizes(tmp
     )
     sys.path.insert(0, str(tmp_path))
     try:
-        cfg = train.checks.typed({"objective": {"_target_": "small_d.make", "args": []}, "schedule": {"S": 2, "N": 8}})
-        obj = objective_of.build_objective(cfg.objective, 2)
-        terms = {t.what: t for t in train.checks.memory_terms(cfg, obj)}
+        ts = resolved(
+            {
+                "objective": {"_target_": "small_d.make", "args": []},
+                "schedule": {"S": 2, "N": 8},
+                "results_root": str(tmp_path / "results"),
+            }
+        )
+        obj = ts.user_objective
+        terms = {t.what: t for t in footprint.job_terms(ts)}
         data = sum(int(x.nbytes) for x in jax.tree_util.tree_leaves(obj.data))
-        assert terms["data"].nbytes == data and terms["data"].fields == ("objective._target_",)
+        assert obj.D == 12 and terms["data"].nbytes == data and terms["data"].fields == ("objective._target_",)
         ring = terms["history ring and gradient slots"]
-        gammas = len(train.checks.gammas(cfg.method))
-        assert ring.nbytes == gammas * (2 * 2 + 2) * 12 * 8  # noam = S = 2, D = 12, float64
-        assert int(cfg.objective.d) != 12
+        assert ring.nbytes == len(ts.gammas) * (2 * 2 + 2) * 12 * 8  # noam = S = 2, D = 12, float64
+        assert ts.objective.d != 12
     finally:
         sys.path.remove(str(tmp_path))
 
@@ -190,9 +195,7 @@ def test_the_memory_estimate_reads_the_users_objective_not_the_configs_sizes(tmp
 def test_a_user_factory_that_cannot_be_found_is_refused_in_one_line(target, why):
     """``objective._target_`` is resolved by the standard library's import-path lookup; what it
     cannot find, or finds but cannot call, is one line naming the field and the reason."""
-    assert objective_of.user_factory({"_target_": "rpd.objectives.linear.random_quadratic"}).__name__ == (
-        "random_quadratic"
-    )
+    assert specs.user_factory({"_target_": "rpd.objectives.linear.random_quadratic"}).__name__ == ("random_quadratic")
     with pytest.raises(ValueError) as err:
-        objective_of.user_factory({"_target_": target})
+        specs.user_factory({"_target_": target})
     assert str(err.value) == f"objective._target_={target} cannot be imported ({why})"

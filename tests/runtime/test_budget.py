@@ -9,7 +9,7 @@ import pytest
 from hydra_helpers import compose
 
 from rpd import schedules
-from rpd.cli import checks, train
+from rpd.cli import checks, footprint, specs, train
 from rpd.runtime import budget
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -17,6 +17,11 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 def _compose(overrides, name="train"):
     return compose(overrides, name)
+
+
+def _terms(cfg) -> list[budget.Term]:
+    """The memory estimate of a checked config (rpd.cli.footprint), its run resolved once."""
+    return footprint.config_terms(cfg, specs.run_spec(cfg))
 
 
 def test_check_names_the_fields_of_the_largest_term():
@@ -87,14 +92,14 @@ def test_oversized_configs_fail_before_any_work(overrides, message, tmp_path, mo
 def test_the_estimate_of_a_small_run_is_small(monkeypatch):
     monkeypatch.setenv(budget.CAP_ENV, "16")
     for extra in ([], ["method=localsgd"], ["method=rpd"], ["objective=nanochat"]):
-        terms = checks.memory_terms(checks.typed(_compose([*SMALL, *extra])))
+        terms = _terms(checks.typed(_compose([*SMALL, *extra])))
         # (the LM's activation estimate, calibrated on XLA's temporaries at E5's size, is 143 MB here)
         assert 0 < budget.check(terms) < 256 * 2**20, extra
 
     def timeline(extra):
         cfg = checks.typed(_compose([*SMALL, *extra]))
-        (t,) = [t for t in checks.memory_terms(cfg) if t.what == "curves read per clock tick"]
-        return t.nbytes // (len(checks.gammas(cfg.method)) * checks.VALUE_BYTES)  # the bound on T in clock ticks
+        (t,) = [t for t in _terms(cfg) if t.what == "curves read per clock tick"]
+        return t.nbytes // (len(checks.gammas(cfg.method)) * footprint.VALUE_BYTES)  # the bound on T in clock ticks
 
     assert timeline([]) == 2 * 20 + 2 * 4 == schedules.pipedream(4, 20).T + 2  # PD: 2N + 2S - 2
     assert timeline(["schedule.noam=1"]) == 2 * 20 * 4 + 2 * 4 >= schedules.pipedream(4, 20, 1).T
@@ -113,7 +118,7 @@ def test_localsgd_lm_activations_count_every_replica(monkeypatch):
     def acts(extra):
         (t,) = [
             t
-            for t in checks.memory_terms(checks.typed(_compose([*SMALL, "objective=nanochat", *extra])))
+            for t in _terms(checks.typed(_compose([*SMALL, "objective=nanochat", *extra])))
             if t.what == "LM activations"
         ]
         return t
