@@ -19,7 +19,9 @@ from experiments import compose_check, job
 from rpd.cli import checks, sweep
 from rpd.cli import objectives as objective_of
 from rpd.cli.config import _value as _v
+from rpd.cli.job import Job
 from rpd.cli.train import run
+from rpd.io import sweeps
 from rpd.runtime import compile_cache
 from rpd.runtime.interrupt import run_main
 
@@ -29,7 +31,7 @@ log = logging.getLogger(__name__)
 @hydra.main(version_base="1.3", config_path="../configs", config_name="train")
 def main(cfg: DictConfig) -> float:
     """Compose (hydra), run, link the job's output directory to the stored run
-    (``rpd.cli.sweep.link``), and exit non-zero on failure unless in a multirun (which goes
+    (``rpd.io.sweeps.link_job``: ``result.json`` and a ``result`` symlink), and exit non-zero on failure unless in a multirun (which goes
     on with the other jobs; ``experiments.sweep.SweepSummary`` counts the failures at the end
     and exits non-zero then). Returns the selected metric (the final value at the chosen γ, NaN
     when none) for hydra's optimising sweepers (Optuna, Ax)."""
@@ -46,22 +48,21 @@ def main(cfg: DictConfig) -> float:
     try:
         out = run(cfg, this)
     except (ValueError, TypeError, OSError) as exc:  # bad input, refused before any work
-        sweep.link(this.output_dir, None, status="failed", error=f"{type(exc).__name__}: {exc}")
+        _link(this, None, status="failed", error=f"{type(exc).__name__}: {exc}")
         if not this.multirun:
             checks.refuse(exc)
         log.error("job refused, nothing stored: %s: %s", type(exc).__name__, exc)
         return math.nan
-    sweep.link(
-        this.output_dir,
-        out.path,
-        status=out.status,
-        skipped=out.skipped,
-        error=out.error,
-        wandb_id=out.summary.get("wandb_id"),
-    )
+    _link(this, out.path, status=out.status, skipped=out.skipped, error=out.error, wandb_id=out.summary.get("wandb_id"))
     if out.status == "failed" and not this.multirun:
         raise SystemExit(f"run failed ({out.error}); recorded in {out.path}")
     return float(out.summary.get("final/selected", math.nan))
+
+
+def _link(this: Job, result, **how) -> None:
+    """The hydra job's output directory linked to its stored run (none outside hydra)."""
+    if this.output_dir is not None:
+        sweeps.link_job(this.output_dir, result, **how)
 
 
 if __name__ == "__main__":

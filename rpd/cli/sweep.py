@@ -1,10 +1,8 @@
-"""Sweeps of ``experiments.train``: each job's output directory linked to the run it stored, the
-table at the end of a multirun and the one simulated time its rows are compared at. The hydra
-callbacks that call these are ``experiments.sweep`` (configs/train.yaml).
+"""Sweeps of ``experiments.train``: the table at the end of a multirun and the one simulated time
+its rows are compared at. The hydra callbacks that call these are ``experiments.sweep``
+(configs/train.yaml); each job links its output directory to the run it stored itself
+(``experiments.train``: ``rpd.io.sweeps.link_job`` writes ``result.json`` and a ``result`` symlink).
 
-- :func:`link` writes ``<job output dir>/result.json`` (and a ``result`` symlink) naming the
-  run directory in the results store, its status and whether it was skipped
-  (``rpd.io.sweeps.link_job``);
 - :func:`summary_text` is the sweep as a table (``rpd.io.sweeps.load_sweep``), with the count of
   done, skipped and failed jobs (``experiments.sweep.SweepSummary`` prints it at the end of a
   multirun and exits non-zero when a job failed, after every job ran);
@@ -43,22 +41,6 @@ SHOWN = [
     "final_selected",
     "final_best",
 ]
-
-
-def link(
-    where: Path | None,
-    result,
-    *,
-    status: str,
-    skipped: bool = False,
-    error: str | None = None,
-    wandb_id: str | None = None,
-) -> Path | None:
-    """Link the hydra job's output directory ``where`` to its stored run (no-op outside hydra:
-    None)."""
-    if where is None:
-        return None
-    return sweeps.link_job(where, result, status=status, skipped=skipped, error=error, wandb_id=wandb_id)
 
 
 def summary_text(sweep_dir: str | Path) -> tuple[str, dict]:
