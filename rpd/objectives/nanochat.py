@@ -172,8 +172,23 @@ def _scan_body(heads: int):
 # ---------------------------------------------------------------- flat vector <-> stage pytrees
 
 
+def _ravel_host(p: dict) -> np.ndarray:
+    """Stage p as ``ravel_pytree(p)[0]`` lays it out (its leaves in tree order, each raveled),
+    concatenated by NumPy on the host: the same numbers, no XLA program per leaf shape."""
+    return np.concatenate([np.ravel(leaf) for leaf in jax.tree.leaves(p)])
+
+
+def _unraveler(p: dict):
+    """``ravel_pytree(p)[1]``, taken from an abstract trace: the unravel function depends on the
+    leaves' shapes and dtypes only, so nothing is computed or compiled."""
+    out = []
+    jax.eval_shape(lambda q: out.append(ravel_pytree(q)[1]), p)
+    return out[0]
+
+
+@functools.cache
 def _unravelers(S: int, vocab_size: int, seq_len: int, width: int):
-    return [ravel_pytree(p)[1] for p in init_params(0, S, vocab_size, seq_len, width)]
+    return tuple(_unraveler(p) for p in init_params(0, S, vocab_size, seq_len, width))
 
 
 def _unflatten(x: jax.Array, layout: BlockLayout, unravelers) -> list[dict]:
@@ -256,10 +271,10 @@ def nanochat(
     heldout_MxT1 = heldout_all[pick].reshape(-1, T + 1)  # equal-size batches: one big batch has the same mean
 
     params0 = init_params(seed, S, vocab.size, T, W)
-    flats = [ravel_pytree(p)[0] for p in params0]
+    flats = [_ravel_host(p) for p in params0]
     layout = BlockLayout(tuple(int(f.size) for f in flats))
     assert layout.sizes == stage_sizes(S, vocab.size, T, W), (layout.sizes, stage_sizes(S, vocab.size, T, W))
-    x0 = jnp.concatenate(flats).astype(DTYPE)
+    x0 = on_device(np.concatenate(flats), DTYPE)
     value_and_grad, heldout_loss, chain = _functions(S, vocab.size, T, W, heads)
 
     data = {

@@ -9,6 +9,7 @@ from jax.flatten_util import ravel_pytree
 
 from rpd.objectives import corpus
 from rpd.objectives import nanochat as nc
+from rpd.runtime import compile_cache
 
 TEXT = "".join(
     f"{w} "
@@ -134,6 +135,24 @@ def test_default_sizes_and_reproducible_init():
     a = nc.nanochat(3, text=TEXT, seed=1, **SMALL).x0
     np.testing.assert_array_equal(a, nc.nanochat(3, text=TEXT, seed=1, **SMALL).x0)
     assert not np.array_equal(a, nc.nanochat(3, text=TEXT, seed=2, **SMALL).x0)
+
+
+def test_building_the_objective_compiles_no_program():
+    """x0 and the stage unravelers come from the host and an abstract trace (docs/running.md#compile-time):
+    the same numbers as ravel_pytree's, no XLA program (sizes no other test uses, so no eager
+    op is already compiled)."""
+    kw = dict(SMALL, seq_len=7, width=12, heads=3)
+    with compile_cache.count_programs() as n:
+        obj = nc.nanochat(4, text=TEXT, seed=3, **kw)
+    assert n["compiled"] == 0 and n["from_cache"] == 0
+    params = nc.stage_params(obj, obj.x0)
+    init = nc.init_params(3, 4, obj.meta["vocab_size"], 7, 12)
+    assert obj.x0.dtype == jnp.float32
+    np.testing.assert_array_equal(obj.x0, _flat(init))
+    for p, q in zip(params, init):
+        assert jax.tree.structure(p) == jax.tree.structure(q)
+        for u, v in zip(jax.tree.leaves(p), jax.tree.leaves(q)):
+            np.testing.assert_array_equal(u, v)
 
 
 def test_text_file_path_gives_the_same_objective(tmp_path):
