@@ -349,3 +349,9 @@ def cost_hint(given: str) -> str | None:
 
 def _value(x):
     return x.value if isinstance(x, enum.Enum) else x
+
+
+def node_to(cls, node, **given):
+    """The library dataclass ``cls`` made of a config node that holds its fields (a schema derived
+    from it, or one sharing its names): each field of ``cls`` read off ``node``, but those ``given``."""
+    return cls(**{f.name: getattr(node, f.name) for f in dataclasses.fields(cls) if f.name not in given}, **given)

@@ -21,7 +21,6 @@ registry (:mod:`rpd.registry`). The schema is :class:`rpd.cli.plan_config.PlanCo
 from __future__ import annotations
 
 import dataclasses
-import enum
 import json
 from pathlib import Path
 
@@ -30,6 +29,8 @@ from omegaconf import OmegaConf
 from rpd import registry
 from rpd.analysis import tuning
 from rpd.analysis.plan_train import format_times
+from rpd.cli.config import _value as _v
+from rpd.cli.config import node_to
 from rpd.cli.objectives import build_objective
 from rpd.cli.plan_config import PlanConfig
 from rpd.cli.plan_search import knobs, least_line, workers_search
@@ -46,31 +47,13 @@ from rpd.train import transforms
 from rpd.validation import check_choice, check_int, check_real, required
 
 
-def _v(x):
-    return x.value if isinstance(x, enum.Enum) else x
-
-
 def build_model(m, recompute: str, par: layers.Parallel = layers.NO_TP) -> layers.Model:
     """The :class:`~rpd.model.layers.Model` of a model config node, per TP rank."""
     if _v(m.kind) == "profile":
         if not m.profile:
             raise ValueError("model.profile must name a JSON or CSV file when model.kind=profile")
         return load_profile(m.profile, m.tokens_per_microbatch)
-    cfg = layers.GPTConfig(
-        n_layer=m.n_layer,
-        d_model=m.d_model,
-        n_head=m.n_head,
-        seq=m.seq,
-        vocab=m.vocab,
-        micro_batch=m.micro_batch,
-        tied=m.tied,
-        ffn=m.ffn,
-        gated=m.gated,
-        bias=m.bias,
-        norm=m.norm,
-        positions=m.positions,
-        n_kv_heads=m.n_kv_heads,
-    )
+    cfg = node_to(layers.GPTConfig, m)  # the node's schema is GPTConfig's fields (rpd.cli.plan_config)
     return layers.gpt_model(cfg, recompute, name=m.name, par=par)
 
 

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from rpd import objectives, registry
 from rpd.analysis import simtime
 from rpd.cli import schedule_config
-from rpd.cli.config import LoggerConfig, ObjectiveConfig, _value
+from rpd.cli.config import LoggerConfig, ObjectiveConfig, _value, node_to
 from rpd.schedules.machinery.costs import CostModel, HostLink
 from rpd.validation import check_choice, check_int, check_real
 
@@ -126,14 +126,9 @@ def run_spec(cfg) -> registry.RunSpec:
 def _resolve(cfg) -> registry.RunSpec:
     m, s = cfg.method, cfg.schedule
     name = registry.schedule_of(_value(m.name), _value(s.name))
-    params = registry.ScheduleParams(
-        S=s.S,
-        N=s.N,
-        T=s.T,
-        M=s.M,
-        D=s.D,
-        overlap_allreduce=s.overlap_allreduce,
-        local_steps=s.local_steps,
+    params = node_to(  # the shared fields as the node holds them
+        registry.ScheduleParams,
+        s,
         cut=check_choice("schedule.cut", s.cut, simtime.CUTS) if s.cut else None,
         params=schedule_config.own(s, name) if name in registry.SCHEDULES else {},
     )

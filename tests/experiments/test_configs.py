@@ -11,12 +11,14 @@ import pytest
 from hydra_helpers import CONFIGS, ROOT, TINY_LINEAR, TINY_LM, multirun, resolved
 from hydra_helpers import compose as _compose
 
-from rpd import studies
+from rpd import registry, studies
 from rpd.cli import checks, train
 from rpd.cli import config as C
 from rpd.cli import figure as F
 from rpd.cli import objectives as objective_of
+from rpd.cli.plan_config import PlanConfig
 from rpd.io import store, sweeps
+from rpd.model import layers
 from rpd.studies import delay_law
 
 EXPERIMENTS = sorted(p.stem for p in (CONFIGS / "experiment").glob("*.yaml"))
@@ -455,3 +457,14 @@ def test_schedule_chart_prints_what_it_draws(tmp_path):
     assert numbers["schedule"] == "zb_h1" and numbers["makespan"] > 0
     assert 0 < numbers["bubble_total"] < 1 and len(numbers["peak_activations"]) == 4
     assert numbers["peak_activations"][0] == 4  # ZB-H1 keeps 1F1B's S - r in flight (until I)
+
+
+def test_a_node_builds_the_library_dataclass_its_schema_is_derived_from():
+    """``config.node_to``: the plan's model node (its schema GPTConfig's fields) builds GPT-2
+    small's GPTConfig, the preset of rpd.model.layers; a train config's schedule node builds the
+    registry's ScheduleParams, with the fields given (cut, params) taken as given."""
+    model = checks.typed(_compose(["model=gpt2_small"], "plan"), PlanConfig).model
+    assert C.node_to(layers.GPTConfig, model) == layers.PRESETS["gpt2_small"]
+    s = checks.typed(_compose(["schedule=gpipe", "schedule.M=4", "schedule.D=2", "schedule.S=3"])).schedule
+    p = C.node_to(registry.ScheduleParams, s, cut="end", params={})
+    assert p == registry.ScheduleParams(S=3, N=400, M=4, D=2, overlap_allreduce=False, local_steps=1, cut="end")
