@@ -328,7 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             df = df.assign(overrides=swept(df["overrides"]))
         df = filter_sweep(df, **filters)
         if args.target is not None:
-            df = time_to_target(df, None if args.target == "auto" else float(args.target))
+            df = time_to_target(df, args.target if args.target == "auto" else float(args.target))
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
