@@ -25,6 +25,7 @@ from hydra import compose, initialize_config_dir
 from hydra._internal.utils import get_args_parser
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
+from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from experiments import schemas  # the schemas the configs compose onto, in hydra's ConfigStore
@@ -90,10 +91,11 @@ def message(exc: BaseException, overrides: list[str]) -> str:
     return first
 
 
-def check(config_name: str, argv: list[str]) -> str | None:
+def check(config_name: str, argv: list[str], required: dict[str, str] | None = None) -> str | None:
     """None when hydra composes ``config_name`` with the command line ``argv`` (every value of
-    each sweep); else the one-line message. Help, ``--cfg`` and other config directories are
-    left to hydra."""
+    each sweep) and every key of ``required`` has a value; else the one-line message (for a
+    required key left missing, its value in ``required``). Help, ``--cfg`` and other config
+    directories are left to hydra."""
     try:
         args = get_args_parser().parse_args(argv)
     except SystemExit:  # hydra's own parser reports its usage errors
@@ -110,9 +112,14 @@ def check(config_name: str, argv: list[str]) -> str | None:
     for overrides in runs:
         try:
             with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-                compose(name, overrides=overrides)
+                cfg = compose(name, overrides=overrides)
         except (HydraException, OmegaConfBaseException) as exc:
             return message(exc, overrides)
+        for key, text in (required or {}).items():
+            parent, _, leaf = key.rpartition(".")
+            node = OmegaConf.select(cfg, parent) if parent else cfg
+            if node is None or OmegaConf.is_missing(node, leaf):
+                return text
     return None
 
 
@@ -141,15 +148,16 @@ def staged(argv: list[str]) -> list[str]:
     return [f"++{a}" if a in keep else a for a in argv]
 
 
-def one_line(main, config_name: str):
+def one_line(main, config_name: str, required: dict[str, str] | None = None):
     """``main`` (an ``@hydra.main`` function) behind :func:`check` of ``sys.argv``: a
-    composition error is one line on stderr and exit status 2, before hydra writes anything."""
+    composition error, or a key of ``required`` left without a value, is one line on stderr
+    and exit status 2, before hydra writes anything."""
 
     @functools.wraps(main)
     def wrapped(*a, **kw):
         schemas.register()  # the schemas again: a schedule registered after experiments.schemas was imported
         if not a and not kw and os.environ.get("RPD_DEBUG", "").strip() in ("", "0"):
-            error = check(config_name, sys.argv[1:])
+            error = check(config_name, sys.argv[1:], required)
             if error is not None:
                 print(f"error: {error}", file=sys.stderr, flush=True)
                 raise SystemExit(2)

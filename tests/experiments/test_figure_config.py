@@ -178,17 +178,20 @@ def test_help_works_for_every_entry_point(module, expect):
     assert expect in proc.stdout
 
 
-@pytest.mark.slow
 def test_figure_without_an_experiment_says_which_to_pick(tmp_path):
+    """One line naming the field, exit 2, nothing written (issue 65: exit 1 and a run folder)."""
+    run_dir = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "experiments.figure", f"hydra.run.dir={tmp_path}"],
+        [sys.executable, "-m", "experiments.figure", f"hydra.run.dir={run_dir}"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert proc.returncode != 0 and "needs experiment=<name>" in proc.stderr
-    assert "e3_nesterov" in proc.stderr
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.startswith("error: experiment: experiments.figure needs experiment=<name>")
+    assert len(proc.stderr.strip().splitlines()) == 1 and "e3_nesterov" in proc.stderr
+    assert not run_dir.exists()
 
 
 def test_quick_figures_are_not_tracked():
