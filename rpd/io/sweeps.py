@@ -358,7 +358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.columns:  # every override a sweep varies has a column: the list repeats them
             df = df.drop(columns="overrides")
         table, above = for_terminal(df, collapse=not args.columns)
-        print("\n".join([*above, table.to_string(index=False)]))
+        print("\n".join([*above, table_of.as_text(table)]))
         if table.attrs["full_text"]:
             print(f"(abbreviated: {', '.join(table.attrs['full_text'])}; --csv prints them in full)")
         if note:

@@ -132,3 +132,28 @@ def test_section_is_a_config_group_or_empty():
     assert sweep_table.section(sweep_table.section(config, "method"), "optimizer") == {"name": "adam"}
     assert sweep_table.section(config, "schedule") == {}
     assert sweep_table.section(config, "objective") == {}
+
+
+def test_empty_cells_read_as_a_dash_not_nan():
+    """A table a person reads has no ``NaN`` or ``None`` (issue 65): a failed row's γ and finals, a
+    row without a flag, as the terminal and the sweep summary print them."""
+    import math
+
+    import pandas as pd
+
+    from rpd.io.sweep_table import EMPTY, as_text, for_terminal
+
+    df = pd.DataFrame(
+        {
+            "job": [0, 1],
+            "status": ["ok", "failed"],
+            "gamma": [0.25, math.nan],
+            "final_selected": [0.125, math.nan],
+            "gamma_flag": [None, "highest on grid"],
+        }
+    )
+    table, _ = for_terminal(df, collapse=False)
+    for text in (as_text(table), as_text(df)):
+        assert "NaN" not in text and "None" not in text and "nan" not in text
+        failed = text.splitlines()[2].split()
+        assert failed[:2] == ["1", "failed"] and failed[2:4] == [EMPTY, EMPTY]
