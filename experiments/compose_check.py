@@ -16,9 +16,11 @@ no ``outputs/`` or ``multirun/`` folder. ``RPD_DEBUG=1`` skips the check (hydra'
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import os
 import sys
+import typing
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -63,6 +65,32 @@ def _combinations(overrides: list[str]) -> list[list[str]]:
     return [[o for o in r if o is not None] for r in runs]
 
 
+def _paths(kind, depth: int = 2) -> list[str]:
+    """The dotted keys inside the dataclass ``kind``'s dataclass fields, ``depth`` levels down
+    (``pipeline.partition`` of the plan's schema): where a misplaced key lives."""
+    if depth == 0:
+        return []
+    try:
+        hints = typing.get_type_hints(kind)
+    except Exception:  # a forward reference the schema's module cannot resolve: no hint
+        return []
+    out = []
+    for f in dataclasses.fields(kind):
+        sub = hints.get(f.name)
+        if isinstance(sub, type) and dataclasses.is_dataclass(sub):
+            out += [f"{f.name}.{g.name}" for g in dataclasses.fields(sub)]
+            out += [f"{f.name}.{p}" for p in _paths(sub, depth - 1) if p.count(".") >= 1]
+    return sorted(set(out))
+
+
+def _closest(leaf: str, keys: list[str], n: int = 3) -> list[str]:
+    """The ``keys`` whose last part is closest to ``leaf`` (difflib's ratio, best first), so a
+    key one level down competes with the top level's on its own name."""
+    score = {k: difflib.SequenceMatcher(None, leaf.lower(), k.rpartition(".")[2].lower()).ratio() for k in keys}
+    best = sorted((k for k in keys if score[k] >= 0.6), key=lambda k: (-score[k], k.count("."), k))
+    return best[:n] or nearest(leaf, [k for k in keys if "." not in k])
+
+
 def message(exc: BaseException, overrides: list[str]) -> str:
     """One line for a composition error of ``overrides``."""
     if isinstance(exc, MissingConfigException) and exc.options is not None:
@@ -81,8 +109,12 @@ def message(exc: BaseException, overrides: list[str]) -> str:
             return owners
         parent, _, leaf = key.rpartition(".")
         fields = sorted(f.name for f in dataclasses.fields(kind))
-        near = nearest(leaf, fields)
+        paths = _paths(kind)
+        deeper = [p for p in paths if p.rpartition(".")[2] == leaf]  # the key one level down
+        near = _closest(leaf, fields + paths)
         where = f"in {parent}" if parent else "at the top level"
+        if deeper:
+            return f"{key}: no such key {where}; it is {' or '.join(f'{parent}.{p}' if parent else p for p in deeper)}"
         hint = f"nearest: {', '.join(f'{parent}.{k}' if parent else k for k in near)}; " if near else ""
         return f"{key}: no such key {where}; {hint}keys: {', '.join(fields)}"
     if key:

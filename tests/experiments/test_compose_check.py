@@ -42,6 +42,20 @@ def test_an_unknown_key_names_the_nearest_keys_and_never_suggests_adding_it():
     )
 
 
+def test_a_key_one_level_down_is_named_where_it_lives():
+    """docs/plan.md wrote ``partition=pipedream`` (it is ``pipeline.partition``); the hint searched
+    the top level only and offered ``precision, attention, margin`` (issue 65)."""
+    assert compose_check.check("plan", ["partition=pipedream"]) == (
+        "partition: no such key at the top level; it is pipeline.partition"
+    )
+    assert compose_check.check("plan", ["partitio=pipedream"]).startswith(
+        "partitio: no such key at the top level; nearest: pipeline.partition; keys: attention,"
+    )
+    assert compose_check.check("train", ["gama_hi=3"]).startswith(
+        "gama_hi: no such key at the top level; nearest: method.gamma_hi, method.gamma_lo, method.gammas;"
+    )
+
+
 def test_a_config_hydra_composes_passes_untouched():
     assert compose_check.check("train", ["-m", "method=pd,rpd", "schedule.S=2,4", "schedule=1f1b"]) is None
     assert compose_check.check("train", ["--help"]) is None
