@@ -31,7 +31,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from experiments import schemas  # the schemas the configs compose onto, in hydra's ConfigStore
-from rpd.cli import config, optimizer_config, schedule_config
+from rpd.cli import checks, config, optimizer_config, schedule_config
 from rpd.validation import nearest
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -147,6 +147,12 @@ def check(config_name: str, argv: list[str], required: dict[str, str] | None = N
                 cfg = compose(name, overrides=overrides)
         except (HydraException, OmegaConfBaseException) as exc:
             return message(exc, overrides)
+        added = [o for o in overrides if o.startswith("+")]
+        if added and name == "train":  # hydra adds a +key the schema lacks; the run would refuse it later
+            try:
+                checks.typed(cfg)
+            except (ValueError, TypeError) as exc:
+                return str(exc).splitlines()[0]
         for key, text in (required or {}).items():
             parent, _, leaf = key.rpartition(".")
             node = OmegaConf.select(cfg, parent) if parent else cfg

@@ -74,6 +74,23 @@ def test_the_wrapper_prints_one_line_and_exits_2_before_main(monkeypatch, capsys
     assert err == "error: schedule=zbh1: no such schedule; nearest: zb_h1, zb_h2, zb_v (configs/schedule/)\n"
 
 
+def test_a_plus_prefixed_typo_is_refused_before_main(monkeypatch, capsys):
+    """``+method.gama_hi=3``: hydra composes it (``+`` adds a key), so the run refused it only after
+    hydra had made its run folder (issue 65). Now before main, in one line; a ``+`` key the schema
+    has room for (a user objective's ``options``) still passes."""
+    called = []
+    wrapped = compose_check.one_line(lambda: called.append(1), "train")
+    monkeypatch.setattr(sys, "argv", ["experiments.train", "+method.gama_hi=3"])
+    with pytest.raises(SystemExit) as exit_:
+        wrapped()
+    assert exit_.value.code == 2 and called == []
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("error: unknown config key method.gama_hi: nearest: method.gamma_hi,") and err.count("\n") == 1
+    )
+    assert compose_check.check("train", ["objective._target_=mymodule.make", "+objective.options.scale=2.0"]) is None
+
+
 @pytest.mark.slow
 def test_a_bad_sweep_leaves_no_folder(tmp_path):
     """The issue's 59-line multirun: one line, exit 2, no multirun/ (nor outputs/) folder."""
