@@ -154,3 +154,23 @@ def test_nothing_fits_names_the_fewest_devices_and_no_rows(tmp_path, capsys):
     c = _counts(text)
     assert c["timed"] == 0 and c["rows"] == 0 and c["over_cap"] == c["candidates"]
     assert "fastest of" not in text
+
+
+def test_the_search_hints_only_at_knobs_not_already_set():
+    """The n_workers search's 'held fixed' lines said "set attention=flash" and "set offload=true"
+    when both were set (issue 65): a hint names a knob only where the config has not set it."""
+    from omegaconf import OmegaConf
+
+    from rpd.cli.plan_search import held_fixed
+    from rpd.model.search3d import Space
+
+    kw = {"overlap": None, "grad_bytes": 4, "how": "even", "overlap_allreduce": False, "recompute": "none"}
+    for attention, offload in (("flash", True), ("standard", False)):
+        cfg = OmegaConf.create(
+            {"model": {"micro_batch": 1}, "attention": attention, "offload": offload, "precision": "bf16_mixed"}
+            | {"optimizer": {"name": "adam"}}
+        )
+        text = "\n".join(held_fixed(cfg, kw, Space(), [], 8))
+        assert (f"attention={attention} (a kernel, not a split" in text) and (f"offload={str(offload).lower()}" in text)
+        assert ("set attention=flash" in text) == (attention != "flash")
+        assert ("set offload=true" in text) == (not offload)
