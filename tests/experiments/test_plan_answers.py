@@ -174,3 +174,21 @@ def test_the_search_hints_only_at_knobs_not_already_set():
         assert (f"attention={attention} (a kernel, not a split" in text) and (f"offload={str(offload).lower()}" in text)
         assert ("set attention=flash" in text) == (attention != "flash")
         assert ("set offload=true" in text) == (not offload)
+
+
+def test_the_frontier_title_counts_every_device(tmp_path, monkeypatch):
+    """TP 2 x PP 2 x DP 2 is 8 GPUs; the title said "2 x a100_80g" (issue 65: the stages alone)."""
+    titles = []
+    monkeypatch.setattr(entry, "frontier_figure", lambda points, path, title="", **kw: titles.append(title))
+    overrides = ["model=gpt2_small", "pipeline.S=2", "pipeline.D=2", "pipeline.TP=2", "schedules=[1f1b]"]
+    entry.run(compose(overrides + [f"out={tmp_path}/p.json", f"figure={tmp_path}/f.png"], "plan"))
+    assert titles == ["gpt2_small on 8 x a100_80g (TP 2 x CP 1 x PP 2 x DP 2)"]
+
+
+def test_the_layer_count_says_what_the_two_extra_stages_are():
+    """Llama 3 70B has 80 layers on its card (Grattafiori et al. 2024, Table 3); the plan said "82
+    layers" (issue 65): the embedding and the head are layers of the partition too."""
+    from rpd.cli.plan import layer_count
+
+    cfg = GPTConfig(n_layer=80, d_model=8192, n_head=64, seq=8192, vocab=128256, ffn=28672, n_kv_heads=8)
+    assert layer_count(gpt_model(cfg, "none")) == "80 blocks + embedding + head (82 layers to partition)"
