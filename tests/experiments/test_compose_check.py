@@ -44,7 +44,7 @@ def test_an_unknown_key_names_the_nearest_keys_and_never_suggests_adding_it():
 
 def test_a_key_one_level_down_is_named_where_it_lives():
     """docs/plan.md wrote ``partition=pipedream`` (it is ``pipeline.partition``); the hint searched
-    the top level only and offered ``precision, attention, margin`` (issue 65)."""
+    the top level only and offered ``precision, attention, margin``."""
     assert compose_check.check("plan", ["partition=pipedream"]) == (
         "partition: no such key at the top level; it is pipeline.partition"
     )
@@ -76,7 +76,7 @@ def test_the_wrapper_prints_one_line_and_exits_2_before_main(monkeypatch, capsys
 
 def test_a_plus_prefixed_typo_is_refused_before_main(monkeypatch, capsys):
     """``+method.gama_hi=3``: hydra composes it (``+`` adds a key), so the run refused it only after
-    hydra had made its run folder (issue 65). Now before main, in one line; a ``+`` key the schema
+    hydra had made its run folder. Now before main, in one line; a ``+`` key the schema
     has room for (a user objective's ``options``) still passes."""
     called = []
     wrapped = compose_check.one_line(lambda: called.append(1), "train")

@@ -172,7 +172,7 @@ def test_method_grids_are_their_own():
     ],
 )
 def test_a_bare_help_imports_neither_jax_nor_hydra(module, expect, tmp_path):
-    """``--help`` answered from the command's file and configs (issue 65: 9-12 s, composing every
+    """``--help`` answered from the command's file and configs (it took 9-12 s, composing every
     schema and importing JAX): here JAX, hydra and omegaconf cannot be imported at all."""
     for name in ("jax", "hydra", "omegaconf"):
         (tmp_path / name).mkdir()
@@ -206,7 +206,7 @@ def test_help_works_for_every_entry_point(module, expect):
 
 
 def test_figure_without_an_experiment_says_which_to_pick(tmp_path):
-    """One line naming the field, exit 2, nothing written (issue 65: exit 1 and a run folder)."""
+    """One line naming the field, exit 2, nothing written (it exited 1 and left a run folder)."""
     run_dir = tmp_path / "run"
     proc = subprocess.run(
         [sys.executable, "-m", "experiments.figure", f"hydra.run.dir={run_dir}"],

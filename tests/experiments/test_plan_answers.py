@@ -158,7 +158,7 @@ def test_nothing_fits_names_the_fewest_devices_and_no_rows(tmp_path, capsys):
 
 def test_the_search_hints_only_at_knobs_not_already_set():
     """The n_workers search's 'held fixed' lines said "set attention=flash" and "set offload=true"
-    when both were set (issue 65): a hint names a knob only where the config has not set it."""
+    when both were set: a hint names a knob only where the config has not set it."""
     from omegaconf import OmegaConf
 
     from rpd.cli.plan_search import held_fixed
@@ -177,7 +177,7 @@ def test_the_search_hints_only_at_knobs_not_already_set():
 
 
 def test_the_frontier_title_counts_every_device(tmp_path, monkeypatch):
-    """TP 2 x PP 2 x DP 2 is 8 GPUs; the title said "2 x a100_80g" (issue 65: the stages alone)."""
+    """TP 2 x PP 2 x DP 2 is 8 GPUs; the title said "2 x a100_80g" (the stages alone)."""
     titles = []
     monkeypatch.setattr(entry, "frontier_figure", lambda points, path, title="", **kw: titles.append(title))
     overrides = ["model=gpt2_small", "pipeline.S=2", "pipeline.D=2", "pipeline.TP=2", "schedules=[1f1b]"]
@@ -187,7 +187,7 @@ def test_the_frontier_title_counts_every_device(tmp_path, monkeypatch):
 
 def test_the_layer_count_says_what_the_two_extra_stages_are():
     """Llama 3 70B has 80 layers on its card (Grattafiori et al. 2024, Table 3); the plan said "82
-    layers" (issue 65): the embedding and the head are layers of the partition too."""
+    layers": the embedding and the head are layers of the partition too."""
     from rpd.cli.plan import layer_count
 
     cfg = GPTConfig(n_layer=80, d_model=8192, n_head=64, seq=8192, vocab=128256, ffn=28672, n_kv_heads=8)

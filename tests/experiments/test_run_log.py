@@ -35,7 +35,7 @@ def test_the_log_line_says_when_in_the_costs_unit(tmp_path, caplog):
 def test_a_tail_that_only_has_not_settled_is_no_warning():
     """The stable test's cv alone fails on a curve still falling (every short run's best γ): no
     flag, INFO. A tail that rises or oscillates, or a γ on the grid's edge: a flag, WARNING; one
-    text at one level (issue 65: "[unstable]" was printed at INFO and at WARNING alike)."""
+    text at one level ("[unstable]" was printed at INFO and at WARNING alike)."""
     grid = [0.25, 0.5, 1.0]
     assert train.gamma_flag(1, grid, ["cv 0.282 > 0.15"]) is None
     assert train.gamma_flag(1, grid, []) is None

@@ -126,7 +126,7 @@ def test_section_is_a_config_group_or_empty():
 
 
 def test_empty_cells_read_as_a_dash_not_nan():
-    """A table a person reads has no ``NaN`` or ``None`` (issue 65): a failed row's γ and finals, a
+    """A table a person reads has no ``NaN`` or ``None``: a failed row's γ and finals, a
     row without a flag, as the terminal and the sweep summary print them."""
     import math
 

@@ -168,7 +168,7 @@ def test_time_to_target_reads_each_rows_selected_curve(e3_sweep):
 
 
 def test_time_to_target_takes_auto_as_documented():
-    """docs/running.md writes ``time_to_target(df, "auto")`` (issue 65: it raised); any other word is
+    """docs/running.md writes ``time_to_target(df, "auto")`` (it raised); any other word is
     refused naming ``target``. A table with no stored curve gets no target and no times."""
     import pandas as pd
 
