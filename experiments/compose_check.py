@@ -15,9 +15,11 @@ no ``outputs/`` or ``multirun/`` folder. ``RPD_DEBUG=1`` skips the check (hydra'
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import functools
+import io
 import os
 import sys
 import typing
@@ -123,13 +125,30 @@ def message(exc: BaseException, overrides: list[str]) -> str:
     return first
 
 
+def _parse(argv: list[str]):
+    """hydra's own parser on ``argv``, silent: a usage error is hydra's to print, once."""
+    with contextlib.redirect_stderr(io.StringIO()):
+        return get_args_parser().parse_args(argv)
+
+
+MULTIRUN = ("-m", "--multirun")
+
+
+def flags_first(argv: list[str]) -> list[str]:
+    """``-m`` / ``--multirun`` moved before the overrides: ``experiments.train schedule.S=2 -m
+    schedule.N=10`` means a multirun (hydra's parser takes the overrides as one run of words, so a
+    flag between them was a usage error, printed three times)."""
+    flags = [a for a in argv if a in MULTIRUN]
+    return flags + [a for a in argv if a not in MULTIRUN] if flags else argv
+
+
 def check(config_name: str, argv: list[str], required: dict[str, str] | None = None) -> str | None:
     """None when hydra composes ``config_name`` with the command line ``argv`` (every value of
     each sweep) and every key of ``required`` has a value; else the one-line message (for a
     required key left missing, its value in ``required``). Help, ``--cfg`` and other config
     directories are left to hydra."""
     try:
-        args = get_args_parser().parse_args(argv)
+        args = _parse(argv)
     except SystemExit:  # hydra's own parser reports its usage errors
         return None
     if args.help or args.hydra_help or args.cfg or args.info or args.shell_completion:
@@ -168,7 +187,7 @@ def staged(argv: list[str]) -> list[str]:
     option is typed by its own schema). :func:`check` composed every job with the override as
     written first, so ``++`` adds no key a job's schema lacks."""
     try:
-        args = get_args_parser().parse_args(argv)
+        args = _parse(argv)
         parsed = OverridesParser.create().parse_overrides(list(args.overrides))
     except (SystemExit, OverrideParseException):
         return argv
@@ -194,6 +213,8 @@ def one_line(main, config_name: str, required: dict[str, str] | None = None):
     @functools.wraps(main)
     def wrapped(*a, **kw):
         schemas.register()  # the schemas again: a schedule registered after experiments.schemas was imported
+        if not a and not kw:
+            sys.argv[1:] = flags_first(sys.argv[1:])
         if not a and not kw and os.environ.get("RPD_DEBUG", "").strip() in ("", "0"):
             error = check(config_name, sys.argv[1:], required)
             if error is not None:

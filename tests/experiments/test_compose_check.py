@@ -74,6 +74,21 @@ def test_the_wrapper_prints_one_line_and_exits_2_before_main(monkeypatch, capsys
     assert err == "error: schedule=zbh1: no such schedule; nearest: zb_h1, zb_h2, zb_v (configs/schedule/)\n"
 
 
+def test_multirun_after_an_override_is_a_multirun(monkeypatch, capsys):
+    """``experiments.train schedule.S=2 -m schedule.N=10``: hydra's parser takes the overrides as one
+    run of words, so the flag between them was a usage error printed three times; now the flag goes
+    first, and a real usage error is printed once, by hydra."""
+    assert compose_check.flags_first(["schedule.S=2", "-m", "schedule.N=10"]) == ["-m", "schedule.S=2", "schedule.N=10"]
+    assert compose_check.flags_first(["schedule.S=2"]) == ["schedule.S=2"]
+    seen = []
+    wrapped = compose_check.one_line(lambda: seen.append(list(sys.argv[1:])), "train")
+    monkeypatch.setattr(sys, "argv", ["experiments.train", "schedule.S=2", "--multirun", "schedule.N=10"])
+    wrapped()
+    assert seen == [["--multirun", "schedule.S=2", "schedule.N=10"]]
+    assert compose_check.check("train", ["schedule.S=2", "--no-such-flag"]) is None  # hydra's to report
+    assert capsys.readouterr().err == ""
+
+
 def test_a_plus_prefixed_typo_is_refused_before_main(monkeypatch, capsys):
     """``+method.gama_hi=3``: hydra composes it (``+`` adds a key), so the run refused it only after
     hydra had made its run folder. Now before main, in one line; a ``+`` key the schema
