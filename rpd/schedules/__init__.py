@@ -23,13 +23,13 @@ from rpd.schedules.family.pipedream import pipedream
 from rpd.schedules.family.pipedream_2bw import pipedream_2bw
 from rpd.schedules.family.pipedream_rr import pipedream_rr
 from rpd.schedules.family.pipemare import pipemare
+from rpd.schedules.family.searched import searched
 from rpd.schedules.family.wpipe import wpipe
 from rpd.schedules.family.zb_h1 import zb_h1
 from rpd.schedules.family.zb_h2 import zb_h2
 from rpd.schedules.family.zb_v import zb_v
 from rpd.schedules.machinery.ir import BWD, BWD_I, BWD_W, FWD, IDLE, Col, Op
 from rpd.schedules.machinery.readiness import ScheduleSpec, local_sgd_many, pipedream_many, simulate_many, validate
-from rpd.schedules.machinery.search import searched
 from rpd.schedules.machinery.timeline import OpTable, Timeline, render_ascii
 
 __all__ = [
