@@ -10,6 +10,7 @@ imports hydra (or experiments)."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,6 +69,7 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
     return (out & known) - {name}
 
 
+@functools.cache  # the sources do not change while the tests run; callers copy before adding to it
 def _graph() -> dict[str, set[str]]:
     src = _sources()
     return {name: _imports(name, path, set(src)) for name, path in src.items()}
