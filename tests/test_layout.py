@@ -3,12 +3,14 @@ or experiments imports one that imports it back, directly or around a circle (im
 functions and under ``if TYPE_CHECKING`` count: a lazy import does not open a circle); rpd's
 subpackages import each other in one direction only, in the order of :data:`LAYERS`; no module
 forwards names with a module-level ``__getattr__``; at most two modules besides ``__init__``
-stay at rpd's top level; experiments/ holds the commands and the hydra glue only, and no module of rpd
+stay at rpd's top level; inside a subpackage with layers of its own (:data:`SUBLAYERS`: rpd.schedules'
+machinery under its family) no module imports a later folder or the package's face; experiments/ holds the commands and the hydra glue only, and no module of rpd
 imports hydra (or experiments)."""
 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,6 +32,11 @@ LAYERS = (
     "studies",
     "cli",
 )
+
+# Subpackages layered inside (docs/architecture.md#layers): each folder may import those before
+# it, never a later one nor the package's face (which imports them all). rpd.schedules.machinery is
+# what every schedule shares; rpd.schedules.family, one module per schedule, sits on it.
+SUBLAYERS = {"rpd.schedules": ("machinery", "family")}
 
 
 def _module_name(path: Path) -> str:
@@ -62,6 +69,7 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
     return (out & known) - {name}
 
 
+@functools.cache  # the sources do not change while the tests run; callers copy before adding to it
 def _graph() -> dict[str, set[str]]:
     src = _sources()
     return {name: _imports(name, path, set(src)) for name, path in src.items()}
@@ -116,6 +124,43 @@ def test_subpackages_import_down_the_layers_only():
             if b.startswith("rpd.") and _room(b) in LAYERS and LAYERS.index(_room(b)) > LAYERS.index(_room(a)):
                 climbs.append(f"{a} -> {b}")
     assert climbs == []
+
+
+def _back_arrows(graph: dict[str, set[str]]) -> list[str]:
+    """Imports against :data:`SUBLAYERS`: a folder's module importing a later folder's, or the face."""
+    out = []
+    for package, folders in SUBLAYERS.items():
+        for a, targets in graph.items():
+            if not a.startswith(package + "."):
+                continue
+            folder = a[len(package) + 1 :].split(".")[0]
+            if folder not in folders:
+                continue
+            for b in targets:
+                if b == package:
+                    out.append(f"{a} -> {b} (the face)")
+                elif b.startswith(package + "."):
+                    other = b[len(package) + 1 :].split(".")[0]
+                    if other in folders and folders.index(other) > folders.index(folder):
+                        out.append(f"{a} -> {b}")
+    return sorted(out)
+
+
+def test_machinery_never_imports_the_family_it_serves():
+    assert SUBLAYERS["rpd.schedules"] == ("machinery", "family")
+    assert _back_arrows(_graph()) == []
+
+
+def test_the_check_finds_a_back_arrow():
+    graph = {
+        "rpd.schedules.machinery.search": {"rpd.schedules.family.orders", "rpd.schedules.machinery.ir"},
+        "rpd.schedules.machinery.ir": {"rpd.schedules"},
+        "rpd.schedules.family.gpipe": {"rpd.schedules.machinery.ir", "rpd.schedules.family.orders"},
+    }
+    assert _back_arrows(graph) == [
+        "rpd.schedules.machinery.ir -> rpd.schedules (the face)",
+        "rpd.schedules.machinery.search -> rpd.schedules.family.orders",
+    ]
 
 
 def test_every_subpackage_has_a_layer_and_the_top_level_holds_two_modules():

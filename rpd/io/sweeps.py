@@ -19,6 +19,9 @@ from rpd.io.atomic import atomic_write
 from rpd.io.sweep_results import time_to_target
 from rpd.io.sweep_table import for_terminal, scalar, summary_column, swept_columns
 
+# The module's public names (docs/api.md): the table and its filters; the rest is the store's plumbing.
+__all__ = ["filter_sweep", "link_job", "load_sweep", "sweep_counts", "write_jobs"]
+
 JOB_LINK = "result.json"  # in a hydra job's output directory: which stored run the job produced
 JOBS = "jobs.json"  # in a sweep directory: every job's overrides, written when the sweep starts
 SWEEP_COLUMNS = tuple(  # a sweep table's columns, in order

@@ -1,7 +1,7 @@
 """Objectives as S-stage chains on a flat parameter vector (see ``base.Objective``), each one an
 :class:`~rpd.objectives.entry.ObjectiveEntry` in :data:`OBJECTIVES` (importing this registers rpd's own)."""
 
-from rpd.objectives.base import BlockLayout, Objective
+from rpd.objectives.base import BlockLayout, Objective, on_device
 from rpd.objectives.chain import Chain, two_point_value_and_grad
 from rpd.objectives.entries import ENTRIES
 from rpd.objectives.entry import OBJECTIVES, Metric, ObjectiveEntry, entry_of, register
@@ -20,6 +20,7 @@ __all__ = [
     "mlp_chain",
     "nesterov_mu",
     "nesterov_quadratic",
+    "on_device",
     "random_quadratic",
     "register",
     "two_point_value_and_grad",

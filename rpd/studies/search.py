@@ -38,9 +38,9 @@ from rpd.model.layers import preset as model_preset
 from rpd.model.stages import partition, stage_costs, stages
 from rpd.plotting.search import search_figure
 from rpd.results import StudyOutput
+from rpd.schedules.family.searched import search
 from rpd.schedules.machinery import memory
 from rpd.schedules.machinery.costs import CostModel
-from rpd.schedules.machinery.search import search
 
 COST_MODELS = ("unit", "latency", "imbalanced")
 HAND_WRITTEN = {  # name -> constructor of one flush (S, N = M, M, costs)

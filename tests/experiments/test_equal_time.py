@@ -4,12 +4,16 @@ any job runs; a table whose rows end at different T says so (rpd.io.sweep_table.
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pandas as pd
 import pytest
-from hydra_helpers import TINY_LINEAR, multirun
+from hydra import compose, initialize_config_dir
+from hydra_helpers import CONFIGS, TINY_LINEAR, multirun
+from omegaconf import open_dict
 
+from experiments import sweep
 from rpd.io import sweeps
 from rpd.io.sweep_table import unequal_time
 
@@ -58,6 +62,32 @@ def test_a_sweep_whose_row_cannot_be_timed_is_refused_before_any_job(tmp_path):
     assert len(error) == 1, proc.stderr
     assert error[0].startswith("error: compare=equal_time: job 1: schedule.N must be a whole number of flushes")
     assert not (tmp_path / "results").exists() and not list((tmp_path / "multirun").glob("*/.hydra"))
+
+
+def test_the_callback_times_a_schedule_on_the_search_path_in_process(tmp_path, capsys):
+    """Fast, in process, the slow test's case: the EqualTime callback composes every job of
+    ``schedule=my_gpipe,1f1b`` with the command line's search path and writes the one T. By hand
+    at unit costs: GPipe at S = 3 with flushes of M = 2 takes (M + S - 1)·2 = 8 ticks per flush, 6
+    flushes in N = 12: 48; 1F1B's M = S = 3: 10 ticks per flush, 4 flushes: 40. T = the shorter."""
+    (tmp_path / "cfg" / "schedule").mkdir(parents=True)
+    (tmp_path / "cfg" / "schedule" / "my_gpipe.yaml").write_text(MY_GPIPE)
+    search = f"hydra.searchpath=[file://{tmp_path / 'cfg'}]"
+    tiny = [o for o in TINY_LINEAR if not o.startswith("schedule.N")]
+    task = ["method=pipeline", *tiny, "schedule=my_gpipe,1f1b", "schedule.N=12"]
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        config = compose("train", overrides=[search, "method=pipeline"], return_hydra_config=True)
+        with open_dict(config):
+            config.hydra.overrides.task = task  # the multirun's command line, as hydra records it
+            config.hydra.overrides.hydra = [search]
+            config.hydra.sweep.dir = str(tmp_path / "multirun")
+            config.hydra.job.config_name = "train"
+        assert [job[-2:] for job in sweep.job_overrides(config)] == [
+            ["schedule=my_gpipe", "schedule.N=12"],
+            ["schedule=1f1b", "schedule.N=12"],
+        ]
+        sweep.EqualTime().on_multirun_start(config)
+    assert json.loads((tmp_path / "multirun" / "equal_time.json").read_text())["T"] == 40
+    assert "at one simulated time T = 40 ticks (" in capsys.readouterr().out
 
 
 def test_a_table_at_unequal_time_says_so():

@@ -126,6 +126,25 @@ def test_the_parameter_gather_hides_under_the_first_forward_and_the_reduction_un
     assert both == 0.0  # the reduce-scatter fits under the last backward
 
 
+def test_only_the_part_of_the_reduction_past_the_flush_is_exposed():
+    """A reduction that starts under the last backward but runs past the flush's end is exposed
+    for that part only. By hand: 1F1B at S = 2, M = 4, unit ticks of 1 us, T = (M + S - 1) · 2 = 10;
+    rank 0's last backward starts at tick 9 (ends 10), rank 1's at 8 (ends 9). 3000 gradient bytes
+    per rank over D = 2 at 1 GB/s, no latency: a ring all-reduce moves 2(D-1)/D · 3000 bytes, 3 us.
+    grad_reduce (from the last backward's start): rank 0 ends at 12 us, 2 us past the flush (rank 1:
+    11, 1 us); during the drain (from its end): 13 and 12, 3 us; after the flush: 3 us."""
+    hw = toy_hardware()
+    unit = registry.timeline("1f1b", 2, 4, 4, None, 0, None)
+    assert unit.T == 10
+    grads = np.array([3000.0, 3000.0])
+    assert dp_seconds(unit, grads, hw, 2, 1e-6, "backward") == pytest.approx(2e-6)
+    assert dp_seconds(unit, grads, hw, 2, 1e-6, True) == pytest.approx(3e-6)
+    assert dp_seconds(unit, grads, hw, 2, 1e-6, False) == pytest.approx(3e-6)
+    # 1500 bytes (1.5 us) from tick 9 end at 10.5: half a microsecond exposed; 900 bytes fit whole
+    assert dp_seconds(unit, grads / 2, hw, 2, 1e-6, "backward") == pytest.approx(0.5e-6)
+    assert dp_seconds(unit, grads * 0.3, hw, 2, 1e-6, "backward") == 0.0
+
+
 def test_gradients_reduced_in_bf16_halve_the_reduction():
     hw = dataclasses.replace(toy_hardware(), allreduce_bandwidth=1e6)
     model = _toy_pipeline(0)

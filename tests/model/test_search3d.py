@@ -8,6 +8,7 @@ from hydra_helpers import compose
 
 from rpd import registry
 from rpd.cli import plan as entry
+from rpd.cli import plan_search
 from rpd.model import hardware, search3d
 from rpd.model.answer import describe, workers_of
 from rpd.model.layers import GPTConfig, Parallel, gpt_model
@@ -107,7 +108,16 @@ def test_the_command_says_what_it_searched_and_shows_progress(tmp_path, capsys):
         assert knob in searched
     assert "held fixed" in out and "model.micro_batch=1" in out and "attention=standard" in out
     progress = [x for x in err.splitlines() if x.startswith("plan: ")]
-    assert progress[0].startswith("plan: 399 candidates") and any(x.startswith("plan: done: ") for x in progress)
+    # Every candidate of the command's space is counted: the enumeration of the module's rules over
+    # GPT-2 small (12 heads and blocks, d 768, seq 1024) on 8 A100s, B = 8. No count independent of
+    # that enumeration is at hand (a hand count would re-run its loops); its rules are checked one by
+    # one in test_the_search_reaches_v_above_two_cp_and_the_recipes_knobs (was a pinned 399, the
+    # code's own earlier output).
+    shape = search3d.Shape(12, 12, 12, 768, 1024)
+    every = search3d.candidates(8, 8, DGX, shape, registry.searched(plan_search.SEARCHED), search3d.Space())
+    assert progress[0].startswith(f"plan: {len(every)} candidates") and any(
+        x.startswith("plan: done: ") for x in progress
+    )
 
 
 @pytest.mark.slow
@@ -128,3 +138,31 @@ def test_the_search_answers_at_least_the_nemo_recipe_for_175b_on_1024_h100s():
     best = found.rows[0]
     assert recipe.fits and best.tokens_per_s >= recipe.tokens_per_s
     assert (best.TP, best.S, best.v, best.SP, best.D) == (4, 8, 12, True, 32)
+
+
+class _Searched(Exception):
+    pass
+
+
+def test_the_commands_context_parallel_candidates_get_models_cut_along_the_sequence(tmp_path, monkeypatch):
+    """Each CP rank holds seq / CP tokens of a microbatch (2·CP load-balanced chunks): by hand, a
+    GPT-2 small block's output is (1024 / CP) × 768 values × 2 bytes (bf16) per rank and its
+    forward FLOPs are 1 / CP of CP = 1's. Checked on the models the n_workers command hands its
+    search for every CP candidate it enumerates (the command's closure, each candidate's
+    variant), so a model built without CP on either side fails here."""
+    seen: dict[int, tuple[int, float]] = {}
+
+    def search(models, hw, make, n, B, cap, names, shape, space, **kw):
+        for c in search3d.candidates(n, B, hw, shape, names, space):
+            if c.TP == 1 and c.recompute == "none":
+                block = next(x for x in models(c.variant).layers if x.kind == "block")
+                seen.setdefault(c.CP, (block.out_bytes, block.flops_fwd))
+        raise _Searched
+
+    monkeypatch.setattr(search3d, "search", search)
+    with pytest.raises(_Searched):
+        entry.run(compose(["model=gpt2_small", "n_workers=8", f"out={tmp_path}/p.json"], "plan"))
+    assert sorted(seen) == [1, 2, 4, 8]  # CP divides 8 workers and 2·CP divides 1024 tokens
+    for cp, (out_bytes, flops) in seen.items():
+        assert out_bytes == 1024 // cp * 768 * 2
+        assert flops == pytest.approx(seen[1][1] / cp, rel=1e-12)

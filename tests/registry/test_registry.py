@@ -316,7 +316,6 @@ def test_each_schedule_is_one_module_whose_entry_the_registry_collects():
         assert entry.build.__module__ in (
             module.__name__,
             *(f"rpd.schedules.family.{n}" for n in ("v_memory",)),
-            "rpd.schedules.machinery.search",
         )
         if entry.params_type is not None:
             assert entry.params_type is getattr(module, "Params") and entry.params_type.__module__ == module.__name__

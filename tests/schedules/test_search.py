@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 
 from rpd import schedules
+from rpd.schedules.family.searched import search, searched
 from rpd.schedules.machinery import memory
 from rpd.schedules.machinery.costs import CostModel
 from rpd.schedules.machinery.ir import BWD, BWD_I, BWD_W, FWD, check_complete, ops
-from rpd.schedules.machinery.search import SearchedTimeline, search, searched
+from rpd.schedules.machinery.search import SearchedTimeline
 from rpd.schedules.machinery.search_heuristic import make_problem, score
 from rpd.schedules.machinery.timer import flatten, op_durations, time_order
 

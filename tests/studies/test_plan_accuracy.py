@@ -5,6 +5,7 @@ predict, and the least-compute bound."""
 from __future__ import annotations
 
 import dataclasses
+import types
 
 import pytest
 
@@ -155,3 +156,36 @@ def test_the_least_compute_bound_by_hand():
 @pytest.mark.slow
 def test_the_presets_carry_the_fit_on_every_source():
     assert P.fit(list(range(len(D.runs())))) == hardware.DGX_FIT
+
+
+def test_each_source_is_predicted_with_its_own_fold(monkeypatch):
+    """The cross-validated number rests on this: a source's rows are predicted at the (η, traffic)
+    fitted without it, not at the fit on every source. The fit is replaced by a stand-in whose
+    answer names the sources it saw (η = 0.1 × how many runs, traffic = sorted sources), so a
+    row predicted from the wrong fit is seen by its hardware, whatever the real fit returns."""
+    sources = ("sc21", "megatron_h100", "nemo_nemotron4_15b")
+    runs = D.runs()
+
+    def fit(ks):
+        return (len(ks) / 100, ",".join(sorted({runs[k].source for k in ks})))
+
+    seen: list[tuple[str, object]] = []
+
+    def row_of(run, hw):
+        seen.append((run.source, hw.traffic))
+        return dict(source=run.source, error=0.0)
+
+    monkeypatch.setattr(P, "fit", fit)
+    monkeypatch.setattr(P, "row_of", row_of)
+    monkeypatch.setattr(P, "hardware_at", lambda preset, eta, traffic: types.SimpleNamespace(traffic=traffic))
+    monkeypatch.setattr(P, "mean_error", lambda ks, eta, traffic: 0.0)
+    out = P.run(P.Config(sources=sources))
+    counts = {s: sum(r.source == s for r in runs) for s in sources}  # 10, 9 and 8 runs
+    for s in sources:
+        others = sorted(set(sources) - {s})
+        assert {t for src, t in seen if src == s} == {",".join(others)}
+        assert out.summary[s]["fitted"] == dict(
+            software_efficiency=sum(counts[o] for o in others) / 100, traffic=",".join(others)
+        )
+    assert [r["fitted_without"] for r in out.table] == [src for src, _ in seen]
+    assert out.summary["fit_on_every_source"]["traffic"] == ",".join(sorted(sources))

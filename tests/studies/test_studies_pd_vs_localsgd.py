@@ -189,3 +189,48 @@ def test_cut_end_keeps_the_point_after_T_steps():
 def test_figure_from_saved_output(tiny, figure_from_store):
     cfg, out = tiny
     figure_from_store(study, cfg, out)
+
+
+def test_units_are_listed_as_documented_and_assembled_where_they_belong():
+    """Fast, without training: the unit order the docstring states (per setting, per noise seed:
+    PD, then LocalSGD per H; the sensitivity setting last), written out by hand, and every unit's
+    payload landing in its own method's and seed's place in the output. Each stand-in payload's
+    curve is a constant naming its unit (1 + m/10 + seed/100, + 1/2 for the sensitivity
+    setting; + γ index/1000) and its own T (20 + 2m), so a unit read in another's place
+    shows as a wrong value."""
+    cfg = study.Config(objective="logistic_regression", **TINY, **NOISY)
+    main = [f"main/seed{s}/{m}" for s in (0, 1) for m in ("PD", "LocalSGD H=1", "LocalSGD H=3")]
+    sens = ["sensitivity/seed0/PD", "sensitivity/seed0/LocalSGD H=1", "sensitivity/seed0/LocalSGD H=3"]
+    units = study.units(cfg)
+    assert [u["key"] for u in units] == main + sens
+
+    def value(u):
+        return 1 + u["m"] / 10 + u["seed"] / 100 + (0.5 if u["setting"] == "sensitivity" else 0)
+
+    def payload(u):
+        exps = cfg.pd_gamma_exps if u["m"] == 0 else cfg.localsgd_gamma_exps
+        gammas = tuning.pow2_grid(*exps)
+        T = 20 + 2 * u["m"]
+        curve = value(u) + np.arange(len(gammas))[:, None] / 1000 + np.zeros((1, T + 1))
+        return dict(
+            method="PD" if u["m"] == 0 else "LocalSGD",
+            gammas=gammas,
+            axis=np.arange(T + 1),
+            axis_name="sim_time",
+            curve=curve,
+            meta={"T": T},
+        )
+
+    out = study.assemble(cfg, [payload(u) for u in units])
+    for m, key in enumerate(study.method_keys(cfg)):
+        for s in (0, 1):
+            assert out.arrays[f"{key}_seed_curves"][s, 0, 0] == pytest.approx(1 + m / 10 + s / 100)
+        entry = out.summary["methods"][m]
+        assert entry["T"] == 20 + 2 * m and entry["H"] == (None, 1, 3)[m]
+        for seed_pick in entry["per_seed"]:
+            lo = (cfg.pd_gamma_exps if m == 0 else cfg.localsgd_gamma_exps)[0]
+            index = seed_pick["gamma_exp"] - lo
+            assert seed_pick["f_at_cut"] == pytest.approx(1 + m / 10 + seed_pick["seed"] / 100 + index / 1000)
+        picked = out.summary["sensitivity"]["methods"][m]
+        lo = (cfg.pd_gamma_exps if m == 0 else cfg.localsgd_gamma_exps)[0]
+        assert picked["f_at_cut"] == pytest.approx(1.5 + m / 10 + (picked["gamma_exp"] - lo) / 1000)

@@ -1,13 +1,14 @@
 """LocalSGD's programs across H (docs/running.md#compile-time): H, the rounds and their events
 are numbers of one compiled round program, the padding never runs and changes no number."""
 
+import jax
 import numpy as np
 import pytest
 
 from rpd import schedules
 from rpd.objectives.linear import random_quadratic
 from rpd.runtime.compile_cache import count_programs
-from rpd.train import methods, rounds
+from rpd.train import localsgd, methods, rounds
 from rpd.train.rounds import SHARED_BYTES, clock_resolution, flat_rounds, round_events, round_plan
 
 GAMMAS = [0.01, 0.03, 0.05]  # G = 3 and d = 7: shapes no other test module compiles
@@ -51,7 +52,15 @@ def test_an_h_sweep_compiles_one_round_program(quad):
     """H = 3, 4, 5, 6 (N = 24, R = 2: 4, 3, 3, 2 rounds) in one bucket: after the first run (the
     round program, f(x⁰), f(x̄) at its round ends and the process's first small programs) the
     others compile only f(x̄) at round ends for a round count not seen yet (a batch's rounding
-    depends on its shape): H = 5 compiles nothing."""
+    depends on its shape): H = 5 compiles nothing.
+
+    The counts are of programs built in this process, so the test starts from what a new process
+    has: another test's run of the same shapes (this module's padding test: this objective, these
+    γ, H = 3 and 6) leaves its programs in memory, and the sweep would then build none of them."""
+    localsgd._compiled.cache_clear()
+    localsgd._start_value.cache_clear()
+    localsgd._round_values.cache_clear()
+    jax.clear_caches()
     counts = []
     for H in (3, 4, 5, 6):
         with count_programs() as n:

@@ -11,9 +11,11 @@ GPipe's. The objective is the makespan of the flush (a barrier ends the step) or
 longest rank span (steps overlap, sail-sg's ``best_time``).
 
 * ``method="heuristic"``: a greedy list scheduler swept over its rules
-  (:mod:`rpd.schedules.machinery.search_heuristic`), the hand-written one-stage-per-rank schedules that fit
-  the cap (GPipe, 1F1B, ZB-H1, ZB-H2 and ZB-H2 with smaller warm-ups), the best of them improved
-  by a local search. Never worse than any of those hand-written schedules.
+  (:mod:`rpd.schedules.machinery.search_heuristic`), the hand-written orders the caller passes
+  (``hand_written``: the family's one-stage-per-rank schedules that fit the cap, GPipe, 1F1B,
+  ZB-H1, ZB-H2 and ZB-H2 with smaller warm-ups, :func:`rpd.schedules.family.searched.hand_written`),
+  the best of them improved by a local search. Never worse than any of those hand-written orders.
+  The machinery takes them as a value: the orders are the family's, and the family sits above.
 * ``method="exact"``: a CP-SAT model (:mod:`rpd.schedules.machinery.search_exact`) started from the
   heuristic's order; it proves optimality on small instances and otherwise returns the best
   order found with the solver's lower bound when ``time_limit`` cuts it.
@@ -29,14 +31,13 @@ import dataclasses
 import functools
 import numbers
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 import numpy as np
 
-from rpd.schedules.family import orders
 from rpd.schedules.machinery.build import order_of, timed
 from rpd.schedules.machinery.costs import CostModel
-from rpd.schedules.machinery.ir import BWD, BWD_I, BWD_W, Order, concat, ops, shift_mb
+from rpd.schedules.machinery.ir import Order, concat, shift_mb
 from rpd.schedules.machinery.search_exact import solve
 from rpd.schedules.machinery.search_heuristic import (
     Problem,
@@ -54,6 +55,8 @@ from rpd.validation import check_choice, check_int, check_real
 METHODS = ("heuristic", "exact")
 OBJECTIVES = ("makespan", "period")
 MAX_OPS = 3_000_000  # one flush of S * M microbatch-stages beyond which a search is refused
+# The hand-written candidates of a problem, as (name, order of one flush) pairs (module docstring)
+HandWritten = Callable[[Problem], list[tuple[str, Order]]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +100,7 @@ def search(
     objective: str = "makespan",
     split: bool | None = None,
     workers: int | None = None,
+    hand_written: HandWritten | None = None,
 ) -> SearchedTimeline:
     """The best order found for one flush of M microbatches on S ranks under ``costs`` with at most
     ``memory_cap`` microbatches held per rank (a number, or one per rank; ``None``: no cap).
@@ -104,14 +108,15 @@ def search(
     ``split``: F, I, W ops (True) or F, B (False); default: split when ``costs`` gives I and W.
     ``time_limit``: seconds for the exact method's solver (the heuristic, which the exact method
     starts from, is deterministic and takes no limit). ``workers``: the solver's threads (default: up to
-    8). Raises ValueError naming the argument for bad input, or for a cap below one microbatch."""
+    8). ``hand_written``: the problem's hand-written candidates (module docstring; None: none).
+    Raises ValueError naming the argument for bad input, or for a cap below one microbatch."""
     t0 = time.perf_counter()
     p = _problem(S, M, costs, memory_cap, objective, split)
     method = check_choice("method", method, METHODS)
     time_limit = check_real("time_limit", time_limit)
     if workers is not None:
         workers = check_int("workers", workers)
-    order, value, source = heuristic_order(p)
+    order, value, source = heuristic_order(p, hand_written)
     bound, optimal, status = _trivial_bound(p), False, "heuristic"
     if method == "exact":
         found = solve(p, order, value, time_limit, workers)
@@ -145,6 +150,7 @@ def searched(
     memory_cap=None,
     method: str = "heuristic",
     time_limit: float = 60.0,
+    hand_written: HandWritten | None = None,
 ) -> SearchedTimeline:
     """The schedule-family face of :func:`search` (``rpd.registry`` name "searched"): the order
     found for one flush, run for N / M flushes; split backward (F, I, W, like ZB-H1/H2) with the
@@ -158,7 +164,7 @@ def searched(
     cap: Hashable = 2 * S if memory_cap is None else memory_cap
     if not isinstance(memory_cap, numbers.Real) and memory_cap is not None:
         cap = tuple(memory_cap)
-    one = _one_flush(S, M, costs, cap, method, time_limit, bool(overlapped))
+    one = _one_flush(S, M, costs, cap, method, time_limit, bool(overlapped), hand_written)
     if N == M:
         return one
     p = _problem(S, M, costs, one.search_info.memory_cap, one.search_info.objective, True)
@@ -166,7 +172,7 @@ def searched(
 
 
 @functools.lru_cache(maxsize=32)
-def _one_flush(S, M, costs, cap, method, time_limit, overlapped) -> SearchedTimeline:
+def _one_flush(S, M, costs, cap, method, time_limit, overlapped, hand_written) -> SearchedTimeline:
     """One search per (instance, method): ``rpd.registry`` builds a schedule for many N (protocol
     (ii)) and the order of a flush does not depend on N."""
     return search(
@@ -178,15 +184,16 @@ def _one_flush(S, M, costs, cap, method, time_limit, overlapped) -> SearchedTime
         time_limit=time_limit,
         objective="period" if overlapped else "makespan",
         split=True,
+        hand_written=hand_written,
     )
 
 
 # ---------------------------------------------------------------- the heuristic
 
 
-def heuristic_order(p: Problem) -> tuple[Order, int, str]:
+def heuristic_order(p: Problem, hand_written: HandWritten | None = None) -> tuple[Order, int, str]:
     """(order, objective, source): the best of the greedy rules, its warm-up depths tuned rank by
-    rank, and the hand-written schedules that fit the caps, then improved by
+    rank, and the hand-written orders (``hand_written(p)``) that fit the caps, then improved by
     :func:`~rpd.schedules.machinery.search_heuristic.improve`. Deterministic; the tuning and the local
     search take fewer steps on larger instances (a few seconds at S = 16, M = 128)."""
     first, *others = rules(p)
@@ -200,7 +207,7 @@ def heuristic_order(p: Problem) -> tuple[Order, int, str]:
     n = p.S * p.M
     order, s = tune(p, rule, order, s, max_runs=int(np.clip(150_000 // n, 4 * p.S, 400)))
     cap = np.asarray(p.cap)
-    for name, hand in hand_written(p):
+    for name, hand in hand_written(p) if hand_written is not None else []:
         if np.all(peak_memory(p, hand) <= cap):
             s2 = score(p, hand)
             if s2 < s:
@@ -209,33 +216,6 @@ def heuristic_order(p: Problem) -> tuple[Order, int, str]:
     if s2 < s:
         order, s, source = better, s2, "local search"
     return order, int(s[0]), source
-
-
-def hand_written(p: Problem) -> list[tuple[str, Order]]:
-    """The hand-written one-stage-per-rank orders of one flush in this problem's op kinds (a full
-    backward B is I immediately followed by W when the search splits it). ZB-H1/H2 need a split
-    backward; ZB-H2 is also tried with warm-ups 2(S-1-r)+1 capped at each budget below it."""
-    S, M = p.S, p.M
-    out = [("gpipe", orders.gpipe_order(S, M)), ("1f1b", orders.one_f_one_b_order(S, M))]
-    if p.split:
-        out = [(name, _split_b(order)) for name, order in out]
-        out.append(("zb_h1", orders.zb_h1_order(S, M)))
-        out.append(("zb_h2", orders.zb_h2_order(S, M)))
-        warm = 2 * (S - 1 - np.arange(S)) + 1
-        for k in sorted({min(int(c), M) for c in p.cap}):
-            if k < warm.max():
-                out.append((f"zb_h2(max_pending<={k})", orders.zb_h2_order(S, M, np.minimum(warm, k))))
-    return out
-
-
-def _split_b(order: Order) -> Order:
-    out = []
-    for a in order:
-        rows: list[tuple[int, int, int]] = []
-        for kind, g, m, _ in a.tolist():
-            rows += [(BWD_I, g, m), (BWD_W, g, m)] if kind == BWD else [(kind, g, m)]
-        out.append(ops(rows))
-    return out
 
 
 # ---------------------------------------------------------------- checks and packaging
@@ -314,7 +294,7 @@ __all__ = [
     "OBJECTIVES",
     "SearchInfo",
     "SearchedTimeline",
-    "hand_written",
+    "HandWritten",
     "heuristic_order",
     "search",
     "searched",
