@@ -1,0 +1,164 @@
+"""launcher=slurm (rpd.cli.slurm, experiments.slurm_watch; docs/running.md#a-slurm-cluster-on-one-machine):
+a request checked against ``sinfo`` and the pending reasons of ``squeue``, on outputs written by
+hand from SLURM's manuals; in the slow suite, a real one-node SLURM on this host
+(benchmarks/local_slurm.sh): a request no node meets and a task that will never start each end
+in one line, exit 2, nothing queued; E3 fanned out with one task cancelled by SLURM is listed,
+refused, resubmitted alone and then equals the in-process figure; a sweep stores every run and a
+rerun reuses them."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+from pathlib import Path
+
+import pytest
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
+
+from experiments import slurm_watch
+from rpd.cli import fanout as D
+from rpd.cli import slurm as S
+from tests.hydra_helpers import CONFIGS
+
+# sinfo -h -N -o '%N|%P|%c|%m|%G|%t' of a cluster with a default CPU partition of two nodes, one
+# of them drained, and a GPU partition of one node with 4 A100s (memory in MB)
+SINFO = """\
+cpu01|cpu*|32|128000|(null)|idle
+cpu02|cpu*|64|64000|(null)|drain
+gpu01|gpu|16|512000|gpu:a100:4(S:0-1)|mix
+"""
+
+
+def test_a_request_no_node_can_meet_names_the_field_and_the_largest_node():
+    nodes = S.parse_sinfo(SINFO)
+    assert [(n.name, n.partition, n.default, n.cpus, n.mem_mb, n.gpus) for n in nodes] == [
+        ("cpu01", "cpu", True, 32, 128000, 0),
+        ("cpu02", "cpu", True, 64, 64000, 0),
+        ("gpu01", "gpu", False, 16, 512000, 4),
+    ]
+
+    def refusal(**kw) -> str:
+        with pytest.raises(ValueError) as err:
+            S.check_request(S.Request(**kw), nodes)
+        return str(err.value)
+
+    # fits: 64 CPUs on the drained node (SLURM queues for it), 4 GPUs with 400 GB on gpu01
+    S.check_request(S.Request(cpus_per_task=64, mem_gb=16), nodes)
+    S.check_request(S.Request(cpus_per_task=8, mem_gb=400, gpus_per_node=4, partition="gpu"), nodes)
+    assert refusal(cpus_per_task=65) == (
+        "hydra.launcher.cpus_per_task=65: the largest node of partition cpu (the default) has 64 CPUs"
+    )
+    assert refusal(cpus_per_task=9, tasks_per_node=8) == (
+        "hydra.launcher.cpus_per_task x tasks_per_node=72: the largest node of partition cpu (the default) has 64 CPUs"
+    )
+    # 128000 MB = 125 GB: 126 GB is more than any node of cpu has
+    assert (
+        refusal(mem_gb=126)
+        == "hydra.launcher.mem_gb=126: the largest node of partition cpu (the default) has 125 GB of memory"
+    )
+    assert (
+        refusal(gpus_per_node=1)
+        == "hydra.launcher.gpus_per_node=1: the largest node of partition cpu (the default) has 0 GPUs"
+    )
+    assert (
+        refusal(gpus_per_node=8, partition="gpu")
+        == "hydra.launcher.gpus_per_node=8: the largest node of partition gpu has 4 GPUs"
+    )
+    assert refusal(partition="a100") == "hydra.launcher.partition=a100: no such partition (sinfo lists cpu, gpu)"
+    # 64 CPUs (cpu02) and 100 GB (cpu01) each fit a node, both together none
+    assert refusal(cpus_per_task=64, mem_gb=100) == (
+        "hydra.launcher: no node of partition cpu (the default) has 64 CPUs, 100 GB and 0 GPUs together"
+    )
+    no_default = S.parse_sinfo("gpu01|gpu|16|512000|gpu:4|idle\n")
+    with pytest.raises(
+        ValueError, match=r"^hydra.launcher.partition: this cluster has no default partition, set one of gpu$"
+    ):
+        S.check_request(S.Request(), no_default)
+
+
+def test_pending_reasons_that_never_clear_are_stuck_the_others_wait():
+    for reason in ("PartitionConfig", "PartitionTimeLimit", "ReqNodeNotAvail, UnavailableNodes:cpu[01-02]"):
+        assert S.stuck(reason, pending_s=0, patience_s=300), reason
+    assert S.stuck("QOSMaxCpuPerJobLimit", 0, 300) and S.stuck("AssocMaxWallDurationPerJobLimit", 0, 300)
+    # a group's limit clears when the group's other jobs end: stuck only after the patience
+    assert not S.stuck("AssocGrpCpuLimit", 299, 300) and S.stuck("AssocGrpCpuLimit", 300, 300)
+    for reason in ("Priority", "Resources", "None", "BeginTime", "Dependency", "QOSGrpNodeLimit"):
+        assert not S.stuck(reason, 0, 300), reason
+
+
+def _submitted(folder: Path, tasks: dict[str, bool]) -> None:
+    """submitit's folders of an array 7 of len(tasks) tasks; True: the task wrote its result."""
+    (folder / "7").mkdir(parents=True)  # the array's own folder, holding its script: no task
+    for task, done in tasks.items():
+        (folder / task).mkdir()
+        if done:
+            (folder / task / f"{task}_0_result.pkl").write_bytes(b"")
+
+
+def test_the_watch_says_progress_cancels_a_stuck_array_and_ends_on_a_lost_task(tmp_path):
+    folder = tmp_path / ".submitit"
+    _submitted(folder, {"7_0": False, "7_1": False, "7_2": False})
+    squeue = {"text": "7_0|RUNNING|None\n7_1|PENDING|Resources\n7_2|PENDING|Priority\n"}
+    ran, said, now = [], [], [0.0]
+
+    def run(cmd):
+        ran.append(list(cmd))
+        return squeue["text"] if cmd[0] == "squeue" else ""
+
+    watch = S.Watch(folder, run=run, echo=said.append, clock=lambda: now[0], patience_s=60)
+    assert watch.poll() is None and watch.poll() is None
+    assert said == ["slurm: job 7: 2 pending, 1 running, 0 done of 3"]  # said once, as it did not change
+    assert ran[0] == [*S.SQUEUE, "-j", "7"]
+    squeue["text"] = "7_1|PENDING|AssocGrpCpuLimit\n7_2|RUNNING|None\n"
+    (folder / "7_0" / "7_0_0_result.pkl").write_bytes(b"")
+    assert watch.poll() is None and said[-1] == "slurm: job 7: 1 pending, 1 running, 1 done of 3"
+    now[0] = 60.0  # pending for a group limit for the whole patience
+    verdict = watch.poll()
+    assert verdict == S.Verdict(
+        2, "slurm: task 7_1 is pending for a reason that will not clear by itself: AssocGrpCpuLimit; cancelled job 7"
+    )
+    assert ran[-1] == ["scancel", "7"]
+
+    # a task that leaves the queue without its result (scancel, killed, out of time): said when
+    # seen; the wait ends once no task is left in the queue
+    lost = tmp_path / "lost"
+    _submitted(lost, {"7_0": True, "7_1": False, "7_2": False})
+    squeue["text"] = "7_2|RUNNING|None\n"
+    said.clear()
+    watch = S.Watch(lost, run=run, echo=said.append)
+    assert watch.poll() is None
+    assert said[1] == f"slurm: task 7_1 left the queue without a result (logs: {lost / '7_1'})"
+    squeue["text"] = ""  # 7_2 ran to its end
+    (lost / "7_2" / "7_2_0_result.pkl").write_bytes(b"")
+    assert watch.poll() == S.Verdict(1, "slurm: 1 of 3 tasks ended without a result: 7_1")
+    (lost / "7_1" / "7_1_0_result.pkl").write_bytes(b"")
+    assert S.Watch(lost, run=run, echo=said.append).poll() is None  # all ran to their end: submitit's
+
+
+def test_a_failed_launch_returns_once_its_tasks_left_the_queue(tmp_path):
+    folder = tmp_path / ".submitit"
+    _submitted(folder, {"7_0": False, "7_1": True})
+    listings = iter(["7_0|RUNNING|None\n8_0|RUNNING|None\n", "8_0|RUNNING|None\n"])  # 8: someone else's
+    slept = []
+    S.wait_gone(folder, run=lambda cmd: next(listings), sleep=slept.append, poll_s=5)
+    assert slept == [5]
+    S.wait_gone(tmp_path / "nothing", run=lambda cmd: pytest.fail("nothing submitted, nothing to ask"))
+
+
+def test_a_figures_jobs_ask_for_their_sizes_request_unless_set():
+    assert D.slurm_overrides("quick") == ["hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=4"]
+    assert D.slurm_overrides("full", ["hydra.launcher.mem_gb=32"]) == ["hydra.launcher.cpus_per_task=4"]
+
+
+def test_the_callback_reads_the_launcher_node_and_travels_to_the_jobs():
+    """The request as the composed launcher=slurm node has it; submitit pickles hydra's callbacks
+    into each job, so the watch's thread must not travel with it."""
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        cfg = hydra_compose("train", ["launcher=slurm", "hydra.launcher.partition=cpu"], return_hydra_config=True)
+    node = cfg.hydra.launcher
+    assert slurm_watch.request(node) == S.Request(cpus_per_task=1, tasks_per_node=1, mem_gb=4.0, partition="cpu")
+    cb = slurm_watch.SlurmWatch(poll_s=1, patience_s=7)
+    cb.thread = threading.Thread(target=cb.stop.wait)
+    back = pickle.loads(pickle.dumps(cb))
+    assert (back.poll_s, back.patience_s, back.thread) == (1, 7, None)
