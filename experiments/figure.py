@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
@@ -33,7 +35,8 @@ def main(cfg: DictConfig) -> None:
         if cfg.fanout and here.choices.get("launcher") == "slurm":  # before the plan is written
             sized = fanout.slurm_overrides(C._value(cfg.size), fanout.launcher_of(here)["launcher_overrides"])
             node = [o.removeprefix("hydra.launcher.") for o in sized]
-            slurm_watch.check(OmegaConf.merge(HydraConfig.get().launcher, OmegaConf.from_dotlist(node)))
+            merged = OmegaConf.merge(HydraConfig.get().launcher, OmegaConf.from_dotlist(node))
+            slurm_watch.check(cast(DictConfig, merged))  # a DictConfig merged onto one
         run_and_report(cfg, here)
     except (ValueError, TypeError) as exc:  # bad input (or a launch refused: fanout.LaunchRefused)
         checks.refuse(exc)

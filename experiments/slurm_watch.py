@@ -21,12 +21,13 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
+from hydra import compose, initialize_config_dir
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from rpd.cli import checks, slurm
+from rpd.cli import checks, fanout, slurm
 
 
 def request(launcher: DictConfig) -> slurm.Request:
@@ -44,6 +45,15 @@ def request(launcher: DictConfig) -> slurm.Request:
 def check(launcher: DictConfig) -> None:
     """ValueError naming the ``hydra.launcher`` field when no node of ``sinfo`` can run a task."""
     slurm.check_request(request(launcher), slurm.parse_sinfo(slurm.run_command(slurm.SINFO)))
+
+
+def check_launch(size: str, overrides: Sequence[str], config_dir: Path) -> None:
+    """:func:`check` of the launcher node a ``size`` figure's jobs get (configs/launcher/slurm.yaml,
+    the size's request, then ``overrides``), composed outside a hydra app (the figure script)."""
+    sized = [*fanout.slurm_overrides(size, overrides), *overrides]
+    with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
+        node = compose("figure_job", ["launcher=slurm", "plan=-", "unit=0", *sized], return_hydra_config=True)
+    check(node.hydra.launcher)
 
 
 class SlurmWatch(Callback):

@@ -8,18 +8,28 @@ rerun reuses them."""
 
 from __future__ import annotations
 
+import json
+import os
 import pickle
+import re
+import shutil
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 
+from experiments import reproduce_paper_figures as R
 from experiments import slurm_watch
 from rpd.cli import fanout as D
+from rpd.cli import figure as F
 from rpd.cli import slurm as S
-from tests.hydra_helpers import CONFIGS
+from rpd.io import store
+from tests.hydra_helpers import CONFIGS, ROOT, TINY_LINEAR
 
 # sinfo -h -N -o '%N|%P|%c|%m|%G|%t' of a cluster with a default CPU partition of two nodes, one
 # of them drained, and a GPU partition of one node with 4 A100s (memory in MB)
@@ -162,3 +172,170 @@ def test_the_callback_reads_the_launcher_node_and_travels_to_the_jobs():
     cb.thread = threading.Thread(target=cb.stop.wait)
     back = pickle.loads(pickle.dumps(cb))
     assert (back.poll_s, back.patience_s, back.thread) == (1, 7, None)
+
+
+def test_the_figure_script_refuses_a_request_no_node_meets_before_any_figure(monkeypatch, capsys):
+    """reproduce_paper_figures --fanout --launcher slurm: the jobs' launcher node (slurm.yaml, the
+    size's request, the --launcher-override lines) checked against sinfo first."""
+    asked = []
+    monkeypatch.setattr(S, "run_command", lambda cmd: asked.append(cmd) or SINFO)
+    monkeypatch.setattr(R, "reproduce", lambda *a, **kw: pytest.fail("no figure is made after a refusal"))
+    with pytest.raises(SystemExit) as exit_:
+        R.main(
+            ["--size", "full", "--fanout", "--launcher", "slurm", "--launcher-override", "hydra.launcher.mem_gb=200"]
+        )
+    assert exit_.value.code == 2 and asked == [S.SINFO]
+    said = "error: hydra.launcher.mem_gb=200: the largest node of partition cpu (the default) has 125 GB of memory\n"
+    assert capsys.readouterr().err == said
+    slurm_watch.check_launch("full", [], CONFIGS)  # 4 CPUs and 16 GB: cpu01 has them
+    over = ["--launcher-override", "hydra.launcher.partition=gpu"]
+    with pytest.raises(SystemExit):  # full: 4 CPUs and 16 GB per job, which gpu01 has
+        R.main(
+            [
+                "--size",
+                "full",
+                "--fanout",
+                "--launcher",
+                "slurm",
+                *over,
+                "--launcher-override",
+                "hydra.launcher.cpus_per_task=17",
+            ]
+        )
+    assert capsys.readouterr().err.startswith(
+        "error: hydra.launcher.cpus_per_task=17: the largest node of partition gpu has 16"
+    )
+
+
+# ---- a real one-node SLURM on this host (benchmarks/local_slurm.sh), in the slow suite ----
+
+NUMBERS = ("figure", "size", "config", "summary", "table")  # a figure JSON's numbers (not its timings)
+DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch")
+
+
+def _no_slurm() -> str | None:
+    missing = [exe for exe in DAEMONS if shutil.which(exe) is None]
+    if missing:
+        return f"no SLURM here ({', '.join(missing)} not found): apt-get install -y slurm-wlm munge, as root"
+    if os.geteuid() != 0:
+        return "a local SLURM needs root (slurmd runs each job as its user)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """One node, this host's CPUs and memory, partitions ``local`` (default) and ``short`` (jobs
+    of at most a minute); its daemons stopped after the module's tests."""
+    why = _no_slurm()
+    if why:
+        pytest.skip(why)
+    state = tmp_path_factory.mktemp("slurm")
+    script = ROOT / "benchmarks" / "local_slurm.sh"
+    env = {**os.environ, "RPD_SLURM_DIR": str(state), "RPD_SLURM_PORT": "16837"}  # not a user's 16817
+    started = subprocess.run([str(script), "start"], env=env, capture_output=True, text=True, timeout=120)
+    try:
+        if started.returncode:
+            pytest.fail(f"local_slurm.sh start: {started.stderr}")
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("SLURM_CONF", str(state / "slurm.conf"))
+            yield state
+    finally:
+        subprocess.run([str(script), "stop"], env=env, check=True, timeout=60)
+
+
+def _command(module: str, *args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", module, *args]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=400)
+
+
+SMALL = {"N": 40, "H": [2]}  # E3 as two units, PD and LocalSGD H=2, on fewer steps
+
+
+def _e3(root: Path, *overrides: str) -> subprocess.CompletedProcess:
+    where = [f"results_root={root / 'results'}", f"out_dir={root / 'out'}"]
+    small = [f"study.{k}={json.dumps(v)}" for k, v in SMALL.items()]
+    args = ["experiment=e3_nesterov", "fanout=true", "launcher=slurm", *small, *where, *overrides]
+    return _command("experiments.figure", *args)
+
+
+def _queued() -> str:
+    return subprocess.run(["squeue", "-h"], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.mark.slow  # two refusals: about 40 s on 2 cores
+def test_a_request_no_node_meets_and_a_task_that_never_starts_end_in_one_line(cluster, tmp_path):
+    cpus = len(os.sched_getaffinity(0))  # the node's CPUs (nproc)
+    said = _e3(tmp_path, f"hydra.launcher.cpus_per_task={cpus + 1}")
+    assert said.returncode == 2, said.stderr
+    assert said.stderr.splitlines() == [
+        f"error: hydra.launcher.cpus_per_task={cpus + 1}: the largest node of partition local (the default) has {cpus} CPUs"
+    ]
+    assert not tmp_path.joinpath("results").exists()  # refused before the plan was written
+    # partition short takes jobs of at most 1 minute, these ask for 120: SLURM keeps them pending
+    # for PartitionTimeLimit, which no waiting clears
+    said = _e3(tmp_path, "hydra.launcher.partition=short")
+    assert said.returncode == 2, said.stderr
+    errors = [line for line in said.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 2 and errors[1] == "error: e3_nesterov: launcher=slurm refused the launch (the line above)"
+    assert re.fullmatch(
+        r"error: slurm: task \d+_\d is pending for a reason that will not clear by itself: "
+        r"PartitionTimeLimit; cancelled job \d+",
+        errors[0],
+    ), errors
+    assert re.search(r"slurm: job \d+: 2 pending, 0 running, 0 done of 2", said.stderr)
+    assert _queued() == ""
+
+
+def _cancel_first_running(cancelled: list, stop: threading.Event) -> None:
+    while not stop.is_set() and not cancelled:
+        running = subprocess.run(["squeue", "-h", "-r", "-t", "RUNNING", "-o", "%i"], capture_output=True, text=True)
+        if running.stdout.split():
+            task = running.stdout.split()[0]
+            subprocess.run(["scancel", task], check=True)
+            cancelled.append(task)
+        time.sleep(0.1)
+
+
+@pytest.mark.slow  # the in-process figure and two launches: about 2 minutes on 2 cores
+def test_e3_on_slurm_with_a_task_cancelled_is_refused_resubmitted_alone_and_equals_in_process(cluster, tmp_path):
+    cfg = R.figure_config(
+        "e3_nesterov", "quick", force=False, results_root=str(tmp_path / "ref"), out_dir=str(tmp_path / "ref_out")
+    )
+    cfg.study.update(SMALL)
+    ref = {k: v for k, v in json.loads(F.make_figure(cfg).numbers.read_text()).items() if k in NUMBERS}
+    cancelled: list[str] = []
+    stop = threading.Event()
+    killer = threading.Thread(target=_cancel_first_running, args=(cancelled, stop), daemon=True)
+    killer.start()
+    said = _e3(tmp_path)
+    stop.set()
+    killer.join()
+    (task,) = cancelled
+    assert said.returncode == 1, said.stderr
+    assert f"slurm: task {task} left the queue without a result" in said.stderr
+    assert "e3_nesterov: 1 of 2 jobs did not finish" in said.stderr
+    assert not (tmp_path / "out" / "e3_nesterov.json").exists() and _queued() == ""
+    said = _e3(tmp_path)
+    assert said.returncode == 0, said.stderr
+    assert "e3_nesterov: 1 of 2 jobs on launcher=slurm (1 stored)" in said.stdout
+    assert "resubmitting" in said.stdout and re.search(r"slurm: job \d+: .* of 1\n", said.stderr)
+    fanned = json.loads((tmp_path / "out" / "e3_nesterov.json").read_text())
+    assert {k: v for k, v in fanned.items() if k in NUMBERS} == ref
+
+
+@pytest.mark.slow  # two sweeps of two tiny jobs: about a minute on 2 cores
+def test_a_sweep_on_slurm_stores_every_run_and_a_rerun_reuses_them(cluster, tmp_path):
+    def sweep(name: str) -> subprocess.CompletedProcess:
+        where = [f"results_root={tmp_path / 'results'}", f"hydra.sweep.dir={tmp_path / name}"]
+        fast = "hydra.callbacks.slurm_watch.poll_s=1"
+        return _command("experiments.train", "-m", "launcher=slurm", "method=pd,rpd", fast, *where, *TINY_LINEAR)
+
+    first = sweep("first")
+    assert first.returncode == 0, first.stderr
+    assert f"sweep {tmp_path / 'first'}: 2 jobs, 2 done, 0 skipped (already stored), 0 failed" in first.stdout
+    runs = sorted(p.parent for p in (tmp_path / "results" / "train").glob(f"*/{store.MARKER}"))
+    assert len(runs) == 2
+    again = sweep("again")
+    assert again.returncode == 0, again.stderr
+    assert f"sweep {tmp_path / 'again'}: 2 jobs, 0 done, 2 skipped (already stored), 0 failed" in again.stdout
+    assert sorted(p.parent for p in (tmp_path / "results" / "train").glob(f"*/{store.MARKER}")) == runs
