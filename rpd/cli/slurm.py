@@ -219,7 +219,8 @@ class Watch:
     change; a task :func:`stuck` cancels every watched array and ends the wait (status 2); once
     every task has left the queue, those without a result (cancelled, killed, out of time or
     memory) end it too (status 1), for without SLURM's accounting (``sacct``) submitit cannot
-    tell such a task from a running one and would wait for it forever."""
+    tell such a task from a running one and would wait for it forever. A task is out of the queue
+    without a result once ``grace_s`` has passed since it left."""
 
     def __init__(
         self,
@@ -229,10 +230,13 @@ class Watch:
         echo: Callable[[str], None] = print,
         clock: Callable[[], float] = time.monotonic,
         patience_s: float = 300.0,
+        grace_s: float = 15.0,
     ):
-        self.folder, self.run, self.echo, self.clock, self.patience_s = folder, run, echo, clock, patience_s
+        self.folder, self.run, self.echo, self.clock = folder, run, echo, clock
+        self.patience_s, self.grace_s = patience_s, grace_s
         self.since: dict[tuple[str, str], float] = {}  # (task, reason) -> when first seen pending for it
         self.last = ""
+        self.gone: dict[str, float] = {}  # task -> when first seen out of the queue without a result
         self.lost: set[str] = set()  # tasks said to have left the queue without a result
 
     def poll(self) -> Verdict | None:
@@ -256,7 +260,13 @@ class Watch:
                 self.run(["scancel", *arrays])
                 why = f"pending for a reason that will not clear by itself: {t.reason}"
                 return Verdict(2, f"slurm: task {t.job_id} is {why}; cancelled job {','.join(arrays)}")
-        gone = [i for i in ids if i not in listed and not has_result(self.folder, i)]
+        # a result written on a compute node may show here a little later (a shared file system's
+        # caches): a task is lost once out of the queue without it for grace_s, as submitit itself
+        # waits 15 s for a result file once a job has ended (core.py, _results_timeout_s)
+        for i in ids:
+            if i not in listed and not has_result(self.folder, i):
+                self.gone.setdefault(i, now)
+        gone = [i for i, t in sorted(self.gone.items()) if now - t >= self.grace_s and not has_result(self.folder, i)]
         for i in sorted(set(gone) - self.lost):
             self.echo(f"slurm: task {i} left the queue without a result (logs: {self.folder / i})")
         self.lost |= set(gone)
