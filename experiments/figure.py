@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from experiments import compose_check, job, schemas, slurm_watch
 from rpd.cli import checks, fanout
 from rpd.cli import config as C
-from rpd.cli.figure import run_and_report
+from rpd.cli.figure import experiments, run_and_report
 from rpd.io import store
 from rpd.runtime import compile_cache
 from rpd.runtime.interrupt import run_main
@@ -45,4 +45,5 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    run_main(compose_check.one_line(main, "figure"))  # Ctrl-C: a clean message and exit 130
+    needs = {"study.name": f"experiment: experiments.figure needs experiment=<name>, one of {', '.join(experiments())}"}
+    run_main(compose_check.one_line(main, "figure", needs))  # Ctrl-C: a clean message and exit 130
