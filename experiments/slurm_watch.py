@@ -7,8 +7,8 @@ jobs (``experiments.figure_job -m``) alike; what it computes is :mod:`rpd.cli.sl
   meet is one line naming the field and what the largest node has, exit 2.
 - While submitit waits for the array, a thread polls ``squeue`` every ``poll_s`` seconds: a
   progress line (pending / running / done) when the counts change; a task pending for a reason
-  that will not clear by itself (``PartitionConfig``, ``ReqNodeNotAvail``, a per-job QOS limit, a
-  group limit after ``patience_s``) cancels the array and ends the command, exit 2; once every
+  that will not clear by itself (``PartitionConfig``, a per-job QOS limit; a group limit or
+  ``ReqNodeNotAvail`` after ``patience_s``) cancels the array and ends the command, exit 2; once every
   task has left the queue, one without a result (``scancel``, killed, out of time) ends it, exit 1
   (without ``sacct`` submitit would wait for it forever).
 

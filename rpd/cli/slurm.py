@@ -136,25 +136,25 @@ NEVER = frozenset(
         "DependencyNeverSatisfied",
         "JobHeldAdmin",
         "JobHeldUser",
-        "ReqNodeNotAvail",
-        "Reservation",  # its reservation ended or was deleted
     }
 )
-# A per-job limit (Assoc/QOS "Max…PerJob", "Max…PerNode", "MaxWall…") never clears; a group's
-# limit ("Grp…") is reached by the group's jobs together and can clear when they end, so it is
-# said to be stuck only after ``patience_s`` of pending for it.
-_PER_JOB = re.compile(r"^(Assoc|QOS)Max\w*(PerJob|PerNode|MinutesPerJob|WallDurationPerJob)\w*Limit$")
-_GROUP = re.compile(r"^(Assoc|QOS)Grp\w*Limit$")
+# A per-job limit ("QOSMaxCpuPerJobLimit", "AssocMaxWallDurationPerJobLimit", "QOSMaxGRESPerJob")
+# or a QOS's minimum ("QOSMinCpuNotSatisfied") never clears. A group's limit ("AssocGrpCpuLimit")
+# is reached by the group's jobs together and clears when they end; a node the job needs
+# ("ReqNodeNotAvail") may be down for good or reserved for a maintenance that ends: these are said
+# to be stuck only after ``patience_s`` of pending for them.
+_PER_JOB = re.compile(r"^(Assoc|QOS)(Max\w*Per(Job|Node)\w*|Min\w*)$")
+_LATER = re.compile(r"^((Assoc|QOS)Grp\w*|ReqNodeNotAvail)$")
 
 
 def stuck(reason: str, pending_s: float, patience_s: float) -> bool:
     """True when a task pending for ``reason`` (squeue's ``%r``) ``pending_s`` seconds will not
-    start by itself: a reason of :data:`NEVER` or a per-job limit at once, an account's or QOS's
-    group limit (``AssocGrpCpuLimit``, ...) after ``patience_s``."""
+    start by itself: a reason of :data:`NEVER` or a per-job limit at once; a group limit
+    (``AssocGrpCpuLimit``, ...) or ``ReqNodeNotAvail`` after ``patience_s``."""
     reason = reason.split(",")[0].strip().strip("()")  # "ReqNodeNotAvail, UnavailableNodes:n1"
     if reason in NEVER or _PER_JOB.match(reason):
         return True
-    return bool(_GROUP.match(reason)) and pending_s >= patience_s
+    return bool(_LATER.match(reason)) and pending_s >= patience_s
 
 
 @dataclasses.dataclass(frozen=True)

@@ -88,13 +88,17 @@ def test_a_request_no_node_can_meet_names_the_field_and_the_largest_node():
 
 
 def test_pending_reasons_that_never_clear_are_stuck_the_others_wait():
-    for reason in ("PartitionConfig", "PartitionTimeLimit", "ReqNodeNotAvail, UnavailableNodes:cpu[01-02]"):
+    for reason in ("PartitionConfig", "PartitionTimeLimit", "JobHeldAdmin", "QOSMinCpuNotSatisfied"):
         assert S.stuck(reason, pending_s=0, patience_s=300), reason
-    assert S.stuck("QOSMaxCpuPerJobLimit", 0, 300) and S.stuck("AssocMaxWallDurationPerJobLimit", 0, 300)
-    # a group's limit clears when the group's other jobs end: stuck only after the patience
-    assert not S.stuck("AssocGrpCpuLimit", 299, 300) and S.stuck("AssocGrpCpuLimit", 300, 300)
-    for reason in ("Priority", "Resources", "None", "BeginTime", "Dependency", "QOSGrpNodeLimit"):
-        assert not S.stuck(reason, 0, 300), reason
+    for reason in ("QOSMaxCpuPerJobLimit", "AssocMaxWallDurationPerJobLimit", "QOSMaxGRESPerJob"):
+        assert S.stuck(reason, 0, 300), reason
+    # a group's limit clears when the group's other jobs end, a node reserved for maintenance
+    # when it ends: stuck only after the patience
+    for reason in ("AssocGrpCpuLimit", "QOSGrpGRES", "ReqNodeNotAvail, UnavailableNodes:cpu[01-02]"):
+        assert not S.stuck(reason, 299, 300) and S.stuck(reason, 300, 300), reason
+    # waiting its turn, or on the user's own jobs (per-user limits): never stuck
+    for reason in ("Priority", "Resources", "None", "BeginTime", "Dependency", "Reservation", "QOSMaxJobsPerUserLimit"):
+        assert not S.stuck(reason, 10**6, 300), reason
 
 
 def _submitted(folder: Path, tasks: dict[str, bool]) -> None:
