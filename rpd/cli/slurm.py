@@ -1,5 +1,5 @@
 """What a SLURM cluster can run, checked before submitting, and an array watched while it waits
-(``launcher=slurm``; docs/running.md#sweeps-on-a-laptop-and-on-slurm).
+(``launcher=slurm``; docs/running.md#figures-on-a-cluster-fan-out).
 
 - :func:`check_request` refuses a launcher request (CPUs, memory, GPUs per node, partition) that
   no node of ``sinfo``'s listing can meet, in one line naming the ``hydra.launcher`` field and what
@@ -7,7 +7,8 @@
   or refuse the array after the plan was written.
 - :func:`stuck` tells which of ``squeue``'s pending reasons will not clear by themselves;
   :class:`Watch` polls ``squeue`` for an array's tasks, prints a progress line (pending / running
-  / done) when it changes, and on a stuck task cancels the array and says why.
+  / done) when it changes, on a stuck task cancels the array and says why, and says a task that
+  left the queue without its result; :func:`wait_gone` waits until a launch's tasks left it.
 
 Plain values in, plain values out: the commands' texts are parsed here (tests write them by
 hand), the hydra side (reading ``hydra.launcher``, running the watch beside submitit's wait) is
@@ -182,9 +183,11 @@ def run_command(cmd: Sequence[str]) -> str:
         out = subprocess.run(list(cmd), capture_output=True, text=True, timeout=60)
     except FileNotFoundError:
         raise ValueError(f"launcher=slurm: {cmd[0]} not found (not a SLURM login node?)") from None
+    except subprocess.TimeoutExpired:
+        raise ValueError(f"launcher=slurm: {cmd[0]} gave no answer in 60 s (is slurmctld up?)") from None
     if out.returncode:
         said = (out.stderr.strip().splitlines() or ["no message"])[-1]
-        raise ValueError(f"launcher=slurm: {' '.join(cmd[:1])} failed: {said}")
+        raise ValueError(f"launcher=slurm: {cmd[0]} failed: {said}")
     return out.stdout
 
 

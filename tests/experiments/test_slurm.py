@@ -169,6 +169,13 @@ def test_a_failed_launch_returns_once_its_tasks_left_the_queue(tmp_path):
     S.wait_gone(tmp_path / "nothing", run=lambda cmd: pytest.fail("nothing submitted, nothing to ask"))
 
 
+def test_a_slurm_command_that_fails_or_is_missing_is_one_line():
+    with pytest.raises(ValueError, match=r"^launcher=slurm: no-such-sinfo not found \(not a SLURM login node\?\)$"):
+        S.run_command(["no-such-sinfo"])
+    with pytest.raises(ValueError, match=r"failed: sinfo: fatal: no config$"):
+        S.run_command([sys.executable, "-c", "import sys; sys.exit('starting\\nsinfo: fatal: no config')"])
+
+
 def test_a_figures_jobs_ask_for_their_sizes_request_unless_set():
     assert D.slurm_overrides("quick") == ["hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=4"]
     assert D.slurm_overrides("full", ["hydra.launcher.mem_gb=32"]) == ["hydra.launcher.cpus_per_task=4"]
