@@ -273,7 +273,7 @@ SMALL = {"N": 40, "H": [2]}  # E3 as two units, PD and LocalSGD H=2, on fewer st
 
 
 def _e3(root: Path, *overrides: str) -> subprocess.CompletedProcess:
-    where = [f"results_root={root / 'results'}", f"out_dir={root / 'out'}"]
+    where = [f"results_root={root / 'results'}", f"out_dir={root / 'out'}", f"hydra.run.dir={root / 'run'}"]
     small = [f"study.{k}={json.dumps(v)}" for k, v in SMALL.items()]
     args = ["experiment=e3_nesterov", "fanout=true", "launcher=slurm", *small, *where, *overrides]
     return _command("experiments.figure", *args)
