@@ -9,11 +9,15 @@
 
 from __future__ import annotations
 
-import hydra
-from omegaconf import DictConfig
+from typing import cast
 
-from experiments import compose_check, job, schemas
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from experiments import compose_check, job, schemas, slurm_watch
 from rpd.cli import checks, fanout
+from rpd.cli import config as C
 from rpd.cli.figure import experiments, run_and_report
 from rpd.io import store
 from rpd.runtime import compile_cache
@@ -27,8 +31,14 @@ def main(cfg: DictConfig) -> None:
     compile_cache.enable()  # ~/.cache/rpd/jax ($RPD_CACHE, $RPD_JAX_CACHE); RPD_JAX_CACHE=0: off
     try:
         store.check_root(cfg.results_root)
-        run_and_report(cfg, job.current())
-    except (ValueError, TypeError) as exc:  # bad input, refused before the study starts
+        here = job.current()
+        if cfg.fanout and here.choices.get("launcher") == "slurm":  # before the plan is written
+            sized = fanout.slurm_overrides(C._value(cfg.size), fanout.launcher_of(here)["launcher_overrides"])
+            node = [o.removeprefix("hydra.launcher.") for o in sized]
+            merged = OmegaConf.merge(HydraConfig.get().launcher, OmegaConf.from_dotlist(node))
+            slurm_watch.check(cast(DictConfig, merged))  # a DictConfig merged onto one
+        run_and_report(cfg, here)
+    except (ValueError, TypeError) as exc:  # bad input (or a launch refused: fanout.LaunchRefused)
         checks.refuse(exc)
     except fanout.JobsIncomplete as exc:  # listed; the same command resubmits them
         raise SystemExit(str(exc)) from None

@@ -38,7 +38,7 @@ from typing import Any, Sequence
 
 from tqdm.auto import tqdm
 
-from experiments import schemas
+from experiments import schemas, slurm_watch
 from rpd.cli import checks
 from rpd.cli import config as C
 from rpd.cli import figure as F
@@ -372,6 +372,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error(f"--jobs must be >= 1, got {args.jobs}")
     if any(not o.startswith("hydra.launcher.") for o in args.launcher_override):
         ap.error(f"--launcher-override must set hydra.launcher.<field>, got {args.launcher_override}")
+    if args.fanout and args.launcher == "slurm":  # a request no node meets: one line, before any figure
+        try:
+            slurm_watch.check_launch(args.size, args.launcher_override, CONFIG_DIR)
+        except ValueError as exc:
+            checks.refuse(exc)
     out = args.out or ("paper_figures" if args.size == "full" else "paper_figures/quick")
     compile_cache.enable()  # ~/.cache/rpd/jax ($RPD_CACHE, $RPD_JAX_CACHE); RPD_JAX_CACHE=0: off
     reports = reproduce(

@@ -20,6 +20,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable, Sequence
 
+from rpd.cli import slurm
 from rpd.cli.job import Job
 from rpd.io import store
 from rpd.studies import fanout
@@ -30,6 +31,11 @@ LAUNCHERS = ("local", "joblib", "slurm", "submitit_local")  # configs/launcher/<
 
 class JobsIncomplete(RuntimeError):
     """Some units are not stored after the launch: listed, resubmitted by the next call."""
+
+
+class LaunchRefused(ValueError):
+    """The launch ended with status 2, a refusal it said in one line (launcher=slurm: a request
+    no node can meet, a task that will never start); nothing of it is left queued."""
 
 
 def _quoted(value: str | Path) -> str:
@@ -48,12 +54,30 @@ def launcher_of(job: Job) -> dict:
     return {"launcher": job.choices.get("launcher") or "local", "launcher_overrides": overrides}
 
 
+# What one job asks SLURM for, by the figure's size, unless hydra.launcher.<field>= says otherwise:
+# (CPUs per task, memory in GB). quick: an E3 unit peaks at 0.30 GB RSS (/usr/bin/time, units 0 and
+# 3 of the quick plan), a whole quick study well under 4 GB (the quick script runs 4 at once on a
+# laptop); full: a paper-size study holds several GB, E5's 13.7 GB at most
+# (docs/benchmarks-history.md, "Peak RSS 13.7 GB"), and runs long enough to use more cores.
+SLURM_REQUEST = {"quick": (1, 4), "full": (4, 16)}
+
+
+def slurm_overrides(size: str, overrides: Sequence[str] = ()) -> list[str]:
+    """The ``hydra.launcher.cpus_per_task`` and ``mem_gb`` overrides of a ``size`` figure's jobs
+    (:data:`SLURM_REQUEST`), each only where ``overrides`` does not set it."""
+    cpus, mem_gb = SLURM_REQUEST[size]
+    given = {o.split("=", 1)[0] for o in overrides}
+    wanted = {"hydra.launcher.cpus_per_task": cpus, "hydra.launcher.mem_gb": mem_gb}
+    return [f"{k}={v}" for k, v in wanted.items() if k not in given]
+
+
 def launch(
     plan: Path, todo: Sequence[int], launcher: str, overrides: Sequence[str] = (), *, force: bool = False
 ) -> int:
     """Run units ``todo`` of ``plan`` as one multirun of ``experiments.figure_job`` on
     ``launcher`` (``overrides``: ``hydra.launcher.*=...``), waiting for it; its exit status.
-    Its logs (submitit's too) are under ``<plan dir>/launches/<time>/``."""
+    Its logs (submitit's too) are under ``<plan dir>/launches/<time>/``. On SLURM, a launch that
+    failed returns once none of its tasks is queued, so none is resubmitted while it runs."""
     where = plan.parent / "launches" / time.strftime("%Y-%m-%d_%H-%M-%S")
     cmd = [
         sys.executable,
@@ -67,7 +91,10 @@ def launch(
         f"hydra.sweep.dir={_quoted(where.resolve())}",
         *overrides,
     ]
-    return subprocess.run(cmd, env=_threads_env(launcher)).returncode
+    rc = subprocess.run(cmd, env=_threads_env(launcher)).returncode
+    if rc and launcher == "slurm":  # submitit gave up early: the array's other tasks may still run
+        slurm.wait_gone(where / ".submitit")
+    return rc
 
 
 # What joblib's workers get limited to (cores / n_jobs) unless set: a float's last bits can depend
@@ -122,7 +149,10 @@ def compute(
             echo(f"{name}: {len(todo)} of {len(specs)} jobs on launcher={launcher} ({stored} stored); plan {plan}")
             if redo and stored:  # a rerun: these died, failed or never ran before
                 echo(f"{name}: resubmitting {', '.join(redo)}")
-            rc = launch(plan, todo, launcher, launcher_overrides, force=force)
+            sized = slurm_overrides(size, launcher_overrides) if launcher == "slurm" else []
+            rc = launch(plan, todo, launcher, [*sized, *launcher_overrides], force=force)
+            if rc == 2:  # a refusal, said by the launch (rpd.cli.slurm), not a job that died
+                raise LaunchRefused(f"{name}: launcher={launcher} refused the launch (the line above)")
             if rc:
                 echo(f"{name}: the launch exited with status {rc}")
         missing = [s for s in fanout.states(root, key, specs) if s.status != "ok"]
