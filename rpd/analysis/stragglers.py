@@ -61,7 +61,8 @@ class Durations:
 class Attribution:
     """Mean step times (s) and slowdowns: ``replay_s``, ``ideal_s``, ``measured_s``;
     ``slowdown`` = replay / ideal; ``by_stage``, ``by_dp_rank``, ``by_optype`` {group: S_G},
-    sorted by S_G, largest first; per-step ``replay_steps``, ``ideal_steps``,
+    sorted by S_G, largest first; ``by_worker`` [pp, dp]: S_w of each (stage, dp rank) worker
+    (the paper's Eq. 4, its heatmap); per-step ``replay_steps``, ``ideal_steps``,
     ``measured_steps`` [K]."""
 
     measured_s: float
@@ -71,6 +72,7 @@ class Attribution:
     by_stage: dict[int, float]
     by_dp_rank: dict[int, float]
     by_optype: dict[str, float]
+    by_worker: np.ndarray
     steps: np.ndarray
     measured_steps: np.ndarray
     replay_steps: np.ndarray
@@ -176,10 +178,14 @@ def attribute(df: pd.DataFrame, layout: JobLayout) -> tuple[Attribution, Duratio
     for op in dict.fromkeys(groups.tolist()):
         names.append(("optype", op))
         masks.append(groups == op)
+    for s in range(layout.pp):
+        for r in range(layout.dp):
+            names.append(("worker", (s, r)))
+            masks.append((step.half_stage == s) & (step.half_dp == r))
     T = step_times(d, np.array(masks), order=evaluation_order(step.program))
     mean = T.mean(axis=1)
     ideal = mean[1]
-    by: dict[str, dict] = {"stage": {}, "dp_rank": {}, "optype": {}}
+    by: dict[str, dict] = {"stage": {}, "dp_rank": {}, "optype": {}, "worker": {}}
     for (kind, g), m in zip(names[2:], mean[2:], strict=True):
         by[kind][g] = float(m / ideal)
 
@@ -194,6 +200,7 @@ def attribute(df: pd.DataFrame, layout: JobLayout) -> tuple[Attribution, Duratio
         by_stage=ranked(by["stage"]),
         by_dp_rank=ranked(by["dp_rank"]),
         by_optype=ranked(by["optype"]),
+        by_worker=np.array([[by["worker"][(s, r)] for r in range(layout.dp)] for s in range(layout.pp)]),
         steps=d.steps,
         measured_steps=d.measured_step,
         replay_steps=T[0],
