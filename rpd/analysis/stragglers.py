@@ -130,7 +130,7 @@ def durations(df: pd.DataFrame, step: Step, M: int) -> Durations:
             f"dp_rank {step.half_dp[h]}, stage {step.half_stage[h]} (the {len(steps)}-step schedule needs it)"
         )
     pair = step.half_pair
-    latest = np.full((pair.max() + 1, len(steps)), -np.inf)
+    latest = np.full((max(int(pair.max()) + 1, 1), len(steps)), -np.inf)
     np.maximum.at(latest, pair[pair >= 0], start[pair >= 0])
     transfer = np.maximum(end - latest[np.maximum(pair, 0)], 0.0)
     measured = np.where((pair >= 0)[:, None], transfer, dur)
