@@ -105,3 +105,42 @@ def test_st_matches_the_published_numbers():
     assert abs(a.slowdown - 1.179) < 0.03
     assert next(iter(a.by_stage)) == 3
     assert abs(a.by_stage[3] - 1.232) < 0.03
+
+
+def test_hand_trace_dp_collectives_wait_for_the_slowest_rank():
+    # pp = 1, dp = 2, M = 1: all-gather 1 s, then F, B, the reduce-scatter (0.5 s once both
+    # ranks are in), the clip (0.25 s), the optimizer (1 s). dp 0: F 2, B 4; dp 1: F 1, B 2,
+    # launched 0.5 s late; dp 0's optimizer launched 0.1 s late.
+    rows = []
+    for d, f, b, t_f, t_opt in ((0, 2.0, 4.0, 1.0, 7.85), (1, 1.0, 2.0, 1.5, 7.75)):
+        rs = t_f + f + b
+        for op, t, dur, mb in (
+            ("params-all-gather", 0.0, 1.0, -1),
+            ("forward-compute", t_f, f, 0),
+            ("backward-compute", t_f + f, b, 0),
+            ("grads-reduce-scatter", rs, 7.5 - rs, -1),
+            ("optimizer-clip-main-grad", 7.5, 0.25, -1),
+            ("optimizer", t_opt, 1.0, -1),
+        ):
+            rows.append(
+                dict(
+                    dp_rank=d,
+                    stage=0,
+                    rank=d,
+                    step=0,
+                    optype=op,
+                    start_ts=t,
+                    duration=dur,
+                    seq_id=0,
+                    mc=0,
+                    gmc=0,
+                    mb_id=mb,
+                )
+            )
+    _, a = _attr(pd.DataFrame(rows), JobLayout(dp=2, pp=1))
+    assert a.measured_s == pytest.approx(8.85)
+    assert a.replay_s == pytest.approx(1 + 2 + 4 + 0.5 + 0.25 + 1)
+    # ideal: F 1.5, B 3 on both ranks: 1 + 1.5 + 3 + 0.5 + 0.25 + 1
+    assert a.ideal_s == pytest.approx(7.25)
+    assert a.by_dp_rank[0] == pytest.approx(8.75 / 7.25)
+    assert a.by_dp_rank[1] == pytest.approx(1.0)  # its F and B are faster than ideal, the rest waits on dp 0
