@@ -1,5 +1,5 @@
 """Stragglers in a measured trace: the replay, the ideal, the slowdown S and its attribution to
-stages, dp ranks and op types (docs/replay.md#definitions; SPEC §22).
+stages, dp ranks and op types (docs/replay.md#definitions).
 
 Definitions (Lin et al., OSDI '25, Eq. 1-4; ``ByteDance-Seed/StragglerAnalysis``
 ``analyzer/wia.py``, ``analyzer/analysis_util.py``):

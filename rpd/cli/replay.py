@@ -26,7 +26,7 @@ from rpd.validation import check_int
 class ReplayConfig:
     """``python -m experiments.replay``: a trace's replay, slowdown, attribution and what-if."""
 
-    trace: Optional[str] = None  # the trace (parquet, SPEC §22's columns)
+    trace: Optional[str] = None  # the trace (parquet, docs/replay.md#the-trace-format)
     meta: Optional[str] = None  # its meta file (YAML: dp_size, pp_size, ...)
     out: Optional[str] = None  # the numbers (JSON); null: not written
     figure: Optional[str] = None  # the stage × dp rank heatmap (PNG, and a PDF beside it); null: none

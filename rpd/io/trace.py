@@ -1,5 +1,5 @@
 """A measured training trace in: Lin et al.'s per-op parquet traces and their meta files
-(docs/replay.md#the-trace-format; SPEC §22).
+(docs/replay.md#the-trace-format).
 
 Format (``ByteDance-Seed/StragglerAnalysis``, ``readme.md`` and ``analyzer/metatypes.py``): one
 row per op of one GPU, with ``dp_rank``, ``stage`` (pipeline rank), ``rank`` (global),

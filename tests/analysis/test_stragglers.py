@@ -1,6 +1,6 @@
 """rpd.analysis.stragglers and rpd.analysis.what_if: a 2-stage 1F1B trace written by hand with
 its replay, ideal, S and attribution timed by hand (docs/replay.md), and ST against the paper's
-published numbers (SPEC §22)."""
+published numbers (docs/replay.md#st-the-development-trace)."""
 
 from pathlib import Path
 
@@ -98,7 +98,7 @@ def test_hand_trace_what_if_gpipe_equals_1f1b_at_m2():
 def test_st_matches_the_published_numbers():
     layout = trace.read_meta(ST / "meta-ST.yaml")
     a, _ = stragglers.attribute(trace.read_trace(ST / "trace-ST.parquet", layout), layout)
-    # SPEC §22: measured 2.214 s, replay 2.173 s, ideal 1.843 s, S = 1.179, last stage 1.232
+    # Lin et al. (OSDI 25): measured 2.214 s, replay 2.173 s, ideal 1.843 s, S = 1.179, last stage 1.232
     assert a.measured_s == pytest.approx(2.214, abs=0.0005)
     assert abs(a.replay_s / 2.214 - 1) < 0.03
     assert abs(a.ideal_s / 1.843 - 1) < 0.03

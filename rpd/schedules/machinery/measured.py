@@ -1,4 +1,4 @@
-"""Event-time replay of a program of ops at measured (float) durations (docs/replay.md#the-replay).
+"""Event-time replay of a program of ops at measured (float) durations (docs/replay.md#the-dependency-model).
 
 A *program* is a set of slots (ops), each on one stream (a worker's compute stream, its
 data-parallel stream, ...), run in order on its stream. A slot starts when the previous slot of
@@ -20,7 +20,7 @@ vectors at once (every step, every what-if), NumPy over the batch axis.
 Float durations, not rpd's integer ticks (:mod:`rpd.schedules.machinery.costs`): a measured
 trace gives every op its own duration in seconds (µs resolution, float32 in the artifact), and
 the replay only adds and takes maxima, so float64 is exact to ~1e-16 relative, far below the
-trace's own resolution; ticks of 1 µs would give the same times (SPEC §16) with an O(ops) pass
+trace's own resolution; ticks of 1 µs would give the same times (docs/science.md#simulated-time-at-events) with an O(ops) pass
 either way.
 """
 
