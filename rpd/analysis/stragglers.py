@@ -7,7 +7,8 @@ Definitions (Lin et al., OSDI '25, Eq. 1-4; ``ByteDance-Seed/StragglerAnalysis``
 * replay T_replay(k): step k's program (:mod:`rpd.model.megatron_step`) with every op at its
   measured duration, launch delays removed (every op starts when what it waits for ends). A
   collective's or p2p op's measured time is its *transfer*, end - max over its rendezvous of
-  start (the wait for a late peer is the replay's to find, not the op's);
+  start (over every peer of a batched p2p call: the wait for a late peer is the replay's to
+  find, not the op's);
 * ideal T_ideal(k): every op at the typical duration of its op type over every step, dp rank and
   stage: the mean duration for compute ops (forward, backward, gc, optimizer), the median
   transfer (median duration for a non-collective) for communication ops;
@@ -55,6 +56,7 @@ class Durations:
     ideal: np.ndarray
     steps: np.ndarray
     measured_step: np.ndarray
+    latency: np.ndarray | None = None  # [2 pp] p2p latencies of a non-blocking program (p2p_latency)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,15 +104,39 @@ def durations(df: pd.DataFrame, step: Step, M: int) -> Durations:
     t = df[["step", "dp_rank", "stage", "optype", "seq_id", "mc", "mb_id", "start_ts", "end_ts", "duration"]].copy()
     compute = t["optype"].isin(("forward-compute", "backward-compute"))
     t["seq"] = np.where(compute, t["mc"] * M + t["mb_id"], t["seq_id"])
-    # the program's count of each p2p type per worker; the trace may hold extra no-op sends at a
-    # step's start and recvs at its end (the artifact's "type 1 no-ops"): drop them
-    halves = pd.DataFrame({"dp_rank": step.half_dp, "stage": step.half_stage, "optype": step.half_optype})
-    need = halves.groupby(["dp_rank", "stage", "optype"]).size().rename("n_prog")
-    t = t.join(need, on=["dp_rank", "stage", "optype"])
-    t["n_trace"] = t.groupby(["step", "dp_rank", "stage", "optype"])["seq_id"].transform("size")
+    # a p2p op serves the j-th compute op of its direction on its worker (the artifact's
+    # matching): the k-th op of its type in start order, less the extra records the profiler
+    # left that were never launched (the artifact's "type 1 no-ops": sends ending before a step's
+    # first compute, recvs starting after its last; dropped by count), and shifted by one where
+    # the first forward recv is missing (the artifact's rule)
+    p2p = t["optype"].isin(tuple(PP_GROUP))
+    direction = np.where(t["optype"].str.startswith("forward"), "forward-compute", "backward-compute")
+    n_comp = t[compute].groupby(["step", "dp_rank", "stage", "optype"]).size()
+    t["n_comp"] = pd.Series(list(zip(t["step"], t["dp_rank"], t["stage"], direction, strict=True)), index=t.index).map(
+        n_comp.to_dict()
+    )
+    t = t.sort_values(["step", "dp_rank", "stage", "optype", "start_ts", "seq_id"], kind="stable")
+    p2p = t["optype"].isin(tuple(PP_GROUP))
+    key = ["step", "dp_rank", "stage", "optype"]
+    rank = t.groupby(key).cumcount()
+    n_trace = t.groupby(key)["seq_id"].transform("size")
+    extra = (n_trace - t["n_comp"]).clip(lower=0)
     send = t["optype"].isin(SENDS)
-    t["seq"] = np.where(send, t["seq"] - (t["n_trace"] - t["n_prog"]).clip(lower=0), t["seq"])
-    t = t[t["n_prog"].notna() & (t["seq"] >= 0) & (t["seq"] < t["n_prog"].fillna(0))]
+    shift = (~send & (n_trace == t["n_comp"] - 1)).astype(int)
+    j = np.where(send, rank - extra, rank + shift)
+    # a trace that records only the transfers that happen (no "type 2 no-ops" for the model's
+    # first and last chunk): its k-th op serves the k-th compute op the program sends or recvs for
+    needed: dict[tuple, list[int]] = {}
+    for hd, hs, ho, hq in zip(step.half_dp, step.half_stage, step.half_optype, step.half_seq, strict=True):
+        if ho in PP_GROUP:
+            needed.setdefault((int(hd), int(hs), str(ho)), []).append(int(hq))
+    wkey = list(zip(t["dp_rank"].tolist(), t["stage"].tolist(), t["optype"].tolist(), strict=True))
+    n_need = np.array([len(needed.get(k, ())) for k in wkey])
+    only = p2p.to_numpy() & (n_trace.to_numpy() == n_need) & (n_need < t["n_comp"].fillna(0).to_numpy())
+    ranks = rank.to_numpy()
+    j = np.where(only, [needed[k][r] if o else -1 for k, r, o in zip(wkey, ranks, only, strict=True)], j)
+    t["seq"] = np.where(p2p, j, t["seq"])
+    t = t[~p2p | ((t["seq"] >= 0) & (t["seq"] < t["n_comp"].fillna(0)))]
     steps = np.sort(df["step"].unique())
     wide = t.set_index(["dp_rank", "stage", "optype", "seq", "step"])[["start_ts", "end_ts", "duration"]]
     if wide.index.duplicated().any():
@@ -132,7 +158,12 @@ def durations(df: pd.DataFrame, step: Step, M: int) -> Durations:
     pair = step.half_pair
     latest = np.full((max(int(pair.max()) + 1, 1), len(steps)), -np.inf)
     np.maximum.at(latest, pair[pair >= 0], start[pair >= 0])
-    transfer = np.maximum(end - latest[np.maximum(pair, 0)], 0.0)
+    # a batched p2p call ends after the latest start among the peers of all its sends and recvs:
+    # its halves' transfer is measured from there
+    sync = pair >= 0
+    slot_latest = np.full((step.program.n, len(steps)), -np.inf)
+    np.maximum.at(slot_latest, step.half_slot[sync], latest[pair[sync]])
+    transfer = np.maximum(end - slot_latest[step.half_slot], 0.0)
     measured = np.where((pair >= 0)[:, None], transfer, dur)
     ideal = np.empty(len(pair))
     for op in np.unique(step.half_optype):
@@ -148,6 +179,19 @@ def durations(df: pd.DataFrame, step: Step, M: int) -> Durations:
     return Durations(step, measured, ideal, steps, measured_step)
 
 
+def p2p_latency(step: Step, measured: np.ndarray, pp: int) -> np.ndarray:
+    """Latency rows of a non-blocking program (``build_step(p2p="async")``): row s the median
+    measured transfer of stage s's forward sends, row pp + s of its backward sends (0 where it
+    has none), read off ``step``'s halves, which must hold the p2p ops."""
+    lat = np.zeros(2 * pp)
+    for i, op in enumerate(SENDS):
+        for s in range(pp):
+            sel = (step.half_optype == op) & (step.half_stage == s)
+            if sel.any():
+                lat[i * pp + s] = float(np.median(measured[sel]))
+    return lat
+
+
 def step_times(d: Durations, keep: np.ndarray, order=None) -> np.ndarray:
     """Step times [n_sims, K]: replay ``n_sims`` what-ifs at once, what-if i keeping the measured
     value of the halves where ``keep[i]`` [h] is True and the ideal elsewhere."""
@@ -156,16 +200,33 @@ def step_times(d: Durations, keep: np.ndarray, order=None) -> np.ndarray:
     first = np.r_[0, np.nonzero(np.diff(d.step.half_slot))[0] + 1]
     slot = np.maximum.reduceat(val, first, axis=1)  # [sims, n, K]
     dur = slot.transpose(1, 0, 2).reshape(d.step.program.n, n_sims * K)
-    _, end = replay(d.step.program, dur, order=order)
+    lat = None if d.latency is None else np.broadcast_to(d.latency[:, None], (len(d.latency), n_sims * K))
+    _, end = replay(d.step.program, dur, latency=lat, order=order)
     return end[d.step.optimizer].max(axis=0).reshape(n_sims, K)
+
+
+def job_step(df: pd.DataFrame, layout: JobLayout, dp_sync: bool = True) -> tuple[Durations, list]:
+    """The job's own step with the trace's durations and its evaluation order: Megatron's
+    blocking p2p; if that program deadlocks (an interleaved exchange Megatron orders otherwise),
+    non-blocking p2p at the median measured transfers (:func:`p2p_latency`). ``dp_sync=False``:
+    without the dp collectives (LocalSGD's local steps)."""
+    order, M = job_order(layout, df)
+    present = present_ops(df, layout.pp)
+    step = build_step(layout, order, M, present, p2p="megatron", dp_sync=dp_sync)
+    d = durations(df, step, M)
+    try:
+        return d, evaluation_order(step.program)
+    except ValueError:
+        lat = p2p_latency(step, d.measured, layout.pp)
+        step = build_step(layout, order, M, present, p2p="async", dp_sync=dp_sync)
+        d = dataclasses.replace(durations(df, step, M), latency=lat)
+        return d, evaluation_order(step.program)
 
 
 def attribute(df: pd.DataFrame, layout: JobLayout) -> tuple[Attribution, Durations]:
     """Replay, ideal, S and S per stage, dp rank and op type for the trace ``df``."""
-    order, M = job_order(layout, df)
-    p2p = "megatron" if int(df["mc"].max()) == 0 else "async"
-    step = build_step(layout, order, M, present_ops(df, layout.pp), p2p=p2p)
-    d = durations(df, step, M)
+    d, order = job_step(df, layout)
+    step = d.step
     groups = pd.Series(step.half_optype).map(lambda o: PP_GROUP.get(o, o)).to_numpy()
     names: list[tuple[str, object]] = [("replay", None), ("ideal", None)]
     masks = [np.ones(len(groups), bool), np.zeros(len(groups), bool)]
@@ -182,7 +243,7 @@ def attribute(df: pd.DataFrame, layout: JobLayout) -> tuple[Attribution, Duratio
         for r in range(layout.dp):
             names.append(("worker", (s, r)))
             masks.append((step.half_stage == s) & (step.half_dp == r))
-    T = step_times(d, np.array(masks), order=evaluation_order(step.program))
+    T = step_times(d, np.array(masks), order=order)
     mean = T.mean(axis=1)
     ideal = mean[1]
     by: dict[str, dict] = {"stage": {}, "dp_rank": {}, "optype": {}, "worker": {}}

@@ -30,7 +30,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from rpd.analysis.stragglers import Attribution, durations, job_order, present_ops
+from rpd.analysis.stragglers import Attribution, Durations, durations, job_order, job_step, p2p_latency, present_ops
 from rpd.model.job_layout import JobLayout
 from rpd.model.megatron_step import AG, RS, Step, build_step
 from rpd.schedules.family import orders
@@ -96,47 +96,41 @@ def straggler_mask(attr: Attribution, step: Step) -> tuple[str, np.ndarray]:
     return f"{kind} {key}", ~inside
 
 
-def _latency(step: Step, measured: np.ndarray, pp: int) -> np.ndarray:
-    lat = np.zeros(2 * pp)
-    for i, op in enumerate(("forward-send", "backward-send")):
-        for s in range(pp):
-            sel = (step.half_optype == op) & (step.half_stage == s)
-            if sel.any():
-                lat[i * pp + s] = float(np.median(measured[sel]))
-    return lat
-
-
-def what_if(df: pd.DataFrame, layout: JobLayout, attr: Attribution, H: int = 8) -> tuple[str, list[WhatIf]]:
-    """The what-if rows for the trace ``df`` (rules in the module docstring) and the name of the
-    straggling group set to ideal in the second column."""
+def what_if(
+    df: pd.DataFrame, layout: JobLayout, attr: Attribution, base: Durations, H: int = 8
+) -> tuple[str, list[WhatIf]]:
+    """The what-if rows for the trace ``df`` (rules in the module docstring), given its
+    attribution and the job's step with its durations (``base``, from
+    :func:`rpd.analysis.stragglers.attribute`), and the name of the straggling group set to
+    ideal in the second column. A trace with chunks gets its own schedule, the async stream and
+    LocalSGD only (a stage's op from its chunks' is not modelled)."""
     job, M = job_order(layout, df)
     present = present_ops(df, layout.pp)
-    own = build_step(layout, job, M, present, p2p="megatron" if int(df["mc"].max()) == 0 else "async")
-    base = durations(df, own, M)
+    own = base.step
     name, keep = straggler_mask(attr, own)
     K = len(base.steps)
-    lat = _latency(own, base.measured, layout.pp)
-    rows = [WhatIf("1f1b (replay)" if int(df["mc"].max()) == 0 else "interleaved (replay)", attr.replay_s, 0.0)]
-    end = _simulate(own, base.measured, base.ideal, keep)
-    rows[0] = dataclasses.replace(rows[0], step_s_straggler_ideal=float(end[own.optimizer, K:].max(axis=0).mean()))
-    if int(df["mc"].max()) == 0:
-        for sched, order, v in _orders(layout.pp, M):
-            step = build_step(layout, order, M, present, p2p="async")
-            # a chunk's op is 1/v of the stage's op; a chunk's DP collective 1/v of the stage's
-            is_compute = np.isin(step.half_optype, ("forward-compute", "backward-compute"))
-            is_dp = np.isin(step.half_optype, (AG, RS))
-            step = dataclasses.replace(
-                step,
-                half_seq=np.where(is_compute, step.half_seq % M, np.where(is_dp, 0, step.half_seq)),
-                half_scale=np.where(is_compute | is_dp, step.half_scale / v, step.half_scale),
-            )
-            d = durations(df, step, M)
-            _, k2 = straggler_mask(attr, step)
-            end = _simulate(step, d.measured, d.ideal, k2, latency=lat)
-            T = end[step.optimizer].max(axis=0)
-            rows.append(WhatIf(sched, float(T[:K].mean()), float(T[K:].mean())))
+    lat = base.latency if base.latency is not None else p2p_latency(own, base.measured, layout.pp)
+    chunked = int(df["mc"].max()) > 0
+    end = _simulate(own, base.measured, base.ideal, keep, latency=base.latency)
+    own_row = "interleaved (replay)" if chunked else "1f1b (replay)"
+    rows = [WhatIf(own_row, attr.replay_s, float(end[own.optimizer, K:].max(axis=0).mean()))]
+    for sched, order, v in [] if chunked else _orders(layout.pp, M):
+        step = build_step(layout, order, M, present, p2p="async")
+        # a chunk's op is 1/v of the stage's op; a chunk's DP collective 1/v of the stage's
+        is_compute = np.isin(step.half_optype, ("forward-compute", "backward-compute"))
+        is_dp = np.isin(step.half_optype, (AG, RS))
+        step = dataclasses.replace(
+            step,
+            half_seq=np.where(is_compute, step.half_seq % M, np.where(is_dp, 0, step.half_seq)),
+            half_scale=np.where(is_compute | is_dp, step.half_scale / v, step.half_scale),
+        )
+        d = durations(df, step, M)
+        _, k2 = straggler_mask(attr, step)
+        end = _simulate(step, d.measured, d.ideal, k2, latency=lat)
+        T = end[step.optimizer].max(axis=0)
+        rows.append(WhatIf(sched, float(T[:K].mean()), float(T[K:].mean())))
     rows.append(_async_stream(own, base.measured, base.ideal, keep))
-    rows.append(_local_sgd(df, layout, job, M, present, attr, H))
+    rows.append(_local_sgd(df, layout, base, attr, H))
     return name, rows
 
 
@@ -151,28 +145,21 @@ def _async_stream(step: Step, measured: np.ndarray, ideal: np.ndarray, keep: np.
     return WhatIf("async stream (1F1B, no flush)", out[0], out[1])
 
 
-def _local_sgd(df, layout, job, M, present, attr: Attribution, H: int) -> WhatIf:
-    step = build_step(layout, job, M, present, p2p="megatron" if int(df["mc"].max()) == 0 else "async", dp_sync=False)
-    d = durations(df, step, M)
+def _local_sgd(df, layout: JobLayout, full: Durations, attr: Attribution, H: int) -> WhatIf:
+    d, _ = job_step(df, layout, dp_sync=False)
+    step = d.step
     _, keep = straggler_mask(attr, step)
     K = len(d.steps)
-    end = _simulate(step, d.measured, d.ideal, keep)
-    own = build_step(layout, job, M, present)
-    full = durations(df, own, M)
-    sync = 0.0
+    end = _simulate(step, d.measured, d.ideal, keep, latency=d.latency)
+    own = full.step
+    sync = 0.0  # a parameter average: the stage's reduce-scatter and all-gather, median transfers
     for s in range(layout.pp):
-        sel = (own.half_stage == s) & np.isin(own.half_optype, (AG, RS))
-        per_op = [
-            np.median(full.measured[sel & (own.half_optype == op)])
-            for op in (AG, RS)
-            if (sel & (own.half_optype == op)).any()
-        ]
-        sync = max(sync, float(sum(per_op)))
+        parts = [(own.half_stage == s) & (own.half_optype == op) for op in (AG, RS)]
+        sync = max(sync, sum(float(np.median(full.measured[sel])) for sel in parts if sel.any()))
     out = []
     for part in (slice(0, K), slice(K, 2 * K)):
-        T = np.stack(
-            [end[step.optimizer[step.slot_dp[step.optimizer] == r]][:, part].max(axis=0) for r in range(layout.dp)]
-        )
+        opt = step.optimizer
+        T = np.stack([end[opt[step.slot_dp[opt] == r]][:, part].max(axis=0) for r in range(layout.dp)])
         total = sum(T[:, lo : lo + H].sum(axis=1).max() + sync for lo in range(0, K, H))
         out.append(float(total / K))
     return WhatIf(f"local_sgd (H={H})", out[0], out[1])

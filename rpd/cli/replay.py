@@ -84,8 +84,8 @@ def run(cfg) -> dict[str, Any]:
     trace_path, meta_path = check(cfg)
     layout = read_meta(meta_path)
     df = read_trace(trace_path, layout)
-    attr, _ = attribute(df, layout)
-    straggler, rows = what_if(df, layout, attr, H=int(cfg.H))
+    attr, base = attribute(df, layout)
+    straggler, rows = what_if(df, layout, attr, base, H=int(cfg.H))
     numbers = report(attr, straggler, rows)
     if cfg.out is not None:
         out = Path(str(cfg.out))

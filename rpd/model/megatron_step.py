@@ -6,7 +6,8 @@ and the optimizer, placed as Megatron places them, for
 
 Each slot stands for one or more trace ops (*halves*: a fused ``send_forward_recv_backward`` is
 one slot of two halves), keyed as the trace keys them: (dp rank, stage, op type, seq), where
-compute ops use seq = chunk * M + microbatch and the others their count on the worker.
+compute ops use seq = chunk * M + microbatch, a p2p op the index j of the compute op it serves
+among the worker's ops of its direction (forward, or backward), the others their count.
 
 Placement (Lin et al.'s dependency model, ``analyzer/dependency_model.py``, read for meaning;
 Megatron's ``forward_backward_pipelining_without_interleaving``):
@@ -14,7 +15,10 @@ Megatron's ``forward_backward_pipelining_without_interleaving``):
 * p2p ``"megatron"``: blocking rendezvous on the compute stream. Before a compute op, its recv
   (forward recv when the chunk is not the model's first, backward recv when not its last);
   after it, its send; a send fused with the next op's recv when the two ops differ in
-  direction (F then B: ``send_forward_recv_backward``; B then F: ``send_backward_recv_forward``).
+  direction (F then B: ``send_forward_recv_backward``; B then F: ``send_backward_recv_forward``),
+  and in the interleaved schedule Megatron's batches (:func:`_megatron_calls`: warm-up
+  ``send_forward_recv_forward``, one four-way exchange after each steady (F, B) pair, cool-down
+  ``send_backward_recv_backward``).
   The k-th forward send of stage s pairs with the k-th forward recv of stage s + 1 (mod pp).
 * p2p ``"async"``: no p2p slots; F(g, j) starts after F(g-1, j) ends plus the forward latency of
   stage g-1, B or I(g, j) after B or I(g+1, j) plus the backward latency of stage g+1
@@ -31,6 +35,7 @@ Megatron's ``forward_backward_pipelining_without_interleaving``):
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -70,7 +75,7 @@ class _Builder:
         self.stream: list[int] = []
         self.dp: list[int] = []
         self.stage: list[int] = []
-        self.halves: list[tuple[int, int, int, str, int, float, object]] = []
+        self.halves: list[tuple[int, int, int, str, int, float, tuple | None]] = []
         self.deps: list[tuple[int, int, int]] = []
 
     def slot(self, stream: int, d: int, s: int, halves) -> int:
@@ -92,20 +97,30 @@ class _Builder:
                 a = parent[a]
             return a
 
+        # a collective's members form one rendezvous group; a p2p pair ("f"/"b" keys) makes its
+        # two slots peers (a batched exchange waits for the peers of its own sends and recvs)
         owner: dict[object, int] = {}
+        peers: set[tuple[int, int]] = set()
         for x, *_, pair in self.halves:
             if pair is None:
                 continue
             if pair in owner:
-                parent[find(x)] = find(owner[pair])
+                y = owner[pair]
+                if isinstance(pair, tuple) and pair[0] in ("f", "b"):
+                    peers |= {(x, y), (y, x)}
+                else:
+                    parent[find(x)] = find(owner[pair])
             else:
                 owner[pair] = x
-        in_group = {x for x, *_, pair in self.halves if pair is not None}
+        in_group = {x for x, *_, pair in self.halves if pair is not None and pair[0] not in ("f", "b")}
         group = np.array([find(x) if x in in_group else -1 for x in range(n)], np.int64)
         pair_id = {p: i for i, p in enumerate(owner)}
         h = self.halves
         deps = np.array(self.deps, np.int64).reshape(-1, 3)
-        program = Program(np.array(self.stream, np.int64), group, deps[:, 0], deps[:, 1], deps[:, 2])
+        pe = np.array(sorted(peers), np.int64).reshape(-1, 2)
+        program = Program(
+            np.array(self.stream, np.int64), group, deps[:, 0], deps[:, 1], deps[:, 2], pe[:, 0], pe[:, 1]
+        )
         optimizer = np.array(sorted({x for x, *_rest in h if _rest[2] == OPT}), np.int64)
         return Step(
             program,
@@ -161,33 +176,44 @@ def build_step(
                     stream = P + w if overlap else w
                     ag_slot[c] = b.slot(stream, d, s, [(AG, c, 1.0, ("ag", s, c))])
             seen_f: set[int] = set()
+            # a p2p op is keyed in the trace by the compute op it serves: the j-th op of its
+            # direction on the worker (the artifact's matching of p2p ops to compute ops)
+            is_f = rows[:, Col.KIND] == FWD
+            is_b = np.isin(rows[:, Col.KIND], (BWD, BWD_I))
+            served = np.where(is_f, np.cumsum(is_f) - 1, np.cumsum(is_b) - 1)
 
-            def recv(kind: int, g: int, _s=s, _d=d):
+            def recv(i: int, _rows=rows, _served=served, _s=s, _d=d):
+                kind, g = int(_rows[i, Col.KIND]), int(_rows[i, Col.STAGE])
                 if kind == FWD and g > 0:
                     k = nxt("forward-recv")
-                    return ("forward-recv", k, 1.0, ("f", _d, (_s - 1) % pp, k))
+                    return ("forward-recv", int(_served[i]), 1.0, ("f", _d, (_s - 1) % pp, k))
                 if kind in (BWD, BWD_I) and g < G - 1:
                     k = nxt("backward-recv")
-                    return ("backward-recv", k, 1.0, ("b", _d, (_s + 1) % pp, k))
+                    return ("backward-recv", int(_served[i]), 1.0, ("b", _d, (_s + 1) % pp, k))
                 return None
 
-            def send(kind: int, g: int, _s=s, _d=d):
+            def send(i: int, _rows=rows, _served=served, _s=s, _d=d):
+                kind, g = int(_rows[i, Col.KIND]), int(_rows[i, Col.STAGE])
                 if kind == FWD and g < G - 1:
                     k = nxt("forward-send")
-                    return ("forward-send", k, 1.0, ("f", _d, _s, k))
+                    return ("forward-send", int(_served[i]), 1.0, ("f", _d, _s, k))
                 if kind in (BWD, BWD_I) and g > 0:
                     k = nxt("backward-send")
-                    return ("backward-send", k, 1.0, ("b", _d, _s, k))
+                    return ("backward-send", int(_served[i]), 1.0, ("b", _d, _s, k))
                 return None
 
-            pending_recv = None  # a recv already fused into the previous slot
-            for i, (kind, g, mb, _f) in enumerate(rows.tolist()):
+            if p2p == "megatron":
+                calls = _megatron_calls(rows) if G > pp else _one_f_one_b_calls(rows)
+            else:
+                calls = [("c", i) for i in range(len(rows))]
+            for call, arg in calls:
+                if call == "p":
+                    halves = [h for h in (recv(i) if what == "recv" else send(i) for what, i in arg) if h is not None]
+                    if halves:
+                        b.slot(w, d, s, halves)
+                    continue
+                kind, g, mb, _f = rows[arg].tolist()
                 c = g // pp
-                if p2p == "megatron" and pending_recv is None:
-                    r = recv(kind, g)
-                    if r is not None:
-                        b.slot(w, d, s, [r])
-                pending_recv = None
                 optype, scale = (F_OP, 1.0) if kind == FWD else (B_OP, 0.5 if kind in (BWD_I, BWD_W) else 1.0)
                 x = b.slot(w, d, s, [(optype, c * M + mb, scale, None)])
                 compute[(kind, g, mb, d)] = x
@@ -197,20 +223,60 @@ def build_step(
                         b.deps.append((ag_slot[c], x, -1))
                 if kind in (BWD, BWD_W):
                     last_b[(s, c)] = x
-                if p2p != "megatron" or kind == BWD_W:
-                    continue
-                sent = send(kind, g)
-                nxt_row = rows[i + 1].tolist() if i + 1 < len(rows) else None
-                # Megatron fuses a send with the next op's recv when the direction turns
-                if nxt_row is not None and (nxt_row[0] == FWD) != (kind == FWD):
-                    pending_recv = recv(nxt_row[0], nxt_row[1])
-                halves = [h for h in (sent, pending_recv) if h is not None]
-                if halves:
-                    b.slot(w, d, s, halves)
             tails[s] = _tail(b, w, P, d, s, pp, present[s], chunks, last_b, overlap, dp_sync)
         if p2p == "async":
             _async_edges(b, compute, d, G, pp)
     return b.build()
+
+
+def _one_f_one_b_calls(rows: np.ndarray) -> list[tuple[str, Any]]:
+    """Megatron's 1F1B calls for one rank's order: ``("c", i)`` runs compute op i, ``("p",
+    [("recv" | "send", i), ...])`` one (batched) p2p call for op i's input or output. Before an
+    op its recv unless already received; after it its send, fused with the next op's recv when
+    the direction turns (``send_forward_recv_backward``, ``send_backward_recv_forward``)."""
+    out: list[tuple[str, Any]] = []
+    received = False
+    for i in range(len(rows)):
+        if not received:
+            out.append(("p", [("recv", i)]))
+        out.append(("c", i))
+        turn = i + 1 < len(rows) and (rows[i + 1, Col.KIND] == FWD) != (rows[i, Col.KIND] == FWD)
+        out.append(("p", [("send", i)] + ([("recv", i + 1)] if turn else [])))
+        received = turn
+    return out
+
+
+def _megatron_calls(rows: np.ndarray) -> list[tuple[str, Any]]:
+    """Megatron's interleaved 1F1B calls (``forward_backward_pipelining_with_interleaving``, no
+    p2p overlap) for a rank's order of w warm-up F's, (F, B) pairs and cool-down B's: recv the
+    first input; after warm-up F k, send it and recv F k+1's input (the last warm-up call also
+    recvs the first B's gradient); after each pair (F k+w, B k) one batch sending both and
+    receiving F k+w+1's input and B k+1's gradient; after cool-down B k, send it and recv B k+1's."""
+    kinds = rows[:, Col.KIND]
+    F = [i for i in range(len(rows)) if kinds[i] == FWD]
+    B = [i for i in range(len(rows)) if kinds[i] != FWD]
+    n = len(F)
+    first_b = B[0] if B else len(rows)
+    warm = n if first_b == n else first_b - 1
+    rest = n - warm
+    out: list[tuple[str, Any]] = [("p", [("recv", F[0])])]
+    for k in range(warm):
+        out.append(("c", F[k]))
+        batch = [("send", F[k])] + ([("recv", F[k + 1])] if k + 1 < n else [])
+        if k == warm - 1 and rest > 0:
+            batch.append(("recv", B[0]))
+        out.append(("p", batch))
+    for k in range(rest):
+        out += [("c", F[k + warm]), ("c", B[k])]
+        batch = [("send", F[k + warm]), ("send", B[k])]
+        batch += ([("recv", F[k + warm + 1])] if k + warm + 1 < n else []) + [("recv", B[k + 1])]
+        out.append(("p", batch))
+    if rest == 0:
+        out.append(("p", [("recv", B[0])]))
+    for k in range(rest, n):
+        out.append(("c", B[k]))
+        out.append(("p", [("send", B[k])] + ([("recv", B[k + 1])] if k + 1 < n else [])))
+    return out
 
 
 def _tail(b, w, P, d, s, pp, present, chunks, last_b, overlap, dp_sync) -> list[int]:

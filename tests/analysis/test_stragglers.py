@@ -4,6 +4,7 @@ published numbers (docs/replay.md#st-the-development-trace)."""
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -84,8 +85,10 @@ def test_hand_trace_what_if_gpipe_equals_1f1b_at_m2():
     # pp = 2, M = 2: GPipe's order and 1F1B's differ on stage 1 only; with asynchronous p2p
     # (0.5 s) both end stage 0's B1 at 16 and its optimizer at 17 (timed by hand below)
     layout = JobLayout(dp=1, pp=2)
-    df, a = _attr(hand_trace(), layout)
-    _, rows = what_if.what_if(df, layout, a)
+    df = trace.check_trace(hand_trace(), layout)
+    df["end_ts"] = df["start_ts"] + df["duration"]
+    a, base = stragglers.attribute(df, layout)
+    _, rows = what_if.what_if(df, layout, a, base)
     by = {r.schedule: r.step_s for r in rows}
     assert by["1f1b (replay)"] == pytest.approx(17.5)
     # async 1F1B: s0 F0 0-1, F1 1-2; s1 F0 1.5-3.5, B0 3.5-7.5, F1 7.5-9.5 (F1 in at 2.5),
@@ -144,3 +147,43 @@ def test_hand_trace_dp_collectives_wait_for_the_slowest_rank():
     assert a.ideal_s == pytest.approx(7.25)
     assert a.by_dp_rank[0] == pytest.approx(8.75 / 7.25)
     assert a.by_dp_rank[1] == pytest.approx(1.0)  # its F and B are faster than ideal, the rest waits on dp 0
+
+
+def test_interleaved_trace_replays_its_own_timeline():
+    # A trace made from Megatron's interleaved program (pp 2, v 2, M 2) with no launch delay and
+    # the profiler's no-op forward recvs of stage 0's first chunk: its replay is its measured step.
+    from rpd.model.megatron_step import build_step
+    from rpd.schedules.family.orders import interleaved_order
+    from rpd.schedules.machinery.measured import replay
+
+    layout = JobLayout(dp=1, pp=2, vpp=2)
+    present = {s: set(trace.COMPUTE + trace.P2P + ("optimizer",)) for s in range(2)}
+    step = build_step(layout, interleaved_order(2, 2, 2), 2, present)
+    base = {"forward-compute": 1.0, "backward-compute": 2.0, "optimizer": 0.5}
+    val = np.array([base.get(o, 0.25) * (1 + s) for o, s in zip(step.half_optype, step.half_stage)])
+    first = np.r_[0, np.nonzero(np.diff(step.half_slot))[0] + 1]
+    start, end = replay(step.program, np.maximum.reduceat(val[:, None], first, axis=0))
+    hs, he = start[step.half_slot, 0], end[step.half_slot, 0]
+    compute = np.isin(step.half_optype, trace.COMPUTE)
+    df = pd.DataFrame(
+        dict(
+            dp_rank=step.half_dp,
+            stage=step.half_stage,
+            rank=step.half_stage,
+            step=0,
+            optype=step.half_optype,
+            start_ts=hs,
+            duration=he - hs,
+            seq_id=0,
+            mc=np.where(compute, step.half_seq // 2, -1),
+            gmc=-1,
+            mb_id=np.where(compute, step.half_seq % 2, -1),
+        )
+    )
+    f0 = df[(df.stage == 0) & (df.optype == "forward-compute") & (df.mc == 0)]
+    noop = f0.assign(optype="forward-recv", duration=0.0, mc=-1, mb_id=-1)
+    df = pd.concat([df, noop], ignore_index=True)
+    df["seq_id"] = df.sort_values("start_ts", kind="stable").groupby(["stage", "optype"]).cumcount()
+    _, a = _attr(df, layout)
+    assert a.replay_s == pytest.approx(a.measured_s)
+    assert a.measured_s == pytest.approx(float(end[step.optimizer, 0].max()))

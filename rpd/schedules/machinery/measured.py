@@ -6,10 +6,11 @@ its stream has ended and every slot it depends on has ended plus that edge's lat
 
     start(x) = max(end(prev(x)), max_{(y, l) in deps(x)} end(y) + l)
 
-A slot of a rendezvous group (a p2p pair, a collective) ends when every member has started,
-plus its own transfer time; any other slot ends its duration after its start:
+A slot of a rendezvous group (a collective) ends when every member has started, plus its own
+transfer time; a slot with p2p peers (the other side of each of its sends and recvs) when it and
+each peer have started; any other slot ends its duration after its start:
 
-    end(x) = max_{y in group(x)} start(y) + d(x)        end(x) = start(x) + d(x)
+    end(x) = max(start(x), max_{y in group(x) ∪ peers(x)} start(y)) + d(x)
 
 This is the simulator of Lin et al. (OSDI '25), ``ByteDance-Seed/StragglerAnalysis``
 ``analyzer/simulator.py`` (``simulate``: a topological pass where a communication group ends at
@@ -35,15 +36,18 @@ import numpy as np
 @dataclasses.dataclass(frozen=True)
 class Program:
     """Slots of a replay: ``stream`` [n] (int), ``group`` [n] (rendezvous group id, -1: none),
-    and data edges ``dep_src -> dep_dst`` [e] with latency column ``dep_lat`` [e] (an index
-    into the latency rows passed to :func:`replay`, -1: no latency). Slots of one stream run in
-    their index order."""
+    data edges ``dep_src -> dep_dst`` [e] with latency column ``dep_lat`` [e] (an index into
+    the latency rows passed to :func:`replay`, -1: no latency), and p2p peer edges
+    ``peer_src -> peer_dst`` [p] (peer_dst ends no earlier than peer_src starts, plus its
+    transfer). Slots of one stream run in their index order."""
 
     stream: np.ndarray
     group: np.ndarray
     dep_src: np.ndarray
     dep_dst: np.ndarray
     dep_lat: np.ndarray
+    peer_src: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+    peer_dst: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
 
     @property
     def n(self) -> int:
@@ -84,6 +88,8 @@ def evaluation_order(p: Program) -> list[tuple[int, int]]:
             edge(x, n + x)
     for a, b in zip(p.dep_src.tolist(), p.dep_dst.tolist(), strict=True):
         edge(n + a, b)
+    for a, b in zip(p.peer_src.tolist(), p.peer_dst.tolist(), strict=True):
+        edge(a, n + b)
     queue = deque(int(i) for i in np.nonzero(indeg == 0)[0])
     order: list[tuple[int, int]] = []
     while queue:
@@ -119,6 +125,9 @@ def replay(
     deps_in: list[list[tuple[int, int]]] = [[] for _ in range(n)]
     for a, b, lat in zip(p.dep_src.tolist(), p.dep_dst.tolist(), p.dep_lat.tolist(), strict=True):
         deps_in[b].append((a, lat))
+    peers: list[list[int]] = [[] for _ in range(n)]
+    for a, b in zip(p.peer_src.tolist(), p.peer_dst.tolist(), strict=True):
+        peers[b].append(a)
     members: dict[int, list[int]] = {}
     for x, g in enumerate(p.group.tolist()):
         if g >= 0:
@@ -134,5 +143,8 @@ def replay(
             gstart[i] = start[members[i]].max(axis=0)
         else:
             g = int(p.group[i])
-            end[i] = (gstart[g] if g >= 0 else start[i]) + duration[i]
+            t = gstart[g] if g >= 0 else start[i]
+            if peers[i]:
+                t = np.maximum(t, start[peers[i]].max(axis=0))
+            end[i] = t + duration[i]
     return start, end
