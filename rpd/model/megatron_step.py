@@ -55,7 +55,8 @@ class Step:
     sorted by slot), ``half_dp``, ``half_stage``, ``half_optype``, ``half_seq`` (the trace key),
     ``half_scale`` (the share of the trace op's duration: 1, or a split backward's part),
     ``half_pair`` (the rendezvous a half's measured transfer is read in, -1: none); ``slot_dp``,
-    ``slot_stage`` [n] and ``optimizer`` (the slots whose end ends the step)."""
+    ``slot_stage`` [n] and ``optimizer`` (the slots whose end ends the step: the optimizers, or
+    each stream's last slot in a trace without them)."""
 
     program: Program
     half_slot: np.ndarray
@@ -121,7 +122,10 @@ class _Builder:
         program = Program(
             np.array(self.stream, np.int64), group, deps[:, 0], deps[:, 1], deps[:, 2], pe[:, 0], pe[:, 1]
         )
-        optimizer = np.array(sorted({x for x, *_rest in h if _rest[2] == OPT}), np.int64)
+        ends = {x for x, *_rest in h if _rest[2] == OPT}
+        if not ends:  # a trace without optimizer records: the step ends with each stream's last op
+            ends = set({st: x for x, st in enumerate(self.stream)}.values())
+        optimizer = np.array(sorted(ends), np.int64)
         return Step(
             program,
             np.array([r[0] for r in h], np.int64),
@@ -299,7 +303,8 @@ def _tail(b, w, P, d, s, pp, present, chunks, last_b, overlap, dp_sync) -> list[
             b.deps.append((last_rs, x, -1))
     if CLIP in present:
         out.append(b.slot(w, d, s, [(CLIP, 0, 1.0, ("clip",) if dp_sync else ("clip", d))]))
-    out.append(b.slot(w, d, s, [(OPT, 0, 1.0, None)]))
+    if OPT in present:
+        out.append(b.slot(w, d, s, [(OPT, 0, 1.0, None)]))
     return out
 
 

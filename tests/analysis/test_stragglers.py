@@ -152,15 +152,27 @@ def test_hand_trace_dp_collectives_wait_for_the_slowest_rank():
 def test_interleaved_trace_replays_its_own_timeline():
     # A trace made from Megatron's interleaved program (pp 2, v 2, M 2) with no launch delay and
     # the profiler's no-op forward recvs of stage 0's first chunk: its replay is its measured step.
-    from rpd.model.megatron_step import build_step
     from rpd.schedules.family.orders import interleaved_order
-    from rpd.schedules.machinery.measured import replay
 
     layout = JobLayout(dp=1, pp=2, vpp=2)
     present = {s: set(trace.COMPUTE + trace.P2P + ("optimizer",)) for s in range(2)}
-    step = build_step(layout, interleaved_order(2, 2, 2), 2, present)
-    base = {"forward-compute": 1.0, "backward-compute": 2.0, "optimizer": 0.5}
-    val = np.array([base.get(o, 0.25) * (1 + s) for o, s in zip(step.half_optype, step.half_stage)])
+    times = {"forward-compute": 1.0, "backward-compute": 2.0, "optimizer": 0.5}
+    df, end = _made_trace(layout, present, interleaved_order(2, 2, 2), 2, lambda o, s, r: times.get(o, 0.25) * (1 + s))
+    f0 = df[(df.stage == 0) & (df.optype == "forward-compute") & (df.mc == 0)]
+    df = pd.concat([df, f0.assign(optype="forward-recv", duration=0.0, mc=-1, mb_id=-1)], ignore_index=True)
+    df["seq_id"] = df.sort_values("start_ts", kind="stable").groupby(["dp_rank", "stage", "optype"]).cumcount()
+    _, a = _attr(df, layout)
+    assert a.replay_s == pytest.approx(a.measured_s) and a.measured_s == pytest.approx(end)
+
+
+def _made_trace(layout, present, order, M, val_of):
+    """A trace made from the Megatron program (no launch delay), one step; returns it with the
+    program's step end (the replay of a trace without launch delays is its measured step)."""
+    from rpd.model.megatron_step import build_step
+    from rpd.schedules.machinery.measured import replay
+
+    step = build_step(layout, order, M, present)
+    val = np.array([val_of(o, s, r) for o, s, r in zip(step.half_optype, step.half_stage, step.half_dp)])
     first = np.r_[0, np.nonzero(np.diff(step.half_slot))[0] + 1]
     start, end = replay(step.program, np.maximum.reduceat(val[:, None], first, axis=0))
     hs, he = start[step.half_slot, 0], end[step.half_slot, 0]
@@ -175,15 +187,39 @@ def test_interleaved_trace_replays_its_own_timeline():
             start_ts=hs,
             duration=he - hs,
             seq_id=0,
-            mc=np.where(compute, step.half_seq // 2, -1),
+            mc=np.where(compute, step.half_seq // M, 0),
             gmc=-1,
-            mb_id=np.where(compute, step.half_seq % 2, -1),
+            mb_id=np.where(compute, step.half_seq % M, -1),
         )
     )
-    f0 = df[(df.stage == 0) & (df.optype == "forward-compute") & (df.mc == 0)]
-    noop = f0.assign(optype="forward-recv", duration=0.0, mc=-1, mb_id=-1)
-    df = pd.concat([df, noop], ignore_index=True)
-    df["seq_id"] = df.sort_values("start_ts", kind="stable").groupby(["stage", "optype"]).cumcount()
+    df["seq_id"] = df.sort_values("start_ts", kind="stable").groupby(["dp_rank", "stage", "optype"]).cumcount()
+    return df, float(end[step.optimizer, 0].max())
+
+
+def test_overlapped_reduce_scatter_trace_replays_its_own_timeline():
+    # Megatron's overlapped gradient reduce (separate-grads-all-reduce in the trace): the
+    # reduce-scatter on the worker's second stream after its last backward; dp 2, pp 2, M 3, dp
+    # rank 1 slower. A trace made from that program without launch delays replays to its step.
+    from rpd.schedules.family.orders import one_f_one_b_order
+
+    layout = JobLayout(dp=2, pp=2)
+    ops = trace.COMPUTE + trace.P2P + trace.DP_COMM + ("optimizer-clip-main-grad", "optimizer")
+    times = {"forward-compute": 1.0, "backward-compute": 2.0, "grads-reduce-scatter": 3.0, "optimizer": 0.5}
+    df, end = _made_trace(
+        layout,
+        {s: set(ops) for s in range(2)},
+        one_f_one_b_order(2, 3),
+        3,
+        lambda o, s, r: times.get(o, 0.25) * (1.5 if r == 1 else 1.0),
+    )
     _, a = _attr(df, layout)
-    assert a.replay_s == pytest.approx(a.measured_s)
-    assert a.measured_s == pytest.approx(float(end[step.optimizer, 0].max()))
+    assert a.replay_s == pytest.approx(a.measured_s) and a.measured_s == pytest.approx(end)
+    assert a.by_dp_rank[1] > a.by_dp_rank[0]
+
+
+def test_trace_without_optimizer_ends_with_the_last_op():
+    # no optimizer records: the step ends with each worker's last op (here the last backward)
+    df = hand_trace()
+    df = df[df.optype != "optimizer"]
+    _, a = _attr(df, JobLayout(dp=1, pp=2))
+    assert a.replay_s == pytest.approx(17.5 - 1.0)
