@@ -25,15 +25,18 @@ The input is the trace table of :func:`rpd.io.trace.read_trace` (columns ``step`
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from rpd.model.job_layout import JobLayout
 from rpd.model.megatron_step import Step, build_step
 from rpd.schedules.family.orders import interleaved_order, one_f_one_b_order
 from rpd.schedules.machinery.ir import Order
 from rpd.schedules.machinery.measured import evaluation_order, replay
+
+if TYPE_CHECKING:  # pandas comes with the trace (rpd.io.trace), not with rpd.analysis
+    import pandas as pd
 
 MEAN_TYPES = ("forward-compute", "backward-compute", "gc", "optimizer")
 PP_GROUP = {
@@ -112,9 +115,8 @@ def durations(df: pd.DataFrame, step: Step, M: int) -> Durations:
     p2p = t["optype"].isin(tuple(PP_GROUP))
     direction = np.where(t["optype"].str.startswith("forward"), "forward-compute", "backward-compute")
     n_comp = t[compute].groupby(["step", "dp_rank", "stage", "optype"]).size()
-    t["n_comp"] = pd.Series(list(zip(t["step"], t["dp_rank"], t["stage"], direction, strict=True)), index=t.index).map(
-        n_comp.to_dict()
-    )
+    counts = n_comp.to_dict()
+    t["n_comp"] = [counts.get(k, np.nan) for k in zip(t["step"], t["dp_rank"], t["stage"], direction, strict=True)]
     t = t.sort_values(["step", "dp_rank", "stage", "optype", "start_ts", "seq_id"], kind="stable")
     p2p = t["optype"].isin(tuple(PP_GROUP))
     key = ["step", "dp_rank", "stage", "optype"]
@@ -143,7 +145,7 @@ def durations(df: pd.DataFrame, step: Step, M: int) -> Durations:
         dp, s, op, seq, k = wide.index[wide.index.duplicated()][0]
         raise ValueError(f"trace: step {k}, dp_rank {dp}, stage {s} has two '{op}' ops numbered {seq}")
     wide = wide.unstack("step")
-    key = pd.MultiIndex.from_arrays([step.half_dp, step.half_stage, step.half_optype, step.half_seq])
+    key = type(wide.index).from_arrays([step.half_dp, step.half_stage, step.half_optype, step.half_seq])
     wide = wide.reindex(key)
     start = wide["start_ts"].reindex(columns=steps).to_numpy()
     end = wide["end_ts"].reindex(columns=steps).to_numpy()
@@ -227,7 +229,7 @@ def attribute(df: pd.DataFrame, layout: JobLayout) -> tuple[Attribution, Duratio
     """Replay, ideal, S and S per stage, dp rank and op type for the trace ``df``."""
     d, order = job_step(df, layout)
     step = d.step
-    groups = pd.Series(step.half_optype).map(lambda o: PP_GROUP.get(o, o)).to_numpy()
+    groups = np.array([PP_GROUP.get(o, o) for o in step.half_optype], dtype=object)
     names: list[tuple[str, object]] = [("replay", None), ("ideal", None)]
     masks = [np.ones(len(groups), bool), np.zeros(len(groups), bool)]
     for s in range(layout.pp):

@@ -26,9 +26,9 @@ Rules (each stated where the row is made):
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from rpd.analysis.stragglers import Attribution, Durations, durations, job_order, job_step, p2p_latency, present_ops
 from rpd.model.job_layout import JobLayout
@@ -36,6 +36,9 @@ from rpd.model.megatron_step import AG, RS, Step, build_step
 from rpd.schedules.family import orders
 from rpd.schedules.machinery.ir import Order
 from rpd.schedules.machinery.measured import replay
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclasses.dataclass(frozen=True)

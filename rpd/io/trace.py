@@ -17,12 +17,15 @@ op type) with its measured duration.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import yaml
 
 from rpd.model.job_layout import JobLayout
+
+if TYPE_CHECKING:  # pandas is imported where a trace is read, not with rpd.io (tests/test_packaging.py)
+    import pandas as pd
 
 COLUMNS = ("dp_rank", "stage", "rank", "step", "optype", "start_ts", "duration", "seq_id", "mc", "gmc", "mb_id")
 
@@ -103,6 +106,8 @@ def check_trace(df: pd.DataFrame, layout: JobLayout) -> pd.DataFrame:
 def read_trace(path: str | os.PathLike, layout: JobLayout) -> pd.DataFrame:
     """The trace at ``path`` (parquet), checked by :func:`check_trace`; times in seconds, one
     row per op, ``end_ts = start_ts + duration`` added."""
+    import pandas as pd
+
     try:
         df = pd.read_parquet(path)
     except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
@@ -117,6 +122,8 @@ def measured_ops(df: pd.DataFrame) -> pd.DataFrame:
     measured ``duration`` (seconds) and ``seq_id``. ``chunk`` is the trace's ``mc``
     (0 where it is -1, the ops of no chunk); ``microbatch`` is ``mb_id`` for compute ops and -1
     for the others (a p2p op's microbatch is the schedule's to say: docs/replay.md)."""
+    import pandas as pd
+
     out = pd.DataFrame(
         {
             "step": df["step"].to_numpy(),
