@@ -161,8 +161,13 @@ def test_interleaved_trace_replays_its_own_timeline():
     f0 = df[(df.stage == 0) & (df.optype == "forward-compute") & (df.mc == 0)]
     df = pd.concat([df, f0.assign(optype="forward-recv", duration=0.0, mc=-1, mb_id=-1)], ignore_index=True)
     df["seq_id"] = df.sort_values("start_ts", kind="stable").groupby(["dp_rank", "stage", "optype"]).cumcount()
-    _, a = _attr(df, layout)
+    df, a = _attr(df, layout)
     assert a.replay_s == pytest.approx(a.measured_s) and a.measured_s == pytest.approx(end)
+    # a chunked trace's what-if: its own schedule (the replay), the async stream, LocalSGD
+    _, base = stragglers.attribute(df, layout)
+    _, rows = what_if.what_if(df, layout, a, base, H=1)
+    assert [r.schedule for r in rows] == ["interleaved (replay)", "async stream (1F1B, no flush)", "local_sgd (H=1)"]
+    assert rows[0].step_s == pytest.approx(end)
 
 
 def _made_trace(layout, present, order, M, val_of):
