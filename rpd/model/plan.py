@@ -100,6 +100,7 @@ class Row:
     dp_allreduce_s: float = 0.0
     memory: dict | None = None  # RankMemory.breakdown()
     replicas: tuple | None = None  # 1F1B-RR: workers of each stage (PipeDream's partitioner)
+    site_bytes_per_step: float = 0.0  # bytes each site sends over its site link per step (hardware.sites)
     error: str | None = None
 
 
@@ -164,11 +165,14 @@ def staged(
     tick_s: float | None = None,
     grad_bytes: int = 4,
     p2p_intra: bool = False,
+    site_share: int = 0,
 ):
     """The model cut into ``unit``'s global stages (S, or S·v chunks): (stages, their cost model,
     seconds per tick, the largest stage's parameter count), for timing ``unit``'s schedule."""
     st = stages(model, partition(model, unit.n_stages, how, hw), hw)
-    costs, tick = stage_costs(st, hw, tick_s, replicas=replicas(unit), grad_bytes=grad_bytes, p2p_intra=p2p_intra)
+    costs, tick = stage_costs(
+        st, hw, tick_s, replicas=replicas(unit), grad_bytes=grad_bytes, p2p_intra=p2p_intra, site_share=site_share
+    )
     return st, costs, tick, int(st.params.max())
 
 
@@ -218,7 +222,7 @@ def plan_one(
     if D * CP > 1 and not unit.synchronous:
         return Row(**label, error=f"ValueError: {'D' if D > 1 else 'CP'} > 1 needs a flush (a synchronous schedule)")
     gb = 4 if grad_bytes is None else grad_bytes
-    st, costs, tick, values = staged(model, hw, unit, how, tick_s, gb, where.p2p_intra)
+    st, costs, tick, values = staged(model, hw, unit, how, tick_s, gb, where.p2p_intra, where.p2p_site_share)
     if overlap is not None and not overlap.p2p and S > 1:  # blocking sends hold the sender (rpd.model.overlap)
         G = st.G
         costs = dataclasses.replace(
@@ -237,7 +241,17 @@ def plan_one(
     dp_s = 0.0
     if DC > 1:
         dp_s = dp_seconds(
-            one, mem.grads, hw, DC, tick, overlap_allreduce, where.dp_per_node, gather, param_gather, st.params
+            one,
+            mem.grads,
+            hw,
+            DC,
+            tick,
+            overlap_allreduce,
+            where.dp_per_node,
+            gather,
+            param_gather,
+            st.params,
+            where.dp_site_rings,
         )
     step = two.T - one.T + dp_s / tick  # ticks, the all-reduce's share fractional
     step_s = step * tick
@@ -245,6 +259,12 @@ def plan_one(
     p = _rank_values(two, st)
     dp_bytes = mem.grads if gather is None else (mem.grads + gather) / 2  # RS + AG: half a ring each
     ar = _allreduce_bytes(two, st, p, hw, gb, M) + np.array([hw.ring_bytes(b, DC) for b in dp_bytes])
+    site = 0.0
+    if where.dp_site_rings:  # each of a pipeline's TP·S ranks' rings crosses each site link once
+        site = TP * float(sum(hw.ring_bytes(b, DC) for b in dp_bytes))
+    elif where.p2p_site_share:  # the boundary between the sites' halves: M activations on, M gradients back
+        cut = S // hw.sites - 1
+        site = TP * M * 2.0 * float(st.out[(cut + 1) * (st.G // S) - 1])
     return Row(
         **label,
         step_time_s=step_s,
@@ -264,6 +284,7 @@ def plan_one(
         tick_s=tick,
         dp_allreduce_s=dp_s,
         memory=mem.breakdown(),
+        site_bytes_per_step=site,
     )
 
 
