@@ -142,14 +142,11 @@ class Hardware:
     def compute_seconds(self, flops: float) -> float:
         return float(flops) / self.flops
 
-    def p2p_seconds(self, nbytes: float, intra: bool = False, site_share: int = 0) -> float:
+    def p2p_seconds(self, nbytes: float, intra: bool = False) -> float:
         """One message: latency + bytes / bandwidth (nothing to send takes no time); ``intra``:
-        inside a node (NVLink), else over the sender's inter-node port; ``site_share`` > 0: over
-        a site link shared by that many senders at once (:meth:`site_seconds`)."""
+        inside a node (NVLink), else over the sender's inter-node port."""
         if nbytes <= 0:
             return 0.0
-        if site_share:
-            return self.site_seconds(nbytes, 1, site_share)
         if intra and self.intra_bandwidth is not None:
             return self.intra_latency + float(nbytes) / self.intra_bandwidth
         return self.p2p_latency + float(nbytes) / self.p2p_bandwidth

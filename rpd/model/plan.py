@@ -24,7 +24,14 @@ microbatches: after its last backward of the step each rank all-reduces its grad
 − 1 peers (ring, latency + 2(D−1)/D · gradient bytes / all-reduce bandwidth). Not overlapped
 (default): every rank waits for the flush, so the step grows by the slowest rank's all-reduce;
 ``overlap_allreduce``: a rank starts as soon as its own backwards are done, during the drain, and
-the step grows by max(0, max_r(last backward_r + all-reduce_r) − flush). ``dp_allreduce_s`` is
+the step grows by max(0, max_r(last backward_r + all-reduce_r) − flush). With ``hardware.sites``
+> 1 (:mod:`rpd.model.topology`) the DP rings that span the sites run at the slower of their
+in-site ring and the site link; one pipeline split over the sites (D = 1) keeps its p2p timed
+in-site by the timer (its latency is one number for every boundary) and its step is at least
+what its cut carries over the site link, M activations one way and M gradients the other:
+step >= M · TP · out_cut / (site_bandwidth / 8) (+ 2 · site_latency for a flush, whose critical
+path crosses the cut both ways). ``site_bytes_per_step``: what each site sends over its link per
+step. ``dp_allreduce_s`` is
 what the step grew by (counted as idle in the bubbles); tokens/s = D·M·tokens / step, MFU per
 device is unchanged in form (D cancels); bytes per rank do not change (no sharding). The
 asynchronous schedules (no flush: PipeDream, PipeMare, 2BW, LocalSGD) have no point where D
@@ -165,14 +172,11 @@ def staged(
     tick_s: float | None = None,
     grad_bytes: int = 4,
     p2p_intra: bool = False,
-    site_share: int = 0,
 ):
     """The model cut into ``unit``'s global stages (S, or S·v chunks): (stages, their cost model,
     seconds per tick, the largest stage's parameter count), for timing ``unit``'s schedule."""
     st = stages(model, partition(model, unit.n_stages, how, hw), hw)
-    costs, tick = stage_costs(
-        st, hw, tick_s, replicas=replicas(unit), grad_bytes=grad_bytes, p2p_intra=p2p_intra, site_share=site_share
-    )
+    costs, tick = stage_costs(st, hw, tick_s, replicas=replicas(unit), grad_bytes=grad_bytes, p2p_intra=p2p_intra)
     return st, costs, tick, int(st.params.max())
 
 
@@ -222,7 +226,7 @@ def plan_one(
     if D * CP > 1 and not unit.synchronous:
         return Row(**label, error=f"ValueError: {'D' if D > 1 else 'CP'} > 1 needs a flush (a synchronous schedule)")
     gb = 4 if grad_bytes is None else grad_bytes
-    st, costs, tick, values = staged(model, hw, unit, how, tick_s, gb, where.p2p_intra, where.p2p_site_share)
+    st, costs, tick, values = staged(model, hw, unit, how, tick_s, gb, where.p2p_intra)
     if overlap is not None and not overlap.p2p and S > 1:  # blocking sends hold the sender (rpd.model.overlap)
         G = st.G
         costs = dataclasses.replace(
@@ -254,17 +258,20 @@ def plan_one(
             where.dp_site_rings,
         )
     step = two.T - one.T + dp_s / tick  # ticks, the all-reduce's share fractional
+    site = 0.0
+    if where.p2p_site_share:  # one pipeline over the sites: its cuts between sites on the site links
+        per = S // hw.sites  # stages per site; the cut after stage k·per − 1 (k = 1 .. sites − 1)
+        cuts = [st.out[k * per * (st.G // S) - 1] for k in range(1, hw.sites)]
+        site = TP * M * float(max(cuts))  # each way: M activations on, M gradients back
+        link = hw.site_seconds(site, 0) + (2 * hw.site_latency if unit.synchronous else 0.0)
+        step = max(step, link / tick)
     step_s = step * tick
     cap = float(hw.memory_bytes if memory_cap is None else memory_cap) * (1.0 - margin)
     p = _rank_values(two, st)
     dp_bytes = mem.grads if gather is None else (mem.grads + gather) / 2  # RS + AG: half a ring each
     ar = _allreduce_bytes(two, st, p, hw, gb, M) + np.array([hw.ring_bytes(b, DC) for b in dp_bytes])
-    site = 0.0
     if where.dp_site_rings:  # each of a pipeline's TP·S ranks' rings crosses each site link once
         site = TP * float(sum(hw.ring_bytes(b, DC) for b in dp_bytes))
-    elif where.p2p_site_share:  # the boundary between the sites' halves: M activations on, M gradients back
-        cut = S // hw.sites - 1
-        site = TP * M * 2.0 * float(st.out[(cut + 1) * (st.G // S) - 1])
     return Row(
         **label,
         step_time_s=step_s,

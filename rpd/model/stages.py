@@ -174,21 +174,18 @@ def stage_costs(
     replicas: int = 1,
     grad_bytes: int = 4,
     p2p_intra: bool = False,
-    site_share: int = 0,
 ) -> tuple[CostModel, float]:
     """(CostModel, tick_s) of the stages (module docstring). ``replicas`` > 1: the all-reduce of a
     stage's gradients (``grad_bytes`` per value) over that many copies, for the schedules that
     average replicas (Chimera, LocalSGD): ``CostModel.allreduce`` per value. ``p2p_intra``: every
-    stage boundary inside one node (:mod:`rpd.model.topology`), p2p over the intra-node link;
-    ``site_share`` > 0: a boundary crosses a site link (``Placement.p2p_site_share``), every
-    boundary timed by it (the slowest)."""
+    stage boundary inside one node (:mod:`rpd.model.topology`), p2p over the intra-node link."""
     times = np.concatenate([st.t_f, st.t_i, st.t_w])
     if tick_s is None:
         positive = times[times > 0]
         tick_s = (float(positive.min()) if positive.size else 1e-6) / check_int("resolution", resolution)
     tick_s = check_real("tick_s", tick_s)
     ticks = lambda t: tuple(max(1, int(round(v / tick_s))) for v in t)  # noqa: E731
-    p2p = max((hardware.p2p_seconds(b, p2p_intra, site_share) for b in st.out[:-1]), default=0.0)
+    p2p = max((hardware.p2p_seconds(b, p2p_intra) for b in st.out[:-1]), default=0.0)
     replicas = check_int("replicas", replicas)
     allreduce = (0.0, 0.0)
     if replicas > 1:
