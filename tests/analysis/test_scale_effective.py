@@ -1,9 +1,19 @@
 """rpd.analysis.scale's face: κ = 1 for synchronous training, κ from a published gap through the
 law, tokens to a loss, Streaming DiLoCo's stated assumption, and one-line refusals."""
 
+import doctest
+
 import pytest
 
-from rpd.analysis.scale import CHINCHILLA, LossLaw, effective_tokens, relative_loss_gap, tokens_to_loss
+from rpd.analysis.scale import (
+    CHINCHILLA,
+    LossLaw,
+    effective,
+    effective_tokens,
+    relative_loss_gap,
+    simulated,
+    tokens_to_loss,
+)
 
 EASY = LossLaw(E=1.0, A=100.0, B=100.0, alpha=0.5, beta=0.5, source="by hand")
 
@@ -54,3 +64,32 @@ def test_refusals_are_one_line_naming_the_field(call, match):
     with pytest.raises(ValueError, match=match) as err:
         call()
     assert "\n" not in str(err.value)
+
+
+def test_the_docstring_examples_hold():
+    assert doctest.testmod(effective, raise_on_error=True).attempted >= 1
+
+
+# A made-up E18 fit (not E18's numbers): κ − 1 = 0.5 (N / 10^6)^(−1/2), so κ(4·10^6) = 1.25.
+FIT = dict(c=0.5, gamma=-0.5, gamma_ci95=(-0.6, -0.4), n_sizes=4, N_range=(1e5, 4e6))
+
+
+def test_a_simulated_kappa_becomes_a_gap_by_hand(monkeypatch):
+    monkeypatch.setattr(simulated, "FITS", (simulated.SimulatedFit("pipedream", "adamw", (("S", 4),), **FIT),))
+    # EASY at N = 4·10^6, D = 10^6: L = 1 + 100/2000 + 100/1000 = 1.15; ΔL = (100/1000)(1.25^0.5 − 1)
+    e = effective_tokens("pipedream", 4e6, 1e6, law=EASY, S=4)
+    assert e.kappa == pytest.approx(1.25, rel=1e-12) and "E18" in e.source and e.other_kappa is None
+    assert e.relative_gap == pytest.approx(0.1 * (1.25**0.5 - 1) / 1.15, rel=1e-12)
+    t = tokens_to_loss("pipedream", 4e6, 1.15, law=EASY, S=4)  # synchronous: 10^6 tokens to 1.15
+    assert (t.D, t.tokens_sync) == pytest.approx((1.25e6, 1e6), rel=1e-12)
+    with pytest.raises(ValueError, match=r"^no source of kappa for method 'pipedream' .*fits only at adamw \{'S': 4\}"):
+        effective_tokens("pipedream", 4e6, 1e6, S=8)
+
+
+def test_both_sources_are_reported_with_how_far_apart(monkeypatch):
+    monkeypatch.setattr(simulated, "FITS", (simulated.SimulatedFit("diloco", "adamw", (("H", 30), ("M", 2)), **FIT),))
+    e = effective_tokens("diloco", 4e6, 8e7, M=2, H=30)
+    assert "Charles et al. 2025" in e.source and "E18" in e.other_source
+    assert e.other_kappa == pytest.approx(1.25, rel=1e-12) and e.apart == pytest.approx(e.kappa - 1.25, rel=1e-12)
+    s = effective_tokens("streaming_diloco", 4e6, 8e7, M=2, H=30, P=2)  # E18's DiLoCo, by the same assumption
+    assert s.other_kappa == pytest.approx(1.25, rel=1e-12) and "assumed" in s.other_source

@@ -120,13 +120,12 @@ def effective_tokens(
     pub = _published(method, N, D, optimizer, rest)
     if pub is not None:
         found.append((kappa_from_gap(law, D, pub[0] * L), pub[0], pub[1]))
-    sim_method = "diloco" if method == "streaming_diloco" and pub is None else method
-    sim = simulated.simulated_kappa(
-        sim_method, N, optimizer, rest if sim_method == method else {k: rest[k] for k in ("M", "H")}
-    )
+    sim = simulated.simulated_kappa(method, N, optimizer, rest)
+    if sim is None and method == "streaming_diloco":  # E18's DiLoCo at the same M, H, by the same assumption
+        sim = simulated.simulated_kappa("diloco", N, optimizer, {k: rest[k] for k in ("M", "H")})
+        sim = None if sim is None else (sim[0], f"{STREAMING_ASSUMPTION}; {sim[1]}")
     if sim is not None:
-        extra = f"{STREAMING_ASSUMPTION}; " if sim_method != method else ""
-        found.append((sim[0], gap_from_kappa(law, D, sim[0]) / L, extra + sim[1]))
+        found.append((sim[0], gap_from_kappa(law, D, sim[0]) / L, sim[1]))
     if not found:
         fitted = simulated.available(method)
         raise ValueError(
