@@ -2,9 +2,10 @@
 
 The modules (docs/api.md): :mod:`~rpd.analysis.simtime` (time axes and the equal-time
 protocols), :mod:`~rpd.analysis.tuning` (step-size grids and selectors),
-:mod:`~rpd.analysis.theory` (the bound, fits), :mod:`~rpd.analysis.crossover`.
+:mod:`~rpd.analysis.theory` (the bound, fits), :mod:`~rpd.analysis.crossover`,
+:mod:`~rpd.analysis.scale` (loss laws and each method's effective-token multiplier κ, docs/scale.md).
 """
 
-from rpd.analysis import crossover, simtime, theory, tuning
+from rpd.analysis import crossover, scale, simtime, theory, tuning
 
-__all__ = ["crossover", "simtime", "theory", "tuning"]
+__all__ = ["crossover", "scale", "simtime", "theory", "tuning"]
