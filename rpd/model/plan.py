@@ -29,7 +29,7 @@ the step grows by max(0, max_r(last backward_r + all-reduce_r) − flush). With 
 in-site ring and the site link; one pipeline split over the sites (D = 1) keeps its p2p timed
 in-site by the timer (its latency is one number for every boundary) and its step is at least
 what its cut carries over the site link, M activations one way and M gradients the other:
-step >= M · TP · out_cut / (site_bandwidth / 8) (+ 2 · site_latency for a flush, whose critical
+step >= M · TP · CP · out_cut / (site_bandwidth / 8) (+ 2 · site_latency for a flush, whose critical
 path crosses the cut both ways). ``site_bytes_per_step``: what each site sends over its link per
 step. ``dp_allreduce_s`` is
 what the step grew by (counted as idle in the bubbles); tokens/s = D·M·tokens / step, MFU per
@@ -262,7 +262,8 @@ def plan_one(
     if where.p2p_site_share:  # one pipeline over the sites: its cuts between sites on the site links
         per = S // hw.sites  # stages per site; the cut after stage k·per − 1 (k = 1 .. sites − 1)
         cuts = [st.out[k * per * (st.G // S) - 1] for k in range(1, hw.sites)]
-        site = TP * M * float(max(cuts))  # each way: M activations on, M gradients back
+        # each way, from every TP x CP rank of the cut: M activations on, M gradients back
+        site = where.p2p_site_share * M * float(max(cuts))
         link = hw.site_seconds(site, 0) + (2 * hw.site_latency if unit.synchronous else 0.0)
         step = max(step, link / tick)
     step_s = step * tick

@@ -21,9 +21,10 @@ Sites (``hardware.sites`` > 1, :mod:`rpd.model.hardware`): the workers split eve
 sites. With D a multiple of the sites each site holds D / sites whole pipelines, so every DP
 group spans the sites and its ring crosses each site link once, the TP·S groups of a pipeline
 (one per rank, its DP × CP peers) all at once (``dp_site_rings``); p2p stays in a site. With
-one pipeline (D = 1) whose S stages split evenly over the sites, a stage boundary crosses the
-site link, its TP ranks sending at once (``p2p_site_share``; the plan times every boundary by
-the slowest, this one). Any other D is refused.
+one pipeline (D = 1) whose S stages split evenly over the sites, the boundaries between the
+sites' stages cross the site links, their TP × CP ranks sending at once (``p2p_site_share``;
+the plan's step is at least what a cut carries over its link, :mod:`rpd.model.plan`). Any other
+D is refused.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ class Placement:
     @property
     def p2p_site_share(self) -> int:
         """Senders sharing a site link at a stage boundary that crosses it (0: none does)."""
-        return self.TP if self.sites > 1 and self.DP == 1 else 0
+        return self.TP * self.CP if self.sites > 1 and self.DP == 1 else 0
 
     @property
     def workers(self) -> int:
