@@ -32,6 +32,7 @@ from rpd.cli.plan import build_model, recipe
 from rpd.cli.plan_search import search_inputs
 from rpd.cli.time_to_loss_config import TimeToLossConfig
 from rpd.io.atomic import atomic_write
+from rpd.io.provenance import git_state
 from rpd.model import layers, outer_exchange, search3d
 from rpd.model.answer import choose, describe, workers_of
 from rpd.model.hardware import Hardware
@@ -226,11 +227,14 @@ def run(cfg, output_dir: str | Path | None = None) -> dict:
         f"{goal}; law: {a['law'].source}; {_v(cfg.optimizer.name)}"
     )
     print(format_rows(rows, "loss"))
-    result = dict(settings=dict(settings, n_workers=a["n"], global_batch=a["B"], N=N), rows=rows)
-    result["settings"].update(
-        methods=a["methods"], diloco=OmegaConf.to_container(cfg.diloco), law=a["law"].source, target_loss=cfg.target_loss,
-        tokens=cfg.tokens, hardware=dataclasses.asdict(hw),
+    commit, dirty = git_state()
+    run_settings = dict(settings, n_workers=a["n"], global_batch=a["B"], N=N, methods=a["methods"], law=a["law"].source)
+    run_settings.update(
+        diloco=OmegaConf.to_container(cfg.diloco), target_loss=cfg.target_loss, tokens=cfg.tokens,
+        hardware=dataclasses.asdict(hw),
     )  # fmt: skip
+    # the tree the numbers came from
+    result: dict = dict(settings=run_settings, rows=rows, code=dict(git_commit=commit, dirty=dirty))
     gbits = [float(g) for g in cfg.bandwidths or []]
     if gbits and hw.sites > 1 and fig_path:
         sweep: dict[str, list] = {m: [] for m in a["methods"]}

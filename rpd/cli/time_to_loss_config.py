@@ -52,7 +52,7 @@ class TimeToLossConfig:
     target_loss: Optional[float] = None  # hours to this loss ...
     tokens: Optional[float] = None  # ... or the loss each method reaches on this many tokens
     # the figure's inter-site bandwidths, Gbit/s (hours to the loss against each; null: no sweep)
-    bandwidths: Optional[List[float]] = dataclasses.field(default_factory=lambda: [1, 3, 10, 30, 100, 400])
+    bandwidths: Optional[List[float]] = dataclasses.field(default_factory=lambda: [1.0, 3.0, 10.0, 30.0, 100.0, 400.0])
     out: Optional[str] = None  # null: time_to_loss.json in the hydra run directory
     figure: Optional[str] = None  # null: time_to_loss.png in the hydra run directory
 
