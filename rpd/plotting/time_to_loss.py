@@ -36,8 +36,11 @@ def hours_figure(
         ax = fig.subplots()
         for method, ys in hours.items():
             y = np.array([np.nan if v is None else v for v in ys], float)
-            ax.plot(gbits, y, marker="o", color=colour(method), label=labels.get(method, method), linewidth=2)
+            label = labels.get(method, method) + (" (no hours: no κ source)" if np.isnan(y).all() else "")
+            ax.plot(gbits, y, marker="o", color=colour(method), label=label, linewidth=2)
         ax.set_xscale("log")
+        ax.set_xticks(gbits, labels=[f"{g:g}" for g in gbits])
+        ax.minorticks_off()
         if np.isfinite([v for ys in hours.values() for v in ys if v is not None]).any():
             ax.set_yscale("log")
         ax.set_xlabel("inter-site link per site, Gbit/s each way")
