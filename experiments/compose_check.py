@@ -16,19 +16,22 @@ no ``outputs/`` or ``multirun/`` folder. ``RPD_DEBUG=1`` skips the check (hydra'
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import os
 import sys
+import typing
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from hydra._internal.utils import get_args_parser
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
+from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from experiments import schemas  # the schemas the configs compose onto, in hydra's ConfigStore
-from rpd.cli import config, optimizer_config, schedule_config
+from rpd.cli import checks, config, optimizer_config, schedule_config
 from rpd.validation import nearest
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -62,6 +65,32 @@ def _combinations(overrides: list[str]) -> list[list[str]]:
     return [[o for o in r if o is not None] for r in runs]
 
 
+def _paths(kind, depth: int = 2) -> list[str]:
+    """The dotted keys inside the dataclass ``kind``'s dataclass fields, ``depth`` levels down
+    (``pipeline.partition`` of the plan's schema): where a misplaced key lives."""
+    if depth == 0:
+        return []
+    try:
+        hints = typing.get_type_hints(kind)
+    except Exception:  # a forward reference the schema's module cannot resolve: no hint
+        return []
+    out = []
+    for f in dataclasses.fields(kind):
+        sub = hints.get(f.name)
+        if isinstance(sub, type) and dataclasses.is_dataclass(sub):
+            out += [f"{f.name}.{g.name}" for g in dataclasses.fields(sub)]
+            out += [f"{f.name}.{p}" for p in _paths(sub, depth - 1) if p.count(".") >= 1]
+    return sorted(set(out))
+
+
+def _closest(leaf: str, keys: list[str], n: int = 3) -> list[str]:
+    """The ``keys`` whose last part is closest to ``leaf`` (difflib's ratio, best first), so a
+    key one level down competes with the top level's on its own name."""
+    score = {k: difflib.SequenceMatcher(None, leaf.lower(), k.rpartition(".")[2].lower()).ratio() for k in keys}
+    best = sorted((k for k in keys if score[k] >= 0.6), key=lambda k: (-score[k], k.count("."), k))
+    return best[:n] or nearest(leaf, [k for k in keys if "." not in k])
+
+
 def message(exc: BaseException, overrides: list[str]) -> str:
     """One line for a composition error of ``overrides``."""
     if isinstance(exc, MissingConfigException) and exc.options is not None:
@@ -80,8 +109,12 @@ def message(exc: BaseException, overrides: list[str]) -> str:
             return owners
         parent, _, leaf = key.rpartition(".")
         fields = sorted(f.name for f in dataclasses.fields(kind))
-        near = nearest(leaf, fields)
+        paths = _paths(kind)
+        deeper = [p for p in paths if p.rpartition(".")[2] == leaf]  # the key one level down
+        near = _closest(leaf, fields + paths)
         where = f"in {parent}" if parent else "at the top level"
+        if deeper:
+            return f"{key}: no such key {where}; it is {' or '.join(f'{parent}.{p}' if parent else p for p in deeper)}"
         hint = f"nearest: {', '.join(f'{parent}.{k}' if parent else k for k in near)}; " if near else ""
         return f"{key}: no such key {where}; {hint}keys: {', '.join(fields)}"
     if key:
@@ -90,10 +123,11 @@ def message(exc: BaseException, overrides: list[str]) -> str:
     return first
 
 
-def check(config_name: str, argv: list[str]) -> str | None:
+def check(config_name: str, argv: list[str], required: dict[str, str] | None = None) -> str | None:
     """None when hydra composes ``config_name`` with the command line ``argv`` (every value of
-    each sweep); else the one-line message. Help, ``--cfg`` and other config directories are
-    left to hydra."""
+    each sweep) and every key of ``required`` has a value; else the one-line message (for a
+    required key left missing, its value in ``required``). Help, ``--cfg`` and other config
+    directories are left to hydra."""
     try:
         args = get_args_parser().parse_args(argv)
     except SystemExit:  # hydra's own parser reports its usage errors
@@ -110,9 +144,20 @@ def check(config_name: str, argv: list[str]) -> str | None:
     for overrides in runs:
         try:
             with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-                compose(name, overrides=overrides)
+                cfg = compose(name, overrides=overrides)
         except (HydraException, OmegaConfBaseException) as exc:
             return message(exc, overrides)
+        added = [o for o in overrides if o.startswith("+")]
+        if added and name == "train":  # hydra adds a +key the schema lacks; the run would refuse it later
+            try:
+                checks.typed(cfg)
+            except (ValueError, TypeError) as exc:
+                return str(exc).splitlines()[0]
+        for key, text in (required or {}).items():
+            parent, _, leaf = key.rpartition(".")
+            node = OmegaConf.select(cfg, parent) if parent else cfg
+            if node is None or OmegaConf.is_missing(node, leaf):
+                return text
     return None
 
 
@@ -141,15 +186,16 @@ def staged(argv: list[str]) -> list[str]:
     return [f"++{a}" if a in keep else a for a in argv]
 
 
-def one_line(main, config_name: str):
+def one_line(main, config_name: str, required: dict[str, str] | None = None):
     """``main`` (an ``@hydra.main`` function) behind :func:`check` of ``sys.argv``: a
-    composition error is one line on stderr and exit status 2, before hydra writes anything."""
+    composition error, or a key of ``required`` left without a value, is one line on stderr
+    and exit status 2, before hydra writes anything."""
 
     @functools.wraps(main)
     def wrapped(*a, **kw):
         schemas.register()  # the schemas again: a schedule registered after experiments.schemas was imported
         if not a and not kw and os.environ.get("RPD_DEBUG", "").strip() in ("", "0"):
-            error = check(config_name, sys.argv[1:])
+            error = check(config_name, sys.argv[1:], required)
             if error is not None:
                 print(f"error: {error}", file=sys.stderr, flush=True)
                 raise SystemExit(2)

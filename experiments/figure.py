@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 
 from experiments import compose_check, job, schemas
 from rpd.cli import checks, fanout
-from rpd.cli.figure import run_and_report
+from rpd.cli.figure import experiments, run_and_report
 from rpd.io import store
 from rpd.runtime import compile_cache
 from rpd.runtime.interrupt import run_main
@@ -35,4 +35,5 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    run_main(compose_check.one_line(main, "figure"))  # Ctrl-C: a clean message and exit 130
+    needs = {"study.name": f"experiment: experiments.figure needs experiment=<name>, one of {', '.join(experiments())}"}
+    run_main(compose_check.one_line(main, "figure", needs))  # Ctrl-C: a clean message and exit 130

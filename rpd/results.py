@@ -117,7 +117,8 @@ def assemble_curve(raw_GxP, rows_written, f0, points):
 
 def summary_line(r: Result) -> str:
     """``Result(pd: 9 γ in 2⁻⁶..2², 87 points on sim_time 0..86, D=32, 3/9 diverged, best final
-    1.2e-03 at γ = 2⁻²)``: what a notebook cell should show instead of every array."""
+    1.2e-03 at γ = 2⁻²)``: what a notebook cell should show instead of every array. ``D`` is said
+    only where the final iterates were kept (a run read back from the store has none)."""
     G, P = r.curve.shape
     div = r.diverged
     gammas = (
@@ -130,7 +131,8 @@ def summary_line(r: Result) -> str:
         )
     )
     axis = f"{P} points on {r.axis_name}" + (f" {r.axis[0]}..{r.axis[-1]}" if P else "")
-    parts = [gammas, axis, f"D={r.x_final.shape[-1]}", f"{int(div.sum())}/{G} diverged"]
+    D = r.x_final.shape[-1] if r.x_final.ndim else 0  # 0 columns: the iterates were not kept (a stored run)
+    parts = [gammas, axis, *([f"D={D}"] if D else []), f"{int(div.sum())}/{G} diverged"]
     if G and not div.all():
         g = int(np.argmin(np.where(div, np.inf, r.final)))
         parts.append(f"best final {r.final[g]:.3g} at γ = {gamma_label(r.gammas[g])}")

@@ -272,7 +272,7 @@ def make_figure(
     """The whole job of ``experiments.figure`` for a composed ``FigureConfig``; with ``fanout``
     its units run as jobs on ``launcher`` (``rpd.cli.fanout``)."""
     if isinstance(cfg, DictConfig) and OmegaConf.is_missing(cfg.study, "name"):
-        raise SystemExit(f"experiments.figure needs experiment=<name>, one of {', '.join(experiments())}")
+        raise ValueError(f"experiment: experiments.figure needs experiment=<name>, one of {', '.join(experiments())}")
     cfg = checks.typed(cfg, C.FigureConfig)
     name, size = cfg.study.name, C._value(cfg.size)
     overrides = C.study_fields(cfg.study)

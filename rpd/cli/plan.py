@@ -171,7 +171,7 @@ def run(cfg, output_dir: str | Path | None = None) -> dict:
         lines = answer(rows, cap, margin)
         print("\n".join(lines))
         print(
-            f"{model.name}: {model.params:,} parameters per TP rank, {len(model.layers)} layers; {hw.name}; "
+            f"{model.name}: {model.params:,} parameters per TP rank, {layer_count(model)}; {hw.name}; "
             f"TP={par.TP}{' SP' if par.SP else ''}, CP={par.CP}, S={cfg.pipeline.S}, D={D}, zero={settings['zero']}, "
             f"{settings['optimizer']}, {settings['precision']}, recompute {settings['recompute']}, "
             f"attention {par.attention}{', offload' if cfg.offload else ''}"
@@ -218,14 +218,15 @@ def run(cfg, output_dir: str | Path | None = None) -> dict:
                 for r in rows
                 if r.error is None
             ]
+            devices = par.TP * par.CP * cfg.pipeline.S * D  # every device of the plan, not the stages alone
             frontier_figure(
                 points,
                 cfg.figure,
-                title=f"{model.name} on {cfg.pipeline.S} x {hw.name}",
+                title=f"{model.name} on {devices} x {hw.name} (TP {par.TP} x CP {par.CP} x PP {cfg.pipeline.S} x DP {D})",
                 cap_gib=cap / 2**30,
                 margin=margin,
             )
-            print(f"wrote {cfg.figure}")
+            print(f"wrote {Path(cfg.figure).resolve()}")
     path = cfg.out
     if path is None and output_dir is not None:
         path = str(Path(output_dir) / "plan.json")
@@ -233,6 +234,15 @@ def run(cfg, output_dir: str | Path | None = None) -> dict:
         Path(path).write_text(json.dumps(out, indent=1))
         print(f"wrote {path}")
     return out
+
+
+def layer_count(model) -> str:
+    """The partition's units said as the model card counts them: ``80 blocks + embedding + head
+    (82 layers to partition)`` for Llama 3 70B, whose card says 80 layers (the transformer blocks)."""
+    kinds = [layer.kind for layer in model.layers]
+    ends = [k for k in ("embedding", "head") if k in kinds]
+    blocks = len(kinds) - len(ends)
+    return f"{blocks} blocks" + "".join(f" + {k}" for k in ends) + f" ({len(kinds)} layers to partition)"
 
 
 def table(rows) -> str:

@@ -79,8 +79,12 @@ def held_fixed(cfg, kw, space: search3d.Space, rr_skipped: list[int], n: int) ->
         "(the config's values of these are not read)",
         "held fixed (the run's recipe, not its layout):",
         f"  model.micro_batch={cfg.model.micro_batch} (the global batch counts microbatches of this size)",
-        f"  attention={_v(cfg.attention)} (a kernel, not a split: set attention=flash to plan with it)",
-        f"  offload={str(bool(cfg.offload)).lower()} (host memory is the run's choice: set offload=true to plan with it)",
+        f"  attention={_v(cfg.attention)} (a kernel, not a split"
+        + ("" if _v(cfg.attention) == "flash" else ": set attention=flash to plan with it")
+        + ")",
+        f"  offload={str(bool(cfg.offload)).lower()} (host memory is the run's choice"
+        + ("" if cfg.offload else ": set offload=true to plan with it")
+        + ")",
         f"  {_v(cfg.precision)}, {_v(cfg.optimizer.name)}, gradients of {kw.get('grad_bytes') or 4} bytes, "
         f"partition={kw['how']} (the training recipe)",
         "  overlap: "

@@ -22,7 +22,7 @@ from rpd.cli import checks, footprint, specs
 from rpd.cli import config as C
 from rpd.cli import objectives as objective_of
 from rpd.io import sweeps
-from rpd.io.sweep_table import unequal_time
+from rpd.io.sweep_table import as_text, unequal_time
 
 EQUAL_TIME = "equal_time.json"  # in a sweep directory: the one simulated time T of its rows
 T_RULE = "the shortest time any row of the sweep needs for its schedule.N microbatches (protocol (i))"
@@ -50,7 +50,7 @@ def summary_text(sweep_dir: str | Path) -> tuple[str, dict]:
     varied = [c for c in df.columns if c not in sweeps.SWEEP_COLUMNS]  # the swept overrides
     flagged = ["gamma_flag"] if df["gamma_flag"].notna().any() else []
     shown = df.assign(overrides=sweeps.swept(df["overrides"]))[SHOWN[:2] + varied + SHOWN[2:] + flagged]
-    table = shown.to_string(index=False) if len(df) else "(no jobs)"
+    table = as_text(shown) if len(df) else "(no jobs)"
     line = (
         f"sweep {sweep_dir}: {c['total']} jobs, {c['done']} done, {c['skipped']} skipped "
         f"(already stored), {c['failed']} failed"

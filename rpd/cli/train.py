@@ -204,7 +204,7 @@ def train(ts: specs.TrainSpec) -> tuple[dict, dict, str]:
         "tuning/gamma": sel.gamma,
         "tuning/rule": sel.rule,
         "tuning/index": sel.index,
-        "tuning/flag": gamma_flag(sel.index, grid, [r.stable for r in sel.reports]),
+        "tuning/flag": gamma_flag(sel.index, grid, sel.reports[sel.index].reasons if sel.index is not None else ()),
         # the stable test's failed criteria for the selected γ ("cv 0.28 > 0.15"; [] when it passed)
         "tuning/reasons": list(sel.reports[sel.index].reasons) if sel.index is not None else [],
         "tuning/gamma_log2": (
@@ -234,10 +234,22 @@ def train(ts: specs.TrainSpec) -> tuple[dict, dict, str]:
     return curves, summary, status
 
 
-def gamma_flag(index: int | None, grid, stable) -> str | None:
+# The stable test's criteria that a tail rising or oscillating fails; a tail that only falls
+# fails cv alone (it has not settled yet), which is no reason to doubt the γ chosen.
+UNSTABLE = ("up_frac", "max_up", "tv_ratio", "log_slope")
+
+
+def unstable(reasons) -> bool:
+    """The stable test's failed criteria (``"up_frac 0.6 > 0.45"``, ...) say the tail rises or
+    oscillates: one of :data:`UNSTABLE`. ``cv`` alone is a curve still falling, not unstable."""
+    return any(str(r).split()[0] in UNSTABLE for r in reasons or ())
+
+
+def gamma_flag(index: int | None, grid, reasons) -> str | None:
     """Why a selected γ needs a second look, or None: on the lowest or highest edge of a grid
-    of several γ (the best may lie beyond it: widen method.gamma_lo / gamma_hi), and marked
-    unstable by the selector's report (``rpd.analysis.tuning``)."""
+    of several γ (the best may lie beyond it: widen method.gamma_lo / gamma_hi), or unstable
+    (its tail rises or oscillates: :func:`unstable` of the selected γ's ``reasons``, the
+    selector's report in ``rpd.analysis.tuning``)."""
     if index is None:
         return None
     flags = []
@@ -245,23 +257,15 @@ def gamma_flag(index: int | None, grid, stable) -> str | None:
         flags.append("lowest on grid")
     elif len(grid) > 1 and grid[index] == max(grid):
         flags.append("highest on grid")
-    if not stable[index]:
+    if unstable(reasons):
         flags.append("unstable")
     return ", ".join(flags) or None
 
 
-# The stable test's criteria that a tail rising or oscillating fails; a tail that only falls
-# fails cv alone (it has not settled yet), which is no reason to doubt the γ chosen.
-UNSTABLE = ("up_frac", "max_up", "tv_ratio", "log_slope")
-
-
-def flag_level(flag: str | None, reasons) -> int:
-    """The level of a run's log line: WARNING when its selected γ needs a second look (on the
-    grid's edge, or unstable: its tail rises or oscillates, ``reasons`` naming one of
-    :data:`UNSTABLE`), else INFO, a tail that only has not settled (``cv``) included."""
-    edge = flag is not None and "on grid" in flag
-    unstable = any(str(r).split()[0] in UNSTABLE for r in reasons or ())
-    return logging.WARNING if edge or unstable else logging.INFO
+def flag_level(flag: str | None) -> int:
+    """The level of a run's log line: WARNING when its selected γ needs a second look (a flag of
+    :func:`gamma_flag`: the user should act), else INFO. One text, one level."""
+    return logging.WARNING if flag else logging.INFO
 
 
 def _at_time(summary: dict) -> str:
@@ -373,7 +377,7 @@ def _job(ts: specs.TrainSpec, job: Job) -> TrainOutcome:
         saved = store.load_run(path)  # what a rerun (or a figure) reads: JSON types, as a skip
     flag = summary.get("tuning/flag")
     log.log(
-        flag_level(flag, summary["tuning/reasons"]),
+        flag_level(flag),
         "%s: %s, gamma=%s (%s)%s, final=%.4g%s -> %s",
         summary["method"],
         status,

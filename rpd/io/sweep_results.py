@@ -41,12 +41,17 @@ def load_result(row) -> Result:
     )
 
 
-def time_to_target(df, target: float | None = None):
+def time_to_target(df, target: float | str | None = None):
     """``df`` (a :func:`rpd.io.sweeps.load_sweep` table) with two columns added: ``target`` and
     ``time_to_target``, the first simulated time at which a row's selected γ's curve is at or
     below the target, read up to the row's T (NaN if not reached, or if the row has no selected γ
     or no simulated-time axis). ``target=None``: the lowest value any row's selected curve has at
-    half the smallest T of the table (E10's rule), so every row is asked the same question."""
+    half the smallest T of the table (E10's rule), so every row is asked the same question;
+    ``"auto"`` is the same (the name ``rpd.io.sweeps ls --target auto`` and docs/running.md use)."""
+    if isinstance(target, str):
+        if target != "auto":
+            raise ValueError(f"target: {target!r} is neither a number nor 'auto'")
+        target = None
     curves = {}
     for k, row in df.iterrows():
         if row.get("status") != "ok" or not isinstance(row.get("result"), str):

@@ -11,6 +11,14 @@ from pathlib import Path
 from rpd.io import store
 from rpd.results import unit_name
 
+EMPTY = "-"  # what an empty cell (NaN, None) reads as in a table a person reads
+
+
+def as_text(df) -> str:
+    """``df`` as the terminal prints it: no index, an empty cell as :data:`EMPTY`, never ``NaN``."""
+    return df.to_string(index=False, na_rep=EMPTY)
+
+
 # a swept override already shown by a column of its own
 OVERRIDE_COLUMNS = {
     "method": "method",

@@ -328,7 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             df = df.assign(overrides=swept(df["overrides"]))
         df = filter_sweep(df, **filters)
         if args.target is not None:
-            df = time_to_target(df, None if args.target == "auto" else float(args.target))
+            df = time_to_target(df, args.target if args.target == "auto" else float(args.target))
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -358,7 +358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.columns:  # every override a sweep varies has a column: the list repeats them
             df = df.drop(columns="overrides")
         table, above = for_terminal(df, collapse=not args.columns)
-        print("\n".join([*above, table.to_string(index=False)]))
+        print("\n".join([*above, table_of.as_text(table)]))
         if table.attrs["full_text"]:
             print(f"(abbreviated: {', '.join(table.attrs['full_text'])}; --csv prints them in full)")
         if note:

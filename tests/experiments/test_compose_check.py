@@ -42,6 +42,20 @@ def test_an_unknown_key_names_the_nearest_keys_and_never_suggests_adding_it():
     )
 
 
+def test_a_key_one_level_down_is_named_where_it_lives():
+    """docs/plan.md wrote ``partition=pipedream`` (it is ``pipeline.partition``); the hint searched
+    the top level only and offered ``precision, attention, margin``."""
+    assert compose_check.check("plan", ["partition=pipedream"]) == (
+        "partition: no such key at the top level; it is pipeline.partition"
+    )
+    assert compose_check.check("plan", ["partitio=pipedream"]).startswith(
+        "partitio: no such key at the top level; nearest: pipeline.partition; keys: attention,"
+    )
+    assert compose_check.check("train", ["gama_hi=3"]).startswith(
+        "gama_hi: no such key at the top level; nearest: method.gamma_hi, method.gamma_lo, method.gammas;"
+    )
+
+
 def test_a_config_hydra_composes_passes_untouched():
     assert compose_check.check("train", ["-m", "method=pd,rpd", "schedule.S=2,4", "schedule=1f1b"]) is None
     assert compose_check.check("train", ["--help"]) is None
@@ -58,6 +72,23 @@ def test_the_wrapper_prints_one_line_and_exits_2_before_main(monkeypatch, capsys
     assert exit_.value.code == 2 and called == []
     err = capsys.readouterr().err
     assert err == "error: schedule=zbh1: no such schedule; nearest: zb_h1, zb_h2, zb_v (configs/schedule/)\n"
+
+
+def test_a_plus_prefixed_typo_is_refused_before_main(monkeypatch, capsys):
+    """``+method.gama_hi=3``: hydra composes it (``+`` adds a key), so the run refused it only after
+    hydra had made its run folder. Now before main, in one line; a ``+`` key the schema
+    has room for (a user objective's ``options``) still passes."""
+    called = []
+    wrapped = compose_check.one_line(lambda: called.append(1), "train")
+    monkeypatch.setattr(sys, "argv", ["experiments.train", "+method.gama_hi=3"])
+    with pytest.raises(SystemExit) as exit_:
+        wrapped()
+    assert exit_.value.code == 2 and called == []
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("error: unknown config key method.gama_hi: nearest: method.gamma_hi,") and err.count("\n") == 1
+    )
+    assert compose_check.check("train", ["objective._target_=mymodule.make", "+objective.options.scale=2.0"]) is None
 
 
 @pytest.mark.slow

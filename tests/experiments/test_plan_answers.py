@@ -154,3 +154,41 @@ def test_nothing_fits_names_the_fewest_devices_and_no_rows(tmp_path, capsys):
     c = _counts(text)
     assert c["timed"] == 0 and c["rows"] == 0 and c["over_cap"] == c["candidates"]
     assert "fastest of" not in text
+
+
+def test_the_search_hints_only_at_knobs_not_already_set():
+    """The n_workers search's 'held fixed' lines said "set attention=flash" and "set offload=true"
+    when both were set: a hint names a knob only where the config has not set it."""
+    from omegaconf import OmegaConf
+
+    from rpd.cli.plan_search import held_fixed
+    from rpd.model.search3d import Space
+
+    kw = {"overlap": None, "grad_bytes": 4, "how": "even", "overlap_allreduce": False, "recompute": "none"}
+    for attention, offload in (("flash", True), ("standard", False)):
+        cfg = OmegaConf.create(
+            {"model": {"micro_batch": 1}, "attention": attention, "offload": offload, "precision": "bf16_mixed"}
+            | {"optimizer": {"name": "adam"}}
+        )
+        text = "\n".join(held_fixed(cfg, kw, Space(), [], 8))
+        assert (f"attention={attention} (a kernel, not a split" in text) and (f"offload={str(offload).lower()}" in text)
+        assert ("set attention=flash" in text) == (attention != "flash")
+        assert ("set offload=true" in text) == (not offload)
+
+
+def test_the_frontier_title_counts_every_device(tmp_path, monkeypatch):
+    """TP 2 x PP 2 x DP 2 is 8 GPUs; the title said "2 x a100_80g" (the stages alone)."""
+    titles = []
+    monkeypatch.setattr(entry, "frontier_figure", lambda points, path, title="", **kw: titles.append(title))
+    overrides = ["model=gpt2_small", "pipeline.S=2", "pipeline.D=2", "pipeline.TP=2", "schedules=[1f1b]"]
+    entry.run(compose(overrides + [f"out={tmp_path}/p.json", f"figure={tmp_path}/f.png"], "plan"))
+    assert titles == ["gpt2_small on 8 x a100_80g (TP 2 x CP 1 x PP 2 x DP 2)"]
+
+
+def test_the_layer_count_says_what_the_two_extra_stages_are():
+    """Llama 3 70B has 80 layers on its card (Grattafiori et al. 2024, Table 3); the plan said "82
+    layers": the embedding and the head are layers of the partition too."""
+    from rpd.cli.plan import layer_count
+
+    cfg = GPTConfig(n_layer=80, d_model=8192, n_head=64, seq=8192, vocab=128256, ffn=28672, n_kv_heads=8)
+    assert layer_count(gpt_model(cfg, "none")) == "80 blocks + embedding + head (82 layers to partition)"

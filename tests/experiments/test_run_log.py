@@ -33,12 +33,19 @@ def test_the_log_line_says_when_in_the_costs_unit(tmp_path, caplog):
 
 
 def test_a_tail_that_only_has_not_settled_is_no_warning():
-    """The stable test's cv alone fails on a curve still falling (every short run's best γ):
-    INFO. A tail that rises or oscillates, or a γ on the grid's edge: WARNING."""
-    assert train.flag_level("unstable", ["cv 0.282 > 0.15"]) == logging.INFO
-    assert train.flag_level(None, []) == logging.INFO
-    assert train.flag_level("unstable", ["cv 0.3 > 0.15", "up_frac 0.6 > 0.45"]) == logging.WARNING
-    assert train.flag_level("unstable", ["log_slope 0.01 > 0.0001"]) == logging.WARNING
-    assert train.flag_level("unstable", ["tv_ratio 9 > 5"]) == logging.WARNING
-    assert train.flag_level("highest on grid", []) == logging.WARNING
-    assert train.flag_level("lowest on grid, unstable", ["cv 0.3 > 0.15"]) == logging.WARNING
+    """The stable test's cv alone fails on a curve still falling (every short run's best γ): no
+    flag, INFO. A tail that rises or oscillates, or a γ on the grid's edge: a flag, WARNING; one
+    text at one level ("[unstable]" was printed at INFO and at WARNING alike)."""
+    grid = [0.25, 0.5, 1.0]
+    assert train.gamma_flag(1, grid, ["cv 0.282 > 0.15"]) is None
+    assert train.gamma_flag(1, grid, []) is None
+    assert train.gamma_flag(1, grid, ["cv 0.3 > 0.15", "up_frac 0.6 > 0.45"]) == "unstable"
+    assert train.gamma_flag(1, grid, ["log_slope 0.01 > 0.0001"]) == "unstable"
+    assert train.gamma_flag(1, grid, ["tv_ratio 9 > 5"]) == "unstable"
+    assert train.gamma_flag(2, grid, []) == "highest on grid"
+    assert train.gamma_flag(0, grid, ["cv 0.3 > 0.15", "max_up 2 > 1"]) == "lowest on grid, unstable"
+    assert train.gamma_flag(0, [0.5], ["cv 0.3 > 0.15"]) is None  # one γ: no edge
+    assert train.gamma_flag(None, grid, []) is None
+    for flag in ("unstable", "highest on grid", "lowest on grid, unstable"):
+        assert train.flag_level(flag) == logging.WARNING
+    assert train.flag_level(None) == logging.INFO

@@ -48,6 +48,13 @@ def test_repr_without_a_best_when_every_gamma_diverged():
     assert repr(r) == "Result(pd: γ = 2¹, 2 points on sim_time 0..1, D=5, 1/1 diverged)"
 
 
+def test_repr_of_a_reloaded_run_does_not_say_d_0():
+    """A stored run keeps no final iterates (``x_final`` [G, 0]); its line said ``D=0``."""
+    assert repr(_result(x_final=np.zeros((3, 0)))) == (
+        "Result(pd: 3 γ in 2⁻²..2⁰, 4 points on sim_time 0..3, 1/3 diverged, best final 0.25 at γ = 2⁻¹)"
+    )
+
+
 def test_repr_of_a_real_run_stays_short():
     from rpd import objectives
     from rpd.train import methods

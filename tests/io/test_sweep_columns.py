@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from hydra_helpers import TINY_LINEAR, multirun_fixture
 
-from rpd.cli import sweep, train
+from rpd.cli import sweep
 from rpd.io import store, sweep_table, sweeps
 
 optimizer_sweep = multirun_fixture(
@@ -51,16 +51,6 @@ def test_columns_take_any_key_of_the_summary(optimizer_sweep, capsys):
     assert "no_such_key" in capsys.readouterr().err
 
 
-def test_gamma_flag_known_cases():
-    grid = [0.25, 0.5, 1.0]
-    assert train.gamma_flag(0, grid, [True, True, True]) == "lowest on grid"
-    assert train.gamma_flag(2, grid, [True, True, False]) == "highest on grid, unstable"
-    assert train.gamma_flag(1, grid, [True, False, True]) == "unstable"
-    assert train.gamma_flag(1, grid, [True, True, True]) is None
-    assert train.gamma_flag(0, [0.5], [True]) is None  # one γ: no grid to widen
-    assert train.gamma_flag(None, grid, [False] * 3) is None
-
-
 @pytest.mark.slow
 def test_a_gamma_on_the_edge_is_flagged_in_log_summary_and_table(optimizer_sweep, capsys):
     tmp, proc = optimizer_sweep
@@ -70,7 +60,8 @@ def test_a_gamma_on_the_edge_is_flagged_in_log_summary_and_table(optimizer_sweep
         s = store.load_run(row.result).summary
         i, grid = s["tuning/index"], s["gammas"]
         expect = [f for f, on in (("lowest on grid", i == 0), ("highest on grid", i == len(grid) - 1)) if on]
-        expect += ["unstable"] if not s["stable"][i] else []
+        rising = ("up_frac", "max_up", "tv_ratio", "log_slope")  # cv alone: still falling, no flag
+        expect += ["unstable"] if any(r.split()[0] in rising for r in s["tuning/reasons"]) else []
         assert (
             s["tuning/flag"]
             == (", ".join(expect) or None)
@@ -132,3 +123,28 @@ def test_section_is_a_config_group_or_empty():
     assert sweep_table.section(sweep_table.section(config, "method"), "optimizer") == {"name": "adam"}
     assert sweep_table.section(config, "schedule") == {}
     assert sweep_table.section(config, "objective") == {}
+
+
+def test_empty_cells_read_as_a_dash_not_nan():
+    """A table a person reads has no ``NaN`` or ``None``: a failed row's γ and finals, a
+    row without a flag, as the terminal and the sweep summary print them."""
+    import math
+
+    import pandas as pd
+
+    from rpd.io.sweep_table import EMPTY, as_text, for_terminal
+
+    df = pd.DataFrame(
+        {
+            "job": [0, 1],
+            "status": ["ok", "failed"],
+            "gamma": [0.25, math.nan],
+            "final_selected": [0.125, math.nan],
+            "gamma_flag": [None, "highest on grid"],
+        }
+    )
+    table, _ = for_terminal(df, collapse=False)
+    for text in (as_text(table), as_text(df)):
+        assert "NaN" not in text and "None" not in text and "nan" not in text
+        failed = text.splitlines()[2].split()
+        assert failed[:2] == ["1", "failed"] and failed[2:4] == [EMPTY, EMPTY]

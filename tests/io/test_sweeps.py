@@ -165,3 +165,16 @@ def test_time_to_target_reads_each_rows_selected_curve(e3_sweep):
     easy = sweep_results.time_to_target(sweeps.load_sweep(tmp / "multirun"), target=1e30)
     assert (easy["time_to_target"] == [picked[j][0][0] for j in easy["job"]]).all()  # at once
     assert sweeps.main(["ls", str(tmp / "multirun"), "--target", "auto", "--columns", "job,time_to_target"]) == 0
+
+
+def test_time_to_target_takes_auto_as_documented():
+    """docs/running.md writes ``time_to_target(df, "auto")`` (it raised); any other word is
+    refused naming ``target``. A table with no stored curve gets no target and no times."""
+    import pandas as pd
+
+    df = pd.DataFrame({"status": ["diverged"], "result": [None], "T": [1.0]})
+    for target in ("auto", None):
+        out = sweep_results.time_to_target(df, target)
+        assert math.isnan(out["target"][0]) and math.isnan(out["time_to_target"][0])
+    with pytest.raises(ValueError, match="^target: 'fastest'"):
+        sweep_results.time_to_target(df, "fastest")
