@@ -34,16 +34,16 @@ class TimeToLossConfig:
     overlap: OverlapConfig = dataclasses.field(default_factory=OverlapConfig)  # type: ignore[valid-type]
     optimizer: C.OptimizerConfig = dataclasses.field(default_factory=lambda: C.OptimizerConfig(name="adamw"))
     method: Dict[str, Any] = dataclasses.field(default_factory=dict)  # the optimizer group's γ grid (unused)
-    precision: Precision = Precision.bf16_mixed
-    recompute: Recompute = Recompute.none
-    grad_bytes: Optional[int] = None
-    memory_cap: Optional[Any] = None
-    margin: float = 0.05
-    zero: int = 0
-    attention: str = "standard"
-    tp_overlap: bool = False
-    offload: bool = False
-    tick_s: Optional[float] = None
+    precision: Precision = Precision.bf16_mixed  # as the plan's: fp32 | bf16_mixed | bf16
+    recompute: Recompute = Recompute.none  # not read: the search tries none, selective and full
+    grad_bytes: Optional[int] = None  # the gradients' dtype, kept and reduced (null: 4, fp32)
+    memory_cap: Optional[Any] = None  # per device, bytes or a size (80GB); null: hardware.memory_bytes
+    margin: float = 0.05  # a layout fits when its peak is at most (1 - margin) x the cap
+    zero: int = 0  # not read: the search tries 0 and 1
+    attention: str = "standard"  # standard | flash (a kernel, held fixed by the search)
+    tp_overlap: bool = False  # TP collectives hidden under compute where they fit
+    offload: bool = False  # activations to host memory (held fixed by the search)
+    tick_s: Optional[float] = None  # the timer's tick; null: the smallest op / 100
     n_workers: int = 256  # the workers every method gets (its layout searched, rpd.model.search3d)
     # a schedule of the registry (its fastest layout on n_workers), diloco or streaming_diloco
     methods: List[str] = dataclasses.field(default_factory=lambda: ["1f1b", "pipedream_2bw", "diloco"])
