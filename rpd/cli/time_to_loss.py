@@ -36,6 +36,7 @@ from rpd.io.provenance import git_state
 from rpd.model import layers, outer_exchange, search3d
 from rpd.model.answer import choose, describe, workers_of
 from rpd.model.hardware import Hardware
+from rpd.model.plan import Row
 from rpd.plotting.time_to_loss import OUTER_LABELS, hours_figure
 from rpd.validation import check_choice, check_int, check_real, required
 
@@ -94,12 +95,13 @@ def kappa_settings(method: str, row, a: dict, optimizer: str) -> tuple[str, dict
 class Searcher:
     """The plan's n-workers search, once per (hardware, workers, batch, schedules)."""
 
-    def __init__(self, cfg, kw, par):
+    def __init__(self, cfg, kw: dict, par: layers.Parallel) -> None:
         self.models, self.space, self.shape, self.k = search_inputs(cfg, par, kw, build_model)
-        self.cap = kw["memory_cap"]
-        self.cache: dict = {}
+        self.cap = float(kw["memory_cap"])
+        self.cache: dict[tuple, Row | None] = {}
 
-    def fastest(self, hw: Hardware, n: int, B: int, names: tuple[str, ...]):
+    def fastest(self, hw: Hardware, n: int, B: int, names: tuple[str, ...]) -> Row | None:
+        """The fastest row that fits of schedules ``names`` on ``n`` workers and B microbatches."""
         key = (hw, n, B, names)
         if key not in self.cache:
             found = search3d.search(

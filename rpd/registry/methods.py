@@ -151,7 +151,8 @@ def _local_sgd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> Meth
             outer_optimizer=o.outer_optimizer if o.outer_optimizer is not None else "sgd",
         )
         res = methods.every(_cut(res, pipe.params), o.stride)
-        extra = dict(N=tl.N, K=len(tl.update_time), T=tl.T, R=tl.R, H=tl.H, P=o.fragments or 1, tau=o.overlap or 0)
+        extra: dict[str, Any] = dict(N=tl.N, K=len(tl.update_time), T=tl.T, R=tl.R, H=tl.H, P=o.fragments or 1)
+        extra["tau"] = o.overlap or 0
         return MethodRun(res, res.axis, simtime.block_updates_at(tl.update_time, res.axis), extra)
     round_ends = entry_of(obj.name).evaluated == "round_ends"  # the objective's cadence (the LM's)
     diloco_kw = dict(optimizer=o.optimizer, outer_optimizer=o.outer_optimizer, inner_state=o.inner_state or "keep")
