@@ -150,7 +150,8 @@ def throughput(method: str, hw: Hardware, a: dict, search: Searcher, N: float, v
 
 def convergence(method: str, row, a: dict, N: float, cfg) -> dict:
     """κ, its source and the tokens (target_loss) or the predicted loss (tokens), from
-    :mod:`rpd.analysis.scale`; no source: ``kappa`` None and the reason as its source."""
+    :mod:`rpd.analysis.scale`; no source: ``kappa`` None and the reason as its source, no
+    tokens to the target (no hours) and no loss at a budget (its hours stand: they need no κ)."""
     name, settings = kappa_settings(method, row, a, _v(cfg.optimizer.name))
     law = a["law"]
     try:
@@ -160,8 +161,9 @@ def convergence(method: str, row, a: dict, N: float, cfg) -> dict:
         D = float(cfg.tokens)
         rec = scale.effective_tokens(name, N, D, law=law, **settings)
         return dict(kappa=rec.kappa, kappa_source=rec.source, tokens=D, loss=law.loss(N, D) * (1 + rec.relative_gap))
-    except ValueError as exc:  # no source covers this method here: say so, print no hours
-        return dict(kappa=None, kappa_source=f"no source: {exc}", tokens=None, loss=None)
+    except ValueError as exc:  # no source covers this method here: say so; no tokens to L, no loss at D
+        budget = None if cfg.tokens is None else float(cfg.tokens)  # a budget's hours need no kappa
+        return dict(kappa=None, kappa_source=f"no source: {exc}", tokens=budget, loss=None)
 
 
 def method_row(method, hw, a, search, N, cfg) -> dict:
@@ -187,7 +189,7 @@ def format_rows(rows: list[dict], target: str) -> str:
         k = "n/a" if r["kappa"] is None else f"{r['kappa']:.4f}"
         tok = "n/a" if r["tokens"] is None else f"{r['tokens']:.3g}"
         loss = "n/a" if r["loss"] is None else f"{r['loss']:.4f}"
-        hours = "n/a" if r["hours"] is None else f"{r['hours']:,.1f}"
+        hours = "n/a" if r["hours"] is None else f"{r['hours']:,.1f}" if r["hours"] >= 10 else f"{r['hours']:.3g}"
         lines.append(
             f"{r['method']:<17} {r['tokens_per_s']:>11,.0f} {r['step_s']:>8.3f} {r['site_bytes_per_step'] / 1e9:>12.3f} "
             f"{k:>6} {tok:>9} {loss:>7} {hours:>8}"
