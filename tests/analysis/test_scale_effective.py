@@ -30,6 +30,7 @@ def test_kappa_is_the_gap_through_the_law_by_hand():
     assert e.kappa == pytest.approx((1 + 21 * e.relative_gap) ** 2, rel=1e-12)
     assert e.kappa < 1 and "Douillard et al. 2023" in e.source  # the 2023 row: DiLoCo ahead
     assert e.tokens_sync == pytest.approx(1e6 / e.kappa, rel=1e-12)
+    assert e.loss == pytest.approx(2.1 * (1 + e.relative_gap), rel=1e-12)  # the method's loss at D
 
 
 def test_tokens_to_loss_reaches_the_target():
@@ -80,6 +81,7 @@ def test_a_simulated_kappa_becomes_a_gap_by_hand(monkeypatch):
     e = effective_tokens("pipedream", 4e6, 1e6, law=EASY, S=4)
     assert e.kappa == pytest.approx(1.25, rel=1e-12) and "E18" in e.source and e.other_kappa is None
     assert e.relative_gap == pytest.approx(0.1 * (1.25**0.5 - 1) / 1.15, rel=1e-12)
+    assert e.loss == pytest.approx(1.05 + 100 / (1e6 / 1.25) ** 0.5, rel=1e-12)  # L(N, D/κ) = 1.05 + 0.1118
     t = tokens_to_loss("pipedream", 4e6, 1.15, law=EASY, S=4)  # synchronous: 10^6 tokens to 1.15
     assert (t.D, t.tokens_sync) == pytest.approx((1.25e6, 1e6), rel=1e-12)
     with pytest.raises(ValueError, match=r"^no source of kappa for method 'pipedream' .*fits only at adamw \{'S': 4\}"):
