@@ -28,7 +28,7 @@ SETTINGS: dict[str, frozenset[str]] = {
     "pipedream": frozenset({"S", "noam", "optimizer"}),
     "pipedream_2bw": frozenset({"S", "M", "optimizer"}),
     "pipemare": frozenset({"S", "optimizer"}),
-    "nesterov_async": frozenset({"S", "schedule"}),
+    "nesterov_async": frozenset({"S", "schedule", "optimizer"}),  # its optimizer is itself
 }
 METHODS = tuple(SETTINGS)
 REQUIRED: dict[str, tuple[str, ...]] = {m: ("M", "H") for m in ("diloco", "streaming_diloco", "localsgd")}
@@ -74,8 +74,7 @@ def _settings(method: str, settings: dict[str, object]) -> tuple[str, dict[str, 
         if name not in settings:
             raise ValueError(f"{method} needs the setting {name}")
     optimizer = str(settings.get("optimizer", "nesterov_async" if method == "nesterov_async" else DEFAULT_OPTIMIZER))
-    if method != "nesterov_async":
-        check_choice("optimizer", optimizer, OPTIMIZERS)
+    check_choice("optimizer", optimizer, ("nesterov_async",) if method == "nesterov_async" else OPTIMIZERS)
     rest: dict[str, int | str] = {}
     for name, value in settings.items():
         if name == "schedule":
