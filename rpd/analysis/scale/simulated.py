@@ -38,6 +38,24 @@ class SimulatedFit:
 FITS: tuple[SimulatedFit, ...] = ()
 
 
+def fits_from_payload(payload: Mapping) -> tuple[SimulatedFit, ...]:
+    """The fits of an E18 figure's JSON (its ``"fits"``: method, optimizer, settings, c, gamma,
+    gamma_ci95, n_sizes, N_range), as :class:`SimulatedFit` records; how :data:`FITS` was made."""
+    return tuple(
+        SimulatedFit(
+            method=f["method"],
+            optimizer=f["optimizer"],
+            settings=settings_key(f["settings"]),
+            c=float(f["c"]),
+            gamma=float(f["gamma"]),
+            gamma_ci95=(float(f["gamma_ci95"][0]), float(f["gamma_ci95"][1])),
+            n_sizes=int(f["n_sizes"]),
+            N_range=(float(f["N_range"][0]), float(f["N_range"][1])),
+        )
+        for f in payload["fits"]
+    )
+
+
 def settings_key(settings: Mapping[str, object]) -> tuple[tuple[str, object], ...]:
     return tuple(sorted(settings.items()))
 
