@@ -100,3 +100,14 @@ def test_both_sources_are_reported_with_how_far_apart(monkeypatch):
     assert e.other_kappa == pytest.approx(1.25, rel=1e-12) and e.apart == pytest.approx(e.kappa - 1.25, rel=1e-12)
     s = effective_tokens("streaming_diloco", 4e6, 8e7, M=2, H=30, P=2)  # E18's DiLoCo, by the same assumption
     assert s.other_kappa == pytest.approx(1.25, rel=1e-12) and "assumed" in s.other_source
+
+
+def test_a_setting_e18_held_fixed_or_did_not_vary(monkeypatch):
+    fits = tuple(simulated.SimulatedFit("localsgd", "sgd", (("H", 2), ("M", M)), **FIT) for M in (2, 4))
+    monkeypatch.setattr(simulated, "FITS", (*fits, simulated.SimulatedFit("pipemare", "sgd", (), **FIT)))
+    e = effective_tokens("pipemare", 4e6, 1e6, S=8, optimizer="sgd")  # E18's pipemare fit spans its sizes' S
+    assert e.kappa == pytest.approx(1.25, rel=1e-12) and "S=8 not varied by E18" in e.source
+    assert "extrapolated" in effective_tokens("pipemare", 1e9, 1e6, optimizer="sgd").source
+    assert effective_tokens("localsgd", 4e6, 1e6, M=4, H=2, optimizer="sgd").kappa == pytest.approx(1.25, rel=1e-12)
+    with pytest.raises(ValueError, match=r"^no source of kappa for method 'localsgd'"):
+        effective_tokens("localsgd", 4e6, 1e6, M=8, H=2, optimizer="sgd")

@@ -30,9 +30,19 @@ def test_a_fit_is_kappa_minus_one_a_power_of_n():
 def test_a_figure_payload_reads_into_fits():
     payload = {
         "fits": [
-            {"method": "diloco", "optimizer": "adamw", "settings": {"M": 2, "H": 30}, "c": 0.5, "gamma": -0.5,
+            {"method": "local_sgd", "optimizer": "adamw", "settings": {"M": 2, "H": 2}, "c": 0.5, "gamma": -0.5,
              "gamma_ci95": [-0.6, -0.4], "n_sizes": 4, "N_range": [1e5, 4e6]},
+            {"method": "pipedream", "optimizer": "nesterov_async", "settings": {}, "c": 0.25, "gamma": 0.5,
+             "gamma_ci95": None, "n_sizes": 2, "N_range": [1e5, 4e6]},
+            {"method": "pipemare", "optimizer": "sgd", "settings": {}, "c": None, "gamma": None,
+             "gamma_ci95": None, "n_sizes": 1, "N_range": None},
         ]
     }  # fmt: skip
-    (fit,) = simulated.fits_from_payload(payload)
-    assert fit.settings == (("H", 30), ("M", 2)) and fit.kappa(1e6) == 1.5
+    local, nesterov = simulated.fits_from_payload(payload)  # the fit without a law is left out
+    assert (local.method, local.settings, local.kappa(1e6)) == ("localsgd", (("H", 2), ("M", 2)), 1.5)
+    assert (nesterov.method, nesterov.optimizer, nesterov.settings) == (
+        "nesterov_async",
+        "nesterov_async",
+        (("schedule", "pipedream"),),
+    )
+    assert nesterov.kappa(4e6) == 1.5  # 1 + 0.25 · 4^0.5
