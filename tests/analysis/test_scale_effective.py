@@ -30,6 +30,7 @@ def test_kappa_is_the_gap_through_the_law_by_hand():
     assert e.kappa == pytest.approx((1 + 21 * e.relative_gap) ** 2, rel=1e-12)
     assert e.kappa < 1 and "Douillard et al. 2023" in e.source  # the 2023 row: DiLoCo ahead
     assert e.tokens_sync == pytest.approx(1e6 / e.kappa, rel=1e-12)
+    assert e.loss == pytest.approx(2.1 * (1 + e.relative_gap), rel=1e-12)  # the method's loss at D
 
 
 def test_tokens_to_loss_reaches_the_target():
@@ -56,6 +57,11 @@ def test_streaming_diloco_is_diloco_by_stated_assumption():
         (lambda: relative_loss_gap("diloco", 1e9, 2e10, M=2, H=100), r"^no source of kappa for method 'diloco'"),
         (lambda: relative_loss_gap("diloco", 1e9, 2e10, M=2, H=30, optimizer="adamx"), r"^optimizer must be one of"),
         (lambda: relative_loss_gap("pipedream", 1e9, 2e10, S=8), r"^no source of kappa for method 'pipedream'"),
+        (lambda: relative_loss_gap("nesterov_async", 1e9, 2e10, optimizer="adamw"), r"^optimizer must be one of"),
+        (
+            lambda: relative_loss_gap("nesterov_async", 1e9, 2e10, S=8),
+            r"^no source of kappa for method 'nesterov_async'",
+        ),
         (lambda: tokens_to_loss("1f1b", 1e9, 1.7), r"^target_loss must be >"),
         (lambda: relative_loss_gap("diloco", -1, 2e10, M=2, H=30), r"^N must be > 0"),
     ],
@@ -80,6 +86,7 @@ def test_a_simulated_kappa_becomes_a_gap_by_hand(monkeypatch):
     e = effective_tokens("pipedream", 4e6, 1e6, law=EASY, S=4)
     assert e.kappa == pytest.approx(1.25, rel=1e-12) and "E18" in e.source and e.other_kappa is None
     assert e.relative_gap == pytest.approx(0.1 * (1.25**0.5 - 1) / 1.15, rel=1e-12)
+    assert e.loss == pytest.approx(1.05 + 100 / (1e6 / 1.25) ** 0.5, rel=1e-12)  # L(N, D/κ) = 1.05 + 0.1118
     t = tokens_to_loss("pipedream", 4e6, 1.15, law=EASY, S=4)  # synchronous: 10^6 tokens to 1.15
     assert (t.D, t.tokens_sync) == pytest.approx((1.25e6, 1e6), rel=1e-12)
     with pytest.raises(ValueError, match=r"^no source of kappa for method 'pipedream' .*fits only at adamw \{'S': 4\}"):
@@ -93,3 +100,14 @@ def test_both_sources_are_reported_with_how_far_apart(monkeypatch):
     assert e.other_kappa == pytest.approx(1.25, rel=1e-12) and e.apart == pytest.approx(e.kappa - 1.25, rel=1e-12)
     s = effective_tokens("streaming_diloco", 4e6, 8e7, M=2, H=30, P=2)  # E18's DiLoCo, by the same assumption
     assert s.other_kappa == pytest.approx(1.25, rel=1e-12) and "assumed" in s.other_source
+
+
+def test_a_setting_e18_held_fixed_or_did_not_vary(monkeypatch):
+    fits = tuple(simulated.SimulatedFit("localsgd", "sgd", (("H", 2), ("M", M)), **FIT) for M in (2, 4))
+    monkeypatch.setattr(simulated, "FITS", (*fits, simulated.SimulatedFit("pipemare", "sgd", (), **FIT)))
+    e = effective_tokens("pipemare", 4e6, 1e6, S=8, optimizer="sgd")  # E18's pipemare fit spans its sizes' S
+    assert e.kappa == pytest.approx(1.25, rel=1e-12) and "S=8 not varied by E18" in e.source
+    assert "extrapolated" in effective_tokens("pipemare", 1e9, 1e6, optimizer="sgd").source
+    assert effective_tokens("localsgd", 4e6, 1e6, M=4, H=2, optimizer="sgd").kappa == pytest.approx(1.25, rel=1e-12)
+    with pytest.raises(ValueError, match=r"^no source of kappa for method 'localsgd'"):
+        effective_tokens("localsgd", 4e6, 1e6, M=8, H=2, optimizer="sgd")

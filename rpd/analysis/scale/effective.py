@@ -28,7 +28,7 @@ SETTINGS: dict[str, frozenset[str]] = {
     "pipedream": frozenset({"S", "noam", "optimizer"}),
     "pipedream_2bw": frozenset({"S", "M", "optimizer"}),
     "pipemare": frozenset({"S", "optimizer"}),
-    "nesterov_async": frozenset({"S", "schedule"}),
+    "nesterov_async": frozenset({"S", "schedule", "optimizer"}),  # its optimizer is itself
 }
 METHODS = tuple(SETTINGS)
 REQUIRED: dict[str, tuple[str, ...]] = {m: ("M", "H") for m in ("diloco", "streaming_diloco", "localsgd")}
@@ -51,6 +51,7 @@ class EffectiveTokens:
     D: float  # the method's tokens
     kappa: float  # tokens the method needs over the synchronous run's tokens to the same loss
     relative_gap: float  # (L_method − L_sync) / L_sync at D tokens each
+    loss: float  # the method's predicted loss at D tokens: the law's L(N, D / kappa)
     tokens_sync: float  # D / kappa: the synchronous tokens to the method's loss at D
     source: str
     other_kappa: float | None = None
@@ -59,7 +60,7 @@ class EffectiveTokens:
     law: str = ""  # the loss law's source (it converts a gap into κ and back)
 
 
-def _settings(method: str, settings: dict[str, object]) -> tuple[str, dict[str, object]]:
+def _settings(method: str, settings: dict[str, object]) -> tuple[str, dict[str, int | str]]:
     """(optimizer, the other settings) of ``method``, checked: one-line errors naming the method or setting."""
     if method not in SETTINGS:
         near = nearest(str(method), METHODS)
@@ -72,24 +73,21 @@ def _settings(method: str, settings: dict[str, object]) -> tuple[str, dict[str, 
     for name in REQUIRED.get(method, ()):
         if name not in settings:
             raise ValueError(f"{method} needs the setting {name}")
-    rest = dict(settings)
-    optimizer = str(rest.pop("optimizer", "nesterov_async" if method == "nesterov_async" else DEFAULT_OPTIMIZER))
-    if method != "nesterov_async":
-        check_choice("optimizer", optimizer, OPTIMIZERS)
-    for name in ("S", "M", "H", "P", "noam"):
-        if name in rest:
-            rest[name] = check_int(name, rest[name])
-    if "tau" in rest:
-        rest["tau"] = check_int("tau", rest["tau"], minimum=0)
-    if "schedule" in rest:
-        check_choice("schedule", rest["schedule"], ("pipedream", "pipedream_2bw"))
+    optimizer = str(settings.get("optimizer", "nesterov_async" if method == "nesterov_async" else DEFAULT_OPTIMIZER))
+    check_choice("optimizer", optimizer, ("nesterov_async",) if method == "nesterov_async" else OPTIMIZERS)
+    rest: dict[str, int | str] = {}
+    for name, value in settings.items():
+        if name == "schedule":
+            rest[name] = check_choice("schedule", str(value), ("pipedream", "pipedream_2bw"))
+        elif name != "optimizer":
+            rest[name] = check_int(name, value, minimum=0 if name == "tau" else 1)
     return optimizer, rest
 
 
-def _published(method: str, N: float, D: float, optimizer: str, rest: dict[str, object]) -> tuple[float, str] | None:
+def _published(method: str, N: float, D: float, optimizer: str, rest: dict[str, int | str]) -> tuple[float, str] | None:
     if method not in ("diloco", "streaming_diloco") or optimizer != "adamw":
         return None
-    found = published.diloco_gap(N, D, int(rest["M"]), int(rest["H"]))  # type: ignore[call-overload]
+    found = published.diloco_gap(N, D, int(rest["M"]), int(rest["H"]))
     if found is None or method == "diloco":
         return found
     return found[0], f"{STREAMING_ASSUMPTION}; {found[1]}"
@@ -114,7 +112,7 @@ def effective_tokens(
     law = get_law(law)
     optimizer, rest = _settings(method, settings)
     if method in SYNCHRONOUS:
-        return EffectiveTokens(method, N, D, 1.0, 0.0, D, SYNCHRONOUS_SOURCE, law=law.source)
+        return EffectiveTokens(method, N, D, 1.0, 0.0, law.loss(N, D), D, SYNCHRONOUS_SOURCE, law=law.source)
     L = law.loss(N, D)
     found = []
     pub = _published(method, N, D, optimizer, rest)
@@ -140,6 +138,7 @@ def effective_tokens(
         D,
         kappa,
         gap,
+        law.loss(N, D / kappa),
         D / kappa,
         source,
         other_kappa=None if other is None else other[0],
@@ -172,16 +171,18 @@ def tokens_to_loss(
     """
     law = get_law(law)
     tokens_sync = law.tokens(N, target_loss)
-    first = effective_tokens(method, N, tokens_sync, law=law, **settings)
     if method in SYNCHRONOUS:
-        return first
+        return effective_tokens(method, N, tokens_sync, law=law, **settings)
     optimizer, rest = _settings(method, settings)
     pub = _published(method, N, tokens_sync, optimizer, rest)
-    if pub is None:
-        return effective_tokens(method, N, first.kappa * tokens_sync, law=law, **settings)
-    floor = law.floor(N) * (1.0 + pub[0])
-    if target_loss <= floor:
-        raise ValueError(
-            f"target_loss must be > {floor:.4g} for {method} at N={N:.3g} (the law's floor times 1 + gap), got {target_loss}"
-        )
-    return effective_tokens(method, N, law.tokens(N, target_loss / (1.0 + pub[0])), law=law, **settings)
+    if pub is None:  # κ from E18, independent of D
+        D = effective_tokens(method, N, tokens_sync, law=law, **settings).kappa * tokens_sync
+    else:
+        floor = law.floor(N) * (1.0 + pub[0])
+        if target_loss <= floor:
+            raise ValueError(
+                f"target_loss must be > {floor:.4g} for {method} at N={N:.3g} (the law's floor times 1 + gap), "
+                f"got {target_loss}"
+            )
+        D = law.tokens(N, target_loss / (1.0 + pub[0]))
+    return effective_tokens(method, N, D, law=law, **settings)
