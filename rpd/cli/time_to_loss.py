@@ -160,7 +160,7 @@ def convergence(method: str, row, a: dict, N: float, cfg) -> dict:
             return dict(kappa=rec.kappa, kappa_source=rec.source, tokens=rec.D, loss=float(cfg.target_loss))
         D = float(cfg.tokens)
         rec = scale.effective_tokens(name, N, D, law=law, **settings)
-        return dict(kappa=rec.kappa, kappa_source=rec.source, tokens=D, loss=law.loss(N, D) * (1 + rec.relative_gap))
+        return dict(kappa=rec.kappa, kappa_source=rec.source, tokens=D, loss=rec.loss)  # L(N, D / kappa)
     except ValueError as exc:  # no source covers this method here: say so; no tokens to L, no loss at D
         budget = None if cfg.tokens is None else float(cfg.tokens)  # a budget's hours need no kappa
         return dict(kappa=None, kappa_source=f"no source: {exc}", tokens=budget, loss=None)
