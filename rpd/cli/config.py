@@ -149,6 +149,11 @@ class MethodConfig:
     t1: bool = False  # PipeMare T1: per-stage step-size warm-up by delay
     t1_window: Optional[int] = None  # T1's window in updates; null: N / 4
     t2: bool = False  # PipeMare T2: backward weights extrapolated toward the forward ones
+    # method=localsgd: Streaming DiLoCo (rpd.train.streaming_diloco): P fragments synced in turn
+    # (dividing schedule.H), each update landing ``overlap`` local steps late, mixed by ``mixing``
+    fragments: int = 1
+    overlap: int = 0
+    mixing: float = 0.0
 
 
 @dataclasses.dataclass

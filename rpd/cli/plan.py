@@ -69,10 +69,12 @@ def optimizer_states(name: str) -> int:
     return states
 
 
-def run(cfg, output_dir: str | Path | None = None) -> dict:
-    """The whole command without hydra: the plan's JSON (also written to ``cfg.out``, else to
-    ``<output_dir>/plan.json``: the hydra run directory, which the entry point passes)."""
-    cfg = OmegaConf.merge(OmegaConf.structured(PlanConfig), cfg)
+def recipe(cfg) -> tuple[hw_lib.Hardware, layers.Parallel, dict, dict]:
+    """The run's recipe from a plan-like config node (its ``hardware``, ``overlap``, ``pipeline``
+    TP / SP / CP / v / partition / overlap_allreduce, ``optimizer``, ``precision``, ``recompute``,
+    ``memory_cap``, ``margin``, ``zero``, ``attention``, ``offload``, ``grad_bytes``,
+    ``tick_s``), checked: (hardware, Parallel, :func:`rpd.model.plan.plan_one`'s keyword
+    settings, the settings the JSON records). Shared by the plan and ``experiments.time_to_loss``."""
     states = optimizer_states(_v(cfg.optimizer.name))
     # omegaconf's stub types a container as a union; a config node's is a dict
     hardware: dict = OmegaConf.to_container(cfg.hardware, resolve=True)  # type: ignore[assignment]
@@ -87,39 +89,13 @@ def run(cfg, output_dir: str | Path | None = None) -> dict:
         tp_overlap=ov.tp_comm,
         CP=check_int("pipeline.CP", cfg.pipeline.CP),
     )
-    model = build_model(cfg.model, _v(cfg.recompute), par)
     cap = parse_bytes(cfg.memory_cap) if cfg.memory_cap is not None else float(hw.memory_bytes)
     margin = check_real("margin", cfg.margin, allow_zero=True)
     if margin >= 1:
         raise ValueError(f"margin must be < 1, got {margin}")
     if cfg.offload and hw.host_bandwidth is None:
         raise ValueError("offload needs hardware.host_bandwidth (bytes/s between a GPU and host memory)")
-    if cfg.objective is not None:  # the training half's input, checked before any work
-        train_grid(cfg)
-        check_int("train.N", cfg.train.N)
-        check_int("train.points", cfg.train.points)
-        check_choice("train.rule", cfg.train.rule, tuning.RULES)
-        if cfg.train.target is not None:
-            check_real("train.target", cfg.train.target, allow_zero=True)
-        try:  # the objective's own checks, before the plan's work
-            build_objective(cfg.objective, cfg.pipeline.S)
-        except (ValueError, TypeError) as exc:
-            field = str(exc).split(" ", 1)[0]  # a message that starts with its field: name it in full
-            raise type(exc)(f"objective.{exc}" if field in cfg.objective else f"objective: {exc}") from None
-    names = list(registry.SCHEDULES) if cfg.schedules is None else list(cfg.schedules)
-    for i, n in enumerate(names):
-        if n not in registry.SCHEDULES and n not in registry.VARIANTS:
-            valid = sorted(registry.SCHEDULES) + sorted(registry.VARIANTS)
-            raise ValueError(f"schedules[{i}] must be one of {valid}, got {n!r}")
-    # omegaconf's stub types a container as a union; a config node's is a dict
-    pipeline: dict = OmegaConf.to_container(cfg.pipeline, resolve=True)  # type: ignore[assignment]
-    M = pipeline["M"]
-    M = [check_int("pipeline.M", M)] if not isinstance(M, list) else M
-    D = check_int("pipeline.D", cfg.pipeline.D)
     settings = {
-        "S": cfg.pipeline.S,
-        "M": M,
-        "D": D,
         "overlap_allreduce": bool(cfg.pipeline.overlap_allreduce),
         "optimizer": _v(cfg.optimizer.name),
         "optimizer_states": states,
@@ -154,6 +130,39 @@ def run(cfg, output_dir: str | Path | None = None) -> dict:
         # the named switches replace pipeline.overlap_allreduce once any of theirs is set
         overlap=None if ov == Overlap(tp_comm=ov.tp_comm) else ov,
     )
+    return hw, par, kw, settings
+
+
+def run(cfg, output_dir: str | Path | None = None) -> dict:
+    """The whole command without hydra: the plan's JSON (also written to ``cfg.out``, else to
+    ``<output_dir>/plan.json``: the hydra run directory, which the entry point passes)."""
+    cfg = OmegaConf.merge(OmegaConf.structured(PlanConfig), cfg)
+    hw, par, kw, base = recipe(cfg)
+    model = build_model(cfg.model, _v(cfg.recompute), par)
+    cap, margin = kw["memory_cap"], kw["margin"]
+    if cfg.objective is not None:  # the training half's input, checked before any work
+        train_grid(cfg)
+        check_int("train.N", cfg.train.N)
+        check_int("train.points", cfg.train.points)
+        check_choice("train.rule", cfg.train.rule, tuning.RULES)
+        if cfg.train.target is not None:
+            check_real("train.target", cfg.train.target, allow_zero=True)
+        try:  # the objective's own checks, before the plan's work
+            build_objective(cfg.objective, cfg.pipeline.S)
+        except (ValueError, TypeError) as exc:
+            field = str(exc).split(" ", 1)[0]  # a message that starts with its field: name it in full
+            raise type(exc)(f"objective.{exc}" if field in cfg.objective else f"objective: {exc}") from None
+    names = list(registry.SCHEDULES) if cfg.schedules is None else list(cfg.schedules)
+    for i, n in enumerate(names):
+        if n not in registry.SCHEDULES and n not in registry.VARIANTS:
+            valid = sorted(registry.SCHEDULES) + sorted(registry.VARIANTS)
+            raise ValueError(f"schedules[{i}] must be one of {valid}, got {n!r}")
+    # omegaconf's stub types a container as a union; a config node's is a dict
+    pipeline: dict = OmegaConf.to_container(cfg.pipeline, resolve=True)  # type: ignore[assignment]
+    M = pipeline["M"]
+    M = [check_int("pipeline.M", M)] if not isinstance(M, list) else M
+    D = check_int("pipeline.D", cfg.pipeline.D)
+    settings = {"S": cfg.pipeline.S, "M": M, "D": D, **base}
     if cfg.n_workers is not None:  # TP x CP x PP x DP x M and the knobs for n workers: only that search
         out = workers_search(cfg, hw, par, kw, settings, build_model)
     else:

@@ -146,11 +146,10 @@ def least_line(cfg, hw, par, kw, have: int, build_model, searched: bool = False)
     )
 
 
-def workers_search(cfg, hw, par, kw, settings, build_model) -> dict:
-    """The TP x CP x PP x DP x M search over ``n_workers`` with recomputation, SP, ZeRO and v
-    (rpd.model.search3d): its answer and rows; its progress on stderr."""
-    n = check_int("n_workers", cfg.n_workers)
-    B = check_int("pipeline.global_batch", cfg.pipeline.global_batch or n)
+def search_inputs(cfg, par, kw, build_model):
+    """What :func:`rpd.model.search3d.search` needs of a plan-like config: (the models per
+    :class:`~rpd.model.search3d.Variant`, built once each; the space; the model's shape; the
+    plan's other settings for it)."""
     cache = {}
 
     def models(x: search3d.Variant):
@@ -168,13 +167,23 @@ def workers_search(cfg, hw, par, kw, settings, build_model) -> dict:
         blocks = sum(1 for x in models(search3d.Variant(1, 1, False, kw["recompute"])).layers if x.kind == "block")
         shape = search3d.Shape(blocks, m.n_head, m.n_kv_heads or m.n_head, m.d_model, m.seq)
     k = {key: v for key, v in kw.items() if key not in ("memory_cap", "SP", "zero", "recompute", "CP")}
+    return models, space, shape, k
+
+
+def workers_search(cfg, hw, par, kw, settings, build_model) -> dict:
+    """The TP x CP x PP x DP x M search over ``n_workers`` with recomputation, SP, ZeRO and v
+    (rpd.model.search3d): its answer and rows; its progress on stderr."""
+    n = check_int("n_workers", cfg.n_workers)
+    B = check_int("pipeline.global_batch", cfg.pipeline.global_batch or n)
+    models, space, shape, k = search_inputs(cfg, par, kw, build_model)
     searched = registry.searched(SEARCHED)
     say = lambda message: print(f"plan: {message}", file=sys.stderr, flush=True)  # noqa: E731
     found = search3d.search(
         models, hw, registry.timeline, n, B, kw["memory_cap"], searched, shape, space, progress=say, **k
     )
     fastest = choose(found.rows)[1]
-    tps = search3d.tp_values(hw, n, shape.heads, shape.hidden, shape.kv_heads)
+    # PipeDream's partitioner places no sites: not run on more than one
+    tps = search3d.tp_values(hw, n, shape.heads, shape.hidden, shape.kv_heads) if hw.sites == 1 else []
     say(f"PipeDream's partitioner (1F1B-RR) for TP in {tps}")
     extra, dropped, rr_skipped = replicated(
         lambda t: models(search3d.Variant(t, 1, False, kw["recompute"])),

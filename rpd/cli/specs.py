@@ -146,6 +146,9 @@ def _resolve(cfg) -> registry.RunSpec:
         optimizer=optimizer_of(cfg),
         outer_optimizer=outer_optimizer_of(cfg),
         inner_state=_value(getattr(cfg, "inner_state", "keep")),
+        fragments=m.fragments,
+        overlap=m.overlap,
+        mixing=m.mixing,
     )
     return registry.prepare(
         _value(m.name),

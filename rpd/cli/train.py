@@ -80,6 +80,13 @@ def run_config(ts: specs.TrainSpec) -> dict:
         m["gammas"] = list(ts.gammas)
     m.pop("gamma_lo"), m.pop("gamma_hi")
     m.update(dataclasses.asdict(spec.options))
+    for field, plain in (
+        ("fragments", 1),
+        ("overlap", 0),
+        ("mixing", 0.0),
+    ):  # DiLoCo's: the keys it had before Streaming DiLoCo
+        if m.get(field) in (None, plain):
+            m.pop(field, None)
     params = dataclasses.asdict(spec.pipeline.params)
     if params["local_steps"] is None:  # one local step (DDP): the key such runs had before the field
         del params["local_steps"]

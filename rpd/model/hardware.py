@@ -37,6 +37,7 @@ import dataclasses
 from rpd.validation import check_choice, check_int, check_real
 
 GiB = 2**30
+SITE_MIN_BITS = 1e6  # a site link below 1 Mbit/s is taken for a value in the wrong unit
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +67,9 @@ class Hardware:
     host_latency: float = 0.0
     attention_efficiency: float | None = None  # a fused attention kernel's FLOP/s over peak (None: the GEMMs')
     matmul_ceiling: float | None = None  # the measured best large-matmul FLOP/s over peak (a benchmark)
+    sites: int = 1  # datacenters the workers are split over evenly (module docstring)
+    site_bandwidth: float | None = None  # BITS/s each way of each site's link to the others (100e9: 100 Gbit/s)
+    site_latency: float = 0.0  # s per message over a site link
 
     def __post_init__(self):
         check_real("hardware.peak_flops", self.peak_flops)
@@ -99,6 +103,36 @@ class Hardware:
             raise ValueError(f"hardware.attention_efficiency must be in (0, 1], got {self.attention_efficiency}")
         if self.matmul_ceiling is not None and not 0 < self.matmul_ceiling <= 1:
             raise ValueError(f"hardware.matmul_ceiling must be in (0, 1], got {self.matmul_ceiling}")
+        check_int("hardware.sites", self.sites)
+        if self.sites > 1 and self.site_bandwidth is None:
+            raise ValueError(f"hardware.site_bandwidth (bits/s) must be set when hardware.sites={self.sites}")
+        if (
+            self.site_bandwidth is not None
+            and check_real("hardware.site_bandwidth", self.site_bandwidth) < SITE_MIN_BITS
+        ):
+            raise ValueError(
+                f"hardware.site_bandwidth is in bits/s (100e9 = 100 Gbit/s), got {self.site_bandwidth:g}: "
+                f"below {SITE_MIN_BITS:g} it is ambiguous (Gbit/s? GB/s?); write it in bits/s"
+            )
+        check_real("hardware.site_latency", self.site_latency, allow_zero=True)
+
+    @property
+    def site_bytes_per_s(self) -> float:
+        """A site link's bandwidth in bytes/s: ``site_bandwidth`` / 8."""
+        if self.site_bandwidth is None:
+            raise ValueError("hardware.site_bandwidth (bits/s) is not set")
+        return self.site_bandwidth / 8.0
+
+    def site_seconds(self, moved: float, steps: int, rings: int = 1) -> float:
+        """Seconds a collective spends on the site links: ``steps`` ring steps of
+        ``site_latency`` each, and ``rings`` × ``moved`` bytes (what one rank of each ring
+        sends; every ring crosses each site's link once) at :attr:`site_bytes_per_s`:
+
+            t_site = steps · site_latency + rings · moved / (site_bandwidth / 8).
+        """
+        if moved <= 0:
+            return 0.0
+        return steps * self.site_latency + rings * float(moved) / self.site_bytes_per_s
 
     @property
     def flops(self) -> float:
@@ -135,22 +169,27 @@ class Hardware:
         D = check_int("D", D)
         return 2.0 * (D - 1) / D * float(nbytes)
 
-    def allreduce_seconds(self, nbytes: float, D: int, per_node: int = 1) -> float:
-        """A ring all-reduce of ``nbytes`` over D ranks, ``per_node`` of them in each node."""
+    def allreduce_seconds(self, nbytes: float, D: int, per_node: int = 1, site_rings: int = 0) -> float:
+        """A ring all-reduce of ``nbytes`` over D ranks, ``per_node`` of them in each node;
+        ``site_rings`` > 0: the ring spans the sites, that many rings crossing each site link at
+        once (module docstring): the slower of the in-site ring and :meth:`site_seconds`."""
         moved = self.ring_bytes(nbytes, D)
         if moved <= 0:
             return 0.0
         bw, lat = self.collective_link(per_node, D)
-        return lat + moved / bw
+        site = self.site_seconds(moved, 2 * (D - 1), site_rings) if site_rings else 0.0
+        return max(lat + moved / bw, site)
 
-    def half_seconds(self, nbytes: float, D: int, per_node: int = 1) -> float:
+    def half_seconds(self, nbytes: float, D: int, per_node: int = 1, site_rings: int = 0) -> float:
         """A reduce-scatter or an all-gather of ``nbytes`` (the whole tensor) over D ranks: each
-        rank sends (D-1)/D of them, half an all-reduce's bytes."""
+        rank sends (D-1)/D of them, half an all-reduce's bytes (``site_rings``: as
+        :meth:`allreduce_seconds`, D − 1 ring steps)."""
         moved = self.ring_bytes(nbytes, D) / 2
         if moved <= 0:
             return 0.0
         bw, lat = self.collective_link(per_node, D)
-        return lat + moved / bw
+        site = self.site_seconds(moved, D - 1, site_rings) if site_rings else 0.0
+        return max(lat + moved / bw, site)
 
 
 # The measured ceiling of each DGX GPU: the Maximum Achievable Matmul FLOPS (BF16, no sparsity,

@@ -84,6 +84,7 @@ def dp_seconds(
     gather: np.ndarray | None = None,
     param_gather: bool | None = None,
     stage_params: np.ndarray | None = None,
+    site_rings: int = 0,
 ) -> float:
     """Seconds the data-parallel collectives add to one flush of ``tl`` (module docstring).
 
@@ -93,7 +94,9 @@ def dp_seconds(
     all-reduces after its last backward ends, during the drain) or "backward" (``grad_reduce``:
     chunk by chunk from each chunk's last backward start). ``param_gather`` None: on with
     ``overlap="backward"`` (the plan's earlier single switch). ``stage_params`` [n_stages]:
-    values of each global stage, to split a rank's bytes over its chunks."""
+    values of each global stage, to split a rank's bytes over its chunks. ``site_rings`` > 0: the
+    DP group spans the sites, that many rings on each site link
+    (:meth:`~rpd.model.hardware.Hardware.allreduce_seconds`)."""
     if param_gather is None:
         param_gather = overlap == "backward"
     grads = np.asarray(grads, float)
@@ -101,11 +104,11 @@ def dp_seconds(
 
     def reduce(nbytes: float) -> float:
         if gather is None:
-            return hw.allreduce_seconds(nbytes, D, per_node)
-        return hw.half_seconds(nbytes, D, per_node)
+            return hw.allreduce_seconds(nbytes, D, per_node, site_rings)
+        return hw.half_seconds(nbytes, D, per_node, site_rings)
 
     red = np.array([reduce(b) for b in grads])
-    ag = np.zeros(S) if gather is None else np.array([hw.half_seconds(w, D, per_node) for w in gather])
+    ag = np.zeros(S) if gather is None else np.array([hw.half_seconds(w, D, per_node, site_rings) for w in gather])
     flush = tl.T * tick_s
     t = tl.table
     if not overlap:
@@ -135,7 +138,7 @@ def dp_seconds(
                 done = min(fwd_start[(r, g)] for g, _ in xs) * tick_s  # issued at the rank's first forward
                 late = 0.0
                 for due, share in sorted((fwd_end[(r, g)] * tick_s, w) for g, w in xs):
-                    done += hw.half_seconds(share * gather[r], D, per_node)
+                    done += hw.half_seconds(share * gather[r], D, per_node, site_rings)
                     late = max(late, done - due)
                 exposed[r] += late
     return float(exposed.max())

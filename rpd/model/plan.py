@@ -24,7 +24,14 @@ microbatches: after its last backward of the step each rank all-reduces its grad
 − 1 peers (ring, latency + 2(D−1)/D · gradient bytes / all-reduce bandwidth). Not overlapped
 (default): every rank waits for the flush, so the step grows by the slowest rank's all-reduce;
 ``overlap_allreduce``: a rank starts as soon as its own backwards are done, during the drain, and
-the step grows by max(0, max_r(last backward_r + all-reduce_r) − flush). ``dp_allreduce_s`` is
+the step grows by max(0, max_r(last backward_r + all-reduce_r) − flush). With ``hardware.sites``
+> 1 (:mod:`rpd.model.topology`) the DP rings that span the sites run at the slower of their
+in-site ring and the site link; one pipeline split over the sites (D = 1) keeps its p2p timed
+in-site by the timer (its latency is one number for every boundary) and its step is at least
+what its cut carries over the site link, M activations one way and M gradients the other:
+step >= M · TP · CP · out_cut / (site_bandwidth / 8) (+ 2 · site_latency for a flush, whose critical
+path crosses the cut both ways). ``site_bytes_per_step``: what each site sends over its link per
+step. ``dp_allreduce_s`` is
 what the step grew by (counted as idle in the bubbles); tokens/s = D·M·tokens / step, MFU per
 device is unchanged in form (D cancels); bytes per rank do not change (no sharding). The
 asynchronous schedules (no flush: PipeDream, PipeMare, 2BW, LocalSGD) have no point where D
@@ -100,6 +107,7 @@ class Row:
     dp_allreduce_s: float = 0.0
     memory: dict | None = None  # RankMemory.breakdown()
     replicas: tuple | None = None  # 1F1B-RR: workers of each stage (PipeDream's partitioner)
+    site_bytes_per_step: float = 0.0  # bytes each site sends over its site link per step (hardware.sites)
     error: str | None = None
 
 
@@ -237,14 +245,34 @@ def plan_one(
     dp_s = 0.0
     if DC > 1:
         dp_s = dp_seconds(
-            one, mem.grads, hw, DC, tick, overlap_allreduce, where.dp_per_node, gather, param_gather, st.params
+            one,
+            mem.grads,
+            hw,
+            DC,
+            tick,
+            overlap_allreduce,
+            where.dp_per_node,
+            gather,
+            param_gather,
+            st.params,
+            where.dp_site_rings,
         )
     step = two.T - one.T + dp_s / tick  # ticks, the all-reduce's share fractional
+    site = 0.0
+    if where.p2p_site_share:  # one pipeline over the sites: its cuts between sites on the site links
+        per = S // hw.sites  # stages per site; the cut after stage k·per − 1 (k = 1 .. sites − 1)
+        cuts = [st.out[k * per * (st.G // S) - 1] for k in range(1, hw.sites)]
+        # each way, from every TP x CP rank of the cut: M activations on, M gradients back
+        site = where.p2p_site_share * M * float(max(cuts))
+        link = hw.site_seconds(site, 0) + (2 * hw.site_latency if unit.synchronous else 0.0)
+        step = max(step, link / tick)
     step_s = step * tick
     cap = float(hw.memory_bytes if memory_cap is None else memory_cap) * (1.0 - margin)
     p = _rank_values(two, st)
     dp_bytes = mem.grads if gather is None else (mem.grads + gather) / 2  # RS + AG: half a ring each
     ar = _allreduce_bytes(two, st, p, hw, gb, M) + np.array([hw.ring_bytes(b, DC) for b in dp_bytes])
+    if where.dp_site_rings:  # each of a pipeline's TP·S ranks' rings crosses each site link once
+        site = TP * float(sum(hw.ring_bytes(b, DC) for b in dp_bytes))
     return Row(
         **label,
         step_time_s=step_s,
@@ -264,6 +292,7 @@ def plan_one(
         tick_s=tick,
         dp_allreduce_s=dp_s,
         memory=mem.breakdown(),
+        site_bytes_per_step=site,
     )
 
 

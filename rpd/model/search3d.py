@@ -5,7 +5,7 @@ Candidates (:func:`candidates`): TP a power of two inside one node dividing the 
 heads and the hidden size; CP (:class:`Space`) dividing N / TP with the sequence cut into 2·CP
 load-balanced chunks (CP ranks after TP, before DP: Megatron's order); PP dividing N / (TP·CP)
 up to the model's blocks; DP the rest, DP dividing the global batch of ``B`` microbatches, M =
-B / DP. For each, the schedules the caller names (:class:`Searched`): a chunked one (interleaved)
+B / DP (with ``hardware.sites`` > 1, only the layouts :func:`rpd.model.topology.place` admits). For each, the schedules the caller names (:class:`Searched`): a chunked one (interleaved)
 at every v of the space whose chunks get whole layers, with Megatron's M rule; at PP = 1 only the
 first unchunked one (one stage has nothing to overlap); the asynchronous ones where DP = CP = 1.
 Then recomputation, SP (TP > 1) and ZeRO-1 (DP·CP > 1) as the space gives them. A model per
@@ -174,6 +174,8 @@ def candidates(
                     continue
                 DP = n // (TP * CP * PP)
                 M = B // DP
+                if hw.sites > 1 and DP % hw.sites and not (DP == 1 and PP % hw.sites == 0):
+                    continue  # a layout the sites cannot hold (rpd.model.topology.place)
                 layouts: list[tuple[str, int | None]] = []
                 for s in sync if PP > 1 else single:
                     if not s.chunked:

@@ -18,7 +18,8 @@ r's work per step is load_r = M · Σ_{g on r} (f_g + i_g + w_g), and
 * the data-parallel collectives add, when nothing overlaps them (no ``overlap_allreduce``, no
   ``overlap.grad_reduce``), the slowest rank's reduction of its gradients over DP × CP
   (:meth:`rpd.model.hardware.Hardware.allreduce_seconds`; ZeRO-1: a reduce-scatter, and the
-  all-gather unless ``overlap.param_gather``), exactly as the plan adds them; else 0.
+  all-gather unless ``overlap.param_gather``), exactly as the plan adds them (over the site
+  links where the DP groups span sites); else 0.
 
 The ticks round each op to the nearest tick of 1/100 of the smallest op, so every op's ticks are
 at least 0.995 of its seconds: the bound takes 0.995 of the compute. Static bytes are weights,
@@ -100,15 +101,16 @@ def dp_floor(hw: Hardware, params: np.ndarray, TP: int, CP: int, DP: int, S: int
     overlapped = ov.grad_reduce if ov is not None else bool(kw.get("overlap_allreduce", False))
     if DC == 1 or overlapped:
         return 0.0
-    per_node = place(hw, TP, DP, S, CP).dp_per_node
+    where = place(hw, TP, DP, S, CP)
+    per_node, rings = where.dp_per_node, where.dp_site_rings
     values = rank_sums(params.astype(float), S)
     grads = values * (kw.get("grad_bytes") or 4)
     if not zero:
-        return max(hw.allreduce_seconds(b, DC, per_node) for b in grads)
+        return max(hw.allreduce_seconds(b, DC, per_node, rings) for b in grads)
     gather = ov is not None and ov.param_gather
     w = precision_bytes(kw.get("precision", "bf16_mixed"))[0]
     return max(
-        hw.half_seconds(g, DC, per_node) + (0.0 if gather else hw.half_seconds(v * w, DC, per_node))
+        hw.half_seconds(g, DC, per_node, rings) + (0.0 if gather else hw.half_seconds(v * w, DC, per_node, rings))
         for g, v in zip(grads, values)
     )
 

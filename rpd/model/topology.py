@@ -16,6 +16,15 @@ gpus_per_node. So
   the pipeline (S·TP·DP ranks for its every replica) spans more than one node.
 
 With ``gpus_per_node`` 1 (the flat presets) every p2p and every collective is inter-node.
+
+Sites (``hardware.sites`` > 1, :mod:`rpd.model.hardware`): the workers split evenly over the
+sites. With D a multiple of the sites each site holds D / sites whole pipelines, so every DP
+group spans the sites and its ring crosses each site link once, the TP·S groups of a pipeline
+(one per rank, its DP × CP peers) all at once (``dp_site_rings``); p2p stays in a site. With
+one pipeline (D = 1) whose S stages split evenly over the sites, the boundaries between the
+sites' stages cross the site links, their TP × CP ranks sending at once (``p2p_site_share``;
+the plan's step is at least what a cut carries over its link, :mod:`rpd.model.plan`). Any other
+D is refused.
 """
 
 from __future__ import annotations
@@ -35,6 +44,17 @@ class Placement:
     S: int
     gpus_per_node: int
     CP: int = 1
+    sites: int = 1
+
+    @property
+    def dp_site_rings(self) -> int:
+        """Rings crossing each site link at once in the DP × CP reduction (0: it stays in a site)."""
+        return self.TP * self.S if self.sites > 1 and self.DP > 1 else 0
+
+    @property
+    def p2p_site_share(self) -> int:
+        """Senders sharing a site link at a stage boundary that crosses it (0: none does)."""
+        return self.TP * self.CP if self.sites > 1 and self.DP == 1 else 0
 
     @property
     def workers(self) -> int:
@@ -63,4 +83,10 @@ def place(hw: Hardware, TP: int = 1, DP: int = 1, S: int = 1, CP: int = 1) -> Pl
     g = hw.gpus_per_node
     if TP > 1 and (TP > g or g % TP):
         raise ValueError(f"pipeline.TP={TP} must divide hardware.gpus_per_node={g} (a TP group sits inside one node)")
-    return Placement(TP=TP, DP=DP, S=S, gpus_per_node=g, CP=CP)
+    k = hw.sites
+    if k > 1 and DP % k and not (DP == 1 and S % k == 0):
+        raise ValueError(
+            f"pipeline.D={DP} with hardware.sites={k}: D must be a multiple of the sites (whole pipelines in "
+            f"each site), or 1 with pipeline.S={S} a multiple of them (one pipeline split over the sites)"
+        )
+    return Placement(TP=TP, DP=DP, S=S, gpus_per_node=g, CP=CP, sites=k)

@@ -24,7 +24,7 @@ from rpd.schedules import Timeline
 from rpd.schedules.machinery import delays, memory
 from rpd.schedules.machinery.costs import CostModel
 from rpd.schedules.machinery.entry import ScheduleEntry
-from rpd.train import diloco, methods, optimizers, semantics, semantics_parallel
+from rpd.train import diloco, methods, optimizers, semantics, semantics_parallel, streaming_diloco
 from rpd.validation import check_choice, check_int, required
 
 
@@ -50,6 +50,11 @@ class MethodOptions:
     # averaging; "nesterov": DiLoCo's) and the inner state at a sync (keep | average | reset)
     outer_optimizer: Any = None
     inner_state: str | None = None
+    # LocalSGD (rpd.train.streaming_diloco): Streaming DiLoCo's P fragments synced in turn, each
+    # outer update landing ``overlap`` (τ) local steps late, mixed by ``mixing`` (α); 1, 0, 0: DiLoCo
+    fragments: int | None = None
+    overlap: int | None = None
+    mixing: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,6 +139,21 @@ def _pd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> MethodRun:
 def _local_sgd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> MethodRun:
 
     tl = pipe.timeline(obj)
+    if _streaming(o):  # Streaming DiLoCo: fragments in turn, updates τ steps late
+        res = streaming_diloco.on_timeline(
+            obj,
+            tl,
+            gammas,
+            P=o.fragments or 1,
+            tau=o.overlap or 0,
+            alpha=o.mixing or 0.0,
+            optimizer=o.optimizer,
+            outer_optimizer=o.outer_optimizer if o.outer_optimizer is not None else "sgd",
+        )
+        res = methods.every(_cut(res, pipe.params), o.stride)
+        extra: dict[str, Any] = dict(N=tl.N, K=len(tl.update_time), T=tl.T, R=tl.R, H=tl.H, P=o.fragments or 1)
+        extra["tau"] = o.overlap or 0
+        return MethodRun(res, res.axis, simtime.block_updates_at(tl.update_time, res.axis), extra)
     round_ends = entry_of(obj.name).evaluated == "round_ends"  # the objective's cadence (the LM's)
     diloco_kw = dict(optimizer=o.optimizer, outer_optimizer=o.outer_optimizer, inner_state=o.inner_state or "keep")
     res = methods.local_sgd(obj, tl, gammas, seed=seed, track_time=not round_ends, **diloco_kw)
@@ -144,6 +164,11 @@ def _local_sgd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> Meth
     R, H = res.meta["R"], res.meta["H"]
     extra = dict(N=tl.N, K=len(times), T=tl.T, R=R, H=H, **delays.table_summary(np.zeros(1)))
     return MethodRun(res, res.axis, simtime.block_updates_at(times, res.axis), extra)
+
+
+def _streaming(o: MethodOptions) -> bool:
+    """Streaming DiLoCo's options set (more than one fragment, an overlap or a mixing)."""
+    return (o.fragments or 1) > 1 or (o.overlap or 0) > 0 or (o.mixing or 0.0) > 0
 
 
 def _sgd(obj, pipe: Pipeline, gammas, seed: int, o: MethodOptions) -> MethodRun:
@@ -239,8 +264,8 @@ for _method in (
         "localsgd",
         _local_sgd,
         ("local_sgd",),
-        ("outer_optimizer", "inner_state"),
-        doc="LocalSGD (DiLoCo with an outer optimizer) from its timeline",
+        ("outer_optimizer", "inner_state", "fragments", "overlap", "mixing"),
+        doc="LocalSGD (DiLoCo with an outer optimizer; Streaming DiLoCo with fragments) from its timeline",
     ),
     MethodEntry(
         "pipeline",
@@ -305,6 +330,10 @@ def schedule_of(method: str, schedule: str | None) -> str | None:
 def _check_diloco_read(entry: MethodEntry, o: MethodOptions) -> None:
     """DiLoCo's options (an outer optimizer other than plain averaging, an inner state other than
     keep) are refused for a method that does not read them, not dropped like its other options."""
+    if "fragments" not in entry.options and _streaming(o):
+        raise ValueError(
+            f"method.fragments / overlap / mixing (Streaming DiLoCo): apply to method=localsgd only, not to method={entry.name}"
+        )
     if "outer_optimizer" in entry.options:
         return
     outer, inner_state = diloco.resolve_outer(o.outer_optimizer), o.inner_state or "keep"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -87,3 +88,27 @@ def test_the_command_reports_d_the_all_reduce_and_the_partitioner(tmp_path, caps
     assert data["partitioner"]["workers"] <= 4
     with pytest.raises(ValueError, match=r"pipeline\.D"):
         entry.run(compose(["pipeline.D=0", "out=null"], "plan"))
+
+
+def test_two_pipelines_on_two_sites_pay_the_site_link():
+    # the same two pipelines, one per site, sites joined by 0.8 Gbit/s = 0.1 GB/s: each rank's ring
+    # crosses the link, the 2 rings (TP·S = 2) at once; rank 1's ring sends 4e6 bytes, rank 0's
+    # 4,000: the link carries 4.004e6 bytes a step; rank 1's all-reduce: 2 x 4e6 / 1e8 = 80 ms
+    hw = dataclasses.replace(HW, sites=2, site_bandwidth=0.8e9)
+    two = plan(TOY, hw, ["1f1b"], registry.timeline, 2, 2, D=2, how="layers")[0]
+    assert two.site_bytes_per_step == pytest.approx(4e6 + 4000)
+    assert two.dp_allreduce_s == pytest.approx(2 * 4e6 / 1e8)
+    assert two.step_time_s == pytest.approx(9e-3 + 0.08)
+    assert _row(2).site_bytes_per_step == 0.0  # one site: nothing crosses
+
+
+def test_one_pipeline_over_two_sites_is_bound_by_its_cut():
+    # stage 0 sends 10 kB per microbatch forward (stage 1 as much back); the link 8 Mbit/s = 1 MB/s:
+    # M = 2 microbatches carry 20 kB each way a step, 20 ms > the 9 ms flush: the step is 20 ms, +
+    # 2 x 1 ms of latency for 1F1B's flush (its critical path crosses the cut both ways)
+    wide = Model("wide", (dataclasses.replace(TOY.layers[0], out_bytes=10_000), TOY.layers[1]), 100)
+    hw = dataclasses.replace(HW, sites=2, site_bandwidth=8e6, site_latency=1e-3)
+    row = plan(wide, hw, ["1f1b"], registry.timeline, 2, 2, D=1, how="layers")[0]
+    assert row.site_bytes_per_step == pytest.approx(2e4)
+    assert row.step_time_s == pytest.approx(0.02 + 0.002)
+    assert row.tokens_per_s == pytest.approx(2 * 100 / 0.022)

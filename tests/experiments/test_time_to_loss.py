@@ -1,0 +1,115 @@
+"""``experiments.time_to_loss`` (rpd.cli.time_to_loss): refusals before any work, and a small model
+end to end through the job function, its numbers checked against the formulas worked by hand
+(Chinchilla's tokens to L; DiLoCo's exchange bytes and seconds over the site link)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from hydra_helpers import ROOT, compose
+
+from rpd.cli import time_to_loss as job
+
+SMALL = [
+    "model=gpt2_small",
+    "hardware=h100_80g",
+    "n_workers=8",
+    "hardware.sites=2",
+    "hardware.site_bandwidth=100e9",
+    "methods=[1f1b,diloco]",
+    "diloco.M=2",
+    "diloco.H=30",
+]
+
+
+@pytest.mark.parametrize(
+    "override, field",
+    [
+        ("hardware.site_bandwidth=100", "hardware.site_bandwidth is in bits/s"),
+        ("methods=[1f1b,nope]", "methods[1]"),
+        ("diloco.M=3", "diloco.M=3 must divide n_workers=8"),
+        ("diloco.P=4", "diloco.P=4 must divide diloco.H=30"),
+        ("tokens=1e9", "give exactly one of target_loss"),
+        ("target_loss=1.0", "target_loss must be >"),
+        ("law=kaplan", "law"),
+        ("bandwidths=[0.0001]", "bandwidths[0]"),
+    ],
+)
+def test_bad_input_is_refused_naming_its_field(override, field, tmp_path):
+    base = [x for x in SMALL if not x.startswith(override.split("=")[0] + "=")]
+    target = [] if override.startswith("target_loss") else ["target_loss=3"]
+    with pytest.raises((ValueError, TypeError), match=field.replace("[", r"\[").replace("]", r"\]")):
+        job.run(compose([*base, *target, override, f"out={tmp_path / 'o.json'}"], "time_to_loss"))
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_m_and_sites_must_agree(tmp_path):
+    cfg = compose([*SMALL, "n_workers=12", "hardware.sites=2", "diloco.M=3", "target_loss=3"], "time_to_loss")
+    with pytest.raises(ValueError, match="diloco.M=3 with hardware.sites=2"):
+        job.run(cfg)
+
+
+@pytest.mark.slow  # a fresh interpreter: about 10 s
+def test_the_command_refuses_in_one_line_and_exits_2(tmp_path):
+    out = tmp_path / "o.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.time_to_loss", *SMALL, "hardware.site_bandwidth=100", f"out={out}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "RPD_DEBUG": "", "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("error: hardware.site_bandwidth is in bits/s")
+    assert not out.exists()
+
+
+def test_a_small_model_end_to_end(tmp_path, capsys):
+    out, fig = tmp_path / "t.json", tmp_path / "t.png"
+    cfg = compose([*SMALL, "target_loss=3.0", "bandwidths=[1,400]", f"out={out}", f"figure={fig}"], "time_to_loss")
+    job.run(cfg)
+    text = capsys.readouterr().out
+    res = json.loads(out.read_text())
+    assert fig.exists() and res["sweep"]["gbits"] == [1.0, 400.0]
+    N = res["settings"]["N"]
+    sync, dil = res["rows"]
+    # Chinchilla (E 1.69, A 406.4, B 410.7, alpha 0.34, beta 0.28): D = (B / (L - E - A/N^alpha))^(1/beta)
+    D = (410.7 / (3.0 - 1.69 - 406.4 / N**0.34)) ** (1 / 0.28)
+    assert sync["kappa"] == 1.0 and sync["tokens"] == pytest.approx(D, rel=1e-9)
+    assert sync["hours"] == pytest.approx(D / sync["tokens_per_s"] / 3600)
+    # DiLoCo M = 2 over 2 sites: each site sends N fp32 values every H = 30 steps over its link
+    assert dil["site_bytes_per_step"] == pytest.approx(N * 4 / 30)
+    assert dil["kappa"] is not None and "Charles et al. 2025" in dil["kappa_source"]
+    # at 1 Gbit/s the exchange is the site link's: 2·1/2 · 4N bytes at 1e9/8 B/s, blocking once per 30 steps
+    tokens_per_step = 8 * 1024  # B = 8 microbatches of gpt2_small's 1,024 tokens
+    t_inner = dil["step_s"] - dil["exposed_s"]
+    step_1 = t_inner + 4 * N / (1e9 / 8) / 30
+    assert res["sweep"]["hours"]["diloco"][0] == pytest.approx(dil["tokens"] / (tokens_per_step / step_1) / 3600)
+    assert dil["tokens_per_s"] == pytest.approx(tokens_per_step / dil["step_s"])
+    assert "kappa: synchronous" in text and "layout: M=2 x (1f1b" in text
+
+
+def test_a_token_budget_gives_each_method_its_loss(tmp_path):
+    cfg = compose([*SMALL, "tokens=2e9", "bandwidths=null", f"out={tmp_path / 't.json'}"], "time_to_loss")
+    res = job.run(cfg)
+    (sync, dil), N = res["rows"], res["settings"]["N"]
+    assert sync["tokens"] == dil["tokens"] == 2e9
+    assert sync["loss"] == pytest.approx(1.69 + 406.4 / N**0.34 + 410.7 / 2e9**0.28, rel=1e-9)
+    assert sync["hours"] == pytest.approx(2e9 / sync["tokens_per_s"] / 3600)
+    assert "sweep" not in res
+
+
+def test_without_a_kappa_source_a_budget_still_has_hours_but_no_loss(tmp_path):
+    # PipeDream has no kappa source until E18 is committed: to a target it gets no tokens and no
+    # hours; on a budget its hours are the budget over its tokens/s, its loss unknown
+    base = [*SMALL, "methods=[pipedream]", "bandwidths=null", f"out={tmp_path / 't.json'}"]
+    (row,) = job.run(compose([*base, "tokens=2e9"], "time_to_loss"))["rows"]
+    if row["kappa"] is not None:
+        pytest.skip("E18's fits are committed: PipeDream has a kappa source now")
+    assert row["loss"] is None and row["hours"] == pytest.approx(2e9 / row["tokens_per_s"] / 3600)
+    (row,) = job.run(compose([*base, "target_loss=3.0"], "time_to_loss"))["rows"]
+    assert row["tokens"] is None and row["hours"] is None and row["kappa_source"].startswith("no source")
