@@ -20,6 +20,7 @@ from rpd.analysis import simtime
 from rpd.cli import schedule_config
 from rpd.cli.config import LoggerConfig, ObjectiveConfig, _value, node_to
 from rpd.schedules.machinery.costs import CostModel, HostLink
+from rpd.schedules.machinery.jitter import Jitter, Slow
 from rpd.validation import check_choice, check_int, check_real
 
 
@@ -78,7 +79,10 @@ def cost_model(c) -> CostModel:
         host = HostLink(d2h, h2d, latency, check_int("costs.host_min_gap", c.host_min_gap, 2))
     elif getattr(c, "host_h2d", None) is not None:
         raise ValueError("costs.host_h2d needs costs.host_d2h (offload is on when host_d2h is set)")
+    jitter = stochastic(c)
     return CostModel(
+        jitter=jitter[0],
+        slow=jitter[1],
         F=c.F,
         B=c.B,
         I=c.I,
@@ -91,6 +95,16 @@ def cost_model(c) -> CostModel:
         unit=getattr(c, "unit", "tick"),
         host=host,
     )
+
+
+def stochastic(c) -> tuple[Jitter | None, Slow | None]:
+    """The jitter and persistent stragglers of a costs node (checked, naming ``costs.<field>``);
+    None for each that is off (every CV 0; no slow rank or a factor of 1)."""
+    cvs = {k: getattr(c, f"jitter_cv_{k}", 0.0) for k in ("F", "B", "IW", "p2p", "allreduce")}
+    jitter = Jitter(**cvs)  # checks each CV >= 0
+    ranks = tuple(getattr(c, "slow_ranks", None) or ())
+    slow = Slow(ranks, getattr(c, "slow_factor", 1.0))  # checks the ranks and the factor
+    return (None if jitter.is_zero else jitter), (slow if ranks and slow.factor != 1 else None)
 
 
 def optimizer_of(cfg) -> dict | None:
