@@ -6,7 +6,7 @@ import numpy as np
 
 from rpd.schedules.machinery.costs import CostModel, HostLink
 from rpd.schedules.machinery.ir import BWD, BWD_I, BWD_W, FWD, Order
-from rpd.schedules.machinery.jitter import barrier_gaps
+from rpd.schedules.machinery.jitter import Jitter, barrier_gaps
 from rpd.schedules.machinery.offload import time_with_transfers
 from rpd.schedules.machinery.timeline import OpTable, Timeline
 from rpd.schedules.machinery.timer import edge_latency, flatten, op_durations, time_order
@@ -43,7 +43,8 @@ def timed(
         flush = gaps = None
     else:
         flush = flat.mb // barrier_every
-        gaps = barrier_gaps(costs.jitter, np.full(-(-N // barrier_every), gap, np.int64), costs.seed)
+        jitter = costs.jitter if isinstance(costs.jitter, Jitter) else None  # (CostModel made a tuple a Jitter)
+        gaps = barrier_gaps(jitter, np.full(-(-N // barrier_every), gap, np.int64), costs.seed)
     transfers = None
     if isinstance(costs.host, HostLink):  # activation offload: transfers on each rank's host link
         start, end, transfers = time_with_transfers(flat, dur, p2p, flush, gaps, costs.host)
