@@ -29,6 +29,7 @@ from omegaconf import OmegaConf
 from rpd import registry
 from rpd.analysis import tuning
 from rpd.analysis.plan_train import format_times
+from rpd.cli import specs
 from rpd.cli.config import _value as _v
 from rpd.cli.config import node_to
 from rpd.cli.objectives import build_objective
@@ -106,6 +107,9 @@ def run(cfg, output_dir: str | Path | None = None) -> dict:
         except (ValueError, TypeError) as exc:
             field = str(exc).split(" ", 1)[0]  # a message that starts with its field: name it in full
             raise type(exc)(f"objective.{exc}" if field in cfg.objective else f"objective: {exc}") from None
+    noise = specs.stochastic_time(cfg.costs, check_int("pipeline.S", cfg.pipeline.S))
+    if noise is not None and cfg.n_workers is not None:
+        raise ValueError("costs: jitter and stragglers apply to the plan's rows, not to the n_workers search")
     names = list(registry.SCHEDULES) if cfg.schedules is None else list(cfg.schedules)
     for i, n in enumerate(names):
         if n not in registry.SCHEDULES and n not in registry.VARIANTS:
@@ -136,6 +140,7 @@ def run(cfg, output_dir: str | Path | None = None) -> dict:
         "zero": check_choice("zero", cfg.zero, (0, 1)),
         "attention": par.attention,
         "offload": bool(cfg.offload),
+        "costs": None if noise is None else OmegaConf.to_container(cfg.costs, resolve=True),
     }
     kw = dict(
         optimizer_states=states,
@@ -157,7 +162,19 @@ def run(cfg, output_dir: str | Path | None = None) -> dict:
     if cfg.n_workers is not None:  # TP x CP x PP x DP x M and the knobs for n workers: only that search
         out = workers_search(cfg, hw, par, kw, settings, build_model)
     else:
-        rows = plan(model, hw, names, registry.timeline, cfg.pipeline.S, M, D=D, TP=par.TP, v=cfg.pipeline.v, **kw)
+        rows = plan(
+            model,
+            hw,
+            names,
+            registry.timeline,
+            cfg.pipeline.S,
+            M,
+            D=D,
+            TP=par.TP,
+            v=cfg.pipeline.v,
+            stochastic=noise,
+            **kw,
+        )
         rows = best_first(rows)  # at equal speed the smaller peak first
         lines = answer(rows, cap, margin)
         print("\n".join(lines))

@@ -20,7 +20,7 @@ from rpd.analysis import simtime
 from rpd.cli import schedule_config
 from rpd.cli.config import LoggerConfig, ObjectiveConfig, _value, node_to
 from rpd.schedules.machinery.costs import CostModel, HostLink
-from rpd.schedules.machinery.jitter import Jitter, Slow
+from rpd.schedules.machinery.jitter import Jitter, Slow, Stochastic
 from rpd.validation import check_choice, check_int, check_real
 
 
@@ -105,6 +105,17 @@ def stochastic(c) -> tuple[Jitter | None, Slow | None]:
     ranks = tuple(getattr(c, "slow_ranks", None) or ())
     slow = Slow(ranks, getattr(c, "slow_factor", 1.0))  # checks the ranks and the factor
     return (None if jitter.is_zero else jitter), (slow if ranks and slow.factor != 1 else None)
+
+
+def stochastic_time(c, S: int) -> Stochastic | None:
+    """The :class:`~rpd.schedules.machinery.jitter.Stochastic` of a costs node for an S-rank
+    plan (checked, naming ``costs.<field>``); None when it has neither jitter nor a slow rank."""
+    jitter, slow = stochastic(c)
+    if slow is not None:
+        slow.check(S)
+    if jitter is None and slow is None:
+        return None
+    return Stochastic(jitter, slow, check_int("costs.seed", c.seed, 0))
 
 
 def optimizer_of(cfg) -> dict | None:

@@ -17,7 +17,8 @@ from rpd.results import StudyOutput
 def stragglers_figure(out: StudyOutput, path) -> None:
     """``path`` (PNG) and ``<stem>.pdf``: (a) step time / exact vs f (one straggler, mean over its
     rank), (b) vs the jitter CV (mean over seeds, ± one sd), (c) time to target / exact vs f (the
-    straggler on the training rank), (d) vs CV (seed 0); y = f dashed in (a) and (c)."""
+    straggler on the training rank), (d) vs CV (mean ± sd over the trained seeds); y = f dashed in
+    (a) and (c)."""
     with paper_style():
         _draw(out.summary, path)
 
@@ -41,8 +42,9 @@ def _draw(s: dict, path) -> None:
             ys = [(ttt.get(f"straggler/{f:g}") or {}).get("ratio") for f in factors]
             _line(c, factors, [np.nan if y is None else y for y in ys], name)
             key = lambda v: "straggler/1" if v == 0 else f"jitter/{v:g}"  # noqa: E731
-            ys = [(ttt.get(key(v)) or {}).get("ratio") for v in cvs]
-            _line(d, cvs, [np.nan if y is None else y for y in ys], name)
+            got = [ttt.get(key(v)) or {} for v in cvs]
+            ys = [np.nan if g.get("ratio") is None else g["ratio"] for g in got]
+            _line(d, cvs, ys, name, yerr=[g.get("ratio_sd") or 0.0 for g in got])
     for ax in (a, c):
         ax.plot(factors, factors, "k--", lw=0.8, label="y = f")
         ax.set_xlabel("straggler factor f (one rank's compute ops × f, every step)")
@@ -58,7 +60,7 @@ def _draw(s: dict, path) -> None:
     target = "n/a" if s.get("target") is None else f"{s['target']:.4g}"
     c.set_title(f"(c) time to target loss {target}, straggler on rank {rank}", fontsize=10)
     d.set_ylabel("time to target / exact")
-    d.set_title("(d) time to target under jitter (seed 0)", fontsize=10)
+    d.set_title(f"(d) time to target under jitter (mean ± sd over {cfg['train_seeds']} seeds)", fontsize=10)
     a.legend(fontsize=8, ncol=2)
     fig.suptitle(s["title"] + "\n" + "\n".join(textwrap.wrap(s["setting"], 160)), fontsize=9)
     save(fig, path)

@@ -24,7 +24,7 @@ step(0).
 ``mb_per_S``·S microbatches through its own semantics (:func:`rpd.train.methods.train`) on E10's
 MLP chain with one block per stage, on its timeline under the straggler (on rank
 ``train_rank``, the last by default: the paper's most common straggler, an overloaded last
-stage) or the jitter (seed 0); the curve is read at ``points`` instants evenly spaced up to the
+stage) or the jitter (seeds 0 .. ``train_seeds`` - 1, the mean reported); the curve is read at ``points`` instants evenly spaced up to the
 run's own makespan, γ by the stable selector (tail ``tail_frac``) on a power-of-two grid. The
 target is fixed once, as the loss every schedule reaches on its exact timeline (f = 1, c = 0): the
 largest over schedules of each one's lowest recorded loss in its N_train microbatches. (E10's
@@ -73,6 +73,7 @@ class Config:
     factors: tuple[float, ...] = (1.0, 1.25, 1.5, 1.75, 2.0)  # the straggler's slowdown f (k = 1)
     cvs: tuple[float, ...] = (0.0, 0.1, 0.2, 0.4)  # jitter CV of every op type
     seeds: int = 16  # jittered timelines per (schedule, CV)
+    train_seeds: int = 4  # jittered timelines trained per (schedule, CV)
     tF: int = 100  # ticks of one F (fine enough that rounding a jittered op moves it < 0.5 %)
     tB: int = 200
     p2p: int = 10
@@ -80,6 +81,7 @@ class Config:
     H: int = 4  # LocalSGD local steps per round (R = S)
     schedules: tuple[str, ...] = SCHEDULES
     train: bool = True  # time to a target loss (the MLP chain)
+    train_schedules: tuple[str, ...] | None = None  # the schedules trained; None: every one of schedules
     train_rank: int | None = None  # the straggler's rank in training; None: the last
     mb_per_S: int = 32  # N_train = mb_per_S * S
     points: int = 64
@@ -91,9 +93,19 @@ class Config:
     seed: int = 0  # the objective's data and init
 
 
-# Laptop size: S = 4, three factors, one CV, 3 seeds, 4 steps, N_train = 16 S, a narrower γ grid.
+# Laptop size: S = 4, three factors, one CV, 3 seeds, 4 steps; 1F1B and PipeDream trained (each
+# runner's first compile is most of a run at this size), N_train = 16 S, a narrower γ grid.
 QUICK = dict(
-    S=4, factors=(1.0, 1.5, 2.0), cvs=(0.0, 0.2), seeds=3, flushes=4, mb_per_S=16, points=16, gamma_exps=(-2, 2)
+    S=4,
+    factors=(1.0, 1.5, 2.0),
+    cvs=(0.0, 0.2),
+    seeds=3,
+    train_seeds=1,
+    train_schedules=("1f1b", "pipedream"),
+    flushes=4,
+    mb_per_S=16,
+    points=16,
+    gamma_exps=(-2, 2),
 )
 
 
@@ -102,6 +114,9 @@ def check(cfg: Config) -> None:
     unknown = [s for s in cfg.schedules if s not in FAMILY]
     if unknown:
         raise ValueError(f"schedules: unknown {unknown}; valid: {list(FAMILY)}")
+    other = [s for s in cfg.train_schedules or () if s not in cfg.schedules]
+    if other:
+        raise ValueError(f"train_schedules: {other} are not in schedules {list(cfg.schedules)}")
     if not cfg.factors or 1.0 not in cfg.factors or min(cfg.factors) <= 0:
         raise ValueError(f"factors must include 1.0 (the reference) and be > 0, got {list(cfg.factors)}")
     if not cfg.cvs or 0.0 not in cfg.cvs or min(cfg.cvs) < 0:
@@ -180,20 +195,20 @@ def _train(cfg: Config, obj, name: str, c: CostModel, grid: np.ndarray) -> dict:
 
 
 def train_rows(cfg: Config, progress: Callable[[str], None]) -> list[dict]:
-    """Each schedule trained under each f (straggler on ``train_rank``) and each CV (seed 0), with
-    time to the target of the module doc."""
+    """Each schedule trained under each f (straggler on ``train_rank``) and each CV (seeds 0 ..
+    ``train_seeds`` - 1 of the jitter), with time to the target of the module doc."""
     obj = objective_sizes.mlp_chain(cfg, cfg.S, cfg.seed)
     grid = tuning.pow2_grid(*cfg.gamma_exps)
     r = cfg.S - 1 if cfg.train_rank is None else cfg.train_rank
     rows = []
-    for name in cfg.schedules:
+    for name in cfg.schedules if cfg.train_schedules is None else cfg.train_schedules:
         for f in cfg.factors:
             row = dict(kind="straggler", schedule=name, f=f, cv=0.0, rank=r if f != 1 else None)
             rows.append(dict(row, **_train(cfg, obj, name, costs(cfg, name, slow=(r, f)), grid)))
         for cv in cfg.cvs:
-            if cv > 0:
-                row = dict(kind="jitter", schedule=name, f=1.0, cv=cv, rank=None)
-                rows.append(dict(row, **_train(cfg, obj, name, costs(cfg, name, cv=cv, seed=0), grid)))
+            for s in range(cfg.train_seeds) if cv > 0 else ():
+                row = dict(kind="jitter", schedule=name, f=1.0, cv=cv, rank=None, seed=s)
+                rows.append(dict(row, **_train(cfg, obj, name, costs(cfg, name, cv=cv, seed=s), grid)))
         progress(f"{name}: trained")
     ref = [x for x in rows if x["f"] == 1.0 and x["cv"] == 0.0 and x["loss"] is not None]
     target = max(float(np.nanmin(x["_curve"])) for x in ref) if ref else float("nan")
@@ -212,7 +227,7 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
     trained = train_rows(cfg, report) if cfg.train else []
     arrays = {}
     for x in trained:
-        key = f"{x['schedule']}/{x['kind']}/f{x['f']:g}/cv{x['cv']:g}"
+        key = f"{x['schedule']}/{x['kind']}/f{x['f']:g}/cv{x['cv']:g}/seed{x.get('seed', 0)}"
         arrays[key + "/curve"] = x.pop("_curve")
         arrays[key + "/axis"] = x.pop("_axis")
     summary = summarise(cfg, steps, trained)
@@ -274,15 +289,10 @@ def summarise(cfg: Config, steps: list[dict], trained: list[dict]) -> dict:
             jit[f"{cv:g}"] = dict(ratio_mean=float(np.mean(ratios)), ratio_sd=float(np.std(ratios)), n=len(ratios))
         tr = [x for x in trained if x["schedule"] == name]
         t0 = next((x["time_to_target"] for x in tr if x["f"] == 1.0 and x["cv"] == 0.0), None)
-        ttt = {
-            f"{x['kind']}/{x['f'] if x['kind'] == 'straggler' else x['cv']:g}": dict(
-                time_to_target=x["time_to_target"],
-                ratio=None if t0 is None or x["time_to_target"] is None else x["time_to_target"] / t0,
-                loss=x["loss"],
-                gamma=x["gamma"],
-            )
-            for x in tr
-        }
+        groups: dict[str, list[dict]] = {}
+        for x in tr:
+            groups.setdefault(f"{x['kind']}/{x['f'] if x['kind'] == 'straggler' else x['cv']:g}", []).append(x)
+        ttt = {key: _time_summary(xs, t0) for key, xs in groups.items()}
         per[name] = dict(family=FAMILY[name], step=base, straggler=strag, jitter=jit, time_to_target=ttt)
     setting = (
         f"S = {cfg.S}, M = {cfg.M_factor * cfg.S}, F = {cfg.tF}, B = {cfg.tB} ticks (I = W = B/2), p2p {cfg.p2p}, "
@@ -290,10 +300,26 @@ def summarise(cfg: Config, steps: list[dict], trained: list[dict]) -> dict:
         f"{cfg.flushes}, in units of F; straggler: one rank x f (mean over its position); jitter: lognormal "
         f"CV c on every op type, {cfg.seeds} seeds; training: MLP chain (n = {cfg.mlp_n}, width {cfg.mlp_width}), "
         f"N = {cfg.mb_per_S * cfg.S}, stable γ, straggler on rank "
-        f"{cfg.S - 1 if cfg.train_rank is None else cfg.train_rank}"
+        f"{cfg.S - 1 if cfg.train_rank is None else cfg.train_rank}, jitter over {cfg.train_seeds} seeds"
     )
     target = trained[0]["target"] if trained else None
     return dict(**summary_head("e19_stragglers", TITLE, setting, cfg), schedules=per, target=target)
+
+
+def _time_summary(xs: list[dict], t0: float | None) -> dict:
+    """Time to target of one (schedule, f or CV) over its runs (one, or one per jitter seed): the
+    mean when every run reached the target (None otherwise), its ratio to exact, the γ picked."""
+    times = [x["time_to_target"] for x in xs]
+    mean = None if any(t is None for t in times) else float(np.mean(times))
+    return dict(
+        time_to_target=mean,
+        ratio=None if t0 is None or mean is None else mean / t0,
+        ratio_sd=None if t0 is None or mean is None or len(xs) < 2 else float(np.std(times)) / t0,
+        reached=sum(t is not None for t in times),
+        n=len(xs),
+        loss=xs[0]["loss"],
+        gamma=xs[0]["gamma"],
+    )
 
 
 def figure(out: StudyOutput, path) -> None:

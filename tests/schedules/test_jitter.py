@@ -62,12 +62,13 @@ def test_same_seed_same_timeline_other_seeds_differ():
 
 def test_jitter_scales_each_op_by_its_own_factor():
     """Each op's duration is round(cost · X) with X the factor of its (kind, stage, microbatch),
-    the same draw in two schedules that run the op at different times."""
+    the same draw in two schedules that run the op at different times, and in a run of 16
+    microbatches for its first 8 (the draws are microbatch-major)."""
     c = CostModel(F=1000, B=2000, jitter=(0.3, 0.3), seed=11)
-    z = np.random.default_rng([11, 19, 1]).standard_normal((5, 4, 8))
-    for tl in (schedules.gpipe(4, 8, 8, c), schedules.one_f_one_b(4, 8, 8, c)):
+    z = np.random.default_rng([11, 19, 1]).standard_normal((16, 5, 4))  # [microbatch, kind, stage]
+    for tl in (schedules.gpipe(4, 8, 8, c), schedules.one_f_one_b(4, 8, 8, c), schedules.one_f_one_b(4, 16, 8, c)):
         t = tl.table
-        want = np.rint(np.where(t.kind == schedules.FWD, 1000, 2000) * jitter.factor(0.3, z[t.kind, t.stage, t.mb]))
+        want = np.rint(np.where(t.kind == schedules.FWD, 1000, 2000) * jitter.factor(0.3, z[t.mb, t.kind, t.stage]))
         np.testing.assert_array_equal(t.end - t.start, want.astype(np.int64))
 
 

@@ -55,6 +55,7 @@ def test_jitter_rows_are_seeded_and_differ_by_seed():
         (dict(schedules=("gpipe", "nope")), "schedules"),
         (dict(tB=3), "tB"),
         (dict(train_rank=2), "train_rank"),
+        (dict(train_schedules=("gpipe",)), "train_schedules"),
     ],
 )
 def test_bad_config_names_its_field(bad, field):

@@ -14,7 +14,9 @@ fine tick (a cost of hundreds of ticks) keeps the mean; rounding moves it by at 
 The draws are indexed by the op, not by when it runs: compute op (kind, stage, microbatch), p2p edge
 (kind, stage, microbatch, which dependency), barrier (its index), so every schedule timed with one
 seed meets the same slow ops (common random numbers across schedules), and one seed gives one
-timeline. Z is drawn once per index whatever the CV, so CV = 0 is the deterministic timeline
+timeline. The draws are laid out microbatch-major, so a run of N microbatches and a longer one
+give their first N microbatches the same draws (the plan's step, a 2M-run minus an M-run, is then
+the second step's own ops). Z is drawn once per index whatever the CV, so CV = 0 is the deterministic timeline
 exactly (X = exp(0) = 1).
 
 **Persistent stragglers** (:class:`Slow`): the compute ops (F, B, I, W, an overlapped F&B) of the
@@ -85,6 +87,19 @@ class Slow:
                 raise ValueError(f"costs.slow_ranks[{i}]={r} is not a rank of the {n_ranks}-rank schedule")
 
 
+@dataclasses.dataclass(frozen=True)
+class Stochastic:
+    """Stochastic time to lay over a cost model made elsewhere (the plan's stage costs):
+    :meth:`fields` are the ``CostModel`` fields it sets (``dataclasses.replace(costs, **fields)``)."""
+
+    jitter: Jitter | None = None
+    slow: Slow | None = None
+    seed: int = 0
+
+    def fields(self) -> dict:
+        return dict(jitter=self.jitter, slow=self.slow, seed=check_int("costs.seed", self.seed, minimum=0))
+
+
 def sigma(cv: float) -> float:
     """σ of the lognormal factor exp(σZ − σ²/2) with mean 1 and coefficient of variation ``cv``:
     σ = sqrt(ln(1 + cv²))."""
@@ -115,11 +130,11 @@ def op_factors(
     """float64 [n]: each compute op's duration factor, slow rank × jitter (1 where neither)."""
     out = np.ones(len(kind))
     if jitter is not None and not jitter.is_zero:
-        z = _rng(seed, _OPS).standard_normal((_N_KINDS, n_stages, N))
+        z = _rng(seed, _OPS).standard_normal((N, _N_KINDS, n_stages))  # microbatch-major: see the module doc
         cvs = {FWD: jitter.F, BWD: jitter.B, BWD_I: jitter.IW, BWD_W: jitter.IW}
         for k, cv in cvs.items():
             at = kind == k
-            out[at] = factor(cv, z[k, stage[at], mb[at]])
+            out[at] = factor(cv, z[mb[at], k, stage[at]])
     if slow is not None and slow.factor != 1:
         out *= np.where(np.isin(rank, slow.ranks), slow.factor, 1.0)
     return out
@@ -145,8 +160,8 @@ def edge_latency(
     int64 [n, 2] round(p2p · X), X drawn per (kind, stage, microbatch, slot)."""
     if jitter is None or jitter.p2p == 0 or p2p == 0:
         return p2p
-    z = _rng(seed, _P2P).standard_normal((_N_KINDS, n_stages, N, 2))
-    return np.rint(p2p * factor(jitter.p2p, z[kind, stage, mb])).astype(np.int64)
+    z = _rng(seed, _P2P).standard_normal((N, _N_KINDS, n_stages, 2))
+    return np.rint(p2p * factor(jitter.p2p, z[mb, kind, stage])).astype(np.int64)
 
 
 def barrier_gaps(jitter: Jitter | None, gaps: np.ndarray, seed: int) -> np.ndarray:
