@@ -1,10 +1,10 @@
-"""E19 (rpd.studies.stragglers): step times against hand-computed makespans, the references at
+"""E19 (rpd.studies.stochastic_time): step times against hand-computed makespans, the references at
 f = 1 and CV 0, and refusals naming the field."""
 
 import numpy as np
 import pytest
 
-from rpd.studies import stragglers
+from rpd.studies import stochastic_time
 
 # S = 2, M = 4, one flush, F = 2, B = 4 ticks, no latency: 1F1B's makespan is 30 ticks (GPipe's
 # (M + S - 1)(F + B)); one straggler at f = 1.5 on rank 1 gives 6 + 4(3 + 6) = 42 (rank 1 runs its
@@ -28,22 +28,22 @@ TINY = dict(
 
 
 def test_step_times_by_hand():
-    cfg = stragglers.Config(**TINY)
-    rows = stragglers.step_rows(cfg)
+    cfg = stochastic_time.Config(**TINY)
+    rows = stochastic_time.step_rows(cfg)
     by_rank = {x["rank"]: x["step"] for x in rows if x["kind"] == "straggler" and x["f"] == 1.5}
     assert by_rank == {0: 39 / 2, 1: 42 / 2}  # makespan x M / N in units of F = 2 ticks
     base = next(x["step"] for x in rows if x["kind"] == "straggler" and x["f"] == 1.0)
     assert base == 30 / 2
-    s = stragglers.summarise(cfg, rows, [])["schedules"]["1f1b"]
+    s = stochastic_time.summarise(cfg, rows, [])["schedules"]["1f1b"]
     assert s["straggler"]["1.5"]["ratio_mean"] == pytest.approx((42 / 30 + 39 / 30) / 2, rel=1e-12)
     assert s["straggler"]["1.5"]["worst_rank"] == 1
     assert s["straggler"]["1"]["ratio_mean"] == 1.0 and s["jitter"]["0"]["ratio_mean"] == 1.0
 
 
 def test_jitter_rows_are_seeded_and_differ_by_seed():
-    cfg = stragglers.Config(**TINY)
-    a = [x["step"] for x in stragglers.step_rows(cfg) if x["kind"] == "jitter" and x["cv"] == 0.3]
-    b = [x["step"] for x in stragglers.step_rows(cfg) if x["kind"] == "jitter" and x["cv"] == 0.3]
+    cfg = stochastic_time.Config(**TINY)
+    a = [x["step"] for x in stochastic_time.step_rows(cfg) if x["kind"] == "jitter" and x["cv"] == 0.3]
+    b = [x["step"] for x in stochastic_time.step_rows(cfg) if x["kind"] == "jitter" and x["cv"] == 0.3]
     assert a == b and len(set(a)) == 3 and np.all(np.isfinite(a))
 
 
@@ -60,4 +60,4 @@ def test_jitter_rows_are_seeded_and_differ_by_seed():
 )
 def test_bad_config_names_its_field(bad, field):
     with pytest.raises(ValueError, match=field):
-        stragglers.check(stragglers.Config(**{**TINY, **bad}))
+        stochastic_time.check(stochastic_time.Config(**{**TINY, **bad}))

@@ -46,7 +46,7 @@ import numpy as np
 
 from rpd import registry
 from rpd.analysis import tuning
-from rpd.plotting.stragglers import stragglers_figure
+from rpd.plotting.stochastic_time import stochastic_time_figure
 from rpd.results import StudyOutput
 from rpd.schedules.machinery.costs import CostModel
 from rpd.studies import objective_sizes, summary_head
@@ -323,4 +323,4 @@ def _time_summary(xs: list[dict], t0: float | None) -> dict:
 
 
 def figure(out: StudyOutput, path) -> None:
-    stragglers_figure(out, path)
+    stochastic_time_figure(out, path)

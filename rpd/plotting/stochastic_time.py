@@ -1,4 +1,4 @@
-"""E19's figure (``rpd.studies.stragglers``) from its saved summary: step time and time to a target
+"""E19's figure (``rpd.studies.stochastic_time``) from its saved summary: step time and time to a target
 loss against the straggler's factor f and the jitter's CV, relative to the exact timeline, one line
 per schedule (its family in the legend)."""
 
@@ -14,7 +14,7 @@ from rpd.plotting.style import paper_style, save
 from rpd.results import StudyOutput
 
 
-def stragglers_figure(out: StudyOutput, path) -> None:
+def stochastic_time_figure(out: StudyOutput, path) -> None:
     """``path`` (PNG) and ``<stem>.pdf``: (a) step time / exact vs f (one straggler, mean over its
     rank), (b) vs the jitter CV (mean over seeds, ± one sd), (c) time to target / exact vs f (the
     straggler on the training rank), (d) vs CV (mean ± sd over the trained seeds); y = f dashed in
