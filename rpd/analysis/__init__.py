@@ -2,9 +2,11 @@
 
 The modules (docs/api.md): :mod:`~rpd.analysis.simtime` (time axes and the equal-time
 protocols), :mod:`~rpd.analysis.tuning` (step-size grids and selectors),
-:mod:`~rpd.analysis.theory` (the bound, fits), :mod:`~rpd.analysis.crossover`.
+:mod:`~rpd.analysis.theory` (the bound, fits), :mod:`~rpd.analysis.crossover`,
+:mod:`~rpd.analysis.stragglers` and :mod:`~rpd.analysis.what_if` (a measured trace's slowdown,
+attribution and what-if; docs/replay.md).
 """
 
-from rpd.analysis import crossover, simtime, theory, tuning
+from rpd.analysis import crossover, simtime, stragglers, theory, tuning, what_if
 
-__all__ = ["crossover", "simtime", "theory", "tuning"]
+__all__ = ["crossover", "simtime", "stragglers", "theory", "tuning", "what_if"]

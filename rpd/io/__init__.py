@@ -2,10 +2,10 @@
 
 The public calls (docs/api.md): :func:`load_result` (a sweep table row's stored curves; the
 table itself is ``rpd.io.sweeps.load_sweep``, a module run as ``python -m rpd.io.sweeps``), and the modules :mod:`~rpd.io.result_io` (``to_xarray``,
-``to_pandas``, ``plot``, ``save``, ``load``), :mod:`~rpd.io.store` and :mod:`~rpd.io.tracking`.
+``to_pandas``, ``plot``, ``save``, ``load``), :mod:`~rpd.io.store`, :mod:`~rpd.io.tracking` and :mod:`~rpd.io.trace` (measured training traces, docs/replay.md).
 """
 
-from rpd.io import result_io, store, tracking
+from rpd.io import result_io, store, trace, tracking
 from rpd.io.sweep_results import load_result
 
-__all__ = ["load_result", "result_io", "store", "tracking"]
+__all__ = ["load_result", "result_io", "store", "trace", "tracking"]
