@@ -1,0 +1,76 @@
+"""rpd.io.trace_jitter: the pooled within-group CV of a trace's op types, by hand, and a persistent
+straggler that leaves it at 0."""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rpd.io import trace, trace_jitter
+from rpd.model.job_layout import JobLayout
+
+ST = Path(__file__).parent.parent / "data" / "trace_st"
+
+
+def _trace(durations: dict) -> pd.DataFrame:
+    """``durations[(stage, optype, mb)]`` = one duration per step; dp = 1."""
+    rows = []
+    for (stage, op, mb), ds in durations.items():
+        for step, d in enumerate(ds):
+            rows.append(
+                dict(
+                    dp_rank=0,
+                    stage=stage,
+                    rank=stage,
+                    step=step,
+                    optype=op,
+                    start_ts=0.0,
+                    duration=d,
+                    seq_id=mb,
+                    mc=0,
+                    gmc=stage,
+                    mb_id=mb if op.endswith("compute") else -1,
+                )
+            )
+    df = pd.DataFrame(rows)
+    return trace.check_trace(df, JobLayout(dp=1, pp=1 + max(s for s, _, _ in durations)))
+
+
+def test_pooled_cv_by_hand():
+    """F of microbatch 0 over three steps: 1, 2, 3 (mean 2, relative deviations -1/2, 0, 1/2);
+    of microbatch 1: 4, 4, 4. Pooled: sqrt((1/4 + 0 + 1/4) / (2 + 2)) = sqrt(1/8)."""
+    df = _trace(
+        {
+            (0, "forward-compute", 0): [1.0, 2.0, 3.0],
+            (0, "forward-compute", 1): [4.0, 4.0, 4.0],
+            (0, "backward-compute", 0): [2.0, 2.0, 2.0],
+            (0, "forward-send", 0): [0.1, 0.3, 0.2],
+        }
+    )
+    jit, cvs = trace_jitter.jitter_from_trace(df)
+    assert cvs["F"] == pytest.approx(np.sqrt(1 / 8), rel=1e-12)
+    assert cvs["B"] == 0.0 and cvs["IW"] == 0.0
+    assert cvs["p2p"] == pytest.approx(np.sqrt((0.25 + 0.25) / 2), rel=1e-12)  # 0.1, 0.3, 0.2 about 0.2
+    assert cvs["allreduce"] is None and jit.allreduce == 0.0
+    assert jit.F == cvs["F"]
+
+
+def test_a_persistent_straggler_is_not_jitter():
+    """Stage 1 twice as slow in every step: the CV stays 0 (the groups are per worker)."""
+    df = _trace(
+        {
+            (0, "forward-compute", 0): [1.0] * 4,
+            (1, "forward-compute", 0): [2.0] * 4,
+            (0, "backward-compute", 0): [2.0] * 4,
+            (1, "backward-compute", 0): [4.0] * 4,
+        }
+    )
+    _, cvs = trace_jitter.jitter_from_trace(df)
+    assert cvs["F"] == 0.0 and cvs["B"] == 0.0
+
+
+def test_st_trace_cvs_are_finite():
+    layout = trace.read_meta(ST / "meta-ST.yaml")
+    jit, cvs = trace_jitter.jitter_from_trace(trace.read_trace(ST / "trace-ST.parquet", layout))
+    assert all(v is not None and np.isfinite(v) and v >= 0 for v in cvs.values())
