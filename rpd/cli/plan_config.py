@@ -123,6 +123,8 @@ class PlanCostsConfig:
     slow_ranks: List[int] = dataclasses.field(default_factory=list)  # persistent stragglers: these ranks'
     slow_factor: float = 1.0  # compute ops take slow_factor times as long, every step
     seed: int = 0  # seed of the jitter draws
+    jitter_trace: Optional[str] = None  # a measured trace (parquet): the CVs read from it (rpd.io.trace_jitter) ...
+    jitter_meta: Optional[str] = None  # ... with its meta file (YAML); exclusive with jitter_cv_*
 
 
 @dataclasses.dataclass

@@ -19,6 +19,7 @@ from rpd import objectives, registry
 from rpd.analysis import simtime
 from rpd.cli import schedule_config
 from rpd.cli.config import LoggerConfig, ObjectiveConfig, _value, node_to
+from rpd.io import trace, trace_jitter
 from rpd.schedules.machinery.costs import CostModel, HostLink
 from rpd.schedules.machinery.jitter import Jitter, Slow, Stochastic
 from rpd.validation import check_choice, check_int, check_real
@@ -109,8 +110,20 @@ def stochastic(c) -> tuple[Jitter | None, Slow | None]:
 
 def stochastic_time(c, S: int) -> Stochastic | None:
     """The :class:`~rpd.schedules.machinery.jitter.Stochastic` of a costs node for an S-rank
-    plan (checked, naming ``costs.<field>``); None when it has neither jitter nor a slow rank."""
+    plan (checked, naming ``costs.<field>``); None when it has neither jitter nor a slow rank.
+    ``costs.jitter_trace`` (with ``costs.jitter_meta``): the jitter's CVs read from a measured
+    trace (:func:`rpd.io.trace_jitter.jitter_from_trace`) instead of ``costs.jitter_cv_*``."""
     jitter, slow = stochastic(c)
+    path = getattr(c, "jitter_trace", None)
+    if path is not None:
+        if jitter is not None:
+            raise ValueError("costs.jitter_trace and costs.jitter_cv_* are both set; give one")
+        if getattr(c, "jitter_meta", None) is None:
+            raise ValueError("costs.jitter_meta: the trace's meta file (YAML) is needed with costs.jitter_trace")
+        try:
+            jitter = trace_jitter.jitter_from_trace(trace.read_trace(path, trace.read_meta(c.jitter_meta)))[0]
+        except (OSError, ValueError) as exc:  # the trace's own one-line refusal, named by the field
+            raise ValueError(f"costs.jitter_trace: {exc}") from None
     if slow is not None:
         slow.check(S)
     if jitter is None and slow is None:

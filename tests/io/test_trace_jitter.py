@@ -2,11 +2,13 @@
 straggler that leaves it at 0."""
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from rpd.cli import specs
 from rpd.io import trace, trace_jitter
 from rpd.model.job_layout import JobLayout
 
@@ -74,3 +76,31 @@ def test_st_trace_cvs_are_finite():
     layout = trace.read_meta(ST / "meta-ST.yaml")
     jit, cvs = trace_jitter.jitter_from_trace(trace.read_trace(ST / "trace-ST.parquet", layout))
     assert all(v is not None and np.isfinite(v) and v >= 0 for v in cvs.values())
+
+
+def test_the_plan_reads_its_jitter_from_a_trace():
+    """``costs.jitter_trace`` / ``jitter_meta`` of experiments.plan: the trace's CVs, nothing else;
+    refused in one line naming the field when the meta is missing or both ways are given."""
+    node = dict(
+        jitter_cv_F=0.0,
+        jitter_cv_B=0.0,
+        jitter_cv_IW=0.0,
+        jitter_cv_p2p=0.0,
+        jitter_cv_allreduce=0.0,
+        slow_ranks=[],
+        slow_factor=1.0,
+        seed=3,
+        jitter_trace=str(ST / "trace-ST.parquet"),
+        jitter_meta=str(ST / "meta-ST.yaml"),
+    )
+    got = specs.stochastic_time(SimpleNamespace(**node), 4)
+    want, _ = trace_jitter.jitter_from_trace(
+        trace.read_trace(ST / "trace-ST.parquet", trace.read_meta(ST / "meta-ST.yaml"))
+    )
+    assert got is not None and got.jitter == want and got.slow is None and got.seed == 3
+    with pytest.raises(ValueError, match="costs.jitter_meta"):
+        specs.stochastic_time(SimpleNamespace(**{**node, "jitter_meta": None}), 4)
+    with pytest.raises(ValueError, match="both set"):
+        specs.stochastic_time(SimpleNamespace(**{**node, "jitter_cv_F": 0.1}), 4)
+    with pytest.raises(ValueError, match="costs.jitter_trace: trace: cannot read"):
+        specs.stochastic_time(SimpleNamespace(**{**node, "jitter_trace": str(ST / "missing.parquet")}), 4)
