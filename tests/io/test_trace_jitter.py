@@ -72,10 +72,18 @@ def test_a_persistent_straggler_is_not_jitter():
     assert cvs["F"] == 0.0 and cvs["B"] == 0.0
 
 
-def test_st_trace_cvs_are_finite():
+def test_st_forward_cv_against_grouped_variances():
+    """On ST, the pooled CV of forward-compute equals sqrt(sum_g (n_g - 1) var_g / m_g^2 / sum_g (n_g - 1))
+    with pandas' per-group sample variance (ddof 1) and mean, grouped by (dp rank, stage, chunk,
+    microbatch): the same quantity computed a second way."""
     layout = trace.read_meta(ST / "meta-ST.yaml")
-    jit, cvs = trace_jitter.jitter_from_trace(trace.read_trace(ST / "trace-ST.parquet", layout))
-    assert all(v is not None and np.isfinite(v) and v >= 0 for v in cvs.values())
+    df = trace.read_trace(ST / "trace-ST.parquet", layout)
+    _, cvs = trace_jitter.jitter_from_trace(df)
+    f = df[df.optype == "forward-compute"].groupby(["dp_rank", "stage", "mc", "mb_id"])["duration"]
+    n, var, mean = f.size(), f.var(ddof=1), f.mean()
+    want = np.sqrt(((n - 1) * var / mean**2).sum() / (n - 1).sum())
+    assert cvs["F"] == pytest.approx(want, rel=1e-10)
+    assert 0 < cvs["F"] < 0.1 and all(v is not None and np.isfinite(v) for v in cvs.values())
 
 
 def test_the_plan_reads_its_jitter_from_a_trace():
