@@ -140,8 +140,9 @@ def run(cfg, output_dir: str | Path | None = None) -> dict:
         "zero": check_choice("zero", cfg.zero, (0, 1)),
         "attention": par.attention,
         "offload": bool(cfg.offload),
-        "costs": None if noise is None else OmegaConf.to_container(cfg.costs, resolve=True),
     }
+    if noise is not None:  # the plan's JSON says which stochastic time its rows were timed under
+        settings["costs"] = OmegaConf.to_container(cfg.costs, resolve=True)
     kw = dict(
         optimizer_states=states,
         precision=settings["precision"],
