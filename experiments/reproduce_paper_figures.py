@@ -96,6 +96,10 @@ FIGURES = {
         "E17: the 2025-2026 staleness results at rpd's scale: AdamW vs Muon under 2BW with error feedback, "
         "Nesterov's look-ahead at S = 8, Adam's slowdown vs S plain and rotated (3 seeds, verdicts measured)"
     ),
+    "e19_stragglers": (
+        "E19: stragglers and jitter: step time and time to a target loss of the synchronous flushes, the "
+        "zero-bubble family, the asynchronous streams and LocalSGD as one straggler's factor and the jitter grow"
+    ),
     "plan_claims": (
         "The seeds' memory, communication and efficiency claims on GPT-3 1.3B's stages: "
         "activations M vs min(S - s, M), p2p 2hsM, efficiency 60-80 %, 16 stages (verdicts measured)"

@@ -25,6 +25,7 @@ GPT reach".
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -34,13 +35,16 @@ from rpd.model.hardware import Hardware
 from rpd.model.layers import Model
 from rpd.model.plan import Maker, Row, staged
 from rpd.objectives.base import Objective
+from rpd.schedules.machinery.jitter import Stochastic
 from rpd.train import methods
 from rpd.validation import check_choice, check_gammas, check_int, check_real
 
 
-def _timeline(model: Model, hw: Hardware, row: Row, make: Maker, N: int, how: str, tick_s, grad_bytes: int):
+def _timeline(model: Model, hw: Hardware, row: Row, make: Maker, N: int, how: str, tick_s, grad_bytes: int, stochastic):
     unit = make(row.schedule, row.S, row.M, row.M, None, 0)
     _, costs, tick, values = staged(model, hw, unit, how, tick_s, grad_bytes)
+    if stochastic is not None:  # the plan's jitter and stragglers (docs/plan.md#stochastic-time)
+        costs = dataclasses.replace(costs, **stochastic.fields())
     return make(row.schedule, row.S, N, row.M, costs, values), tick
 
 
@@ -61,6 +65,7 @@ def time_to_target(
     points: int = 32,
     seed: int = 0,
     optimizer=None,
+    stochastic: Stochastic | None = None,
 ) -> dict:
     """``{"rule", "N", "points", "groups": [{"blocks", "T_s", "target", "rows": [{"schedule", "M",
     "gamma", "gamma_on_grid_edge", "loss_at_T", "time_to_target_s", "n_diverged"}]}], "errors":
@@ -68,7 +73,7 @@ def time_to_target(
     the module docstring). Rows are compared within a group of one objective: a schedule with v
     chunks per rank (interleaved, ZB-V, DualPipeV, WPipe) trains an objective of S·v blocks, a
     different model from the S-block one, so each block count is its own group with its own T and
-    target."""
+    target. ``stochastic``: the plan's jitter and persistent stragglers, laid over each row's costs."""
     N = check_int("train.N", N)
     points = check_int("train.points", points)
     grid = np.asarray(check_gammas(gammas), np.float64)
@@ -81,7 +86,7 @@ def time_to_target(
         if r.error is not None or r.D != 1:
             continue
         try:
-            tl, tick = _timeline(model, hw, r, make, N, how, tick_s, grad_bytes)
+            tl, tick = _timeline(model, hw, r, make, N, how, tick_s, grad_bytes, stochastic)
         except ValueError as exc:  # N is not a multiple of this schedule's step, ...
             errors.append({"schedule": r.schedule, "M": r.M, "error": str(exc)})
             continue

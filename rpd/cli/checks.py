@@ -28,7 +28,7 @@ from rpd.cli.config import (
     TrainConfig,
     _value,
 )
-from rpd.cli.specs import optimizer_of, run_spec, user_factory
+from rpd.cli.specs import optimizer_of, run_spec, stochastic, user_factory
 from rpd.io.tracking import MODES
 from rpd.objectives.entry import readers, structured
 from rpd.train import optimizers
@@ -103,6 +103,9 @@ def _check_values(cfg) -> registry.RunSpec:
         check_int("compare_T", cfg.compare_T)
     # the schedule, its costs and the method's options, through rpd.registry (which refuses DiLoCo's
     # options for a method without replicas)
+    slow = stochastic(cfg.costs)[1] if "costs" in cfg else None
+    if slow is not None:
+        slow.check(S)  # a slow rank the schedule has (costs.slow_ranks[i] < schedule.S)
     spec = run_spec(cfg)
 
     name = check_choice("objective.name", _value(o.name), list(objectives.OBJECTIVES))

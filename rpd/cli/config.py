@@ -178,7 +178,16 @@ class CostsConfig:
     host_h2d: Optional[int] = None  # ... and back (null: host_d2h)
     host_latency: int = 0  # ... plus this per transfer
     host_min_gap: int = 2  # offload an activation when at least this many ops run between its F and its backward
-    seed: int = 0  # seed of the straggler draws
+    # stochastic time (docs/science.md#stochastic-time): each op's duration times a lognormal factor of
+    # mean 1 and this coefficient of variation, per op type (0: exact) ...
+    jitter_cv_F: float = 0.0
+    jitter_cv_B: float = 0.0
+    jitter_cv_IW: float = 0.0  # either half of a split backward (I, W)
+    jitter_cv_p2p: float = 0.0  # a cross-rank dependency's latency
+    jitter_cv_allreduce: float = 0.0  # a flush's all-reduce, a LocalSGD averaging
+    slow_ranks: List[int] = dataclasses.field(default_factory=list)  # ... and persistent stragglers: these ranks'
+    slow_factor: float = 1.0  # compute ops take slow_factor times as long, every step
+    seed: int = 0  # seed of the straggler and jitter draws
     unit: str = (
         "tick"  # what one tick of the costs above stands for: tick, ns, us, ms or s (a label; integers stay exact)
     )

@@ -29,6 +29,7 @@ from omegaconf import OmegaConf
 from rpd import registry
 from rpd.analysis import tuning
 from rpd.analysis.plan_train import format_times
+from rpd.cli import specs
 from rpd.cli.config import _value as _v
 from rpd.cli.config import node_to
 from rpd.cli.objectives import build_objective
@@ -162,11 +163,28 @@ def run(cfg, output_dir: str | Path | None = None) -> dict:
     M = pipeline["M"]
     M = [check_int("pipeline.M", M)] if not isinstance(M, list) else M
     D = check_int("pipeline.D", cfg.pipeline.D)
+    noise = specs.stochastic_time(cfg.costs, check_int("pipeline.S", cfg.pipeline.S))
+    if noise is not None and cfg.n_workers is not None:
+        raise ValueError("costs: jitter and stragglers apply to the plan's rows, not to the n_workers search")
     settings = {"S": cfg.pipeline.S, "M": M, "D": D, **base}
+    if noise is not None:  # the plan's JSON says which stochastic time its rows were timed under
+        settings["costs"] = OmegaConf.to_container(cfg.costs, resolve=True)
     if cfg.n_workers is not None:  # TP x CP x PP x DP x M and the knobs for n workers: only that search
         out = workers_search(cfg, hw, par, kw, settings, build_model)
     else:
-        rows = plan(model, hw, names, registry.timeline, cfg.pipeline.S, M, D=D, TP=par.TP, v=cfg.pipeline.v, **kw)
+        rows = plan(
+            model,
+            hw,
+            names,
+            registry.timeline,
+            cfg.pipeline.S,
+            M,
+            D=D,
+            TP=par.TP,
+            v=cfg.pipeline.v,
+            stochastic=noise,
+            **kw,
+        )
         rows = best_first(rows)  # at equal speed the smaller peak first
         lines = answer(rows, cap, margin)
         print("\n".join(lines))

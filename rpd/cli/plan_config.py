@@ -111,6 +111,23 @@ class PlanTrainConfig:
 
 
 @dataclasses.dataclass
+class PlanCostsConfig:
+    """Stochastic time over the plan's stage costs (docs/plan.md#stochastic-time): the fields of
+    experiments.train's ``costs.*`` that the plan reads (its costs come from the model)."""
+
+    jitter_cv_F: float = 0.0  # lognormal per-op jitter, mean 1, this CV per op type (0: exact)
+    jitter_cv_B: float = 0.0
+    jitter_cv_IW: float = 0.0
+    jitter_cv_p2p: float = 0.0
+    jitter_cv_allreduce: float = 0.0
+    slow_ranks: List[int] = dataclasses.field(default_factory=list)  # persistent stragglers: these ranks'
+    slow_factor: float = 1.0  # compute ops take slow_factor times as long, every step
+    seed: int = 0  # seed of the jitter draws
+    jitter_trace: Optional[str] = None  # a measured trace (parquet): the CVs read from it (rpd.io.trace_jitter) ...
+    jitter_meta: Optional[str] = None  # ... with its meta file (YAML); exclusive with jitter_cv_*
+
+
+@dataclasses.dataclass
 class PlanConfig:
     # schemas made from rpd.model's types at import (_schema): a type to hydra, a variable to mypy
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)  # type: ignore[valid-type]
@@ -125,6 +142,7 @@ class PlanConfig:
     # semantics on that objective cut into the same stages, time to a target loss (train.*)
     objective: Optional[C.ObjectiveConfig] = None
     train: PlanTrainConfig = dataclasses.field(default_factory=PlanTrainConfig)
+    costs: PlanCostsConfig = dataclasses.field(default_factory=PlanCostsConfig)  # jitter, stragglers
     precision: Precision = Precision.bf16_mixed
     recompute: Recompute = Recompute.none
     # the gradients' dtype, kept and reduced: 4 (fp32, Megatron's default under bf16) or 2

@@ -47,6 +47,7 @@ def train_rows(cfg, rows, model, hw, settings) -> dict:
         points=t.points,
         seed=t.seed,
         optimizer=opt,
+        stochastic=specs.stochastic_time(cfg.costs, cfg.pipeline.S),
     )
     return dict(
         result, objective=C._value(cfg.objective.name), optimizer=settings["optimizer"], gamma_lo=lo, gamma_hi=hi

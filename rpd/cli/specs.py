@@ -19,7 +19,9 @@ from rpd import objectives, registry
 from rpd.analysis import simtime
 from rpd.cli import schedule_config
 from rpd.cli.config import LoggerConfig, ObjectiveConfig, _value, node_to
+from rpd.io import trace, trace_jitter
 from rpd.schedules.machinery.costs import CostModel, HostLink
+from rpd.schedules.machinery.jitter import Jitter, Slow, Stochastic
 from rpd.validation import check_choice, check_int, check_real
 
 
@@ -78,7 +80,10 @@ def cost_model(c) -> CostModel:
         host = HostLink(d2h, h2d, latency, check_int("costs.host_min_gap", c.host_min_gap, 2))
     elif getattr(c, "host_h2d", None) is not None:
         raise ValueError("costs.host_h2d needs costs.host_d2h (offload is on when host_d2h is set)")
+    jitter = stochastic(c)
     return CostModel(
+        jitter=jitter[0],
+        slow=jitter[1],
         F=c.F,
         B=c.B,
         I=c.I,
@@ -91,6 +96,39 @@ def cost_model(c) -> CostModel:
         unit=getattr(c, "unit", "tick"),
         host=host,
     )
+
+
+def stochastic(c) -> tuple[Jitter | None, Slow | None]:
+    """The jitter and persistent stragglers of a costs node (checked, naming ``costs.<field>``);
+    None for each that is off (every CV 0; no slow rank or a factor of 1)."""
+    cvs = {k: getattr(c, f"jitter_cv_{k}", 0.0) for k in ("F", "B", "IW", "p2p", "allreduce")}
+    jitter = Jitter(**cvs)  # checks each CV >= 0
+    ranks = tuple(getattr(c, "slow_ranks", None) or ())
+    slow = Slow(ranks, getattr(c, "slow_factor", 1.0))  # checks the ranks and the factor
+    return (None if jitter.is_zero else jitter), (slow if ranks and slow.factor != 1 else None)
+
+
+def stochastic_time(c, S: int) -> Stochastic | None:
+    """The :class:`~rpd.schedules.machinery.jitter.Stochastic` of a costs node for an S-rank
+    plan (checked, naming ``costs.<field>``); None when it has neither jitter nor a slow rank.
+    ``costs.jitter_trace`` (with ``costs.jitter_meta``): the jitter's CVs read from a measured
+    trace (:func:`rpd.io.trace_jitter.jitter_from_trace`) instead of ``costs.jitter_cv_*``."""
+    jitter, slow = stochastic(c)
+    path = getattr(c, "jitter_trace", None)
+    if path is not None:
+        if jitter is not None:
+            raise ValueError("costs.jitter_trace and costs.jitter_cv_* are both set; give one")
+        if getattr(c, "jitter_meta", None) is None:
+            raise ValueError("costs.jitter_meta: the trace's meta file (YAML) is needed with costs.jitter_trace")
+        try:
+            jitter = trace_jitter.jitter_from_trace(trace.read_trace(path, trace.read_meta(c.jitter_meta)))[0]
+        except (OSError, ValueError) as exc:  # the trace's own one-line refusal, named by the field
+            raise ValueError(f"costs.jitter_trace: {exc}") from None
+    if slow is not None:
+        slow.check(S)
+    if jitter is None and slow is None:
+        return None
+    return Stochastic(jitter, slow, check_int("costs.seed", c.seed, 0))
 
 
 def optimizer_of(cfg) -> dict | None:

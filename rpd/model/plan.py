@@ -68,6 +68,7 @@ from rpd.model.stages import host_link, partition, stage_costs, stages
 from rpd.model.topology import place
 from rpd.schedules.machinery import memory as sched_memory
 from rpd.schedules.machinery.ir import BWD, BWD_I, FWD
+from rpd.schedules.machinery.jitter import Stochastic
 from rpd.schedules.machinery.timeline import Timeline
 from rpd.validation import check_int, check_real, required
 
@@ -205,11 +206,15 @@ def plan_one(
     offload: bool = False,
     CP: int = 1,
     overlap: Overlap | None = None,
+    stochastic: Stochastic | None = None,
 ) -> Row:
     """The :class:`Row` of schedule ``name`` at S ranks, M microbatches per step and pipeline,
     D pipelines; ``model`` is per TP × CP rank (built with ``TP``, ``SP``, ``CP``,
     ``recompute``). ``overlap`` (:class:`~rpd.model.overlap.Overlap`) names Megatron's overlaps
-    and takes the place of ``overlap_allreduce`` (its ``tp_comm`` is the model's, ``Parallel``)."""
+    and takes the place of ``overlap_allreduce`` (its ``tp_comm`` is the model's, ``Parallel``).
+    ``stochastic`` (:class:`~rpd.schedules.machinery.jitter.Stochastic`): per-op jitter and
+    persistent stragglers laid over the stage costs (docs/plan.md#stochastic-time); the step is
+    then one seeded draw of the second step."""
     label: dict[str, Any] = dict(
         schedule=name, S=S, M=M, D=D, TP=TP, SP=SP, v=v, zero=zero, recompute=recompute, offload=offload, CP=CP
     )
@@ -227,6 +232,8 @@ def plan_one(
         return Row(**label, error=f"ValueError: {'D' if D > 1 else 'CP'} > 1 needs a flush (a synchronous schedule)")
     gb = 4 if grad_bytes is None else grad_bytes
     st, costs, tick, values = staged(model, hw, unit, how, tick_s, gb, where.p2p_intra)
+    if stochastic is not None:
+        costs = dataclasses.replace(costs, **stochastic.fields())
     if overlap is not None and not overlap.p2p and S > 1:  # blocking sends hold the sender (rpd.model.overlap)
         G = st.G
         costs = dataclasses.replace(

@@ -123,6 +123,9 @@ BAD = [  # (overrides, text the error must contain); the defaults are S = 8, N =
     (["costs.p2p=-1"], "costs.p2p must be >= 0"),
     (["costs.straggler_p=1.5", "costs.straggler_ticks=1"], "costs.straggler_p must be <= 1"),
     (["costs.FF=2"], "costs.FF"),
+    (["costs.slow_ranks=[8]", "costs.slow_factor=1.5"], "costs.slow_ranks[0]=8 is not a rank of the 8-rank schedule"),
+    (["costs.slow_ranks=[1]", "costs.slow_factor=0"], "costs.slow_factor must be > 0"),
+    (["costs.jitter_cv_IW=-0.1"], "costs.jitter_cv_IW must be >= 0"),
 ]
 
 

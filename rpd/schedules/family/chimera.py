@@ -50,9 +50,9 @@ def _halved(costs: CostModel | None) -> CostModel:
     unchanged."""
     checked = costs_of(costs)
     c = CostModel() if checked is None else checked
-    if c.straggler is not None:
+    if c.straggler is not None or c.jitter is not None or c.slow is not None:
         raise ValueError(
-            "concat='backward_halving' does not model stragglers (a half microbatch's delay is not defined)"
+            "concat='backward_halving' does not model stragglers or jitter (a half microbatch's delay is not defined)"
         )
     F, B = np.asarray(c.F), np.asarray(c.B if c.B is not None else 1)
     if np.any(F % 2) or np.any(B % 2):

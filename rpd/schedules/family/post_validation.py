@@ -44,7 +44,7 @@ from rpd.schedules.family.orders import zb_h2_order
 from rpd.schedules.machinery.costs import CostModel
 from rpd.schedules.machinery.ir import BWD_I, BWD_W, FWD, Col, shift_mb
 from rpd.schedules.machinery.timeline import OpTable, Timeline
-from rpd.schedules.machinery.timer import flatten, op_durations, time_order
+from rpd.schedules.machinery.timer import edge_latency, flatten, op_durations, time_order
 from rpd.validation import check_int, check_real
 
 KIND = "zb_h2_pv"
@@ -194,7 +194,8 @@ def zb_h2_validated(
             extra_lat[i] = c * (2 * S - 2 - r - np.arange(S)) - step + redo
             if redo and not n_spec[r]:  # no wasted forward to carry the redo: after its eager step
                 extra_lat[i, r] = max(c * (2 * S - 2 - 2 * r), step) - step + redo
-    start, end = time_order(flat, dur, c, extra=(extra_dep, extra_lat))
+    # p2p jitter on the pipeline's edges; the validation's round trip keeps the mean latency c
+    start, end = time_order(flat, dur, edge_latency(flat, costs, S, n_all), extra=(extra_dep, extra_lat))
     e = end[last_w] - step  # [Q, S]: end of each rank's last W (its partial norm is ready)
     reach = (e + c * (S - 1 - np.arange(S))[None, :]).max(axis=1)  # at rank S-1
     valid = reach[:, None] + c * (S - 1 - np.arange(S))[None, :]

@@ -6,9 +6,10 @@ import numpy as np
 
 from rpd.schedules.machinery.costs import CostModel, HostLink
 from rpd.schedules.machinery.ir import BWD, BWD_I, BWD_W, FWD, Order
+from rpd.schedules.machinery.jitter import Jitter, barrier_gaps
 from rpd.schedules.machinery.offload import time_with_transfers
 from rpd.schedules.machinery.timeline import OpTable, Timeline
-from rpd.schedules.machinery.timer import flatten, op_durations, time_order
+from rpd.schedules.machinery.timer import edge_latency, flatten, op_durations, time_order
 
 
 def timed(
@@ -37,16 +38,18 @@ def timed(
     G = S if n_stages is None else n_stages
     flat = flatten(order, G, N)
     dur = op_durations(flat, costs, G, N, split)
+    p2p = edge_latency(flat, costs, G, N)
     if barrier_every is None:
         flush = gaps = None
     else:
         flush = flat.mb // barrier_every
-        gaps = np.full(-(-N // barrier_every), gap, np.int64)
+        jitter = costs.jitter if isinstance(costs.jitter, Jitter) else None  # (CostModel made a tuple a Jitter)
+        gaps = barrier_gaps(jitter, np.full(-(-N // barrier_every), gap, np.int64), costs.seed)
     transfers = None
     if isinstance(costs.host, HostLink):  # activation offload: transfers on each rank's host link
-        start, end, transfers = time_with_transfers(flat, dur, costs.p2p, flush, gaps, costs.host)
+        start, end, transfers = time_with_transfers(flat, dur, p2p, flush, gaps, costs.host)
     else:  # (a tuple was made a HostLink by CostModel; None: no offload)
-        start, end = time_order(flat, dur, costs.p2p, flush, gaps)
+        start, end = time_order(flat, dur, p2p, flush, gaps)
     f_time = np.empty((N, G), np.int64)
     b_time = np.empty((N, G), np.int64)
     is_f = flat.kind == FWD

@@ -1,5 +1,6 @@
 """The cost model of simulated time (docs/schedules.md#time-costs-and-the-one-timer): integer ticks per op, p2p latency,
-averaging cost and seeded straggler noise.
+averaging cost, seeded straggler noise, and stochastic time (per-op lognormal jitter and persistent
+stragglers, :mod:`rpd.schedules.machinery.jitter`).
 
 Time is counted in integer ticks so every timeline stays exact. A tick is an interval
 [t, t + 1); an op of cost c that starts at tick t occupies ticks t .. t + c - 1 and its result
@@ -19,6 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
+from rpd.schedules.machinery.jitter import Jitter, Slow
 from rpd.validation import check_choice, check_int, check_real
 
 Ticks = int | Sequence[int]
@@ -90,7 +92,10 @@ class CostModel:
     all-reduce of ``values`` numbers takes ceil(alpha + beta * values) ticks. ``straggler``: a
     :class:`Straggler` or a ``(p, ticks)`` pair; ``seed`` seeds its draws. ``unit`` (one of
     :data:`UNITS`: tick, ns, us, ms, s) is what one tick of every cost above stands for: a label
-    carried into tables, JSON and axes, which changes no timeline.
+    carried into tables, JSON and axes, which changes no timeline. ``jitter``: a
+    :class:`~rpd.schedules.machinery.jitter.Jitter` (per-op-type lognormal CVs) or a tuple of its
+    fields; ``slow``: a :class:`~rpd.schedules.machinery.jitter.Slow` (persistent stragglers: ranks
+    and factor) or a ``(ranks, factor)`` pair; both drawn from ``seed`` (docs/science.md#stochastic-time).
     """
 
     F: Ticks = 1
@@ -104,6 +109,8 @@ class CostModel:
     seed: int = 0
     unit: str = "tick"
     host: HostLink | tuple | None = None  # activation offload over a host link per rank; None: none
+    jitter: Jitter | tuple | None = None  # per-op lognormal jitter; None: exact durations
+    slow: Slow | tuple | None = None  # persistent stragglers (ranks, factor); None: none
 
     def __post_init__(self):
         check_choice("costs.unit", self.unit, UNITS)
@@ -138,6 +145,16 @@ class CostModel:
                     f"costs.host must be HostLink(d2h, h2d, latency, min_gap) or a tuple of them, got {self.host!r}"
                 )
             object.__setattr__(self, "host", HostLink(*self.host))
+        if self.jitter is not None and not isinstance(self.jitter, Jitter):
+            if not isinstance(self.jitter, (tuple, list)) or not 1 <= len(self.jitter) <= 5:
+                raise ValueError(
+                    f"costs.jitter must be Jitter(F, B, IW, p2p, allreduce) or a tuple of them, got {self.jitter!r}"
+                )
+            object.__setattr__(self, "jitter", Jitter(*self.jitter))
+        if self.slow is not None and not isinstance(self.slow, Slow):
+            if not (isinstance(self.slow, (tuple, list)) and len(self.slow) == 2):
+                raise ValueError(f"costs.slow must be Slow(ranks, factor) or (ranks, factor), got {self.slow!r}")
+            object.__setattr__(self, "slow", Slow(tuple(self.slow[0]), self.slow[1]))
 
     @property
     def is_unit(self) -> bool:
@@ -151,6 +168,8 @@ class CostModel:
             and self.allreduce == (0.0, 0.0)
             and self.straggler is None
             and self.host is None
+            and self.jitter is None
+            and self.slow is None
         )
 
     @property

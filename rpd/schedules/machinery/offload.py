@@ -55,7 +55,7 @@ def trigger(flat: FlatOrder, b: np.ndarray) -> np.ndarray:
 
 
 def time_with_transfers(
-    flat: FlatOrder, dur: np.ndarray, p2p: int, flush, gap, link: HostLink
+    flat: FlatOrder, dur: np.ndarray, p2p: int | np.ndarray, flush, gap, link: HostLink
 ) -> tuple[np.ndarray, np.ndarray, OpTable]:
     """Start and end ticks of the compute ops of ``flat`` with the transfers of the module doc,
     and the transfers' own table (rank = the compute rank whose link runs them)."""
@@ -88,6 +88,8 @@ def time_with_transfers(
     )
     x_dur = np.concatenate([dur, np.full(k, link.latency + link.d2h), np.full(k, link.latency + link.h2d)])
     x_flush = None if flush is None else np.concatenate([flush, flush[src]])
+    if np.ndim(p2p):  # per-edge latencies (p2p jitter): the transfers have no p2p edges
+        p2p = np.concatenate([np.asarray(p2p, np.int64), np.zeros((2 * k, 2), np.int64)])
     start, end = time_order(ext, x_dur, p2p, x_flush, gap, extra=(extra, np.zeros_like(extra)))
     table = OpTable(
         kind=ext.kind[n:],

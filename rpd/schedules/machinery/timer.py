@@ -22,6 +22,7 @@ import functools
 
 import numpy as np
 
+from rpd.schedules.machinery import jitter
 from rpd.schedules.machinery.ir import BWD, BWD_I, BWD_W, FWD, Col, Order, describe, grid
 
 
@@ -75,25 +76,44 @@ def flatten(order: Order, n_stages: int, N: int) -> FlatOrder:
 
 
 def op_durations(flat: FlatOrder, costs, n_stages: int, N: int, split: bool) -> np.ndarray:
-    """int64 [n] ticks of every op; a fused pair's FB cost is carried by its second op."""
+    """int64 [n] ticks of every op; a fused pair's FB cost is carried by its second op.
+
+    An op's ticks are round(cost · slow(rank) · X) + straggler ticks, X its lognormal jitter factor
+    (:mod:`rpd.schedules.machinery.jitter`); without jitter and slow ranks, cost + straggler ticks."""
     c = costs.resolve(n_stages, split)
     table = np.stack([np.zeros(n_stages, np.int64), c.F, c.B, c.I, c.W])
-    dur = table[flat.kind, flat.stage] + costs.extra_ticks(flat.kind, flat.stage, flat.mb, n_stages, N)
+    base = table[flat.kind, flat.stage]
     second = np.nonzero(flat.fused)[0]
     if second.size:
-        dur[second] = c.FB[flat.stage[second]] + dur[second] - table[flat.kind[second], flat.stage[second]]
-    return dur
+        base[second] = c.FB[flat.stage[second]]
+    if getattr(costs, "jitter", None) is not None or getattr(costs, "slow", None) is not None:
+        if costs.slow is not None:
+            costs.slow.check(len(flat.rank_ptr) - 1)
+        f = jitter.op_factors(
+            costs.jitter, costs.slow, flat.kind, flat.stage, flat.mb, flat.rank, n_stages, N, costs.seed
+        )
+        base = jitter.scale(base, f)
+    return base + costs.extra_ticks(flat.kind, flat.stage, flat.mb, n_stages, N)
+
+
+def edge_latency(flat: FlatOrder, costs, n_stages: int, N: int) -> int | np.ndarray:
+    """The p2p latency :func:`time_order` adds to each of ``flat``'s cross-rank dependencies:
+    ``costs.p2p``, or per dependency slot under p2p jitter (int64 [n, 2])."""
+    return jitter.edge_latency(
+        getattr(costs, "jitter", None), costs.p2p, flat.kind, flat.stage, flat.mb, n_stages, N, costs.seed
+    )
 
 
 def time_order(
     flat: FlatOrder,
     dur: np.ndarray,
-    p2p: int,
+    p2p: int | np.ndarray,
     flush: np.ndarray | None = None,
     gap: np.ndarray | None = None,
     extra: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """int64 [n] start and end tick of every op of ``flat`` under durations ``dur``.
+    """int64 [n] start and end tick of every op of ``flat`` under durations ``dur``; ``p2p``: the
+    latency of a cross-rank dependency, one number or one per dependency slot (int [n, 2]).
 
     ``flush`` (int [n], optional): flush index of each op; an op of flush q > 0 starts no
     earlier than the last end of flush q-1 plus ``gap[q-1]`` ticks. ``None``: no barriers.
