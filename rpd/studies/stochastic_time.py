@@ -20,7 +20,7 @@ p2p, averaging) times an independent lognormal factor of mean 1 and CV c, for c 
 same draws for the same op (common random numbers). Reported: step(f) / step(1) and step(c) /
 step(0).
 
-**Time to a target loss** (E10's protocol, docs/results.md#e10): each schedule trains N_train =
+**Time to a target loss** (E10's protocol, docs/results.md#e10-every-schedule-trained-loss-against-time-and-memory): each schedule trains N_train =
 ``mb_per_S``·S microbatches through its own semantics (:func:`rpd.train.methods.train`) on E10's
 MLP chain with one block per stage, on its timeline under the straggler (on rank
 ``train_rank``, the last by default: the paper's most common straggler, an overloaded last
