@@ -1,5 +1,5 @@
 """The effective-token multiplier κ read off loss curves, and its power law in model size
-(SPEC §21; E18, docs/results.md#e18-the-staleness-cost-against-model-size). Pure NumPy, host side.
+(E18, docs/results.md#e18-the-staleness-cost-against-model-size). Pure NumPy, host side.
 
 κ of a method against its synchronous reference at D tokens (Charles et al. 2025, arXiv 2503.09799,
 compare DiLoCo with data-parallel training this way, as a loss at equal tokens):

@@ -50,7 +50,8 @@ def _panel(ax, rows: list[dict], fits: list[dict], optimizer: str) -> None:
         f = next((x for x in fits if (x["method"], x["optimizer"], tuple(sorted(x["settings"].items()))) == key), None)
         N = np.array([r["N"] for r in mine], float)
         k = np.array([np.nan if r["kappa"] is None else r["kappa"] - 1 for r in mine])
-        ax.plot(N, np.where(k > 0, k, FLOOR), styles[j // 10 % 4], color=color, lw=0.8, marker="o", ms=3,
+        shown = np.where(np.isnan(k), np.nan, np.where(k > 0, k, FLOOR))  # censored / diverged: a gap, marked below
+        ax.plot(N, shown, styles[j // 10 % 4], color=color, lw=0.8, marker="o", ms=3,
                 label=label(*key[:2], dict(key[2])) + _fit_text(f))  # fmt: skip
         for r in mine:
             if r["censored"]:

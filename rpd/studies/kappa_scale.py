@@ -1,4 +1,4 @@
-"""E18: the staleness cost against model size, measured by rpd (SPEC §21; docs/results.md#e18-the-staleness-cost-against-model-size).
+"""E18: the staleness cost against model size, measured by rpd (docs/results.md#e18-the-staleness-cost-against-model-size).
 
 The char LM (:func:`rpd.objectives.nanochat.nanochat`, held-out loss) at several widths and depths
 (``widths[i]`` with ``stages[i]`` − 2 transformer blocks, one stage per block plus the embedding and
@@ -14,7 +14,7 @@ the head) trains with every method, each against a synchronous reference of the 
 
 under SGD, AdamW and Muon (``nesterov_async`` is its own optimizer: its reference is 1F1B under
 ``nesterov_async`` with no delay, torch's NAdam). The 1F1B reference's semantics equal minibatch
-training (SPEC §11), so where it sits in the pipeline does not matter: only its batch does.
+training (docs/science.md), so where it sits in the pipeline does not matter: only its batch does.
 
 **Tokens.** A pipeline curve is recorded after whole microbatches' worth of block updates (k block
 updates carry k·M/S microbatches of B·seq tokens: the tokens whose gradients have been applied);
@@ -52,13 +52,13 @@ from rpd.train import methods
 
 OPTIMIZERS = ("sgd", "adamw", "muon")
 PIPELINES = ("pipedream", "pipedream_2bw", "pipemare")
-# Charles et al. 2025 (arXiv 2503.09799), C4, H = 30, D = 20N, eval loss (SPEC §21, development rows):
+# Charles et al. 2025 (arXiv 2503.09799), C4, H = 30, D = 20N, eval loss (the development rows of docs/results.md#e18-the-staleness-cost-against-model-size):
 # N -> (data-parallel, DiLoCo M = 1, 2, 4, 8)
 DILOCO_DEV = {35e6: (3.485, (3.482, 3.508, 3.554, 3.621)), 550e6: (2.653, (2.645, 2.657, 2.673, 2.698))}
 DEV_M = (1, 2, 4, 8)
 
 
-# every arm the study knows, "optimizer/method[/M=m][/H=h]": the full factorial of SPEC §21's question
+# every arm the study knows, "optimizer/method[/M=m][/H=h]": the full factorial of the question
 FULL_ARMS = tuple(
     [f"{o}/{p}" + ("/M=4" if p == "pipedream_2bw" else "") for o in OPTIMIZERS for p in PIPELINES]
     + [
@@ -432,7 +432,7 @@ def summarise(cfg: Config, rows: list[dict], refs: list[dict], walls: list[dict]
 
 
 def numbers(summary: dict, table: list[dict]) -> dict:
-    """The figure JSON's top-level keys for readers of κ (SPEC §21's "rpd simulation" source)."""
+    """The figure JSON's top-level keys for readers of κ (the "rpd simulation" source of κ)."""
     keep = (
         "method",
         "optimizer",

@@ -82,7 +82,7 @@ def test_power_fit_needs_two_sizes_and_three_for_an_interval():
 
 
 def test_diloco_development_trend_by_hand():
-    """SPEC §21's rows, M = 2: gap 3.508/3.485 − 1 at 35M, 2.657/2.653 − 1 at 550M:
+    """The DiLoCo development rows (Charles et al. 2025), M = 2: gap 3.508/3.485 − 1 at 35M, 2.657/2.653 − 1 at 550M:
     ln(0.0015077/0.0065997)/ln(550/35) = −0.5360; M = 4: −0.3505."""
     gaps = {2: (3.508 / 3.485 - 1, 2.657 / 2.653 - 1), 4: (3.554 / 3.485 - 1, 2.673 / 2.653 - 1), 1: (-0.001, 0.002)}
     e = K.diloco_dev_trend(gaps, 35e6, 550e6)
