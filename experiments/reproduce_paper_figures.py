@@ -96,6 +96,10 @@ FIGURES = {
         "E17: the 2025-2026 staleness results at rpd's scale: AdamW vs Muon under 2BW with error feedback, "
         "Nesterov's look-ahead at S = 8, Adam's slowdown vs S plain and rotated (3 seeds, verdicts measured)"
     ),
+    "e18_scale": (
+        "E18: the staleness cost against model size: kappa (tokens to the synchronous loss at D, over D) of PD, 2BW, "
+        "PipeMare, nesterov_async, LocalSGD and DiLoCo on the char LM at 3 sizes, fitted kappa - 1 = c N^gamma"
+    ),
     "e19_stragglers": (
         "E19: stragglers and jitter: step time and time to a target loss of the synchronous flushes, the "
         "zero-bubble family, the asynchronous streams and LocalSGD as one straggler's factor and the jitter grow"
@@ -195,7 +199,7 @@ def default_jobs(size: str = "quick") -> int:
 # ``jobs > 1`` they are started in this order, so the long ones do not end up last.
 COST_ORDER = tuple(
     "e10_frontier e5_nanochat e12_optimizers e11_costs staleness_scaling e6_scaling e4_logistic "
-    "e13_optim_staleness e14_search e15_workers e16_survey e17_staleness_2026 plan_claims plan_accuracy "
+    "e13_optim_staleness e14_search e15_workers e16_survey e17_staleness_2026 e18_scale e19_stragglers plan_claims plan_accuracy "
     "e9_frontier e7_schedules e3_nesterov e1_pd_vs_rpd e8_delta e2_delay_law".split()
 )
 

@@ -50,7 +50,8 @@ class StudyNotAvailable(ImportError):
 
 def resolve(name: str) -> SimpleNamespace:
     """The protocol pieces of a study: ``Config``, ``QUICK``, ``run``, ``figure``, ``n_steps``,
-    and optionally ``console(table, summary) -> str``, printed in place of the generic table.
+    and optionally ``console(table, summary) -> str``, printed in place of the generic table, and
+    ``numbers(summary, table) -> dict``, top-level keys added to the figure's JSON (E18's ``fits``, ``rows``).
 
     A module that serves several figures names the extra ones by the figure's tag (the part of
     the name before the first '_', e.g. "e8"): ``E8Config``, ``E8_QUICK``, ``run_e8``,
@@ -89,6 +90,7 @@ def resolve(name: str) -> SimpleNamespace:
         config_for=pick("config_for"),
         corpus_identity=pick("corpus_identity"),
         console=pick("console"),  # console(table, summary) -> str: the study's own printed table
+        numbers=pick("numbers"),  # numbers(summary, table) -> dict: extra top-level keys of the JSON
         name=name,
     )
     missing = [k for k in ("Config", "run", "figure") if getattr(ns, k) is None]
@@ -250,6 +252,9 @@ def draw(
         "summary": out.summary,
         "table": out.table,
     }
+    extra = resolve(name).numbers
+    if extra is not None:  # a study's own top-level keys, for readers of its JSON (never the standard ones)
+        record = {**extra(out.summary, out.table), **record}
     atomic_write(numbers, json.dumps(store.to_jsonable(record), indent=1, sort_keys=True, allow_nan=False).encode())
     return FigureOutcome(
         name,

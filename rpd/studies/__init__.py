@@ -39,6 +39,7 @@ REGISTRY = {
     "e15_workers": "rpd.studies.workers",
     "e16_survey": "rpd.studies.survey",
     "e17_staleness_2026": "rpd.studies.staleness_2026",
+    "e18_scale": "rpd.studies.kappa_scale",
     "e19_stragglers": "rpd.studies.stochastic_time",
     "plan_claims": "rpd.studies.plan_claims",
     "plan_accuracy": "rpd.studies.plan_accuracy",
