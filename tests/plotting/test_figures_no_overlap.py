@@ -12,6 +12,7 @@ import pytest
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import PathCollection
+from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 from matplotlib.table import Table
@@ -177,3 +178,35 @@ def test_figures_drawn_from_their_json_read_at_a_glance(drawn, draw):
     draw(drawn)
     assert len(drawn) == 1
     assert overlaps(drawn[0]) == []
+
+
+def _lab(colour: str) -> np.ndarray:
+    """CIE L*a*b* (D65) of a matplotlib colour: sRGB linearised, to XYZ, to Lab (CIE 15:2004)."""
+    rgb = np.asarray(to_rgb(colour))
+    lin = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    to_xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]])
+    t = (to_xyz @ lin) / to_xyz.sum(axis=1)  # relative to the white point: sRGB white's XYZ, D65
+    f = np.where(t > (6 / 29) ** 3, np.cbrt(t), t / (3 * (6 / 29) ** 2) + 4 / 29)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def test_lab_by_hand():
+    np.testing.assert_allclose(_lab("white"), [100, 0, 0], atol=0.01)
+    np.testing.assert_allclose(_lab("black"), [0, 0, 0], atol=1e-9)
+    np.testing.assert_allclose(_lab("#FF0000"), [53.24, 80.09, 67.20], atol=0.05)  # sRGB red's published Lab
+
+
+def test_every_schedule_has_a_colour_of_its_own():
+    """No two registered schedules or variants share a colour to the eye (CIE76 ΔE ≥ 10; 2.3 is
+    the just-noticeable difference): a figure that draws many tells them apart by colour, not only
+    by marker (E9, E10, the plan's frontier, which draws every schedule as a circle)."""
+    from rpd import registry
+
+    looks = {n: e.colour for n, e in {**registry.SCHEDULES, **registry.VARIANTS}.items()}
+    close = [
+        (a, b, round(float(np.linalg.norm(_lab(looks[a]) - _lab(looks[b]))), 1))
+        for i, a in enumerate(looks)
+        for b in list(looks)[i + 1 :]
+        if np.linalg.norm(_lab(looks[a]) - _lab(looks[b])) < 10
+    ]
+    assert close == []
