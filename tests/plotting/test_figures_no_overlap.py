@@ -164,12 +164,7 @@ def _claims(drawn: list[Figure]) -> None:
 @pytest.mark.parametrize(
     "draw",
     [
-        pytest.param(
-            _e11,
-            marks=pytest.mark.xfail(
-                strict=True, reason="E11 not yet redrawn: its legends and a note sit on data points of their own panels"
-            ),
-        ),
+        _e11,
         _e15,
         _claims,
     ],
