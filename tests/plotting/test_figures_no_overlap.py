@@ -1,4 +1,4 @@
-"""Pictures read at a glance: in every committed figure drawn here, no legend and no free text
+"""Pictures read at a glance: in every committed figure that draws from its JSON alone, no legend and no free text
 (an annotation, a note, a boxed label) covers another panel or the data points of its own, and a
 table's text stays inside its cells. Measured with matplotlib's own boxes (``get_window_extent``
 after a draw), on figures drawn from the committed paper_figures/*.json: the stored numbers."""
@@ -160,15 +160,28 @@ def _claims(drawn: list[Figure]) -> None:
     claims_figure(claims["summary"], claims["table"], "claims.png")
 
 
+def _e12(drawn: list[Figure]) -> None:
+    from rpd.plotting.optimizers import optimizers_figure
+
+    e12 = _json("e12_optimizers")
+    optimizers_figure(SimpleNamespace(table=e12["table"], summary=e12["summary"]), "e12.png")
+
+
+def _e14(drawn: list[Figure]) -> None:
+    from rpd.plotting.search import search_figure
+
+    search_figure(_json("e14_search")["summary"]["panels"], "e14.png")
+
+
+def _accuracy(drawn: list[Figure]) -> None:
+    from rpd.plotting.plan import accuracy_figure
+
+    accuracy = _json("plan_accuracy")
+    accuracy_figure(accuracy["table"], accuracy["summary"], "accuracy.png")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "draw",
-    [
-        _e11,
-        _e15,
-        _claims,
-    ],
-)
+@pytest.mark.parametrize("draw", [_e11, _e12, _e14, _e15, _claims, _accuracy])
 def test_figures_drawn_from_their_json_read_at_a_glance(drawn, draw):
     draw(drawn)
     assert len(drawn) == 1
