@@ -9,6 +9,7 @@ put back as they were after each file, so nothing leaks into the tests that run 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from unittest import SkipTest
 
@@ -22,7 +23,8 @@ from rpd.train import transforms
 
 ROOT = Path(__file__).resolve().parents[1]
 FILES = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
-WITH_PYTHON = [p for p in FILES if "```python" in p.read_text(encoding="utf-8")]
+FENCE = re.compile(r"^```python[ \t]*$", flags=re.M)  # a block's opening fence, not a mention in prose
+WITH_PYTHON = [p for p in FILES if FENCE.search(p.read_text(encoding="utf-8"))]
 ILLUSTRATIVE = {  # file: how many of its blocks are marked illustrative (say why in the markdown)
     "docs/running.md": 1,  # load_sweep reads a multirun folder that the sweep commands above write
 }
@@ -62,5 +64,5 @@ def test_the_python_blocks_run_as_written(path, tmp_path, monkeypatch, registrie
             ran += not directive
     finally:
         plt.close("all")  # a figure an example opened through pyplot (xarray's .plot())
-    assert ran + skipped == path.read_text(encoding="utf-8").count("```python")  # Sybil saw every block
+    assert ran + skipped == len(FENCE.findall(path.read_text(encoding="utf-8")))  # Sybil saw every block
     assert skipped == ILLUSTRATIVE.get(path.relative_to(ROOT).as_posix(), 0)
