@@ -219,7 +219,7 @@ def frontier_table_figure(
     table_S = table_S if table_S in S_values else max(S_values)  # a table of what was computed
     names = list(dict.fromkeys(r["schedule"] for r in ok))  # the study's row order
     style = {n: registry.style(n) for n in names}  # label, colour and marker from the registry
-    width = 4.8 * len(S_values) + 1.2
+    width = max(4.8 * len(S_values) + 1.2, 15.6)  # the table and the legend need the width of three panels
     with paper_style():
         fig = Figure(figsize=(width, 19.4))
         top, key, mid, bottom = fig.subfigures(4, 1, squeeze=False, height_ratios=[4.4, 1.7, 5.0, 8.3])[:, 0]
@@ -330,22 +330,15 @@ def _key(sub, rows: list[dict], names: list[str], style: dict) -> None:
     """E9's one legend, in a strip of its own between the top and middle rows (on no panel): every
     schedule's marker and colour (the registry's), the weights it holds, and the middle row's band."""
     handles: list[Artist] = [
-        mpl_lines.Line2D(
-            [],
-            [],
-            marker=style[n].marker,
-            linestyle="none",
-            markersize=8,
-            color=style[n].colour,
-            label=f"{style[n].title}  [w {_weights_label(rows, n)}]",
-        )
+        mpl_lines.Line2D([], [], marker=style[n].marker, ls="none", ms=8, color=style[n].colour, label=f"{t}  [w {w}]")
         for n in names
+        for t, w in [(style[n].title, _weights_label(rows, n))]
     ]
     handles.append(Rectangle((0, 0), 1, 1, facecolor=_BAND, label="middle row: the seeds' interleaved claim, 5-10 %"))
     sub.legend(
         handles=handles,
         loc="center",
-        ncol=5,
+        ncol=max(1, int(sub.get_figure(root=True).get_figwidth() / 2.8)),  # columns of ~2.6 in: as many as fit
         frameon=True,
         fontsize=8,
         title="top row: filled = no latency, hollow = p2p latency of one F;  [w: weights held on a rank, in stages]",

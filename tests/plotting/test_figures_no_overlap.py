@@ -118,6 +118,17 @@ def test_e9_reads_at_a_glance(drawn):
     assert overlaps(drawn[0]) == []
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("S_values", [(4,), (4, 8)])
+def test_e9_at_fewer_S_reads_at_a_glance(drawn, S_values):
+    """A study run with fewer stage counts (``S_values=``) still has room for its table and legend."""
+    from rpd.plotting.schedules import frontier_table_figure
+
+    e9 = _json("e9_frontier")
+    frontier_table_figure([r for r in e9["table"] if r["S"] in S_values], "e9.png", claims=e9["summary"]["claims"])
+    assert overlaps(drawn[0]) == []
+
+
 def _e10(rows: list[dict], drawn: list[Figure]) -> None:
     from rpd.plotting.frontier import frontier_figure
 
