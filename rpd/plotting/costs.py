@@ -30,13 +30,16 @@ def _position(series: dict, x: dict) -> float | None:
     return i + (0.5 if x["frac"] is None else x["frac"])
 
 
+_UNDER = dict(loc="upper center", bbox_to_anchor=(0.5, -0.11), frameon=True)  # below the x label
+
+
 def _draw(s: dict, path) -> None:
     cfg = s["config"]
     alphas = list(cfg["alphas"])
     ticks = list(range(len(alphas) + 1))
     labels = ["unit\n(paper)"] + [f"{a:g}" for a in alphas]
     styles = {c: ls for c, ls in zip(cfg["p2p"], ("-", "--", ":", "-."))}
-    fig = Figure(figsize=(18.0, 6.2), layout="constrained")
+    fig = Figure(figsize=(18.0, 7.6), layout="constrained")
     ax_q, ax_l, ax_x = fig.subplots(1, 3, gridspec_kw=dict(width_ratios=[1.15, 1.15, 0.9]))
     series = s["series"]
     for ax in (ax_q, ax_l):
@@ -85,28 +88,21 @@ def _draw(s: dict, path) -> None:
                 color="C3",
                 va="top",
             )
-    if all(x["crossover"]["to"] is None for x in quad):
+    note = None
+    if all(x["crossover"]["to"] is None for x in quad):  # said under the panel, in its legend's title
         ratios = "\n".join(
             f"c = {x['c']}: best LocalSGD / PD {fmt(x['rungs'][1]['stable']['ratio'])} at α = "
             f"{alphas[0]:g} → {fmt(x['rungs'][-1]['stable']['ratio'])} at α = {alphas[-1]:g}"
             for x in quad
         )
-        ax_q.text(
-            0.02,
-            0.5,
-            f"no crossover: {quad[0]['crossover']['from']} wins on every rung\n{ratios}",
-            transform=ax_q.transAxes,
-            fontsize=7,
-            color="C3",
-            va="center",
-        )
+        note = f"no crossover: {quad[0]['crossover']['from']} wins on every rung\n{ratios}"
     ax_q.set_ylabel("f(x) − f* at the budget (stable γ)")
     ax_q.set_title(
         f"E3 under costs: {s['setting']['quadratic']}\nprotocol (i): every method N microbatches, "
         f"curves cut to PD's makespan",
         fontsize=8,
     )
-    ax_q.legend(fontsize=6, ncol=2, loc="upper left")
+    ax_q.legend(fontsize=6, ncol=2, title=note, title_fontsize=7, **_UNDER)  # off the curves
 
     # (b) logistic regression: f_LocalSGD / f_PD per rung, every S and c.
     log = [x for x in series if x["panel"] == "logistic"]
@@ -139,7 +135,7 @@ def _draw(s: dict, path) -> None:
         f"reaching the budget; f averaged over {len(seeds)} noise seed(s)",
         fontsize=8,
     )
-    ax_l.legend(fontsize=6, ncol=2, loc="upper left")
+    ax_l.legend(fontsize=6, ncol=2, **_UNDER)
 
     # (c) the crossover α against S, both selectors.
     top = max(alphas) * 4
@@ -184,7 +180,7 @@ def _draw(s: dict, path) -> None:
         "E6's crossover: the averaging latency at which PD\novertakes LocalSGD (filled: stable γ; hollow: best final)",
         fontsize=8,
     )
-    ax_x.legend(fontsize=6, loc="center left")
+    ax_x.legend(fontsize=6, **_UNDER)
     ax_x.grid(True, which="major", alpha=0.3)
 
     fig.suptitle(

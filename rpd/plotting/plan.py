@@ -86,7 +86,7 @@ def accuracy_figure(table, summary, path) -> Path:
     are ringed. From the saved numbers only."""
     sources = list(dict.fromkeys(r["source"] for r in table))
     with paper_style():
-        fig = Figure(figsize=(11.0, 4.8))
+        fig = Figure(figsize=(11.0, 5.8))
         ax, bx = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=(1, 1.2)))
         pub = [r["published_step_s"] for r in table]
         lo, hi = 0.7 * min(pub), 1.4 * max(pub)
@@ -131,7 +131,7 @@ def accuracy_figure(table, summary, path) -> Path:
             f" ({cv['rows']} runs)",
             fontsize=9,
         )
-        ax.legend(loc="upper left", fontsize=6.5, frameon=False)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=6.5, frameon=False)  # off the points
         bx.axhspan(-5, 5, color="0.82", zorder=0)
         bx.axhspan(-10, 10, color="0.93", zorder=-1)
         bx.axhline(0, color="k", lw=0.8)

@@ -7,10 +7,12 @@ Op colours: F blue, B green (as the paper's E7), I orange, W purple; an overlapp
 from __future__ import annotations
 
 import functools
+import textwrap
 from pathlib import Path
 
 import numpy as np
 from matplotlib import lines as mpl_lines
+from matplotlib.artist import Artist
 from matplotlib.collections import PatchCollection, PathCollection
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
@@ -209,16 +211,18 @@ def frontier_table_figure(
     peak activations per rank at M = 4S, one panel per S, one marker per schedule, filled
     without latency, hollow with a p2p latency of one F (coincident schedules drawn as nested
     markers). Middle: f_total against M without latency, with the seeds' interleaved 5-10 %
-    band. Bottom: the table at S = ``table_S`` and the seeds' claims with their verdicts."""
+    band; under each panel, the schedules whose curves coincide. One legend, in a strip of its own
+    between the two rows, on no panel. Bottom: the table at S = ``table_S`` and the seeds' claims
+    with their verdicts."""
     ok = [r for r in rows if r["status"] == "ok" and r["costs"] == costs]
     S_values = sorted({r["S"] for r in ok})
     table_S = table_S if table_S in S_values else max(S_values)  # a table of what was computed
     names = list(dict.fromkeys(r["schedule"] for r in ok))  # the study's row order
     style = {n: registry.style(n) for n in names}  # label, colour and marker from the registry
-    width = 4.8 * len(S_values) + 2.6
+    width = max(4.8 * len(S_values) + 1.2, 15.6)  # the table and the legend need the width of three panels
     with paper_style():
-        fig = Figure(figsize=(width, 15.2))
-        top, mid, bottom = fig.subfigures(3, 1, squeeze=False, height_ratios=[4.6, 4.2, 6.4])[:, 0]
+        fig = Figure(figsize=(width, 19.4))
+        top, key, mid, bottom = fig.subfigures(4, 1, squeeze=False, height_ratios=[4.4, 1.7, 5.0, 8.3])[:, 0]
         axes = top.subplots(1, len(S_values), squeeze=False)[0]
         for ax, S in zip(axes, S_values):
             seen: dict = {}
@@ -254,31 +258,12 @@ def frontier_table_figure(
             sec.set_ylabel("r_ideal, % of compute", fontsize=8)
             sec.tick_params(labelsize=7)
         axes[0].set_ylabel("bubble f_total, % of wall time")
-        handles = [
-            mpl_lines.Line2D(
-                [],
-                [],
-                marker=style[n].marker,
-                linestyle="none",
-                markersize=8,
-                color=style[n].colour,
-                label=f"{style[n].title}  [w {_weights_label(rows, n)}]",
-            )
-            for n in names
-        ]
-        top.legend(
-            handles=handles,
-            loc="center right",
-            frameon=True,
-            fontsize=8,
-            title="filled: no latency, hollow: p2p = 1 F\n[w: weights held, stages]",
-            title_fontsize=8,
-        )
-        top.subplots_adjust(left=0.05, right=1 - 3.0 / width, wspace=0.32)
+        top.subplots_adjust(left=0.06, right=0.95, wspace=0.36)
+        _key(key, rows, names, style)
 
         axes = mid.subplots(1, len(S_values), squeeze=False)[0]
         for ax, S in zip(axes, S_values):
-            ax.axhspan(5, 10, color="#DDDDDD", zorder=0, label="seeds' interleaved claim, 5-10 %")
+            ax.axhspan(5, 10, color=_BAND, zorder=0)
             seen = {}
             curves: dict = {}
             for name in names:
@@ -289,9 +274,9 @@ def frontier_table_figure(
                     continue
                 x = [r["M"] / S for r in pts]
                 y = [100 * r["bubble_f_total"] for r in pts]
-                key = (tuple(x), tuple(np.round(y, 6)))
-                k = seen[key] = seen.get(key, -1) + 1
-                curves.setdefault(key, []).append(style[name].compact)
+                key_xy = (tuple(x), tuple(np.round(y, 6)))
+                k = seen[key_xy] = seen.get(key_xy, -1) + 1
+                curves.setdefault(key_xy, []).append(style[name].compact)
                 ax.plot(
                     x,
                     y,
@@ -301,25 +286,23 @@ def frontier_table_figure(
                     markersize=9 * 0.7**k,
                     zorder=3 + k,
                 )
-            same = [" = ".join(v) for v in curves.values() if len(v) > 1]
-            if same:
-                ax.text(  # below the top, where GEMS's bubble runs
-                    0.98,
-                    0.80,
-                    "equal curves:\n" + "\n".join(same),
+            same = [" = ".join(n.replace(" ", "\u00a0") for n in v) for v in curves.values() if len(v) > 1]
+            if same:  # under the panel, off the data: each group's names kept on one line where they fit
+                ax.text(
+                    0.0,
+                    -0.13,
+                    textwrap.fill("equal curves: " + ";  ".join(same), 66).replace("\u00a0", " "),
                     transform=ax.transAxes,
-                    ha="right",
+                    ha="left",
                     va="top",
                     fontsize=7.5,
-                    bbox=dict(facecolor="white", edgecolor="#999999", alpha=0.9),
                 )
             ax.set_xscale("log", base=2)
             ax.set_xticks([1, 4, 16], ["M = S", "4S", "16S"])
             ax.set_title(f"S = {S}: bubble against M ({costs}, no latency)", fontsize=10)
             ax.grid(True, alpha=0.3)
         axes[0].set_ylabel("bubble f_total, %")
-        axes[0].legend(loc="lower left", fontsize=8, frameon=True)
-        mid.subplots_adjust(left=0.05, right=1 - 3.0 / width, wspace=0.32)
+        mid.subplots_adjust(left=0.06, right=0.95, wspace=0.36, top=0.93, bottom=0.3)
 
         ax = bottom.subplots()
         ax.axis("off")
@@ -338,6 +321,29 @@ def frontier_table_figure(
                 family="monospace",
             )
         return save(fig, path)
+
+
+_BAND = "#DDDDDD"  # the seeds' interleaved 5-10 % claim, behind E9's middle row
+
+
+def _key(sub, rows: list[dict], names: list[str], style: dict) -> None:
+    """E9's one legend, in a strip of its own between the top and middle rows (on no panel): every
+    schedule's marker and colour (the registry's), the weights it holds, and the middle row's band."""
+    handles: list[Artist] = [
+        mpl_lines.Line2D([], [], marker=style[n].marker, ls="none", ms=8, color=style[n].colour, label=f"{t}  [w {w}]")
+        for n in names
+        for t, w in [(style[n].title, _weights_label(rows, n))]
+    ]
+    handles.append(Rectangle((0, 0), 1, 1, facecolor=_BAND, label="middle row: the seeds' interleaved claim, 5-10 %"))
+    sub.legend(
+        handles=handles,
+        loc="center",
+        ncol=max(1, int(sub.get_figure(root=True).get_figwidth() / 2.8)),  # columns of ~2.6 in: as many as fit
+        frameon=True,
+        fontsize=8,
+        title="top row: filled = no latency, hollow = p2p latency of one F;  [w: weights held on a rank, in stages]",
+        title_fontsize=8,
+    )
 
 
 def _table(ax, ok: list[dict], S: int, costs: str) -> None:
@@ -374,8 +380,8 @@ def _table(ax, ok: list[dict], S: int, costs: str) -> None:
         colLabels=cols,
         loc="upper center",
         cellLoc="center",
-        bbox=(0.0, 0.27, 1.0, 0.7),
-        colWidths=[1.3, 2.0, 1.0, 1.4, 1.1, 1.1, 1.0, 1.5],
+        bbox=(0.0, 0.25, 1.0, 0.72),
+        colWidths=[2.7, 2.0, 0.9, 1.6, 1.1, 1.1, 0.9, 1.6],
     )
     tab.auto_set_font_size(False)
     tab.set_fontsize(9)

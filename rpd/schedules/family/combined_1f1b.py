@@ -87,7 +87,7 @@ ENTRY = flush_entry(
     params_type=Params,
     chunks_per_rank="v",
     doc="Megatron's combined 1F1B: interleaved with one more warm-up forward, steady F and B fused (costs.FB)",
-    look=Look("combined 1F1B (v=2)", "#33A02C", "s", short="combined 1F1B"),
+    look=Look("combined 1F1B (v=2)", "#B2DF8A", "s", short="combined 1F1B"),  # light green: interleaved has C2
     source=Source(
         "NVIDIA, Megatron-Core MoE all-to-all overlap, 2025",
         "NVIDIA/Megatron-LM: megatron/core/pipeline_parallel/combined_1f1b.py",

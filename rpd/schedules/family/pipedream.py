@@ -48,4 +48,4 @@ ENTRY = ScheduleEntry(
     source=Source("Narayanan et al., PipeDream, SOSP 2019", "msr-fiddle/pipedream"),
 )
 
-VARIANTS = (Variant("naive", "pipedream", {"noam": 1}, Look("naive PD (1 in flight)", "0.5", "x", short="naive")),)
+VARIANTS = (Variant("naive", "pipedream", {"noam": 1}, Look("naive PD (1 in flight)", "#000000", "x", short="naive")),)

@@ -225,6 +225,6 @@ ENTRY = ScheduleEntry(
     synchronous=False,
     semantics="round_robin",
     doc="PipeDream 1F1B-RR: stage g on replicas[g] workers, microbatches round-robin, weights all-reduced",
-    look=Look("PipeDream 1F1B-RR", "#1F78B4", "X", short="PD-RR"),
+    look=Look("PipeDream 1F1B-RR", "#800000", "X", short="PD-RR"),  # maroon: GPipe has the blue
     source=Source("Narayanan et al., PipeDream, SOSP 2019", "msr-fiddle/pipedream"),
 )

@@ -24,6 +24,6 @@ ENTRY = ScheduleEntry(
     synchronous=False,
     semantics="pipemare",
     doc="PipeMare: PD's order, no stashing",
-    look=Look("PipeMare", "#333333", "h"),
+    look=Look("PipeMare", "#556B2F", "h"),  # dark olive: the searched schedule has the dark grey
     source=Source("Yang et al., PipeMare, MLSys 2021"),
 )

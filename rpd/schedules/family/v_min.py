@@ -10,5 +10,5 @@ ENTRY = v_memory.entry(
     "v_min",
     v_memory.v_min,
     doc="V-Min: controllable-memory V schedule, the least activation memory",
-    look=Look("V-Min", "#1F78B4", ">"),
+    look=Look("V-Min", "#000080", ">"),  # navy: GPipe has C0, the blue this was
 )
