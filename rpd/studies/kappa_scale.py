@@ -109,11 +109,12 @@ class Config:
     seed: int = 0
 
 
-# about 20 s on one core with its programs cached: two widths at one block, SGD, PD and DiLoCo / LocalSGD M = 2
+# two widths at one block, SGD, PD and DiLoCo M = 2 (LocalSGD M = 1 is its reference: no run): 8 programs
+# (1F1B at two global batches, PD, DiLoCo per width), about 20 s on one core with its programs cached
 QUICK = dict(
     widths=(8, 16),
     stages=(3, 3),
-    arms=("sgd/pipedream", "sgd/local_sgd/M=1/H=2", "sgd/local_sgd/M=2/H=2", "sgd/diloco/M=2/H=2"),
+    arms=("sgd/pipedream", "sgd/local_sgd/M=1/H=2", "sgd/diloco/M=2/H=2"),
     D_mb=48,
     record_mb=8,
     lm_heldout_batches=2,
