@@ -6,13 +6,12 @@ summary only)."""
 
 from __future__ import annotations
 
+import matplotlib.ticker
 import numpy as np
 from matplotlib.figure import Figure
 
+from rpd import registry
 from rpd.plotting.style import paper_style, save
-
-FLOOR = 1e-3  # κ − 1 <= 0 (no cost) is drawn here, marked "x"
-
 
 def _num(v) -> float | None:
     """A stored number, or None (a JSON "nan" string, None)."""
@@ -31,6 +30,12 @@ def label(method: str, optimizer: str, settings: dict) -> str:
     return head + "".join(f" {k}={v}" for k, v in sorted(settings.items()))
 
 
+def colour(method: str) -> str:
+    """The schedule's colour from its registry entry (one colour per schedule in every figure);
+    DiLoCo runs on LocalSGD's timeline: LocalSGD's colour, told apart by its dashes."""
+    return registry.style("local_sgd" if method == "diloco" else method).colour
+
+
 def _fit_text(f: dict | None) -> str:
     if f is None or f.get("gamma") is None:
         return " (no fit)"
@@ -38,37 +43,46 @@ def _fit_text(f: dict | None) -> str:
     return f" γ={f['gamma']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
 
 
+def _key(r: dict) -> tuple:
+    return r["method"], r["optimizer"], tuple(sorted(r["settings"].items()))
+
+
 def _panel(ax, rows: list[dict], fits: list[dict], optimizer: str) -> None:
-    keys = list(dict.fromkeys((r["method"], r["optimizer"], tuple(sorted(r["settings"].items()))) for r in rows))
-    colors = [f"C{i % 10}" for i in range(len(keys))]
-    styles = ["-", "--", ":", "-."]
-    for j, (key, color) in enumerate(zip(keys, colors)):
-        mine = sorted(
-            (r for r in rows if (r["method"], r["optimizer"], tuple(sorted(r["settings"].items()))) == key),
-            key=lambda r: r["N"],
-        )
-        f = next((x for x in fits if (x["method"], x["optimizer"], tuple(sorted(x["settings"].items()))) == key), None)
+    """κ against N (log N); κ = 1 (no cost) the grey line, κ < 1 below it as measured; a
+    censored point an open triangle at its lower bound; the fitted 1 + c·(N/10⁶)^γ dotted."""
+    keys = list(dict.fromkeys(_key(r) for r in rows))
+    seen: dict[str, int] = {}
+    for key in keys:
+        mine = sorted((r for r in rows if _key(r) == key), key=lambda r: r["N"])
+        f = next((x for x in fits if _key(x) == key), None)
+        method = key[0]
+        n_same = seen[method] = seen.get(method, -1) + 1
+        dash = ["-", "--", ":", "-."][n_same % 4] if method != "diloco" else ["--", "-.", ":"][n_same % 3]
+        c = colour(method)
         N = np.array([r["N"] for r in mine], float)
-        k = np.array([np.nan if r["kappa"] is None else r["kappa"] - 1 for r in mine])
-        shown = np.where(np.isnan(k), np.nan, np.where(k > 0, k, FLOOR))  # censored / diverged: a gap, marked below
-        ax.plot(N, shown, styles[j // 10 % 4], color=color, lw=0.8, marker="o", ms=3,
-                label=label(*key[:2], dict(key[2])) + _fit_text(f))  # fmt: skip
+        k = np.array([np.nan if r["kappa"] is None else r["kappa"] for r in mine])
+        marker = "s" if key[1] == "nesterov_async" else "ovD^<>"[n_same % 6]
+        ax.plot(N, k, dash, color=c, lw=1.2, marker=marker, ms=4, label=label(*key[:2], dict(key[2])) + _fit_text(f))
         for r in mine:
             if r["censored"]:
-                ax.plot([r["N"]], [r["kappa_bound"] - 1], "^", mfc="none", color=color, ms=6)
-            elif r["kappa"] is not None and r["kappa"] <= 1:
-                ax.plot([r["N"]], [FLOOR], "x", color=color, ms=5)
+                ax.plot([r["N"]], [r["kappa_bound"]], "^", mfc="none", color=c, ms=7)
+        if f is not None and _num(f.get("c")) is not None and _num(f.get("gamma")) is not None:
+            grid = np.geomspace(N.min(), N.max(), 32)
+            ax.plot(grid, 1 + f["c"] * (grid / 1e6) ** f["gamma"], ":", color=c, lw=0.8)
+    ax.axhline(1.0, color="0.6", lw=0.8)
     ax.set_xscale("log")
-    ax.set_yscale("log")
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x / 1e3:g}k"))
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("parameters N")
-    ax.set_ylabel("κ − 1 (tokens to the reference's loss at D, over D, minus 1)")
-    ax.set_title(f"{optimizer}: κ − 1 against N (△ censored: κ above; × no cost)", fontsize=9)
-    ax.legend(fontsize=5, ncol=2)
+    ax.set_ylabel("κ: tokens to the reference's loss at D, over D")
+    ax.set_title(f"{optimizer}: κ against N (1: no cost; △ censored, κ above)", fontsize=9)
+    ax.legend(fontsize=6, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
 
 
 def _gaps(ax, rows: list[dict], dev: dict) -> None:
     dl = [r for r in rows if r["method"] == "diloco" and _num(r["relative_gap"]) is not None]
-    for i, M in enumerate(sorted({r["settings"]["M"] for r in dl})):
+    by_m = {M: f"C{i}" for i, M in enumerate(sorted({1, 2, 4, 8, *(r["settings"]["M"] for r in dl)}))}  # one colour per M
+    for M in sorted({r["settings"]["M"] for r in dl}):
         for j, H in enumerate(sorted({r["settings"]["H"] for r in dl})):
             for opt_i, opt in enumerate(sorted({r["optimizer"] for r in dl})):
                 mine = sorted(
@@ -76,16 +90,16 @@ def _gaps(ax, rows: list[dict], dev: dict) -> None:
                     key=lambda r: r["N"],
                 )
                 ax.plot([r["N"] for r in mine], [100 * r["relative_gap"] for r in mine], ["-", "--", ":"][opt_i % 3],
-                        color=f"C{i}", marker="os^v"[j % 4], ms=3, lw=0.8, label=f"rpd DiLoCo M={M} H={H} {opt}")  # fmt: skip
-    for i, (M, d) in enumerate(sorted(dev.items(), key=lambda x: int(x[0]))):
-        ax.plot([35e6, 550e6], [100 * d["gap_35M"], 100 * d["gap_550M"]], "-", color=f"C{i}", lw=2.5, alpha=0.5,
+                        color=by_m[M], marker="os^v"[j % 4], ms=4, lw=1.0, label=f"rpd DiLoCo M={M} H={H} {opt}")  # fmt: skip
+    for M, d in sorted(dev.items(), key=lambda x: int(x[0])):
+        ax.plot([35e6, 550e6], [100 * d["gap_35M"], 100 * d["gap_550M"]], "-", color=by_m[int(M)], lw=2.5, alpha=0.5,
                 label=f"Charles et al. 2025 M={M} (H=30): " + ("a gap <= 0: no γ" if _num(d["gamma"]) is None else f"γ={d['gamma']:.2f}"))  # fmt: skip
     ax.axhline(0, color="k", lw=0.5)
     ax.set_xscale("log")
     ax.set_xlabel("parameters N")
     ax.set_ylabel("relative loss gap at D (%)")
     ax.set_title("DiLoCo: (L − L_DP) / L_DP at equal tokens; rpd's tiny LM and the development rows", fontsize=9)
-    ax.legend(fontsize=5, ncol=2)
+    ax.legend(fontsize=6, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
 
 
 def kappa_scale_figure(out, path) -> None:
@@ -93,11 +107,12 @@ def kappa_scale_figure(out, path) -> None:
     fits = out.summary["fits"]
     opts = list(dict.fromkeys(r["optimizer"] for r in rows if r["optimizer"] != "nesterov_async"))
     with paper_style():
-        fig = Figure(figsize=(6.5 * (len(opts) + 1), 6.0))
+        fig = Figure(figsize=(6.5 * (len(opts) + 1), 7.0))
         axes = fig.subplots(1, len(opts) + 1, squeeze=False)[0]
         for ax, opt in zip(axes, opts):
             mine = [r for r in rows if r["optimizer"] == opt or (opt == "adamw" and r["optimizer"] == "nesterov_async")]
             _panel(ax, mine, fits, opt + (" (+ PD under nesterov_async)" if opt == "adamw" and len(mine) else ""))
         _gaps(axes[-1], rows, out.summary["diloco_dev"])
         fig.suptitle(out.summary["title"] + f"; D rule: {out.summary['D_rule']}", fontsize=10)
+        fig.subplots_adjust(bottom=0.3, top=0.9, wspace=0.3)  # the legends under their panels
         save(fig, path)
