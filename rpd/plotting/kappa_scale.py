@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 from rpd import registry
 from rpd.plotting.style import paper_style, save
 
+
 def _num(v) -> float | None:
     """A stored number, or None (a JSON "nan" string, None)."""
     return float(v) if isinstance(v, (int, float)) and np.isfinite(v) else None
@@ -81,7 +82,9 @@ def _panel(ax, rows: list[dict], fits: list[dict], optimizer: str) -> None:
 
 def _gaps(ax, rows: list[dict], dev: dict) -> None:
     dl = [r for r in rows if r["method"] == "diloco" and _num(r["relative_gap"]) is not None]
-    by_m = {M: f"C{i}" for i, M in enumerate(sorted({1, 2, 4, 8, *(r["settings"]["M"] for r in dl)}))}  # one colour per M
+    by_m = {
+        M: f"C{i}" for i, M in enumerate(sorted({1, 2, 4, 8, *(r["settings"]["M"] for r in dl)}))
+    }  # one colour per M
     for M in sorted({r["settings"]["M"] for r in dl}):
         for j, H in enumerate(sorted({r["settings"]["H"] for r in dl})):
             for opt_i, opt in enumerate(sorted({r["optimizer"] for r in dl})):
@@ -89,6 +92,8 @@ def _gaps(ax, rows: list[dict], dev: dict) -> None:
                     (r for r in dl if (r["settings"]["M"], r["settings"]["H"], r["optimizer"]) == (M, H, opt)),
                     key=lambda r: r["N"],
                 )
+                if not mine:  # a setting E18 did not run: no line, no legend entry
+                    continue
                 ax.plot([r["N"] for r in mine], [100 * r["relative_gap"] for r in mine], ["-", "--", ":"][opt_i % 3],
                         color=by_m[M], marker="os^v"[j % 4], ms=4, lw=1.0, label=f"rpd DiLoCo M={M} H={H} {opt}")  # fmt: skip
     for M, d in sorted(dev.items(), key=lambda x: int(x[0])):
