@@ -110,7 +110,7 @@ def test_a_setting_e18_held_fixed_or_did_not_vary(monkeypatch):
     monkeypatch.setattr(simulated, "FITS", (*fits, simulated.SimulatedFit("pipemare", "sgd", (), **FIT)))
     e = effective_tokens("pipemare", 4e6, 1e6, S=8, optimizer="sgd")  # E18's pipemare fit spans its sizes' S
     assert e.kappa == pytest.approx(1.25, rel=1e-12) and "S=8 not varied by E18" in e.source
-    assert "extrapolated" in effective_tokens("pipemare", 1e9, 1e6, optimizer="sgd").source
+    assert "extrapolated" in effective_tokens("pipemare", 2e7, 1e6, optimizer="sgd").source  # within 10x of its sizes
     assert effective_tokens("localsgd", 4e6, 1e6, M=4, H=2, optimizer="sgd").kappa == pytest.approx(1.25, rel=1e-12)
     with pytest.raises(ValueError, match=r"^no source of kappa for method 'localsgd'"):
         effective_tokens("localsgd", 4e6, 1e6, M=8, H=2, optimizer="sgd")

@@ -46,3 +46,18 @@ def test_a_figure_payload_reads_into_fits():
         (("schedule", "pipedream"),),
     )
     assert nesterov.kappa(4e6) == 1.5  # 1 + 0.25 · 4^0.5
+
+
+def test_a_fit_gives_no_kappa_beyond_ten_times_its_sizes(monkeypatch):
+    """E18's law is read at most a factor EXTRAPOLATION = 10 beyond the sizes it trained (PipeDream's
+    fit on 2.4k-44k parameters read at 8B gave κ ≈ 215): beyond it, no κ and a reason naming the range."""
+    fit = simulated.SimulatedFit(
+        "pipedream", "adamw", (), c=0.5, gamma=0.5, gamma_ci95=None, n_sizes=2, N_range=(1e4, 4e4)
+    )
+    monkeypatch.setattr(simulated, "FITS", (fit,))
+    kappa, _ = simulated.simulated_kappa("pipedream", 4e5, "adamw", {})  # 10 x the largest: still read
+    assert kappa == pytest.approx(1 + 0.5 * 0.4**0.5, rel=1e-12)
+    assert simulated.simulated_kappa("pipedream", 4.01e5, "adamw", {}) is None
+    assert simulated.simulated_kappa("pipedream", 0.99e3, "adamw", {}) is None
+    with pytest.raises(ValueError, match=r"fits pipedream on N = 1e\+04\.\.4e\+04 only; N = 8e\+09 is beyond 10x"):
+        effective.effective_tokens("pipedream", 8e9, 1.6e11, optimizer="adamw")

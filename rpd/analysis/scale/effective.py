@@ -125,10 +125,15 @@ def effective_tokens(
     if sim is not None:
         found.append((sim[0], gap_from_kappa(law, D, sim[0]) / L, sim[1]))
     if not found:
+        far = simulated.coverage("diloco" if method == "streaming_diloco" else method, N, optimizer, rest)
         fitted = simulated.available(method)
         raise ValueError(
             f"no source of kappa for method {method!r} with optimizer {optimizer} at {rest}: no published row covers it "
-            f"and rpd's E18 has {'fits only at ' + '; '.join(fitted) if fitted else 'no fit for it (not committed yet)'}"
+            + (
+                f"and {far}"
+                if far
+                else f"and rpd's E18 has {'fits only at ' + '; '.join(fitted) if fitted else 'no fit for it'}"
+            )
         )
     kappa, gap, source = found[0]
     other = found[1] if len(found) > 1 else None

@@ -133,13 +133,39 @@ def find_fits(method: str, optimizer: str, settings: Mapping[str, object]) -> li
     ]
 
 
+# How far E18's law is read beyond the sizes it trained, as a factor in N. E18's LMs have 2.4k-44k
+# parameters; a power law fitted on two or three such sizes says nothing about 10⁹ (PipeDream's fit
+# read at 8B gives κ ≈ 215), so beyond this factor the simulated source gives no κ and says why.
+EXTRAPOLATION = 10.0
+
+
+def beyond(fit: SimulatedFit, N: float) -> bool:
+    lo, hi = fit.N_range
+    return not lo / EXTRAPOLATION <= N <= hi * EXTRAPOLATION
+
+
+def coverage(method: str, N: float, optimizer: str, settings: Mapping[str, object]) -> str | None:
+    """Why E18's fit of these settings gives no κ at N (N beyond :data:`EXTRAPOLATION` × its
+    sizes), or None."""
+    for fit in find_fits(method, optimizer, settings):
+        if beyond(fit, N):
+            lo, hi = fit.N_range
+            return (
+                f"rpd's E18 fits {method} on N = {lo:.3g}..{hi:.3g} only; N = {N:.3g} is beyond "
+                f"{EXTRAPOLATION:g}x of it"
+            )
+    return None
+
+
 def simulated_kappa(method: str, N: float, optimizer: str, settings: Mapping[str, object]) -> tuple[float, str] | None:
     """κ from E18's law at N and its source string (saying which settings E18 did not vary, and
-    when N is outside the sizes it trained), or None where E18 has no fit for these settings; two
-    fits that both agree (a distinguishing setting left out): a one-line ValueError naming them."""
+    when N is outside the sizes it trained), or None where E18 has no fit for these settings or N
+    lies beyond :data:`EXTRAPOLATION` × its sizes (:func:`coverage` says so); two fits that both
+    agree (a distinguishing setting left out): a one-line ValueError naming them."""
     found = find_fits(method, optimizer, settings)
-    if not found:
+    if not found or all(beyond(f, N) for f in found):
         return None
+    found = [f for f in found if not beyond(f, N)]
     if len(found) > 1:
         raise ValueError(
             f"{method} needs one of the settings E18 varied: {'; '.join(str(dict(f.settings)) for f in found)}"
