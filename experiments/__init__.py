@@ -123,6 +123,16 @@ def quick_help(argv: list[str]) -> str | None:
     return "\n".join([f"python -m {module}", *doc, *_argparse_help(source)])
 
 
+def _exit_now(signum, frame):  # pragma: no cover - only until rpd.runtime.interrupt replaces it below
+    os.write(2, b"\ninterrupted (Ctrl-C) while starting: nothing was run or stored\n")
+    os._exit(130)
+
+
+# runpy sets argv[0] to "-m" while it imports the package of `python -m experiments.<name>`
+_PROGRAM = sys.argv[:1] == ["-m"] and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+if _PROGRAM:
+    signal.signal(signal.SIGINT, _exit_now)  # from here on, Ctrl-C is one line and 130
+
 if (_text := quick_help(list(getattr(sys, "orig_argv", [])))) is not None:
     print(_text)
     raise SystemExit(0)
@@ -132,15 +142,7 @@ if (_text := quick_help(list(getattr(sys, "orig_argv", [])))) is not None:
 logging.getLogger("fontTools").setLevel(logging.WARNING)
 logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)  # "Unable to initialize backend 'tpu'"
 
-
-def _exit_now(signum, frame):  # pragma: no cover - only until rpd.runtime.interrupt replaces it below
-    os.write(2, b"\ninterrupted (Ctrl-C) while starting: nothing was run or stored\n")
-    os._exit(130)
-
-
-# runpy sets argv[0] to "-m" while it imports the package of `python -m experiments.<name>`
-if sys.argv[:1] == ["-m"] and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-    signal.signal(signal.SIGINT, _exit_now)  # rpd imports JAX (0.5 s); nothing is in flight yet
+if _PROGRAM:  # rpd imports JAX (0.5 s); nothing is in flight yet
     from rpd.runtime import interrupt
 
     interrupt.install()
