@@ -248,8 +248,7 @@ def _pool_pass(names: Sequence[str], jobs: int, file, make, quiet_deaths: bool =
     threads = max(1, default_workers() // jobs)
     rank = {n: i for i, n in enumerate(COST_ORDER)}
     order = sorted(names, key=lambda n: rank.get(n, -1))  # unknown (new) figures first
-    # the splitting studies' units as tasks, unless they go to a launcher (launch)
-    spreads = spread.plans(order, lambda n: _config(n, kw)) if jobs > 1 and kw.get("launch") is None else {}
+    spreading = jobs > 1 and kw.get("launch") is None  # the units as tasks, unless they go to a launcher
     pool = ProcessPoolExecutor(
         max_workers=jobs,
         mp_context=multiprocessing.get_context("spawn"),
@@ -257,7 +256,7 @@ def _pool_pass(names: Sequence[str], jobs: int, file, make, quiet_deaths: bool =
         initargs=(str(cache) if cache else None, threads),
     )
     done: dict[str, Report] = {}
-    left = {n: len(sp.todo) for n, sp in spreads.items()}
+    left: dict[str, int] = {}  # a spread figure's units not finished
     died: dict[str, str] = {}
     t0 = time.time()
     outer = tqdm(total=len(names), desc=f"figures ({jobs} processes)", unit="fig", file=file, dynamic_ncols=True)
@@ -270,12 +269,16 @@ def _pool_pass(names: Sequence[str], jobs: int, file, make, quiet_deaths: bool =
 
     try:
         futures = {}
-        for n in order:  # a spread figure's units where the figure would be
-            for i in spreads[n].todo if n in spreads else [None]:
-                task = (make, n) if i is None else (spread.run_unit, str(spreads[n].plan), i, kw["force"])
-                futures[pool.submit(*task, **({"file": None, **kw} if i is None else {}))] = n
-        for n in [n for n, k in left.items() if k == 0]:  # every unit stored already
-            finish(n, spread.report(n, _config(n, kw), kw["commit"], t0))
+        for n in order:  # planned one by one, so the workers start on the first while the rest are
+            sp = spread.plans([n], lambda m: _config(m, kw)).get(n) if spreading else None
+            if sp is None:
+                futures[pool.submit(make, n, file=None, **kw)] = n
+                continue
+            left[n] = len(sp.todo)  # its units where the figure would be
+            for i in sp.todo:
+                futures[pool.submit(spread.run_unit, str(sp.plan), i, kw["force"])] = n
+            if not sp.todo:  # every unit stored already
+                finish(n, spread.report(n, _config(n, kw), kw["commit"], t0))
         pending = set(futures)
         while pending:
             # short waits: the bar names the figures being made, and Ctrl-C is seen at once
