@@ -33,7 +33,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from experiments import schemas  # the schemas the configs compose onto, in hydra's ConfigStore
-from rpd.cli import checks, config, optimizer_config, schedule_config
+from rpd.cli import checks, config, objective_config, optimizer_config, schedule_config
 from rpd.validation import nearest
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -108,6 +108,8 @@ def message(exc: BaseException, overrides: list[str]) -> str:
         if (owners := optimizer_config.compose_hint(key, kind)) is not None:  # the optimizers that take it
             return owners
         if (owners := schedule_config.compose_hint(key, kind)) is not None:  # the schedules that have it
+            return owners
+        if (owners := objective_config.compose_hint(key, kind)) is not None:  # the objectives that have it
             return owners
         parent, _, leaf = key.rpartition(".")
         fields = sorted(f.name for f in dataclasses.fields(kind))

@@ -39,7 +39,7 @@ from typing import Any, Sequence
 from tqdm.auto import tqdm
 
 from experiments import schemas, slurm_watch
-from rpd.cli import checks
+from rpd.cli import checks, spread
 from rpd.cli import config as C
 from rpd.cli import figure as F
 from rpd.cli.fanout import LAUNCHERS as FANOUT_LAUNCHERS
@@ -196,10 +196,11 @@ def default_jobs(size: str = "quick") -> int:
 
 
 # The quick figures' cost on 2 cores, most expensive first (BENCHMARKS.md): with
-# ``jobs > 1`` they are started in this order, so the long ones do not end up last.
+# ``jobs > 1`` they are started in this order, so the long ones do not end up last. E12 (one
+# unit) first, E10's units (rpd.cli.spread) next, the cheap figures last to even out the ends.
 COST_ORDER = tuple(
-    "e10_frontier e5_nanochat e12_optimizers e11_costs staleness_scaling e6_scaling e4_logistic "
-    "e13_optim_staleness e14_search e15_workers e16_survey e17_staleness_2026 e18_scale e19_stragglers plan_claims plan_accuracy "
+    "e12_optimizers e10_frontier e11_costs e18_scale e5_nanochat plan_accuracy staleness_scaling e6_scaling "
+    "e4_logistic e19_stragglers e13_optim_staleness e14_search e15_workers e16_survey e17_staleness_2026 plan_claims "
     "e9_frontier e7_schedules e3_nesterov e1_pd_vs_rpd e8_delta e2_delay_law".split()
 )
 
@@ -241,13 +242,21 @@ def _reproduce_in_processes(names: Sequence[str], jobs: int, file=None, make=_ma
     return [done[n] for n in names]
 
 
+def _config(name: str, kw: dict):
+    keys = ("size", "force", "results_root", "out_dir", "config_dir")
+    return figure_config(name, **{k: kw[k] for k in keys})
+
+
 def _pool_pass(names: Sequence[str], jobs: int, file, make, quiet_deaths: bool = False, **kw) -> dict[str, Report]:
     """One pool of ``jobs`` workers making ``names``: their reports by name (``quiet_deaths``:
-    figures lost with a dead worker are not announced, since they will be made again)."""
+    figures lost with a dead worker are not announced, since they will be made again). A
+    splitting study's units are tasks of their own (``rpd.cli.spread``), queued in the figure's
+    place, so no worker holds E10 alone; this process assembles it once they are stored."""
     cache = compile_cache.active()
     threads = max(1, default_workers() // jobs)
     rank = {n: i for i, n in enumerate(COST_ORDER)}
     order = sorted(names, key=lambda n: rank.get(n, -1))  # unknown (new) figures first
+    spreading = jobs > 1 and kw.get("launch") is None  # the units as tasks, unless they go to a launcher
     pool = ProcessPoolExecutor(
         max_workers=jobs,
         mp_context=multiprocessing.get_context("spawn"),
@@ -255,26 +264,49 @@ def _pool_pass(names: Sequence[str], jobs: int, file, make, quiet_deaths: bool =
         initargs=(str(cache) if cache else None, threads),
     )
     done: dict[str, Report] = {}
+    left: dict[str, int] = {}  # a spread figure's units not finished
+    died: dict[str, str] = {}
+    t0 = time.time()
     outer = tqdm(total=len(names), desc=f"figures ({jobs} processes)", unit="fig", file=file, dynamic_ncols=True)
+
+    def finish(name: str, rep: Report) -> None:
+        done[name] = rep
+        outer.update(1)
+        if not (quiet_deaths and (rep.error or "").startswith(_DIED)):
+            _announce(rep, file)
+
     try:
-        futures = {pool.submit(make, n, file=None, **kw): n for n in order}
+        futures = {}
+        for n in order:  # planned one by one, so the workers start on the first while the rest are
+            sp = spread.plans([n], lambda m: _config(m, kw)).get(n) if spreading else None
+            if sp is None:
+                futures[pool.submit(make, n, file=None, **kw)] = n
+                continue
+            left[n] = len(sp.todo)  # its units where the figure would be
+            for i in sp.todo:
+                futures[pool.submit(spread.run_unit, str(sp.plan), i, kw["force"])] = n
+            if not sp.todo:  # every unit stored already
+                finish(n, spread.report(n, _config(n, kw), kw["commit"], t0))
         pending = set(futures)
         while pending:
             # short waits: the bar names the figures being made, and Ctrl-C is seen at once
             finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
             # the pool marks a few queued tasks running too; the oldest `jobs` are the ones at work
             running = [n for f, n in futures.items() if f in pending and f.running()][:jobs]
-            outer.set_postfix_str(", ".join(running), refresh=False)
+            outer.set_postfix_str(", ".join(dict.fromkeys(running)), refresh=False)
             for fut in finished:
                 name = futures[fut]
                 try:
                     rep = fut.result()
                 except Exception as err:  # the worker process itself died (killed, out of memory)
                     rep = Report(name, "failed", None, f"{type(err).__name__}: {err}", float("nan"))
-                done[name] = rep
-                outer.update(1)
-                if not (quiet_deaths and (rep.error or "").startswith(_DIED)):
-                    _announce(rep, file)
+                    died.setdefault(name, rep.error or _DIED)
+                if name in left:  # a unit: the figure ends with its last one
+                    left[name] -= 1
+                    if left[name] == 0:
+                        finish(name, spread.report(name, _config(name, kw), kw["commit"], t0, died.get(name)))
+                else:
+                    finish(name, rep)
     except BaseException:  # Ctrl-C (or a failure here): end the workers now; finished runs stay stored
         _terminate(pool)
         raise

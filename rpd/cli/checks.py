@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rpd import objectives, registry
 from rpd.analysis import tuning
-from rpd.cli import optimizer_config, schedule_config
+from rpd.cli import objective_config, optimizer_config, schedule_config
 from rpd.cli.config import (
     BatchOrder,
     BlockOrder,
@@ -113,10 +113,10 @@ def _check_values(cfg) -> registry.RunSpec:
     if user_factory(o) is not None:  # the user's factory checks its own arguments
         return spec
     entry = objectives.OBJECTIVES[name]
-    for basis in ("rotate", "align"):
-        if o[basis] and basis not in entry.reads:
+    for basis in ("rotate", "align"):  # a toy named on another's node (objective.name=) reads its own
+        if o.get(basis) and basis not in entry.reads:
             raise ValueError(f"objective.{basis} applies to {' and '.join(readers(basis))}, not to {name}")
-    if o.rotate and o.align:
+    if o.get("rotate") and o.get("align"):
         raise ValueError("objective.rotate and objective.align exclude each other (a random or the axis basis)")
     if entry.check is not None:  # its own checks (rpd.objectives.ObjectiveEntry.check)
         entry.check(o, S)
@@ -154,6 +154,7 @@ def typed(cfg, schema=TrainConfig) -> DictConfig:
     if not dataclasses.is_dataclass(cfg):
         cfg = optimizer_config.on_schema(cfg)  # the optimizer's keys are its factory's
         cfg = schedule_config.on_schema(cfg)  # the schedule's keys: the shared ones and its own
+        cfg = objective_config.on_schema(cfg, schema)  # the objective's keys: the shared ones and its own
         check_keys(cfg, schema)
     base = OmegaConf.structured(schema)
     merged = OmegaConf.merge(base, cfg if not dataclasses.is_dataclass(cfg) else OmegaConf.structured(cfg))

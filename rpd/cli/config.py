@@ -5,7 +5,9 @@ The YAML files under ``configs/`` are merged onto these dataclasses, so a misspe
 value of the wrong type fails at compose time naming the field (``full_key: schedule.SS``); a key
 added with ``+`` fails in :func:`typed` (:func:`check_keys`, listing the valid keys); and
 names with a fixed set of choices are enums (``method.delays=foo`` fails listing the choices).
-Value checks that a type cannot express (S >= 1, a non-empty γ grid, n >= d for Nesterov's
+Each objective, schedule and optimizer is typed by its own schema, derived from the library's
+declaration (:mod:`rpd.cli.objective_config`, :mod:`rpd.cli.schedule_config`,
+:mod:`rpd.cli.optimizer_config`). Value checks that a type cannot express (S >= 1, a non-empty γ grid, n >= d for Nesterov's
 quadratic, S >= 3 for the LM, ...) run in :func:`rpd.cli.checks.validate`, before any objective is built,
 with the library's own checks (``rpd.validation``, ``rpd.analysis.tuning.pow2_grid``) and the dotted
 config path as the argument name: ``schedule.S must be >= 1, got 0``.
@@ -24,7 +26,8 @@ from typing import Any, Dict, List, Optional
 from omegaconf import MISSING, OmegaConf
 
 from rpd import registry
-from rpd.cli import optimizer_config, schedule_config
+from rpd.cli import objective_config, optimizer_config, schedule_config
+from rpd.cli.objective_config import ObjectiveConfig, objective_schema  # re-exported: the objective group's schemas
 from rpd.cli.optimizer_config import (  # re-exported: the optimizer groups' schemas
     CorrectionName,
     InnerState,
@@ -36,6 +39,8 @@ from rpd.cli.optimizer_config import (  # re-exported: the optimizer groups' sch
 from rpd.cli.schedule_config import ScheduleConfig, schedule_schema
 
 __all__ = [
+    "ObjectiveConfig",
+    "objective_schema",
     "CorrectionName",
     "InnerState",
     "OptimizerConfig",
@@ -90,40 +95,6 @@ class LoggerKind(enum.Enum):
 class Size(enum.Enum):
     quick = "quick"
     full = "full"
-
-
-@dataclasses.dataclass
-class ObjectiveConfig:
-    """``rpd.objectives``: the data and the loss. S comes from ``schedule.S``."""
-
-    # a registered objective (rpd.objectives.OBJECTIVES; an unknown name is refused naming the field)
-    name: str = "random_quadratic"
-    n: int = 2000  # examples (linear models); a multiple of batch_size
-    d: int = 512  # dimension (linear models)
-    batch_size: int = 100  # B
-    mu: Optional[float] = 0.01  # Nesterov's quadratic: A = tridiag(-1, 2, -1) + mu I
-    condition_number: Optional[float] = None  # Nesterov: overrides mu when set
-    lam: float = 1e-4  # logistic regression: l2 weight
-    grad_noise: float = 0.0  # sigma_g of i.i.d. Gaussian noise on every block gradient
-    seed: int = 0  # data seed (numpy.random.default_rng)
-    rotate: bool = False  # random / Nesterov quadratic: Hessian Q Λ Qᵀ (same spectrum, a seeded random rotation)
-    align: bool = False  # random / Nesterov quadratic: Hessian Λ, diagonal (same spectrum on the axes)
-    # small LM ("nanochat"); batch_size and seed above apply too
-    text_path: Optional[str] = None  # any UTF-8 text; null: the cached corpus (python -m rpd.objectives.corpus fetch)
-    seq_len: int = 32
-    width: int = 64
-    heads: int = 4
-    heldout_frac: float = 0.1
-    heldout_batches: int = 8
-    # a user's objective: an import path ``mymodule.make``, called with S, the objective.* keys
-    # of ``args`` that its signature names, and ``options``; its name and sizes are the
-    # returned Objective's (the name and sizes above are then not used)
-    _target_: Optional[str] = None
-    options: Dict[str, Any] = dataclasses.field(default_factory=dict)
-    # a user's objective: the objective.* keys its factory is called with, the others take the
-    # factory's own defaults; experiments.train sets those given on its command line (or in a
-    # plain dict passed to rpd.cli.train.run). null: every key its signature names
-    args: Optional[List[str]] = None
 
 
 @dataclasses.dataclass
@@ -333,6 +304,7 @@ def schemas() -> list[tuple[str | None, str, type, str | None]]:
         (None, "figure_schema", FigureConfig, None),
         (None, "chart_schema", ChartConfig, None),
         *schedule_config.schemas(),  # schedule_schema/<name>: each schedule typed by its own parameters
+        *objective_config.schemas(),  # objective_schema/<name>: each objective typed by its own parameters
         *optimizer_config.schemas(),  # optimizer_schema/<name>: each optimizer typed by its factory
     ]
 

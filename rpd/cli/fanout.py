@@ -124,10 +124,13 @@ def compute(
     launcher: str = "local",
     launcher_overrides: Sequence[str] = (),
     echo: Callable[[str], None] = print,
+    force_units: bool | None = None,
 ) -> tuple[Path, bool]:
     """The stored output at ``path`` of ``study`` at ``cfg`` (its ``key``), made from its units
     run as jobs on ``launcher``; returns (run dir, reused). Raises :class:`JobsIncomplete`
-    naming the units that are not stored after the launch."""
+    naming the units that are not stored after the launch. ``force_units`` (None: ``force``):
+    stored units are computed again too (False: the figure script's workers just computed them,
+    ``rpd.cli.spread``)."""
     if launcher not in LAUNCHERS:
         raise ValueError(f"launcher must be one of {list(LAUNCHERS)}, got {launcher!r}")
     bad = [o for o in launcher_overrides if not o.startswith("hydra.launcher.")]
@@ -142,7 +145,8 @@ def compute(
         root = fanout.jobs_root(results_root, name, key)
         plan = fanout.write_plan(root, name, size, overrides, key, specs)
         before = fanout.states(root, key, specs)
-        todo = [i for i, s in enumerate(before) if force or s.status != "ok"]
+        redo_all = force if force_units is None else force_units
+        todo = [i for i, s in enumerate(before) if redo_all or s.status != "ok"]
         if todo:
             redo = [f"{s.key} ({s.status})" for s in before if s.status != "ok"]
             stored = len(specs) - len(redo)

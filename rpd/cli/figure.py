@@ -272,10 +272,17 @@ def draw(
 
 
 def make_figure(
-    cfg, *, on_step=None, on_start=None, git_commit: str | None = None, launcher: str = "local", launcher_overrides=()
+    cfg,
+    *,
+    on_step=None,
+    on_start=None,
+    git_commit: str | None = None,
+    launcher: str = "local",
+    launcher_overrides=(),
+    force_units: bool | None = None,
 ) -> FigureOutcome:
     """The whole job of ``experiments.figure`` for a composed ``FigureConfig``; with ``fanout``
-    its units run as jobs on ``launcher`` (``rpd.cli.fanout``)."""
+    its units run as jobs on ``launcher`` (``rpd.cli.fanout``; ``force_units``: its argument)."""
     if isinstance(cfg, DictConfig) and OmegaConf.is_missing(cfg.study, "name"):
         raise ValueError(f"experiment: experiments.figure needs experiment=<name>, one of {', '.join(experiments())}")
     cfg = checks.typed(cfg, C.FigureConfig)
@@ -285,6 +292,7 @@ def make_figure(
         path, cached = fanout.compute(
             *target(name, size, overrides, cfg.results_root), size=size, overrides=overrides,
             results_root=cfg.results_root, force=cfg.force, launcher=launcher, launcher_overrides=launcher_overrides,
+            force_units=force_units,
         )  # fmt: skip
     else:
         path, cached = compute(

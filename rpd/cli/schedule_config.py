@@ -48,7 +48,7 @@ class ScheduleConfig:
 SHARED = tuple(f.name for f in dataclasses.fields(ScheduleConfig))
 
 
-def _field_type(tp) -> Any:
+def field_type(tp) -> Any:
     """The OmegaConf-typed form of a parameter's annotation: scalars as they are, tuples as
     ``List[item]``, ``X | None`` as ``Optional[X]``; anything else ``Any``."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
@@ -56,7 +56,7 @@ def _field_type(tp) -> Any:
         return tp
     if origin in (typing.Union, types.UnionType):
         rest = [a for a in args if a is not type(None)]
-        return Optional[_field_type(rest[0])] if len(rest) == 1 else Any
+        return Optional[field_type(rest[0])] if len(rest) == 1 else Any
     if origin in (tuple, list):
         items = {a for a in args if a is not Ellipsis}
         return _LISTS.get(items.pop() if len(items) == 1 else None, List[Any])
@@ -80,7 +80,7 @@ def _own(entries) -> list[tuple[str, Any, Any]]:
                 if isinstance(value, tuple)
                 else dataclasses.field(default=value)
             )
-            out.setdefault(f.name, (f.name, _field_type(hints[f.name]), default))
+            out.setdefault(f.name, (f.name, field_type(hints[f.name]), default))
     return list(out.values())
 
 

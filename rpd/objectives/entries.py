@@ -1,6 +1,7 @@
 """rpd's own objectives as :class:`~rpd.objectives.entry.ObjectiveEntry` s (collected by
 :mod:`rpd.objectives`): each one's build and checks from its config node (``objective.*``, errors
-naming the dotted field), the fields its store key keeps, its metric, cadence and γ grid."""
+naming the dotted field), its parameters (``params_type``, the dataclass beside its builder: the
+config's fields and defaults, and the fields its store key keeps), its metric, cadence and γ grid."""
 
 from __future__ import annotations
 
@@ -9,9 +10,16 @@ import jax
 from rpd.objectives import corpus
 from rpd.objectives.base import Objective
 from rpd.objectives.entry import HELDOUT, Memory, ObjectiveEntry, Shapes
-from rpd.objectives.linear import logistic_regression, nesterov_quadratic, random_quadratic
-from rpd.objectives.mlp import mlp_chain
-from rpd.objectives.nanochat import init_params, nanochat, stage_sizes
+from rpd.objectives.linear import (
+    LogisticRegressionParams,
+    NesterovQuadraticParams,
+    RandomQuadraticParams,
+    logistic_regression,
+    nesterov_quadratic,
+    random_quadratic,
+)
+from rpd.objectives.mlp import MLPChainParams, mlp_chain
+from rpd.objectives.nanochat import NanochatParams, init_params, nanochat, stage_sizes
 from rpd.runtime.budget import Term
 from rpd.validation import check_int, check_real
 
@@ -132,7 +140,7 @@ ENTRIES = (
         lambda o, S: random_quadratic(
             o.n, o.d, S, o.batch_size, seed=o.seed, rotate=bool(o.rotate), align=bool(o.align)
         ),
-        reads=("n", "d", "rotate", "align"),
+        params_type=RandomQuadraticParams,
         check=_check_linear,
         memory=linear_memory,
     ),
@@ -149,14 +157,14 @@ ENTRIES = (
             rotate=bool(o.rotate),
             align=bool(o.align),
         ),
-        reads=("n", "d", "mu", "condition_number", "rotate", "align"),
+        params_type=NesterovQuadraticParams,
         check=_check_nesterov,
         memory=linear_memory,
     ),
     ObjectiveEntry(
         "logistic_regression",
         lambda o, S: logistic_regression(o.n, o.d, S, o.batch_size, lam=o.lam, grad_noise=o.grad_noise, seed=o.seed),
-        reads=("n", "d", "lam"),
+        params_type=LogisticRegressionParams,
         gamma_exps=(-8, 2),
         check=_check_logistic,
         memory=linear_memory,
@@ -164,7 +172,7 @@ ENTRIES = (
     ObjectiveEntry(
         "mlp_chain",
         lambda o, S: mlp_chain(o.n, o.width, S, o.batch_size, seed=o.seed),
-        reads=("n", "width"),
+        params_type=MLPChainParams,
         gamma_exps=(-6, 3),
         check=_check_mlp,
         block_shapes=_mlp_shapes,
@@ -183,7 +191,7 @@ ENTRIES = (
             heldout_frac=o.heldout_frac,
             heldout_batches=o.heldout_batches,
         ),
-        reads=("text_path", "seq_len", "width", "heads", "heldout_frac", "heldout_batches"),
+        params_type=NanochatParams,
         is_lm=True,
         metric=HELDOUT,
         identity=_text_identity,

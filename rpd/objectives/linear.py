@@ -7,6 +7,8 @@ Data order: ``numpy.random.default_rng(seed)`` draws X (or Z), then w*, then the
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,6 +18,44 @@ from rpd.objectives.base import BlockLayout, Objective, on_device
 from rpd.objectives.chain import Chain
 from rpd.runtime.programs import named_builder
 from rpd.validation import check_int, check_real
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomQuadraticParams:
+    """The config of :func:`random_quadratic` (``objective=random_quadratic``: its schema and
+    defaults, docs/architecture.md#adding-an-objective); E1/E8's setting."""
+
+    n: int = 2000  # examples; a multiple of batch_size
+    d: int = 512  # dimension
+    batch_size: int = 100  # B
+    seed: int = 0  # data seed (numpy.random.default_rng)
+    rotate: bool = False  # Hessian Q Λ Qᵀ (the same spectrum, a seeded random rotation)
+    align: bool = False  # Hessian Λ, diagonal (the same spectrum on the axes)
+
+
+@dataclasses.dataclass(frozen=True)
+class NesterovQuadraticParams:
+    """The config of :func:`nesterov_quadratic` (``objective=nesterov_quadratic``); E3's setting."""
+
+    n: int = 600  # examples; a multiple of batch_size, >= d
+    d: int = 512
+    batch_size: int = 5
+    mu: float | None = 0.01  # A = tridiag(-1, 2, -1) + mu I
+    condition_number: float | None = None  # overrides mu when set (nesterov_mu)
+    seed: int = 0
+    rotate: bool = False
+    align: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class LogisticRegressionParams:
+    """The config of :func:`logistic_regression` (``objective=logistic_regression``); E4's setting."""
+
+    n: int = 600
+    d: int = 512
+    batch_size: int = 5
+    lam: float = 1e-4  # l2 weight
+    seed: int = 0
 
 
 def _check_sizes(n, d, S, batch_size):
@@ -170,7 +210,7 @@ def nesterov_quadratic(
     d: int,
     S: int,
     batch_size: int,
-    mu: float | None = 0.01,
+    mu: float | None = NesterovQuadraticParams.mu,
     condition_number: float | None = None,
     seed: int = 0,
     rotate: bool = False,

@@ -26,6 +26,17 @@ from rpd.runtime.programs import named_builder
 from rpd.validation import check_int, check_real
 
 
+@dataclasses.dataclass(frozen=True)
+class MLPChainParams:
+    """The config of :func:`mlp_chain` (``objective=mlp_chain``: its schema and defaults,
+    docs/architecture.md#adding-an-objective)."""
+
+    n: int = 512  # examples; a multiple of batch_size
+    width: int = 32  # w, every layer's width
+    batch_size: int = 16
+    seed: int = 0
+
+
 def _layers(rng, S: int, w: int, gain: float) -> list[np.ndarray]:
     return [
         np.concatenate([(gain / np.sqrt(w) * rng.standard_normal((w, w))).ravel(), 0.1 * rng.standard_normal(w)])

@@ -29,6 +29,7 @@ relative; with HIGHEST a GPU and a CPU agree to float32 rounding (docs/running.m
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
@@ -46,6 +47,21 @@ from rpd.validation import check_int
 DTYPE = jnp.float32
 LN_EPS = 1e-5
 MATMUL_PRECISION = jax.lax.Precision.HIGHEST  # float32 products in float32, not TF32 (module doc)
+
+
+@dataclasses.dataclass(frozen=True)
+class NanochatParams:
+    """The config of :func:`nanochat` (``objective=nanochat``: its schema; these defaults are the
+    builder's too, written here only, docs/architecture.md#adding-an-objective); E5's setting."""
+
+    batch_size: int = 16  # B sequences per batch
+    seq_len: int = 32  # T characters per sequence
+    width: int = 64  # W, the model width
+    heads: int = 4  # attention heads; divide W
+    text_path: str | None = None  # any UTF-8 text; null: the cached corpus (python -m rpd.objectives.corpus fetch)
+    heldout_frac: float = 0.1  # the last fraction of the text, held out
+    heldout_batches: int = 8  # held-out batches the loss averages
+    seed: int = 0  # the initialisation's seed
 
 
 # ---------------------------------------------------------------- initialisation
@@ -222,13 +238,13 @@ def nanochat(
     text: str | None = None,
     path=None,
     *,
-    batch_size: int = 16,
-    seq_len: int = 32,
-    width: int = 64,
-    heads: int = 4,
-    seed: int = 0,
-    heldout_frac: float = 0.1,
-    heldout_batches: int = 8,
+    batch_size: int = NanochatParams.batch_size,
+    seq_len: int = NanochatParams.seq_len,
+    width: int = NanochatParams.width,
+    heads: int = NanochatParams.heads,
+    seed: int = NanochatParams.seed,
+    heldout_frac: float = NanochatParams.heldout_frac,
+    heldout_batches: int = NanochatParams.heldout_batches,
 ) -> Objective:
     """The small LM as an S-block :class:`Objective` on a character corpus.
 

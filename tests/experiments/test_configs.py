@@ -288,23 +288,23 @@ def test_wandb_offline_run_has_group_tags_and_both_axes(tmp_path):
 
 
 @pytest.mark.slow
-def test_multirun_goes_on_after_a_failed_job(tmp_path):
+def test_multirun_goes_on_after_a_failed_job(tmp_path, text_file):
     """A sweep through hydra's CLI: the job whose corpus file is missing is recorded as failed,
     the other job completes, the sweep ends with its table and counts and exits 1; each job's
     directory links its stored run (rpd.io.sweeps.load_sweep reads the links)."""
-    args = ["objective=random_quadratic,nanochat", f"objective.text_path={tmp_path / 'missing.txt'}", *TINY_LINEAR]
+    missing = tmp_path / "missing.txt"
+    args = ["objective=nanochat", f"objective.text_path={text_file},{missing}", *TINY_LM]
     proc = multirun(args, tmp_path, results=tmp_path, HYDRA_FULL_ERROR="1")
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "2 jobs, 1 done, 0 skipped (already stored), 1 failed" in proc.stdout
     assert "1 of 2 jobs failed" in proc.stderr
-    runs = {r.config["objective"]["name"]: r for r in store.iter_runs(tmp_path / "train")}
-    assert runs["random_quadratic"].status == "ok"
-    assert runs["nanochat"].status == "failed" and "missing.txt" in runs["nanochat"].error
+    runs = {r.config["objective"]["text_path"]: r for r in store.iter_runs(tmp_path / "train")}
+    assert runs[str(text_file)].status == "ok"
+    assert runs[str(missing)].status == "failed" and "missing.txt" in runs[str(missing)].error
     sweep = sweeps.load_sweep(tmp_path / "multirun")
-    assert list(sweep["objective"]) == ["random_quadratic", "nanochat"]
     assert list(sweep["status"]) == ["ok", "failed"] and "missing.txt" in sweep["error"][1]
-    assert [store.load_run(p).path for p in sweep["result"]] == [runs["random_quadratic"].path, runs["nanochat"].path]
-    assert (tmp_path / "multirun" / "0" / "result").resolve() == runs["random_quadratic"].path.resolve()
+    assert [store.load_run(p).path for p in sweep["result"]] == [runs[str(text_file)].path, runs[str(missing)].path]
+    assert (tmp_path / "multirun" / "0" / "result").resolve() == runs[str(text_file)].path.resolve()
 
 
 def test_lm_results_are_keyed_by_their_text(tmp_path, text_file):

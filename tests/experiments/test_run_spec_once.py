@@ -57,7 +57,8 @@ def test_the_resolved_job_holds_checked_plain_values():
     assert isinstance(ts, specs.TrainSpec) and isinstance(ts.run, registry.RunSpec)
     assert ts.gammas == (2.0**-5, 2.0**-4) and ts.seeds == (3, 1) and ts.selector == "stable"
     assert (ts.compare_T, ts.cut, ts.costs_label, ts.experiment) == (20, "authors", "B=2 I=1 W=1", "x")
-    assert type(ts.objective) is C.ObjectiveConfig and (ts.objective.n, ts.objective.d) == (32, 12)
+    assert isinstance(ts.objective, C.ObjectiveConfig) and type(ts.objective).__name__ == "Objective_random_quadratic"
+    assert (ts.objective.n, ts.objective.d) == (32, 12)
     assert type(ts.logger) is C.LoggerConfig and ts.logger.kind is C.LoggerKind.none
     assert ts.entry.metric.name == "loss/f_minus_fstar" and ts.blocks == 3
     assert ts.config["method"]["seeds"] == [3, 1] and ts.config["costs"]["B"] == 2

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 
 import numpy as np
 import pytest
-from hydra_helpers import ROOT, TINY_LINEAR, compose, registered, resolved, run_registered, sweep_losses
+from hydra_helpers import TINY_LINEAR, compose, registered, resolved, run_registered, sweep_losses
 
 from experiments import compose_check
 from rpd import objectives
@@ -143,20 +142,3 @@ def test_toy_is_trained_by_the_plan(tmp_path):
     (toy,), (ref,) = found[NAME]["groups"], found["random_quadratic"]["groups"]
     assert [r["schedule"] for r in toy["rows"]] == ["1f1b", "gpipe"] and toy["blocks"] == 3
     assert toy == ref and all(np.isfinite(r["loss_at_T"]) for r in toy["rows"])
-
-
-def test_the_docs_objective_registers_as_written():
-    """docs/architecture.md#adding-an-objective: its python block, run as written, registers an
-    objective that the entry point builds, keys and checks by its name."""
-    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-    section = text[text.index("## Adding an objective") :]
-    (code,) = re.findall(r"```python\n(.*?)```", section[: section.index("\n## ", 3)], flags=re.S)
-    try:
-        exec(compile(code, "docs/architecture.md#adding-an-objective", "exec"), {})
-        cfg = checks.typed(compose([*TINY_LINEAR, "objective.name=renamed"]))
-        checks.validate(cfg)
-        assert train.run_config(resolved(cfg))["objective"]["rotate"] is None
-        obj = objectives.OBJECTIVES["renamed"].build(cfg.objective, 3)
-        assert obj.name == "renamed" and obj.D == 12
-    finally:
-        objectives.OBJECTIVES.pop("renamed", None)

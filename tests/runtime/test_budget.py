@@ -58,7 +58,8 @@ def test_pipedream_of_a_huge_S_refuses_within_seconds():
     assert time.perf_counter() - t0 < 5
 
 
-SMALL = ["objective.n=200", "objective.d=32", "objective.batch_size=10", "schedule.N=20", "schedule.S=4"]
+SMALL_LM = ["objective=nanochat", "objective.batch_size=10", "schedule.N=20", "schedule.S=4"]
+SMALL = ["objective.n=200", "objective.d=32", *SMALL_LM[1:]]  # the default objective, the random quadratic
 HUGE = [  # (overrides, the fields the error names first)
     (  # the curves at the update events: one per op, for every γ of the grid
         ["schedule.N=1000000000"],
@@ -72,7 +73,7 @@ HUGE = [  # (overrides, the fields the error names first)
     (["method=localsgd", "schedule.R=1000000000"], "schedule.R, objective.d too large"),
     (["method=rpd", "method.delta=1000000000"], "method.delta, objective.d too large"),
     (
-        ["objective=nanochat", "objective.batch_size=100000", "objective.seq_len=100000"],
+        [*SMALL_LM, "objective.batch_size=100000", "objective.seq_len=100000"],
         "objective.batch_size, objective.seq_len, objective.width too large",
     ),
 ]
@@ -83,7 +84,8 @@ def test_oversized_configs_fail_before_any_work(overrides, message, tmp_path, mo
     monkeypatch.setenv(budget.CAP_ENV, "16")
     t0 = time.perf_counter()
     with pytest.raises(budget.TooLargeError, match=message):
-        train.run(_compose([f"results_root={tmp_path}", *SMALL, *overrides]))
+        small = [] if overrides[: len(SMALL_LM)] == SMALL_LM else SMALL  # the LM has no n, d
+        train.run(_compose([f"results_root={tmp_path}", *small, *overrides]))
     assert time.perf_counter() - t0 < 5
     assert not (tmp_path / "train").exists()  # nothing computed, nothing recorded
 
@@ -91,8 +93,8 @@ def test_oversized_configs_fail_before_any_work(overrides, message, tmp_path, mo
 @pytest.mark.slow
 def test_the_estimate_of_a_small_run_is_small(monkeypatch):
     monkeypatch.setenv(budget.CAP_ENV, "16")
-    for extra in ([], ["method=localsgd"], ["method=rpd"], ["objective=nanochat"]):
-        terms = _terms(checks.typed(_compose([*SMALL, *extra])))
+    for small, extra in ((SMALL, []), (SMALL, ["method=localsgd"]), (SMALL, ["method=rpd"]), (SMALL_LM, [])):
+        terms = _terms(checks.typed(_compose([*small, *extra])))
         # (the LM's activation estimate, calibrated on XLA's temporaries at E5's size, is 143 MB here)
         assert 0 < budget.check(terms) < 256 * 2**20, extra
 
@@ -116,11 +118,7 @@ def test_localsgd_lm_activations_count_every_replica(monkeypatch):
     monkeypatch.setenv(budget.CAP_ENV, "16")
 
     def acts(extra):
-        (t,) = [
-            t
-            for t in _terms(checks.typed(_compose([*SMALL, "objective=nanochat", *extra])))
-            if t.what == "LM activations"
-        ]
+        (t,) = [t for t in _terms(checks.typed(_compose([*SMALL_LM, *extra]))) if t.what == "LM activations"]
         return t
 
     two, four = acts(["method=localsgd", "schedule.R=2"]), acts(["method=localsgd", "schedule.R=4"])
