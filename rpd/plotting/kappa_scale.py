@@ -63,7 +63,9 @@ def _panel(ax, rows: list[dict], fits: list[dict], optimizer: str) -> None:
         N = np.array([r["N"] for r in mine], float)
         k = np.array([np.nan if r["kappa"] is None else r["kappa"] for r in mine])
         marker = "s" if key[1] == "nesterov_async" else "ovD^<>"[n_same % 6]
-        ax.plot(N, k, dash, color=c, lw=1.2, marker=marker, ms=4, label=label(*key[:2], dict(key[2])) + _fit_text(f))
+        ax.plot(
+            N, k, dash, color=c, lw=1.2, marker=marker, ms=4, label=label(key[0], key[1], dict(key[2])) + _fit_text(f)
+        )
         for r in mine:
             if r["censored"]:
                 ax.plot([r["N"]], [r["kappa_bound"]], "^", mfc="none", color=c, ms=7)
