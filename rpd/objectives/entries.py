@@ -5,6 +5,8 @@ config's fields and defaults, and the fields its store key keeps), its metric, c
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import jax
 
 from rpd.objectives import corpus
@@ -71,6 +73,8 @@ def _check_mlp(o, S: int) -> None:
 
 
 def _check_lm(o, S: int) -> None:
+    if o.text_path is not None and not Path(str(o.text_path)).expanduser().is_file():
+        raise ValueError(f"objective.text_path: no file at {o.text_path} (any UTF-8 text; null: the fetched corpus)")
     check_int("objective.seed", o.seed, 0)
     check_real("objective.grad_noise", o.grad_noise, allow_zero=True)
     if S < 3:

@@ -289,10 +289,12 @@ def test_wandb_offline_run_has_group_tags_and_both_axes(tmp_path):
 
 @pytest.mark.slow
 def test_multirun_goes_on_after_a_failed_job(tmp_path, text_file):
-    """A sweep through hydra's CLI: the job whose corpus file is missing is recorded as failed,
-    the other job completes, the sweep ends with its table and counts and exits 1; each job's
-    directory links its stored run (rpd.io.sweeps.load_sweep reads the links)."""
-    missing = tmp_path / "missing.txt"
+    """A sweep through hydra's CLI: the job whose text cannot be decoded (a file that is there, so
+    no input check refuses it; it fails when the LM reads it) is recorded as failed, the other job
+    completes, the sweep ends with its table and counts and exits 1; each job's directory links its
+    stored run (rpd.io.sweeps.load_sweep reads the links)."""
+    missing = tmp_path / "missing.txt"  # the undecodable one (a missing file is refused before any work)
+    missing.write_bytes(b"caf\xe9 \xff\xfe not utf-8")
     args = ["objective=nanochat", f"objective.text_path={text_file},{missing}", *TINY_LM]
     proc = multirun(args, tmp_path, results=tmp_path, HYDRA_FULL_ERROR="1")
     assert proc.returncode == 1, proc.stderr[-2000:]
@@ -300,9 +302,9 @@ def test_multirun_goes_on_after_a_failed_job(tmp_path, text_file):
     assert "1 of 2 jobs failed" in proc.stderr
     runs = {r.config["objective"]["text_path"]: r for r in store.iter_runs(tmp_path / "train")}
     assert runs[str(text_file)].status == "ok"
-    assert runs[str(missing)].status == "failed" and "missing.txt" in runs[str(missing)].error
+    assert runs[str(missing)].status == "failed" and "utf-8" in runs[str(missing)].error
     sweep = sweeps.load_sweep(tmp_path / "multirun")
-    assert list(sweep["status"]) == ["ok", "failed"] and "missing.txt" in sweep["error"][1]
+    assert list(sweep["status"]) == ["ok", "failed"] and "utf-8" in sweep["error"][1]
     assert [store.load_run(p).path for p in sweep["result"]] == [runs[str(text_file)].path, runs[str(missing)].path]
     assert (tmp_path / "multirun" / "0" / "result").resolve() == runs[str(text_file)].path.resolve()
 

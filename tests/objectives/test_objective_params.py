@@ -135,3 +135,13 @@ def test_the_new_objective_trains_from_the_command_line(shifted_configs, tmp_pat
     (run,) = list(store.iter_runs(tmp_path / "results" / "train"))
     assert run.status == "ok" and run.config["objective"]["start"] == 0.5
     np.testing.assert_allclose(run.curves["loss/shifted_gap"][..., 0], _f_at_start(32, 12, 0, 0.5), rtol=1e-12)
+
+
+def test_a_missing_text_is_refused_naming_the_field_before_any_work(tmp_path):
+    """``objective.text_path`` naming no file: one line naming the field, before the run is keyed or
+    stored (it was a traceback, a stored failed run, and advice to fetch the default corpus)."""
+    missing = tmp_path / "nope.txt"
+    cfg = compose(["objective=nanochat", f"objective.text_path={missing}", "schedule.S=3", f"results_root={tmp_path}"])
+    with pytest.raises(ValueError, match=f"^objective.text_path: no file at {re.escape(str(missing))} "):
+        train.run(cfg)
+    assert not (tmp_path / "train").exists()
