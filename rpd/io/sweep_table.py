@@ -118,7 +118,8 @@ def for_terminal(df, width: int = WIDE, collapse: bool = True):
     a wide one has its own. The other wide text cells are abbreviated (a path to its last
     part, text to ``width`` characters ending in …). Returns (table, lines above it); the
     full text of every abbreviated column is in ``table.attrs["full_text"]`` (and in
-    ``--csv``), the lifted columns and their values in ``attrs["constant"]``."""
+    ``--csv``), the lifted columns and their values in ``attrs["constant"]``. ``final_best`` equal
+    to ``final_selected`` in every row (the chosen γ is the best everywhere) is said once above."""
     table = df.copy()
     full, constant, lines, short = {}, {}, [], []
     for col in list(table.columns):
@@ -138,6 +139,12 @@ def for_terminal(df, width: int = WIDE, collapse: bool = True):
             continue
         full[col] = list(values)
         table[col] = [v if not isinstance(v, str) else _abbreviate(v, width) for v in values]
+    if {"final_best", "final_selected"} <= set(table.columns) and len(table) > 1:
+        best, chosen = table["final_best"], table["final_selected"]
+        if ((best == chosen) | (best.isna() & chosen.isna())).all():  # the chosen γ is the best in every row
+            constant["final_best"] = "final_selected"
+            short.append("final_best=final_selected")
+            table = table.drop(columns="final_best")
     table.attrs.update(full_text=full, constant=constant)
     every = textwrap.wrap(f"every row: {' '.join(short)}", 100, subsequent_indent="  ") if short else []
     return table, every + lines

@@ -23,11 +23,15 @@ whose durations include waiting for the slowest rank: an upper bound on the link
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from rpd.io.trace import COMPUTE
 from rpd.schedules.machinery.jitter import Jitter
+
+if TYPE_CHECKING:  # pandas is imported where a trace is read, not with rpd.io (tests/test_packaging.py)
+    import pandas as pd
 
 SOURCES = {
     "F": ("forward-compute",),
@@ -48,6 +52,8 @@ def pooled_cv(df: pd.DataFrame, optypes) -> float | None:
     """The pooled within-group CV (module doc) of the ops of ``optypes`` in a checked trace
     (:func:`rpd.io.trace.read_trace`); None where no group has two ops (no step-to-step spread to
     measure). Ops of zero mean duration are left out (no relative spread)."""
+    import pandas as pd
+
     ops = df[df["optype"].isin(list(optypes))]
     if ops.empty:
         return None

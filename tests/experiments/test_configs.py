@@ -68,6 +68,8 @@ def test_experiment_composes_and_runs(experiment, tmp_path, text_file):
     base = _compose([f"experiment={experiment}"])
     lm = C._value(base.objective.name) == "nanochat"
     tiny = TINY_LM + [f"objective.text_path={text_file}"] if lm else list(TINY_LINEAR)
+    if C._value(base.objective.name) == "mlp_chain":  # its own fields: n, width, batch_size (no d)
+        tiny = [o for o in tiny if not o.startswith("objective.d=")] + ["objective.width=4"]
     if not lm and base.schedule.T is not None:
         tiny.append("schedule.T=30")
     cfg = _compose([f"experiment={experiment}", f"results_root={tmp_path}", "logger=none", *tiny])
