@@ -26,13 +26,13 @@ from rpd.model.stages import partition
 FLAT = hardware.preset("a100_80g_flat")
 
 
-def test_a_bare_memory_cap_below_one_mib_is_refused_with_the_units():
+def test_a_bare_memory_cap_below_one_mib_is_refused_with_the_units(tmp_path):
     assert parse_bytes(2**20) == 2**20 and parse_bytes("512kB") == 512e3 and parse_bytes("1GiB") == 2**30
     with pytest.raises(ValueError, match=r"memory_cap=1 without a unit is 1 bytes, below 1 MiB: .*GiB"):
         parse_bytes(1)
     proc = subprocess.run(
-        [sys.executable, "-m", "experiments.plan", "memory_cap=1"],
-        cwd=ROOT,
+        [sys.executable, "-m", "experiments.plan", "memory_cap=1", f"hydra.run.dir={tmp_path}/run"],
+        cwd=ROOT,  # hydra's run folder in tmp_path: nothing written into the checkout
         capture_output=True,
         text=True,
         timeout=120,
