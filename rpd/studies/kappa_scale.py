@@ -48,14 +48,11 @@ from rpd.objectives import corpus
 from rpd.objectives.nanochat import nanochat
 from rpd.plotting.kappa_scale import kappa_scale_figure
 from rpd.results import StudyOutput
+from rpd.studies.kappa_scale_fits import dev_trend, finite, fits
 from rpd.train import methods
 
 OPTIMIZERS = ("sgd", "adamw", "muon")
 PIPELINES = ("pipedream", "pipedream_2bw", "pipemare")
-# Charles et al. 2025 (arXiv 2503.09799), C4, H = 30, D = 20N, eval loss (the development rows of docs/results.md#e18-the-staleness-cost-against-model-size):
-# N -> (data-parallel, DiLoCo M = 1, 2, 4, 8)
-DILOCO_DEV = {35e6: (3.485, (3.482, 3.508, 3.554, 3.621)), 550e6: (2.653, (2.645, 2.657, 2.673, 2.698))}
-DEV_M = (1, 2, 4, 8)
 
 
 # every arm the study knows, "optimizer/method[/M=m][/H=h]": the full factorial of the question
@@ -305,7 +302,7 @@ def _row(cfg: Config, size: _Size, ref: dict, tokens: np.ndarray, run, optimizer
         kappa_bound=got.kappa_bound,
         diverged=got.diverged,
         gamma_exp=k,
-        relative_gap=_finite(gap),
+        relative_gap=finite(gap),
         gamma_exp_gap=k_gap,
         _tokens=tokens,
         _curve=tried[k],
@@ -376,43 +373,6 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
             arrays[f"curve_{i}"] = np.stack([r.pop("_tokens"), r.pop("_curve")])
             r["curve_key"] = f"curve_{i}"
     return StudyOutput(arrays=arrays, summary=summarise(cfg, rows, refs, walls), table=rows)
-
-
-def _key(r: dict) -> tuple:
-    return (r["method"], r["optimizer"], tuple(sorted(r["settings"].items())))
-
-
-def fits(rows: list[dict]) -> tuple[list[dict], list[dict]]:
-    """κ − 1 = c·(N/10⁶)^γ and relative gap = c·(N/10⁶)^γ per (method, optimizer, settings)."""
-    groups: dict[tuple, list[dict]] = {}
-    for r in rows:
-        if r["status"] in ("ok", "all_diverged"):
-            groups.setdefault(_key(r), []).append(r)
-    kap, gap = [], []
-    for (method, optimizer, st), mine in groups.items():
-        N = [r["N"] for r in mine]
-        f = K.fit_power(
-            N, [r["kappa"] for r in mine], [r["censored"] for r in mine], [r.get("diverged", False) for r in mine]
-        )
-        head = dict(method=method, optimizer=optimizer, settings=dict(st))
-        kap.append(dict(head, **f._asdict()))
-        pos = [(r["N"], r["relative_gap"]) for r in mine if r["relative_gap"] is not None and r["relative_gap"] > 0]
-        c, g, ci = K.power_law([p[0] for p in pos], [p[1] for p in pos]) if pos else (None, None, None)
-        gap.append(dict(head, c=c, gamma=g, gamma_ci95=ci, n_sizes=len(pos), n_not_positive=len(mine) - len(pos)))
-    return kap, gap
-
-
-def dev_trend() -> dict:
-    """The DiLoCo development rows' relative gap to data-parallel and its exponent in N, per M."""
-    (n0, (dp0, m0)), (n1, (dp1, m1)) = sorted(DILOCO_DEV.items())
-    gaps = {M: (a / dp0 - 1, b / dp1 - 1) for M, a, b in zip(DEV_M, m0, m1)}
-    expo = K.diloco_dev_trend(gaps, n0, n1)
-    return {str(M): dict(gap_35M=g[0], gap_550M=g[1], gamma=_finite(expo[M])) for M, g in gaps.items()}
-
-
-def _finite(v) -> float | None:
-    """v, or None where it is NaN / inf (the JSON says "no number", not "nan")."""
-    return None if v is None or not np.isfinite(v) else float(v)
 
 
 def summarise(cfg: Config, rows: list[dict], refs: list[dict], walls: list[dict]) -> dict:
