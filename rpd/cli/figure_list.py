@@ -1,0 +1,61 @@
+"""Every figure the figure script makes, in the paper's order, with the message its numbers should
+show (``python -m experiments.reproduce_paper_figures`` prints them beside the measured numbers)."""
+
+# docs/science.md#the-papers-experiments, in the paper's order: figure -> the message the numbers should show.
+FIGURES = {
+    "e1_pd_vs_rpd": "E1: at delta = S^2 - S/2 = 60, RPD tracks PD (random quadratic, S = 8)",
+    "e2_delay_law": "E2: PD's steady-state delays: max ~ S^2 - S/2, mean ~ S^2/2",
+    "e3_nesterov": "E3: PD beats LocalSGD (H = 2, 5, 30) clearly on Nesterov's quadratic",
+    "e4_logistic": "E4: LocalSGD with H = 5 beats PD on logistic regression; H = 30 is worst",
+    "e5_nanochat": "E5: PD reaches a clearly lower training loss than LocalSGD on the small LM",
+    "e6_scaling": "E6: at fixed time PD/RPD stay flat near 1e-2, LocalSGD improves with S, wins for S >= 4",
+    "e7_schedules": "E7: schedule pictures: PD 1F1B, naive (NOAM = 1), LocalSGD H = 1, 2, 3",
+    "e8_delta": "E8: best RPD objective against delta (PD's level for reference)",
+    "staleness_scaling": "S^4: measured stale-read error exponents next to the bound's 4",
+    "e9_frontier": "E9: every schedule's bubble and memory, measured; the seeds' four claims checked",
+    "e10_frontier": "E10: every schedule trained: loss at a time budget and time to a target, against memory",
+    "e11_costs": (
+        "E11: E3 and E6 under costs (tB = 2tF, p2p c, averaging alpha + beta*D): the averaging "
+        "latency alpha at which the winner changes, per S and c (claims below, measured)"
+    ),
+    "e12_optimizers": (
+        "E12: does the paper's ranking hold per optimizer? PD, RPD, LocalSGD / DiLoCo, 2BW, GPipe, 1F1B "
+        "under SGD, momentum, Adam, Muon at equal simulated time, gamma tuned per cell (verdicts measured)"
+    ),
+    "e13_optim_staleness": (
+        "E13: staleness under momentum and Adam: slowdown in updates to target vs S = 1 and the "
+        "||x - z||^2 local slopes, with and without the correction arms (measured, either way)"
+    ),
+    "e14_search": (
+        "E14: searched schedules against hand-written ones: makespan against the activation cap; "
+        "exact optimum proven, gain over the best hand-written that fits (unit, latency, imbalanced)"
+    ),
+    "e15_workers": (
+        "E15: n workers as pure DP, pure PP, even S x D and PipeDream's partitioner (1F1B-RR): tokens/s "
+        "and memory per device; pipeline inside a node, the partitioner's depth, stashing at 10x (verdicts)"
+    ),
+    "e16_survey": (
+        "E16: the pipeline survey's table measured: every system's bubble, memory, extra work and loss at "
+        "equal simulated time, each qualitative statement with a verdict (AvgPipe, WPipe: reconstructions)"
+    ),
+    "e17_staleness_2026": (
+        "E17: the 2025-2026 staleness results at rpd's scale: AdamW vs Muon under 2BW with error feedback, "
+        "Nesterov's look-ahead at S = 8, Adam's slowdown vs S plain and rotated (3 seeds, verdicts measured)"
+    ),
+    "e18_scale": (
+        "E18: the staleness cost against model size: kappa (tokens to the synchronous loss at D, over D) of PD, 2BW, "
+        "PipeMare, nesterov_async, LocalSGD and DiLoCo on the char LM at 3 sizes, fitted kappa - 1 = c N^gamma"
+    ),
+    "e19_stragglers": (
+        "E19: stragglers and jitter: step time and time to a target loss of the synchronous flushes, the "
+        "zero-bubble family, the asynchronous streams and LocalSGD as one straggler's factor and the jitter grow"
+    ),
+    "plan_claims": (
+        "The seeds' memory, communication and efficiency claims on GPT-3 1.3B's stages: "
+        "activations M vs min(S - s, M), p2p 2hsM, efficiency 60-80 %, 16 stages (verdicts measured)"
+    ),
+    "plan_accuracy": (
+        "The plan held against published runs: Megatron-LM's SC'21 Table 1 (A100) and its H100 table, "
+        "predicted against published throughput per row, one fitted parameter pair per hardware preset"
+    ),
+}
