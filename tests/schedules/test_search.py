@@ -6,7 +6,6 @@ and the heuristic meets sail-sg's numbers of docs/schedules.md#reference-makespa
 from __future__ import annotations
 
 import itertools
-import time
 
 import numpy as np
 import pytest
@@ -142,9 +141,7 @@ def test_exact_proves_optimality_at_s4_m8():
     """docs/schedules.md#reference-makespans' second case, and a cap that binds (exact < heuristic there), each proven
     well within a minute; the values are the proven optima."""
     for cap, objective, want in ((8, "period", 98), (8, "makespan", 111), (5, "period", 110), (3, "makespan", 140)):
-        t0 = time.perf_counter()
-        tl = search(4, 8, ZB4, cap, method="exact", objective=objective, time_limit=60)
-        assert time.perf_counter() - t0 < 60
+        tl = search(4, 8, ZB4, cap, method="exact", objective=objective, time_limit=60)  # OPTIMAL: proven within it
         info = tl.search_info
         assert (info.status, info.optimal, info.value, info.bound) == ("OPTIMAL", True, want, want)
         assert _objective(tl, objective) == want
