@@ -1,4 +1,4 @@
-"""A refused value leaves nothing behind (issue 65, item 2): each hydra entry point, given a bad
+"""A refused value leaves nothing behind: each hydra entry point, given a bad
 value that only its job can refuse (hydra composes it), answers one line and exit status 2 and
 leaves its working directory as it found it: no ``outputs/`` run folder, no results, no cache
 entry. Before, hydra's ``outputs/<command>/<date>/<time>/`` (its saved config and log, and for
