@@ -16,8 +16,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from experiments import compose_check, job, schemas, slurm_watch
-from rpd.cli import checks, fanout
 from rpd.cli import config as C
+from rpd.cli import fanout
 from rpd.cli.figure import experiments, run_and_report
 from rpd.io import store
 from rpd.runtime import compile_cache
@@ -39,7 +39,7 @@ def main(cfg: DictConfig) -> None:
             slurm_watch.check(cast(DictConfig, merged))  # a DictConfig merged onto one
         run_and_report(cfg, here)
     except (ValueError, TypeError) as exc:  # bad input (or a launch refused: fanout.LaunchRefused)
-        checks.refuse(exc)
+        job.refuse(exc)  # nothing left behind: hydra's run folder too
     except fanout.JobsIncomplete as exc:  # listed; the same command resubmits them
         raise SystemExit(str(exc)) from None
 

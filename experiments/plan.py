@@ -12,7 +12,6 @@ from __future__ import annotations
 import hydra
 
 from experiments import compose_check, job
-from rpd.cli import checks
 from rpd.cli.plan import run
 from rpd.runtime.interrupt import run_main
 
@@ -22,7 +21,7 @@ def main(cfg) -> None:
     try:
         run(cfg, job.current().output_dir)  # cfg.out, else plan.json in the hydra run directory
     except (ValueError, TypeError, OSError) as exc:  # bad input (a missing file too): one line, exit 2
-        checks.refuse(exc)
+        job.refuse(exc)  # nothing left behind: hydra's run folder too
 
 
 if __name__ == "__main__":

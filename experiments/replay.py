@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import hydra
 
-from experiments import compose_check
-from rpd.cli import checks
+from experiments import compose_check, job
 from rpd.cli.replay import lines, run
 from rpd.runtime.interrupt import run_main
 
@@ -19,7 +18,7 @@ def main(cfg) -> None:
     try:
         numbers = run(cfg)
     except (ValueError, TypeError, OSError) as exc:  # bad input (a missing file too): one line, exit 2
-        checks.refuse(exc)
+        job.refuse(exc)  # nothing left behind: hydra's run folder too
     for line in lines(numbers, int(cfg.top)):
         print(line)
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig
 
-from experiments import compose_check
-from rpd.cli import checks
+from experiments import compose_check, job
 from rpd.cli.chart import chart
 from rpd.runtime.interrupt import run_main
 
@@ -20,7 +19,7 @@ def main(cfg: DictConfig) -> None:
     try:
         numbers = chart(cfg)
     except (ValueError, TypeError) as exc:
-        checks.refuse(exc)
+        job.refuse(exc)  # nothing left behind: hydra's run folder too
     v = f", v = {numbers['v']}" if numbers["v"] > 1 else ""
     print(
         f"{numbers['schedule']}: S = {numbers['S']}, N = {numbers['N']}, M = {numbers['M']}{v}; "

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hydra
 
 from experiments import compose_check, job
-from rpd.cli import checks
 from rpd.cli.time_to_loss import run
 from rpd.runtime.interrupt import run_main
 
@@ -21,7 +20,7 @@ def main(cfg) -> None:
     try:
         run(cfg, job.current().output_dir)  # cfg.out / cfg.figure, else the hydra run directory
     except (ValueError, TypeError, OSError) as exc:  # bad input: one line, exit 2
-        checks.refuse(exc)
+        job.refuse(exc)  # nothing left behind: hydra's run folder too
 
 
 if __name__ == "__main__":

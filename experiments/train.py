@@ -16,8 +16,8 @@ import hydra
 from omegaconf import DictConfig
 
 from experiments import compose_check, job
-from rpd.cli import checks, sweep
 from rpd.cli import objectives as objective_of
+from rpd.cli import sweep
 from rpd.cli.config import _value as _v
 from rpd.cli.job import Job
 from rpd.cli.train import run
@@ -48,9 +48,9 @@ def main(cfg: DictConfig) -> float:
     try:
         out = run(cfg, this)
     except (ValueError, TypeError, OSError) as exc:  # bad input, refused before any work
-        _link(this, None, status="failed", error=f"{type(exc).__name__}: {exc}")
         if not this.multirun:
-            checks.refuse(exc)
+            job.refuse(exc)  # one line, exit 2, hydra's run folder taken back: nothing written
+        _link(this, None, status="failed", error=f"{type(exc).__name__}: {exc}")  # the sweep counts it
         log.error("job refused, nothing stored: %s: %s", type(exc).__name__, exc)
         return math.nan
     _link(this, out.path, status=out.status, skipped=out.skipped, error=out.error, wandb_id=out.summary.get("wandb_id"))

@@ -13,6 +13,7 @@ import dataclasses
 import os
 import sys
 import typing
+from typing import NoReturn
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -162,7 +163,7 @@ def typed(cfg, schema=TrainConfig) -> DictConfig:
     return typing.cast(DictConfig, merged)  # a structured dataclass merges into a DictConfig
 
 
-def refuse(exc: BaseException) -> None:
+def refuse(exc: BaseException) -> NoReturn:
     """Bad input: one line on stderr and exit status 2 (``RPD_DEBUG=1``: the traceback too)."""
     if os.environ.get("RPD_DEBUG", "").strip() not in ("", "0"):
         raise exc
