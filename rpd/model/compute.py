@@ -7,15 +7,17 @@ Two compute models, chosen by the hardware:
   plan's model; F = forward FLOPs, I = input-gradient FLOPs + recomputation's, W = weight-gradient
   FLOPs, each over the sustained FLOP/s.
 * ``gemm_efficiency`` g (the DGX presets): each GEMM of an m × k by k × n product takes
-  2mnk / (g · peak) + 2(mk + kn + mn) / HBM bandwidth -- its FLOPs at the large-GEMM rate and its
-  16-bit operands through memory once -- so a GEMM's achieved FLOP/s is g · peak / (1 + g · peak
-  · 2(mk + kn + mn) / (2mnk · HBM)): it falls where a dimension gets small (a narrow TP shard,
-  few tokens, a short head). Memory-bound work (layer norms, softmax, dropout, GeLU, the residual
-  adds) takes ``traffic`` × the bytes the forward writes / HBM bandwidth in F and twice that in I.
-  F = the layer's GEMMs + memory work; I = the same weight GEMMs (the input gradient has the same
-  shapes), the attention core's twice, twice the memory work; W = the weight GEMMs again.
-  Recomputation adds to I: full, one more F; selective, the attention core and its scores'
-  memory work.
+  2mnk / (g · w · peak) + 2(mk + kn + mn) / HBM bandwidth -- its FLOPs at the large-GEMM rate
+  times its wave efficiency w on the chip's SMs (:func:`rpd.model.kernels.wave_efficiency`; w = 1
+  without ``sm_count``) and its 16-bit operands through memory once -- so a GEMM's achieved FLOP/s
+  falls where a dimension gets small (a narrow TP shard, few tokens, a short head) or its tiles
+  leave the last wave part empty, and tends to g · peak as it grows. Memory-bound work takes
+  ``traffic`` × the bytes its kernels read and write (``Layer.traffic`` in F, ``traffic_i`` in I:
+  :mod:`rpd.model.kernels`, counted kernel by kernel) / HBM bandwidth. F = the layer's GEMMs +
+  memory work; I = the input-gradient GEMMs (each forward GEMM's dX, an m × k output over n), the
+  attention core's backward and I's memory work; W = the weight-gradient GEMMs (a k × n output
+  over m). Recomputation adds to I: full, one more F; selective, the attention core and its
+  scores' memory work.
 
 TP collectives (:mod:`rpd.model.tensor`) run over the node's link: a collective costs the link's
 latency and each half (a reduce-scatter or an all-gather) (t-1)/t of its tensor's bytes over the
