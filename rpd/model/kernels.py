@@ -1,5 +1,5 @@
 """The work of a layer beside its large GEMMs, each term counted from the kernels Megatron runs
-(docs/plan.md#compute-from-the-work-rpdmodelcompute).
+(docs/plan.md#compute-from-the-work-rpdmodelcompute-rpdmodelkernels).
 
 :mod:`rpd.model.compute` times a layer as its GEMMs plus everything else; this module says what
 the everything else is, term by term, and how a GEMM's shape costs it on the chip:
