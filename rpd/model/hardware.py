@@ -204,7 +204,7 @@ MATMUL_CEILING = {"a100_80g": round(267.9 / 312, 4), "h100_80g": round(792.1 / 9
 # (η, traffic) shared by every DGX preset: the share of the matmul ceiling a framework's GEMMs
 # reach, and the multiplier on the bytes of memory-bound work; fitted once on every published
 # run of the development set (rpd.studies.plan_accuracy.fit; docs/plan.md#accuracy)
-DGX_FIT = (0.7875, 1.0)
+DGX_FIT = (0.7625, 1.0)
 
 
 def dgx_gemm_efficiency(name: str, eta: float) -> float:
@@ -235,7 +235,6 @@ PRESETS: dict[str, Hardware] = {
         host_latency=10e-6,
         gemm_efficiency=dgx_gemm_efficiency("a100_80g", DGX_FIT[0]),
         matmul_ceiling=MATMUL_CEILING["a100_80g"],
-        sm_count=108,  # NVIDIA A100 Tensor Core GPU Architecture whitepaper
         traffic=DGX_FIT[1],
         # FlashAttention-2 on A100, causal, head dim 128, forward and backward: about 170 of 312
         # TFLOP/s (Dao 2023, "FlashAttention-2", Fig. 4), the causal half of the FLOPs counted
@@ -257,7 +256,6 @@ PRESETS: dict[str, Hardware] = {
         host_latency=10e-6,
         gemm_efficiency=dgx_gemm_efficiency("h100_80g", DGX_FIT[0]),
         matmul_ceiling=MATMUL_CEILING["h100_80g"],
-        sm_count=132,  # NVIDIA H100 Tensor Core GPU Architecture whitepaper, SXM5
         traffic=DGX_FIT[1],
         # cuDNN's fused attention (Transformer Engine's) on H100, causal, head dim 128, BF16,
         # forward and backward at 2k-8k tokens: about 450 of 989 TFLOP/s (Shah et al. 2024,

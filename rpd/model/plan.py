@@ -266,7 +266,9 @@ def plan_one(
             where.dp_site_rings,
         )
     opt_s = 0.0
-    if hw.sm_count is not None:  # the optimizer step after the flush, every rank at HBM speed (rpd.model.kernels)
+    if (
+        hw.gemm_efficiency is not None
+    ):  # the optimizer step after the flush, every rank at HBM speed (rpd.model.kernels)
         values = float(mem.weights.max()) / precision_bytes(precision)[0] / (DC if zero else 1)  # its shard
         moved = values * optimizer_bytes(precision_bytes(precision), gb, optimizer_states)
         opt_s = moved / required("hardware.hbm_bandwidth", hw.hbm_bandwidth)

@@ -29,12 +29,12 @@ def test_wave_efficiency_by_hand():
 def test_a_gemm_tends_to_the_presets_share_of_the_ceiling():
     """g × peak for a GEMM whose tiles fill whole waves (m = 256·108·j rows), its operands'
     memory time vanishing as it grows (n = k = 2^16)."""
-    hw = hardware.preset("a100_80g")
+    hw = dataclasses.replace(hardware.preset("a100_80g"), sm_count=108)  # the A100's SMs (the presets: no waves)
     g = hw.gemm_efficiency * hw.peak_flops
     rates = [compute.achieved_flops(hw, 256 * 108 * j, 2**16, 2**16) for j in (1, 4, 16)]
     assert rates[0] < rates[1] < rates[2] < g
     assert rates[2] / g > 0.99
-    # the flat model has no waves: its GEMM rate is the same formula with w = 1
+    # without sm_count (the presets) the same formula with w = 1
     flat = dataclasses.replace(hw, sm_count=None)
     assert compute.achieved_flops(flat, 1793, 1792, 4096) > compute.achieved_flops(hw, 1793, 1792, 4096)
 
