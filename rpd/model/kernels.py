@@ -10,7 +10,8 @@ the everything else is, term by term, and how a GEMM's shape costs it on the chi
   last tile row and column included (NVIDIA, *Matrix Multiplication Background User's Guide*,
   "Wave quantization": tiles of 256 × 128 and 128 × 256 for large GEMMs, one per SM; SMs per chip
   from the vendor's architecture whitepapers: A100 108, H100 SXM5 132, ``Hardware.sm_count``). It tends to 1 as the GEMM
-  grows, so the large-GEMM rate tends to the measured ceiling's share.
+  grows. The DGX presets leave ``sm_count`` unset (w = 1): with one tile size the model charges
+  quantisation cuBLAS avoids by choosing among tiles (docs/plan.md).
 * **Memory-bound kernels** (:func:`block_bytes`): the bytes each of Megatron's elementwise and
   normalisation kernels reads and writes in 16-bit, per rank, over HBM bandwidth: two layer
   norms (read x, write y: 4 B per value), two fused bias-dropout-adds (read the output and the
