@@ -7,15 +7,17 @@ Two compute models, chosen by the hardware:
   plan's model; F = forward FLOPs, I = input-gradient FLOPs + recomputation's, W = weight-gradient
   FLOPs, each over the sustained FLOP/s.
 * ``gemm_efficiency`` g (the DGX presets): each GEMM of an m × k by k × n product takes
-  2mnk / (g · peak) + 2(mk + kn + mn) / HBM bandwidth -- its FLOPs at the large-GEMM rate and its
-  16-bit operands through memory once -- so a GEMM's achieved FLOP/s is g · peak / (1 + g · peak
-  · 2(mk + kn + mn) / (2mnk · HBM)): it falls where a dimension gets small (a narrow TP shard,
-  few tokens, a short head). Memory-bound work (layer norms, softmax, dropout, GeLU, the residual
-  adds) takes ``traffic`` × the bytes the forward writes / HBM bandwidth in F and twice that in I.
-  F = the layer's GEMMs + memory work; I = the same weight GEMMs (the input gradient has the same
-  shapes), the attention core's twice, twice the memory work; W = the weight GEMMs again.
-  Recomputation adds to I: full, one more F; selective, the attention core and its scores'
-  memory work.
+  2mnk / (g · w · peak) + 2(mk + kn + mn) / HBM bandwidth -- its FLOPs at the large-GEMM rate
+  times its wave efficiency w on the chip's SMs (:func:`rpd.model.kernels.wave_efficiency`; w = 1
+  without ``sm_count``) and its 16-bit operands through memory once -- so a GEMM's achieved FLOP/s
+  falls where a dimension gets small (a narrow TP shard, few tokens, a short head) or its tiles
+  leave the last wave part empty, and tends to g · peak as it grows. Memory-bound work takes
+  ``traffic`` × the bytes its kernels read and write (``Layer.traffic`` in F, ``traffic_i`` in I:
+  :mod:`rpd.model.kernels`, counted kernel by kernel) / HBM bandwidth. F = the layer's GEMMs +
+  memory work; I = the input-gradient GEMMs (each forward GEMM's dX, an m × k output over n), the
+  attention core's backward and I's memory work; W = the weight-gradient GEMMs (a k × n output
+  over m). Recomputation adds to I: full, one more F; selective, the attention core and its
+  scores' memory work.
 
 TP collectives (:mod:`rpd.model.tensor`) run over the node's link: a collective costs the link's
 latency and each half (a reduce-scatter or an all-gather) (t-1)/t of its tensor's bytes over the
@@ -37,6 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from rpd.model.hardware import Hardware
+from rpd.model.kernels import wave_efficiency
 from rpd.model.layers import Layer, Model
 from rpd.validation import required
 
@@ -48,11 +51,24 @@ def _gemm_rates(hw: Hardware) -> tuple[float, float]:
 
 
 def gemm_seconds(hw: Hardware, m: float, n: float, k: float, count: float = 1) -> float:
-    """One (m × k)·(k × n) product, ``count`` times, on ``hw`` (module docstring)."""
+    """One (m × k)·(k × n) product, ``count`` times in one kernel, on ``hw`` (module docstring):
+    with ``hw.sm_count`` set its FLOPs run at the large-GEMM rate times its wave efficiency
+    (:func:`rpd.model.kernels.wave_efficiency`)."""
     flops = 2.0 * m * n * k
     moved = 2.0 * (m * k + k * n + m * n)
     rate, hbm = _gemm_rates(hw)
+    if hw.sm_count is not None:
+        rate *= wave_efficiency(m, n, count, hw.sm_count)
     return count * (flops / rate + moved / hbm)
+
+
+def _backward(hw: Hardware, gemms) -> tuple[float, float]:
+    """(I, W) seconds of the forward GEMMs ``gemms``: the input gradient dX = dY·Bᵀ is an m × k
+    output over n, the weight gradient dB = Xᵀ·dY a k × n output over m."""
+    return (
+        sum(gemm_seconds(hw, m, k, n, c) for m, n, k, c, _ in gemms),
+        sum(gemm_seconds(hw, k, n, m, c) for m, n, k, c, _ in gemms),
+    )
 
 
 def achieved_flops(hw: Hardware, m: float, n: float, k: float) -> float:
@@ -110,23 +126,26 @@ def _passes(hw: Hardware, x: Layer) -> tuple[float, float, float]:
             hw.compute_seconds(x.flops_w),
         )
     rate, hbm = _gemm_rates(hw)
-    weights = sum(gemm_seconds(hw, m, n, k, c) for m, n, k, c, w in x.gemms if w)
+    mine = [g for g in x.gemms if g[4]]
+    weights = sum(gemm_seconds(hw, m, n, k, c) for m, n, k, c, _ in mine)
+    weights_i, weights_w = _backward(hw, mine)
     if x.flash:
         core = flash_seconds(hw, [g for g in x.gemms if not g[4]])
         core_i = FLASH_BACKWARD * core
     else:
         core = sum(gemm_seconds(hw, m, n, k, c) for m, n, k, c, w in x.gemms if not w)
-        core_i = 2 * core
+        core_i = sum(_backward(hw, [g for g in x.gemms if not g[4]]))
     mem = hw.traffic * x.traffic / hbm
+    mem_i = hw.traffic * (2 * x.traffic if x.traffic_i is None else x.traffic_i) / hbm
     f = weights + core + mem + cp_seconds(hw, x, core)
-    i = weights + core_i + 2 * mem + cp_seconds(hw, x, core_i, backward=True)
+    i = weights_i + core_i + mem_i + cp_seconds(hw, x, core_i, backward=True)
     if x.recompute == "full":
         i += f
     elif x.recompute == "selective" and x.flops_recompute > 0:  # the core attention's forward again
-        i += core + (0.0 if x.flash else hw.traffic * max(0.0, x.traffic - x.act_bytes) / hbm)
+        i += core + hw.traffic * x.traffic_core / hbm
     if not x.gemms:  # a layer given only FLOPs (a profile, an MLP chain): at the large-GEMM rate
         return f + x.flops_fwd / rate, i + (x.flops_i + x.flops_recompute) / rate, x.flops_w / rate
-    return f, i, weights
+    return f, i, weights_w
 
 
 def layer_seconds(model: Model, hw: Hardware) -> np.ndarray:

@@ -67,6 +67,7 @@ class Hardware:
     host_latency: float = 0.0
     attention_efficiency: float | None = None  # a fused attention kernel's FLOP/s over peak (None: the GEMMs')
     matmul_ceiling: float | None = None  # the measured best large-matmul FLOP/s over peak (a benchmark)
+    sm_count: int | None = None  # SMs per GPU: GEMMs run in waves of tiles (rpd.model.kernels); None: no waves
     sites: int = 1  # datacenters the workers are split over evenly (module docstring)
     site_bandwidth: float | None = None  # BITS/s each way of each site's link to the others (100e9: 100 Gbit/s)
     site_latency: float = 0.0  # s per message over a site link
@@ -101,6 +102,8 @@ class Hardware:
         check_real("hardware.host_latency", self.host_latency, allow_zero=True)
         if self.attention_efficiency is not None and not 0 < self.attention_efficiency <= 1:
             raise ValueError(f"hardware.attention_efficiency must be in (0, 1], got {self.attention_efficiency}")
+        if self.sm_count is not None:
+            check_int("hardware.sm_count", self.sm_count)
         if self.matmul_ceiling is not None and not 0 < self.matmul_ceiling <= 1:
             raise ValueError(f"hardware.matmul_ceiling must be in (0, 1], got {self.matmul_ceiling}")
         check_int("hardware.sites", self.sites)
@@ -201,7 +204,7 @@ MATMUL_CEILING = {"a100_80g": round(267.9 / 312, 4), "h100_80g": round(792.1 / 9
 # (η, traffic) shared by every DGX preset: the share of the matmul ceiling a framework's GEMMs
 # reach, and the multiplier on the bytes of memory-bound work; fitted once on every published
 # run of the development set (rpd.studies.plan_accuracy.fit; docs/plan.md#accuracy)
-DGX_FIT = (0.75, 1.25)
+DGX_FIT = (0.7625, 1.0)
 
 
 def dgx_gemm_efficiency(name: str, eta: float) -> float:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from rpd.model import tensor
+from rpd.model import kernels, tensor
 from rpd.model.shapes import NO_TP, PRESETS, GPTConfig, Parallel
 from rpd.validation import check_choice, check_int, check_real
 
@@ -63,7 +63,9 @@ class Layer:
     time_w: float | None = None
     # per rank, for rpd.model.compute (TP and the fitted compute model; defaults: no TP)
     gemms: tuple = ()  # forward GEMMs (m, n, k, count, has_weights): weight GEMMs recur in I and W
-    traffic: float = 0.0  # bytes the forward writes (memory-bound work at HBM speed)
+    traffic: float = 0.0  # bytes the forward's memory-bound kernels move (rpd.model.kernels)
+    traffic_i: float | None = None  # the same in the input-gradient pass (None: twice ``traffic``)
+    traffic_core: float = 0.0  # of ``traffic``, the attention core's (selective recomputation reruns it)
     recompute: str = "none"  # what B recomputes: "selective" (the attention core) or "full"
     tp: int = 1
     tp_bytes: float = 0.0  # bytes of the tensor each TP collective moves
@@ -193,6 +195,7 @@ def block_layer(cfg: GPTConfig, i: int, recompute: str = "none", par: Parallel =
         (sl * b, h, f // t, 1, True),
     )
     fwd_c, bwd_c = tensor.collectives(sp, recompute) if t > 1 else ((0, 0), (0, 0))
+    moved = kernels.block_bytes(h, a, s, b, f, cfg.gated, t, sp, par.attention, kvh / a, c, cfg.positions == "rope")
     return Layer(
         name=f"layer{i}",
         params=params,
@@ -205,8 +208,9 @@ def block_layer(cfg: GPTConfig, i: int, recompute: str = "none", par: Parallel =
         kind="block",
         flops_recompute=extra,
         gemms=gemms,
-        # the forward writes the activations it would keep without recomputation (rpd.model.tensor)
-        traffic=tensor.activation_bytes(h, a, s, b, f, cfg.gated, t, sp, "none", par.attention, kvh / a, c),
+        traffic=moved[0],  # counted kernel by kernel (rpd.model.kernels.block_bytes)
+        traffic_i=moved[1],
+        traffic_core=moved[2],
         recompute=recompute,
         tp=t,
         tp_bytes=2.0 * sbh,
@@ -237,7 +241,11 @@ def gpt_model(cfg: GPTConfig, recompute: str = "none", name: str = "gpt", par: P
         act_bytes=sbh // q,
         out_bytes=2 * sbh // t,
         kind="embedding",
-        traffic=2.0 * sbh / q,
+        # the row gather (read, write), the learned positions' add (read two, write one) and
+        # dropout (read, write, a 1-byte mask); I: dropout's backward and the gradient rows
+        # accumulated in fp32 (read dy, read and write 4 B) -- rpd.model.kernels
+        traffic=(9.0 + (6.0 if cfg.positions == "learned" else 0.0)) * sbh / q,
+        traffic_i=15.0 * sbh / q,
         tp=t,
         tp_bytes=2.0 * sbh,
         tp_fwd=coll if t > 1 else (0, 0),
@@ -256,7 +264,9 @@ def gpt_model(cfg: GPTConfig, recompute: str = "none", name: str = "gpt", par: P
         tied_params=h * vt if cfg.tied else 0,
         tied_to="embedding" if cfg.tied else None,
         gemms=((s * b, vt, h, 1, True),),
-        traffic=4.0 * sbh / q + 4.0 * s * b * vt,
+        # the final norm (4 B per value, 6 in I) and the fp32 cross entropy's bytes per logit
+        traffic=4.0 * sbh / q + kernels.LOGIT_BYTES[0] * s * b * vt,
+        traffic_i=6.0 * sbh / q + kernels.LOGIT_BYTES[1] * s * b * vt,
         tp=t,
         tp_bytes=2.0 * sbh,
         tp_fwd=(1, 1) if t > 1 and sp else (0, 0),

@@ -61,8 +61,9 @@ from typing import Any
 import numpy as np
 
 from rpd.model.hardware import Hardware
+from rpd.model.kernels import optimizer_bytes
 from rpd.model.layers import Model
-from rpd.model.memory import held, rank_memory
+from rpd.model.memory import held, precision_bytes, rank_memory
 from rpd.model.overlap import Overlap, dp_seconds
 from rpd.model.stages import host_link, partition, stage_costs, stages
 from rpd.model.topology import place
@@ -264,7 +265,14 @@ def plan_one(
             st.params,
             where.dp_site_rings,
         )
-    step = two.T - one.T + dp_s / tick  # ticks, the all-reduce's share fractional
+    opt_s = 0.0
+    if (
+        hw.gemm_efficiency is not None
+    ):  # the optimizer step after the flush, every rank at HBM speed (rpd.model.kernels)
+        values = float(mem.weights.max()) / precision_bytes(precision)[0] / (DC if zero else 1)  # its shard
+        moved = values * optimizer_bytes(precision_bytes(precision), gb, optimizer_states)
+        opt_s = moved / required("hardware.hbm_bandwidth", hw.hbm_bandwidth)
+    step = two.T - one.T + (dp_s + opt_s) / tick  # ticks, the all-reduce's and the update's shares fractional
     site = 0.0
     if where.p2p_site_share:  # one pipeline over the sites: its cuts between sites on the site links
         per = S // hw.sites  # stages per site; the cut after stage k·per − 1 (k = 1 .. sites − 1)

@@ -19,9 +19,8 @@ so no parallelism sbh(34 + 5as/h), TP sbh(10 + 24/t + 5as/(ht)), TP + SP sbh(34 
 selective recomputation drops the scores (sbh(10 + 24/t), with SP sbh·34/t); full
 recomputation keeps the layer's input, 2sbh (/t with SP). ``attention="flash"``: a fused kernel
 never stores the scores (it keeps O(asb) softmax statistics), the selective numbers without its
-extra forward. A layer's ``traffic``, the bytes its forward writes to memory, what
-:mod:`rpd.model.compute` times at HBM speed: the no-recomputation activations
-(``activation_bytes(..., recompute="none")``), the scores only under standard attention.
+extra forward. What the memory-bound kernels move through HBM (a layer's ``traffic``) is counted
+kernel by kernel in :mod:`rpd.model.kernels`, not from these stored bytes.
 
 Grouped-query attention (``kv`` = n_kv_heads / n_head): K and V have n_kv heads, so their
 activations shrink by ``kv``: attention's split part is (4 + 4·kv)·sbh (Q 2sbh, K and V 2·kv·sbh

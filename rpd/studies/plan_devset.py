@@ -5,8 +5,11 @@ Five sources, each a list of :class:`Run`:
 
 * ``sc21``: Megatron-LM's SC'21 paper, Table 1 (Narayanan et al. 2021), GPT 1.7B to 1T on DGX
   A100 (``a100_80g``), sequence 2048, vocabulary 51,200, fp16, full recomputation, standard
-  attention, TP without SP, fp16 gradients all-reduced after the flush (no distributed
-  optimizer), blocking p2p (the 2021 code had no overlap); the published TFLOP/s per GPU counts
+  attention, TP without SP, fp16 gradients all-reduced (no distributed optimizer): by torch DDP
+  overlapped with the last microbatch's backward in the four rows without a pipeline
+  (``--DDP-impl torch`` in ``run_table_1.sh``; Megatron's 2021 ``schedules.py`` runs the other
+  microbatches under ``no_sync``), after the flush by Megatron's local DDP in the rest; blocking
+  p2p (the 2021 code had no overlap); the published TFLOP/s per GPU counts
   the recomputation, 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) per iteration.
 * ``megatron_h100``: Megatron-LM's H100 table (DGX H100, ``h100_80g``), sequence 4096,
   vocabulary 131,072, bf16, DP 48, micro-batch 1 (the source leaves it open), flash attention,
@@ -160,6 +163,10 @@ def megatron_flops(cfg: GPTConfig, gbs: int) -> float:
     return 72.0 * gbs * s * L * h * h * (1 + s / (6 * h) + V / (12 * h * L))
 
 
+# run_table_1.sh's --DDP-impl: "torch" for the four rows without a pipeline, "local" for the rest
+SC21_TORCH_DDP = ("1.7B", "3.6B", "7.5B", "18B")
+
+
 def _sc21() -> list[Run]:
     out = []
     for name, h, L, a, TP, PP, v, mbs, gbs, gpus, tflops in SC21:
@@ -181,7 +188,9 @@ def _sc21() -> list[Run]:
                 False,
                 0,
                 2,
-                Overlap(p2p=False),
+                # torch DDP under no_sync: the last microbatch's backward launches the bucketed
+                # all-reduce (Megatron 2021 megatron/schedules.py); local DDP reduces after the flush
+                Overlap(p2p=False, grad_reduce=name in SC21_TORCH_DDP),
                 step,
                 tflops,
                 "TFLOP/s per GPU",

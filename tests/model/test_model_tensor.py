@@ -44,15 +44,22 @@ def test_korthikanti_activation_laws(t):
 
 
 @pytest.mark.parametrize("t", [2, 8])
-def test_traffic_is_what_the_forward_writes_whatever_is_recomputed(t):
-    """rpd.model.tensor: a layer's traffic is its no-recomputation activations (Table 2 of
-    Korthikanti et al.), the scores only under standard attention, at any recomputation."""
-    r = A_ * S_ / H_
+def test_traffic_is_counted_kernel_by_kernel_whatever_is_recomputed(t):
+    """rpd.model.kernels, written out per kernel for GPT-3's layer under TP t without SP (16-bit
+    bytes read + written per value): two layer norms 2 × 4 and two bias-dropout-adds 2 × 7 on the
+    whole sbh; bias-GeLU 4 on the 4h-wide MLP split in t; under standard attention the softmax 4
+    and the attention dropout 5 on the a·s² scores split in t. The backward: norms 2 × 6,
+    dropout-adds 2 × 5, GeLU 6, softmax 6, dropout 5. The same at any recomputation (the forward
+    always runs its kernels once)."""
+    scores = A_ * S_ * S_ * B_ / t
+    mlp = S_ * B_ * 4 * H_ / t
     for recompute in ("none", "selective", "full"):
         std = block_layer(CFG, 0, recompute, Parallel(TP=t))
         flash = block_layer(CFG, 0, recompute, Parallel(TP=t, attention="flash"))
-        assert std.traffic == pytest.approx(SBH * (10 + 24 / t + 5 * r / t), rel=1e-12)
-        assert flash.traffic == pytest.approx(SBH * (10 + 24 / t), rel=1e-12)
+        assert std.traffic == pytest.approx((2 * 4 + 2 * 7) * SBH + 4 * mlp + (4 + 5) * scores, rel=1e-12)
+        assert std.traffic_i == pytest.approx((2 * 6 + 2 * 5) * SBH + 6 * mlp + (6 + 5) * scores, rel=1e-12)
+        assert std.traffic_core == pytest.approx(9 * scores, rel=1e-12)
+        assert flash.traffic == pytest.approx(22 * SBH + 4 * mlp, rel=1e-12) and flash.traffic_core == 0
 
 
 def test_flash_attention_keeps_the_selective_bytes_without_its_recompute():
