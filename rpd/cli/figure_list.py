@@ -48,7 +48,7 @@ FIGURES = {
     ),
     "e18_width": (
         "E18 at fixed depth, wider: kappa of PD, 2BW (M = 4) and PipeMare under AdamW on the char LM at S = 4 "
-        "(widths 24-128, x22 in N) and S = 6, fitted kappa - 1 = c N^gamma per S"
+        "(widths 24-128, x22 in N) and S = 6 at width 24, fitted kappa - 1 = c N^gamma per S"
     ),
     "e19_stragglers": (
         "E19: stragglers and jitter: step time and time to a target loss of the synchronous flushes, the "

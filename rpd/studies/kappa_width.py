@@ -4,8 +4,9 @@ cost κ against model size with the pipeline depth S held fixed.
 E18 (:mod:`rpd.studies.kappa_scale`) grew its LMs in width *and* depth (S = 3, 4, 5 across its
 sizes), so its trend of κ in N is confounded with S: PipeDream's delay grows with S. Here the
 char LM keeps S = 4 (two transformer blocks, the embedding and the head) and grows only its width
-(24, 64, 128: 19k to 422k parameters, ×21.9), and a second depth S = 6 at the two smaller widths
-measures κ's S-dependence at equal width instead of assuming it. The arms are the pipelines under
+(24, 64, 128: 19k to 422k parameters, ×21.9), and a second depth S = 6 at width 24 measures κ's
+S-dependence at equal width instead of assuming it (one width: a second S at width 64 cost more than
+the budget left, measured below). The arms are the pipelines under
 AdamW (PipeDream, PipeDream-2BW at M = 4, PipeMare), each against its 1F1B reference of the same
 global batch; 2BW at S = 6 needs M ≥ 5 and is a row saying so. Everything else is E18's protocol
 (its step-size sweeps, κ and censoring, :func:`rpd.studies.kappa_scale.run`), with the fits keyed
@@ -13,9 +14,11 @@ by S as well: κ − 1 = c·(N/10⁶)^γ per (method, optimizer, settings, S), `
 row's ``settings``.
 
 **Tokens.** D is E18's rule, the same at every size (``D_mb`` microbatches of ``lm_batch`` ×
-``lm_seq`` tokens): D / N falls from 3.4 to 0.16 tokens per parameter across the S = 4 sizes, so
-the trend is at a fixed token budget. A budget D ∝ N would make the cost grow as N² (cost ∝ N·D)
-and the largest size alone would take hours on the two shared cores this was run on. Microbatches
+``lm_seq`` tokens, 32768 tokens): D / N falls from 1.7 to 0.08 tokens per parameter across the
+S = 4 sizes, so the trend is at a fixed token budget. A budget D ∝ N would make the cost grow as
+N² (cost ∝ N·D): measured at width 64, a run of 1024 microbatches cost about 0.09 s per
+microbatch per program (4 step sizes at once) on the two shared cores, so the largest size at even
+one token per parameter (3300 microbatches, run to twice that) would take hours per program. Microbatches
 of 8 sequences of 32 characters (E18: 4 × 16): attention over 32 characters instead of 16, and the
 same tokens in a quarter of the updates, which is both closer to an LM's low-noise large-batch
 regime and cheaper per token on a CPU (fewer sequential updates).
@@ -35,11 +38,11 @@ ARMS = ("adamw/pipedream", "adamw/pipedream_2bw/M=4", "adamw/pipemare")
 
 @dataclasses.dataclass(frozen=True)
 class Config(ks.Config):
-    widths: tuple[int, ...] = (24, 64, 24, 64, 128)  # S = 4 at 24, 64, 128; S = 6 at 24, 64
-    stages: tuple[int, ...] = (4, 4, 6, 6, 4)
+    widths: tuple[int, ...] = (24, 24, 64, 128)  # S = 4 at 24, 64, 128; S = 6 at 24
+    stages: tuple[int, ...] = (4, 6, 4, 4)
     arms: tuple[str, ...] = ARMS
-    D_mb: int = 256
-    record_mb: int = 16
+    D_mb: int = 128
+    record_mb: int = 8
     lm_seq: int = 32
     lm_batch: int = 8
     lm_heldout_batches: int = 4
