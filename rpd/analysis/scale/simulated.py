@@ -20,7 +20,7 @@ from rpd.validation import check_real
 FIGURE = "paper_figures/e18_scale.json"
 COMMIT: str | None = "6395e26"  # the commit that wrote FIGURE's fits below (6395e26f4c0258dac4f09148bef908116f3a2b34)
 WIDTH_FIGURE = "paper_figures/e18_width.json"  # E18 at fixed depth, wider: fits with S in their settings
-WIDTH_COMMIT: str | None = None  # the commit that wrote WIDTH_FIGURE's fits (WIDTH_FITS)
+WIDTH_COMMIT: str | None = "cd48c9d"  # the commit of WIDTH_FIGURE below (made from a clean tree at 7397e1e)
 
 
 @dataclass(frozen=True)
@@ -96,8 +96,32 @@ SCALE_FITS: tuple[SimulatedFit, ...] = (
 )
 
 
-# paper_figures/e18_width.json at WIDTH_COMMIT (E18 at fixed depth: S = 4 at 19k-422k parameters, S = 6 at two widths)
-WIDTH_FITS: tuple[SimulatedFit, ...] = ()
+# paper_figures/e18_width.json at WIDTH_COMMIT (E18 at fixed depth: S = 4 at 19k, 113k, 422k parameters; S = 6
+# at one width gives no law), its fits with a law: 2BW was censored (κ > 2) at every size, so it keeps E18's fit
+WIDTH_FITS: tuple[SimulatedFit, ...] = (
+    SimulatedFit(
+        "pipedream",
+        "adamw",
+        (("S", 4),),
+        c=0.44612636996723937,
+        gamma=-0.20007882871981011,
+        gamma_ci95=(-1.6427254477666013, 1.2425677903269812),
+        n_sizes=3,
+        N_range=(19296.0, 422400.0),
+        study="e18_width",
+    ),  # fmt: skip
+    SimulatedFit(
+        "pipemare",
+        "adamw",
+        (("S", 4),),
+        c=0.48470778486403093,
+        gamma=-0.18725383313101912,
+        gamma_ci95=(-1.1614965204780148, 0.7869888542159766),
+        n_sizes=3,
+        N_range=(19296.0, 422400.0),
+        study="e18_width",
+    ),  # fmt: skip
+)
 FITS: tuple[SimulatedFit, ...] = SCALE_FITS + WIDTH_FITS
 
 
