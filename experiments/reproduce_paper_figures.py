@@ -141,7 +141,7 @@ def default_jobs(size: str = "quick") -> int:
 # ``jobs > 1`` they are started in this order, so the long ones do not end up last. E12 (one
 # unit) first, E10's units (rpd.cli.spread) next, the cheap figures last to even out the ends.
 COST_ORDER = tuple(
-    "e12_optimizers e10_frontier e11_costs e18_scale e5_nanochat plan_accuracy staleness_scaling e6_scaling "
+    "e12_optimizers e10_frontier e11_costs e18_scale e18_width e5_nanochat plan_accuracy staleness_scaling e6_scaling "
     "e4_logistic e19_stragglers e13_optim_staleness e14_search e15_workers e16_survey e17_staleness_2026 plan_claims "
     "e9_frontier e7_schedules e3_nesterov e1_pd_vs_rpd e8_delta e2_delay_law".split()
 )

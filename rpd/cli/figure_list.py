@@ -46,6 +46,10 @@ FIGURES = {
         "E18: the staleness cost against model size: kappa (tokens to the synchronous loss at D, over D) of PD, 2BW, "
         "PipeMare, nesterov_async, LocalSGD and DiLoCo on the char LM at 3 sizes, fitted kappa - 1 = c N^gamma"
     ),
+    "e18_width": (
+        "E18 at fixed depth, wider: kappa of PD, 2BW (M = 4) and PipeMare under AdamW on the char LM at S = 4 "
+        "(widths 24-128, x22 in N) and S = 6 at width 24, fitted kappa - 1 = c N^gamma per S"
+    ),
     "e19_stragglers": (
         "E19: stragglers and jitter: step time and time to a target loss of the synchronous flushes, the "
         "zero-bubble family, the asynchronous streams and LocalSGD as one straggler's factor and the jitter grow"

@@ -157,13 +157,27 @@ def convergence(method: str, row, a: dict, N: float, cfg) -> dict:
     try:
         if cfg.target_loss is not None:
             rec = scale.tokens_to_loss(name, N, float(cfg.target_loss), law=law, **settings)
-            return dict(kappa=rec.kappa, kappa_source=rec.source, tokens=rec.D, loss=float(cfg.target_loss))
+            loss = float(cfg.target_loss)
+            return dict(kappa=rec.kappa, kappa_source=rec.source, tokens=rec.D, loss=loss, **_trend(rec, None, loss))
         D = float(cfg.tokens)
         rec = scale.effective_tokens(name, N, D, law=law, **settings)
-        return dict(kappa=rec.kappa, kappa_source=rec.source, tokens=D, loss=rec.loss)  # L(N, D / kappa)
+        # L(N, D / kappa)
+        return dict(kappa=rec.kappa, kappa_source=rec.source, tokens=D, loss=rec.loss, **_trend(rec, D, rec.loss_trend))
     except ValueError as exc:  # no source covers this method here: say so; no tokens to L, no loss at D
         budget = None if cfg.tokens is None else float(cfg.tokens)  # a budget's hours need no kappa
-        return dict(kappa=None, kappa_source=f"no source: {exc}", tokens=budget, loss=None)
+        return dict(kappa=None, kappa_source=f"no source: {exc}", tokens=budget, loss=None, **_trend(None, None, None))
+
+
+def _trend(rec, budget: float | None, loss: float | None) -> dict:
+    """The range rule's other end (docs/scale.md#beyond-the-trained-sizes-the-range-rule): κ read on
+    the trend, its tokens to the target (or the budget) and its loss; all None inside the guard."""
+    if rec is None or rec.kappa_trend is None:
+        return dict(kappa_trend=None, tokens_trend=None, loss_trend=None)
+    return dict(
+        kappa_trend=rec.kappa_trend,
+        tokens_trend=rec.tokens_trend if budget is None else budget,
+        loss_trend=loss,
+    )
 
 
 def method_row(method, hw, a, search, N, cfg) -> dict:
@@ -172,27 +186,47 @@ def method_row(method, hw, a, search, N, cfg) -> dict:
     t = throughput(method, hw, a, search, N, float(cfg.diloco.value_bytes))
     row = t.pop("row")
     c = convergence(method, row, a, N, cfg) if "error" not in t else dict(kappa=None, kappa_source=None)
-    hours = None
+    hours = hours_trend = None
     if c.get("tokens") is not None and "tokens_per_s" in t:
         hours = c["tokens"] / t["tokens_per_s"] / 3600.0
-    return dict(method=method, **t, **c, hours=hours)
+    if c.get("tokens_trend") is not None and "tokens_per_s" in t:
+        hours_trend = c["tokens_trend"] / t["tokens_per_s"] / 3600.0
+    return dict(method=method, **t, **c, hours=hours, hours_trend=hours_trend)
+
+
+def _span(a: float | None, b: float | None, fmt) -> str:
+    """``fmt(a)``, or the range ``lo..hi`` of a and b where b (the trend's reading) is given."""
+    if a is None:
+        return "n/a"
+    if b is None:
+        return fmt(a)
+    lo, hi = sorted((a, b))
+    return f"{fmt(lo)}..{fmt(hi)}"
+
+
+def _hours(h: float) -> str:
+    return f"{h:,.1f}" if h >= 10 else f"{h:.3g}"
 
 
 def format_rows(rows: list[dict], target: str) -> str:
     """The table: one line per method, κ's source below it."""
-    head = f"{'method':<17} {'tokens/s':>11} {'step s':>8} {'site GB/step':>12} {'kappa':>6} {'tokens':>9} {target:>7} {'hours':>8}"
+    head = (
+        f"{'method':<17} {'tokens/s':>11} {'step s':>8} {'site GB/step':>12} {'kappa':>13} {'tokens':>17} {target:>7}"
+        f" {'hours':>17}"
+    )
     lines = [head, "-" * len(head)]
     for r in rows:
         if "error" in r:
             lines.append(f"{r['method']:<17} refused: {r['error']}")
             continue
-        k = "n/a" if r["kappa"] is None else f"{r['kappa']:.4f}"
-        tok = "n/a" if r["tokens"] is None else f"{r['tokens']:.3g}"
-        loss = "n/a" if r["loss"] is None else f"{r['loss']:.4f}"
-        hours = "n/a" if r["hours"] is None else f"{r['hours']:,.1f}" if r["hours"] >= 10 else f"{r['hours']:.3g}"
+        k = _span(r["kappa"], r.get("kappa_trend"), lambda v: f"{v:.4g}")
+        tok = _span(r["tokens"], r.get("tokens_trend"), lambda v: f"{v:.3g}")
+        lt = r.get("loss_trend")
+        loss = _span(r["loss"], None if lt == r["loss"] else lt, lambda v: f"{v:.4f}")  # to a target: one loss
+        hours = _span(r["hours"], r.get("hours_trend"), _hours)
         lines.append(
             f"{r['method']:<17} {r['tokens_per_s']:>11,.0f} {r['step_s']:>8.3f} {r['site_bytes_per_step'] / 1e9:>12.3f} "
-            f"{k:>6} {tok:>9} {loss:>7} {hours:>8}"
+            f"{k:>13} {tok:>17} {loss:>7} {hours:>17}"
         )
         lines.append(f"  layout: {r['layout']} ({r['workers']} workers)")
         lines.append(f"  kappa: {r['kappa_source']}")
@@ -242,14 +276,17 @@ def run(cfg, output_dir: str | Path | None = None) -> dict:
     gbits = [float(g) for g in cfg.bandwidths or []]
     if gbits and hw.sites > 1 and fig_path:
         sweep: dict[str, list] = {m: [] for m in a["methods"]}
+        trend: dict[str, list] = {m: [] for m in a["methods"]}  # the range rule's other end (None: no range)
         for g in gbits:
             say(f"the site link at {g:g} Gbit/s")
             h = dataclasses.replace(hw, site_bandwidth=g * 1e9)
             for m in a["methods"]:
-                sweep[m].append(method_row(m, h, a, search, N, cfg)["hours"])
-        result["sweep"] = dict(gbits=gbits, hours=sweep)
+                got = method_row(m, h, a, search, N, cfg)
+                sweep[m].append(got["hours"])
+                trend[m].append(got["hours_trend"])
+        result["sweep"] = dict(gbits=gbits, hours=sweep, hours_trend=trend)
         title = f"{cfg.model.name} on {a['n']} x {hw.name} over {hw.sites} sites: hours to {goal}"
-        hours_figure(gbits, sweep, fig_path, title=title, labels=OUTER_LABELS)
+        hours_figure(gbits, sweep, fig_path, title=title, labels=OUTER_LABELS, trend=trend)
         print(f"wrote {fig_path}")
     elif gbits and hw.sites == 1:
         print("hardware.sites=1: no site link to sweep, no figure")

@@ -40,6 +40,7 @@ REGISTRY = {
     "e16_survey": "rpd.studies.survey",
     "e17_staleness_2026": "rpd.studies.staleness_2026",
     "e18_scale": "rpd.studies.kappa_scale",
+    "e18_width": "rpd.studies.kappa_width",
     "e19_stragglers": "rpd.studies.stochastic_time",
     "plan_claims": "rpd.studies.plan_claims",
     "plan_accuracy": "rpd.studies.plan_accuracy",

@@ -10,6 +10,7 @@ import sys
 import pytest
 from hydra_helpers import ROOT, compose
 
+from rpd.analysis.scale import simulated
 from rpd.cli import time_to_loss as job
 
 SMALL = [
@@ -104,12 +105,62 @@ def test_a_token_budget_gives_each_method_its_loss(tmp_path):
 
 
 def test_without_a_kappa_source_a_budget_still_has_hours_but_no_loss(tmp_path):
-    # PipeDream has no kappa source until E18 is committed: to a target it gets no tokens and no
-    # hours; on a budget its hours are the budget over its tokens/s, its loss unknown
-    base = [*SMALL, "methods=[pipedream]", "bandwidths=null", f"out={tmp_path / 't.json'}"]
+    # PipeDream under momentum has no kappa source (E18 trained it under SGD, AdamW, Muon; SGD had no
+    # law): to a target it gets no tokens and no hours; on a budget its hours are the budget over its
+    # tokens/s, its loss unknown
+    base = [*SMALL, "methods=[pipedream]", "optimizer=momentum", "bandwidths=null", f"out={tmp_path / 't.json'}"]
     (row,) = job.run(compose([*base, "tokens=2e9"], "time_to_loss"))["rows"]
-    if row["kappa"] is not None:
-        pytest.skip("E18's fits are committed: PipeDream has a kappa source now")
+    assert row["kappa"] is None
     assert row["loss"] is None and row["hours"] == pytest.approx(2e9 / row["tokens_per_s"] / 3600)
     (row,) = job.run(compose([*base, "target_loss=3.0"], "time_to_loss"))["rows"]
     assert row["tokens"] is None and row["hours"] is None and row["kappa_source"].startswith("no source")
+
+
+def test_a_range_of_kappa_prints_a_range_of_hours(tmp_path, capsys, monkeypatch):
+    """A made-up fixed-depth fit of 2BW (not rpd's numbers), κ − 1 = 2 (N/10⁶)^0.5 on 10⁴..10⁵
+    parameters: gpt2_small's N is beyond 10x of it, so κ is the range held at 10⁵, 1 + 2·0.1^0.5,
+    to the trend at N, 1 + 2 (N/10⁶)^0.5; tokens κ·D_sync and hours tokens / tokens_per_s at each end."""
+    fit = simulated.SimulatedFit(
+        "pipedream_2bw", "adamw", (("M", 4), ("S", 4)), c=2.0, gamma=0.5, gamma_ci95=None, n_sizes=3,
+        N_range=(1e4, 1e5), study="e18_width",
+    )  # fmt: skip
+    monkeypatch.setattr(simulated, "FITS", (fit,))
+    out = tmp_path / "t.json"
+    over = ["methods=[1f1b,pipedream_2bw]", "target_loss=3.0", "bandwidths=[1,400]", f"out={out}"]
+    res = job.run(compose([*SMALL, *over, f"figure={tmp_path / 't.png'}"], "time_to_loss"))
+    text = capsys.readouterr().out
+    (sync, bw), N = res["rows"], res["settings"]["N"]
+    D = (410.7 / (3.0 - 1.69 - 406.4 / N**0.34)) ** (1 / 0.28)  # Chinchilla's tokens to 3.0
+    held, trend = 1 + 2 * 0.1**0.5, 1 + 2 * (N / 1e6) ** 0.5
+    assert (bw["kappa"], bw["kappa_trend"]) == pytest.approx((held, trend), rel=1e-9)
+    assert (bw["tokens"], bw["tokens_trend"]) == pytest.approx((held * D, trend * D), rel=1e-9)
+    per_h = bw["tokens_per_s"] * 3600
+    assert (bw["hours"], bw["hours_trend"]) == pytest.approx((held * D / per_h, trend * D / per_h), rel=1e-9)
+    assert sync["kappa_trend"] is None and sync["hours_trend"] is None
+    assert f"{held:.4g}..{trend:.4g}" in text and "the trend continues" in text
+    sweep = res["sweep"]
+    assert sweep["hours_trend"]["1f1b"] == [None, None] and None not in sweep["hours_trend"]["pipedream_2bw"]
+    assert json.loads(out.read_text())["rows"][1]["hours_trend"] == pytest.approx(trend * D / per_h, rel=1e-9)
+
+
+def test_pipedream_2bw_has_hours_from_the_committed_e18_fits(tmp_path, capsys):
+    """The issue's question at a small model: 2BW (censored, κ > 2, at every size of E18 at fixed
+    depth: no law there) keeps E18's fit, so it prints hours, a range (gpt2_small is beyond 10x of
+    the sizes trained), not n/a."""
+    over = ["methods=[pipedream_2bw]", "target_loss=3.0", "bandwidths=null", f"out={tmp_path / 't.json'}"]
+    (row,) = job.run(compose([*SMALL, *over], "time_to_loss"))["rows"]
+    assert row["hours"] is not None and row["hours_trend"] is not None
+    assert row["kappa_source"].startswith("rpd E18 (") and "the trend continues" in row["kappa_source"]
+    assert "n/a" not in capsys.readouterr().out.splitlines()[3]
+
+
+@pytest.mark.slow  # the issue's command itself: about a minute on 2 shared cores
+def test_the_issues_command_prints_hours_for_each_method(tmp_path):
+    cmd = [
+        "model=llama3_8b", "hardware=h100_80g", "n_workers=256", "hardware.sites=2", "hardware.site_bandwidth=100e9",
+        "target_loss=2.3", "methods=[1f1b,pipedream_2bw,diloco,streaming_diloco]", "diloco.M=2", "diloco.H=30",
+        "bandwidths=null", f"out={tmp_path / 't.json'}",
+    ]  # fmt: skip
+    rows = job.run(compose(cmd, "time_to_loss"))["rows"]
+    assert [r["method"] for r in rows] == ["1f1b", "pipedream_2bw", "diloco", "streaming_diloco"]
+    assert all(r["hours"] is not None for r in rows), [(r["method"], r["kappa_source"]) for r in rows]

@@ -58,6 +58,15 @@ class EffectiveTokens:
     other_source: str | None = None
     apart: float | None = None
     law: str = ""  # the loss law's source (it converts a gap into κ and back)
+    # beyond 10× of the simulated fit's sizes (docs/scale.md#beyond-the-trained-sizes-the-range-rule):
+    # ``kappa`` is held at the nearest trained size, ``kappa_trend`` the law read at N; else None
+    kappa_trend: float | None = None
+    loss_trend: float | None = None  # L(N, D / kappa_trend)
+
+    @property
+    def tokens_trend(self) -> float | None:
+        """The tokens at ``kappa_trend`` to the same synchronous loss: kappa_trend · tokens_sync."""
+        return None if self.kappa_trend is None else self.kappa_trend * self.tokens_sync
 
 
 def _settings(method: str, settings: dict[str, object]) -> tuple[str, dict[str, int | str]]:
@@ -121,22 +130,18 @@ def effective_tokens(
     sim = simulated.simulated_kappa(method, N, optimizer, rest)
     if sim is None and method == "streaming_diloco":  # E18's DiLoCo at the same M, H, by the same assumption
         sim = simulated.simulated_kappa("diloco", N, optimizer, {k: rest[k] for k in ("M", "H")})
-        sim = None if sim is None else (sim[0], f"{STREAMING_ASSUMPTION}; {sim[1]}")
+        sim = None if sim is None else sim._replace(source=f"{STREAMING_ASSUMPTION}; {sim.source}")
     if sim is not None:
-        found.append((sim[0], gap_from_kappa(law, D, sim[0]) / L, sim[1]))
+        found.append((sim.kappa, gap_from_kappa(law, D, sim.kappa) / L, sim.source))
     if not found:
-        far = simulated.coverage("diloco" if method == "streaming_diloco" else method, N, optimizer, rest)
         fitted = simulated.available(method)
         raise ValueError(
             f"no source of kappa for method {method!r} with optimizer {optimizer} at {rest}: no published row covers it "
-            + (
-                f"and {far}"
-                if far
-                else f"and rpd's E18 has {'fits only at ' + '; '.join(fitted) if fitted else 'no fit for it'}"
-            )
+            f"and rpd's E18 has {'fits only at ' + '; '.join(fitted) if fitted else 'no fit for it'}"
         )
     kappa, gap, source = found[0]
     other = found[1] if len(found) > 1 else None
+    trend = sim.kappa_trend if sim is not None and pub is None else None  # the range: E18 is the first source
     return EffectiveTokens(
         method,
         N,
@@ -150,6 +155,8 @@ def effective_tokens(
         other_source=None if other is None else other[2],
         apart=None if other is None else kappa - other[0],
         law=law.source,
+        kappa_trend=trend,
+        loss_trend=None if trend is None else law.loss(N, D / trend),
     )
 
 
