@@ -59,6 +59,19 @@ def test_constants_equal_the_committed_fixed_depth_fits():
     assert set(simulated.WIDTH_FITS) == set(simulated.fits_from_payload(payload, study="e18_width"))
     assert simulated.WIDTH_COMMIT is not None and simulated.WIDTH_FITS
     assert all("S" in dict(f.settings) for f in simulated.WIDTH_FITS)  # every fixed-depth fit says its S
+    assert simulated.WIDTH_CENSORED == simulated.censored_from_payload(payload)
+
+
+def test_a_method_the_fixed_depth_study_censored_says_its_kappa_may_be_too_low(monkeypatch):
+    # E18's fit gives κ = 1 + 2·(N/1e6)^0.5 = 1.2 at N = 1e4; the fixed-depth study saw κ > 2 everywhere.
+    monkeypatch.setattr(simulated, "FITS", (_fit(),))
+    monkeypatch.setattr(simulated, "WIDTH_CENSORED", {("pipedream", "adamw", ()): (2.0, (2e4, 4e5))})
+    got = simulated.simulated_kappa("pipedream", 1e4, "adamw", {})
+    assert got is not None and got.kappa == pytest.approx(1.2)
+    assert "censored it at every size it trained (2e+04-4e+05: kappa > 2)" in got.source
+    monkeypatch.setattr(simulated, "WIDTH_CENSORED", {})
+    got = simulated.simulated_kappa("pipedream", 1e4, "adamw", {})
+    assert got is not None and "censored" not in got.source
 
 
 def _fit(S: int | None = None, study: str = "e18_scale", **kw):

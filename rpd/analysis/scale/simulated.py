@@ -124,6 +124,27 @@ WIDTH_FITS: tuple[SimulatedFit, ...] = (
 )
 FITS: tuple[SimulatedFit, ...] = SCALE_FITS + WIDTH_FITS
 
+# The arms E18 at fixed depth censored at every size it trained (never reached the reference's loss
+# within kappa_max·D): (method, optimizer, settings without S) -> (kappa_max, the sizes). Such a method
+# has no fixed-depth law and is read from E18's fit, whose κ this measurement says may be too low.
+WIDTH_CENSORED: dict[tuple[str, str, tuple[tuple[str, object], ...]], tuple[float, tuple[float, ...]]] = {
+    ("pipedream_2bw", "adamw", (("M", 4),)): (2.0, (19296.0, 112896.0, 422400.0)),
+}
+
+
+def censored_from_payload(payload: Mapping) -> dict:
+    """:data:`WIDTH_CENSORED` from E18 at fixed depth's JSON: the (method, optimizer, settings but
+    S) whose every row at S = the most-trained S is censored (how the constant was made)."""
+    rows: dict[tuple, list] = {}
+    for r in payload["rows"]:
+        settings = {k: v for k, v in r["settings"].items() if k != "S"}
+        rows.setdefault((r["method"], r["optimizer"], settings_key(settings), r["settings"].get("S")), []).append(r)
+    out = {}
+    for (method, optimizer, key, _S), rs in rows.items():
+        if len(rs) > 1 and all(r["censored"] for r in rs):
+            out[(method, optimizer, key)] = (float(payload["config"]["kappa_max"]), tuple(float(r["N"]) for r in rs))
+    return out
+
 
 def settings_key(settings: Mapping[str, object]) -> tuple[tuple[str, object], ...]:
     return tuple(sorted(settings.items()))
@@ -234,6 +255,13 @@ def simulated_kappa(method: str, N: float, optimizer: str, settings: Mapping[str
         kappa = fit.kappa(N)
         if not lo <= N <= hi:
             notes.append(f"N={N:.3g} extrapolated from {lo:.3g}-{hi:.3g}")
+    censored = WIDTH_CENSORED.get((method, optimizer, tuple((k, v) for k, v in fit.settings if k != "S")))
+    if fit.study != "e18_width" and censored is not None:
+        kmax, sizes = censored
+        notes.append(
+            f"E18 at fixed depth censored it at every size it trained ({sizes[0]:.3g}-{sizes[-1]:.3g}: kappa > {kmax:g}),"
+            f" so this kappa may be too low"
+        )
     ci = (
         " (no interval)"
         if fit.gamma_ci95 is None
