@@ -1,7 +1,7 @@
 """E18's figure: κ − 1 against parameters N per method, one panel per optimizer (log-log, censored
 points as open triangles at their lower bound, the fitted law dashed with γ and its 95 % interval in
-the legend), and the relative loss gap at D against N with the DiLoCo development rows' gaps
-(Charles et al. 2025) for comparison (``rpd.studies.kappa_scale``; drawn from the saved table and
+the legend), and every arm's relative loss gap at D against N with the DiLoCo development rows'
+gaps (Charles et al. 2025) for comparison (``rpd.studies.kappa_scale``; drawn from the saved table and
 summary only)."""
 
 from __future__ import annotations
@@ -82,11 +82,30 @@ def _panel(ax, rows: list[dict], fits: list[dict], optimizer: str) -> None:
     ax.legend(fontsize=6, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
 
 
+def _si(x: float, _=None) -> str:
+    """A parameter count for an axis: 19k, 113k, 35M, 1.2B."""
+    for scale, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if x >= scale:
+            return f"{x / scale:g}{unit}"
+    return f"{x:g}"
+
+
 def _gaps(ax, rows: list[dict], dev: dict) -> None:
-    dl = [r for r in rows if r["method"] == "diloco" and _num(r["relative_gap"]) is not None]
+    """The relative loss gap at D, (L − L_ref) / L_ref, against N: every rpd arm that has one
+    (a pipeline in its schedule's colour and its panel's marker; DiLoCo one colour per M, as the
+    development rows it is compared with) and DiLoCo's development rows (Charles et al. 2025)."""
+    measured = [r for r in rows if _num(r["relative_gap"]) is not None]
+    dl = [r for r in measured if r["method"] == "diloco"]
     by_m = {
         M: f"C{i}" for i, M in enumerate(sorted({1, 2, 4, 8, *(r["settings"]["M"] for r in dl)}))
     }  # one colour per M
+    seen: dict[str, int] = {}
+    for key in dict.fromkeys(_key(r) for r in measured if r["method"] != "diloco"):
+        mine = sorted((r for r in measured if _key(r) == key), key=lambda r: r["N"])
+        n_same = seen[key[0]] = seen.get(key[0], -1) + 1
+        marker = "s" if key[1] == "nesterov_async" else "ovD^<>"[n_same % 6]
+        ax.plot([r["N"] for r in mine], [100 * r["relative_gap"] for r in mine], ["-", "--", ":", "-."][n_same % 4],
+                color=colour(key[0]), marker=marker, ms=4, lw=1.0, label="rpd " + label(key[0], key[1], dict(key[2])) + ("" if key[1] == "nesterov_async" else f" {key[1]}"))  # fmt: skip
     for M in sorted({r["settings"]["M"] for r in dl}):
         for j, H in enumerate(sorted({r["settings"]["H"] for r in dl})):
             for opt_i, opt in enumerate(sorted({r["optimizer"] for r in dl})):
@@ -100,12 +119,14 @@ def _gaps(ax, rows: list[dict], dev: dict) -> None:
                         color=by_m[M], marker="os^v"[j % 4], ms=4, lw=1.0, label=f"rpd DiLoCo M={M} H={H} {opt}")  # fmt: skip
     for M, d in sorted(dev.items(), key=lambda x: int(x[0])):
         ax.plot([35e6, 550e6], [100 * d["gap_35M"], 100 * d["gap_550M"]], "-", color=by_m[int(M)], lw=2.5, alpha=0.5,
-                label=f"Charles et al. 2025 M={M} (H=30): " + ("a gap <= 0: no γ" if _num(d["gamma"]) is None else f"γ={d['gamma']:.2f}"))  # fmt: skip
+                label=f"Charles et al. 2025 DiLoCo M={M} (H=30): " + ("a gap <= 0: no γ" if _num(d["gamma"]) is None else f"γ={d['gamma']:.2f}"))  # fmt: skip
     ax.axhline(0, color="k", lw=0.5)
     ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_si))
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("parameters N")
     ax.set_ylabel("relative loss gap at D (%)")
-    ax.set_title("DiLoCo: (L − L_DP) / L_DP at equal tokens; rpd's tiny LM and the development rows", fontsize=9)
+    ax.set_title("(L − L_ref) / L_ref at equal tokens D: rpd's LM and DiLoCo's development rows", fontsize=9)
     ax.legend(fontsize=6, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
 
 
@@ -118,7 +139,8 @@ def kappa_scale_figure(out, path) -> None:
         axes = fig.subplots(1, len(opts) + 1, squeeze=False)[0]
         for ax, opt in zip(axes, opts):
             mine = [r for r in rows if r["optimizer"] == opt or (opt == "adamw" and r["optimizer"] == "nesterov_async")]
-            _panel(ax, mine, fits, opt + (" (+ PD under nesterov_async)" if opt == "adamw" and len(mine) else ""))
+            nesterov = any(r["optimizer"] == "nesterov_async" for r in mine)
+            _panel(ax, mine, fits, opt + (" (+ PD under nesterov_async)" if nesterov else ""))
         _gaps(axes[-1], rows, out.summary["diloco_dev"])
         fig.suptitle(out.summary["title"] + f"; D rule: {out.summary['D_rule']}", fontsize=10)
         fig.subplots_adjust(bottom=0.3, top=0.9, wspace=0.3)  # the legends under their panels
