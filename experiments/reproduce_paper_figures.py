@@ -43,7 +43,7 @@ from rpd.cli import checks, spread
 from rpd.cli import config as C
 from rpd.cli import figure as F
 from rpd.cli.fanout import LAUNCHERS as FANOUT_LAUNCHERS
-from rpd.cli.figure_list import FIGURES
+from rpd.cli.figure_list import COLD_CPU_S, FIGURES
 from rpd.cli.manifest import Report, write_manifest
 from rpd.cli.report import summary_text
 from rpd.io.provenance import git_commit, provenance
@@ -137,16 +137,6 @@ def default_jobs(size: str = "quick") -> int:
     return default_workers() if size == "quick" else 1
 
 
-# The quick figures' cost on 2 cores, most expensive first (BENCHMARKS.md): with
-# ``jobs > 1`` they are started in this order, so the long ones do not end up last. E12 (one
-# unit) first, E10's units (rpd.cli.spread) next, the cheap figures last to even out the ends.
-COST_ORDER = tuple(
-    "e12_optimizers e10_frontier e11_costs e18_scale e18_width e5_nanochat plan_accuracy staleness_scaling e6_scaling "
-    "e4_logistic e19_stragglers e13_optim_staleness e14_search e15_workers e16_survey e17_staleness_2026 plan_claims "
-    "e9_frontier e7_schedules e3_nesterov e1_pd_vs_rpd e8_delta e2_delay_law".split()
-)
-
-
 def _worker_init(jax_cache: str | None, threads: int) -> None:
     """A figure worker process: the parent's persistent cache, its share of the cores for
     ``rpd.runtime.concurrency``, and Ctrl-C left to the parent (which ends the workers)."""
@@ -192,12 +182,11 @@ def _config(name: str, kw: dict):
 def _pool_pass(names: Sequence[str], jobs: int, file, make, quiet_deaths: bool = False, **kw) -> dict[str, Report]:
     """One pool of ``jobs`` workers making ``names``: their reports by name (``quiet_deaths``:
     figures lost with a dead worker are not announced, since they will be made again). A
-    splitting study's units are tasks of their own (``rpd.cli.spread``), queued in the figure's
-    place, so no worker holds E10 alone; this process assembles it once they are stored."""
+    splitting study's units are tasks of their own (``rpd.cli.spread``), so no worker holds E10
+    alone; this process assembles it once they are stored. Figures and units are queued longest
+    first by their measured cold cost (``spread.longest_first``, ``figure_list.COLD_CPU_S``)."""
     cache = compile_cache.active()
     threads = max(1, default_workers() // jobs)
-    rank = {n: i for i, n in enumerate(COST_ORDER)}
-    order = sorted(names, key=lambda n: rank.get(n, -1))  # unknown (new) figures first
     spreading = jobs > 1 and kw.get("launch") is None  # the units as tasks, unless they go to a launcher
     pool = ProcessPoolExecutor(
         max_workers=jobs,
@@ -219,16 +208,17 @@ def _pool_pass(names: Sequence[str], jobs: int, file, make, quiet_deaths: bool =
 
     try:
         futures = {}
-        for n in order:  # planned one by one, so the workers start on the first while the rest are
-            sp = spread.plans([n], lambda m: _config(m, kw)).get(n) if spreading else None
-            if sp is None:
-                futures[pool.submit(make, n, file=None, **kw)] = n
-                continue
-            left[n] = len(sp.todo)  # its units where the figure would be
-            for i in sp.todo:
-                futures[pool.submit(spread.run_unit, str(sp.plan), i, kw["force"])] = n
+        plans = spread.plans(names, lambda m: _config(m, kw)) if spreading else {}
+        for n, sp in plans.items():
+            left[n] = len(sp.todo)
             if not sp.todo:  # every unit stored already
                 finish(n, spread.report(n, _config(n, kw), kw["commit"], t0))
+        # longest first over the figures and the spread figures' units, by their measured cost
+        for n, i in spread.longest_first(names, plans, COLD_CPU_S):
+            if i is None:
+                futures[pool.submit(make, n, file=None, **kw)] = n
+            else:
+                futures[pool.submit(spread.run_unit, str(plans[n].plan), i, kw["force"])] = n
         pending = set(futures)
         while pending:
             # short waits: the bar names the figures being made, and Ctrl-C is seen at once

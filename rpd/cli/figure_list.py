@@ -63,3 +63,42 @@ FIGURES = {
         "predicted against published throughput per row, one fitted parameter pair per hardware preset"
     ),
 }
+
+# Each quick figure's cold cost: user + system CPU seconds of `python -m experiments.figure
+# experiment=<name>` alone, with an empty JAX cache, numba cache and store and one thread
+# (RPD_WORKERS=1), measured one by one at d11d7a5 on the 2-core machine shared with other
+# sessions (load 6-12; BENCHMARKS.md, "Quick figures, cold, one by one"): CPU seconds move less
+# with the load than wall time. The figure script queues its figures and the spread figures'
+# units longest first (rpd.cli.spread.longest_first); a unit costs its "<figure>/<unit key>"
+# entry, else its figure's cost over its units. E10's units: its 279.5 s in the proportions of
+# its units' seconds when spread (nanochat 396, mlp_chain 219, logistic 160, nesterov 144 s of
+# wall; 51, 29, 21 (3 from the cache) and 19 programs).
+COLD_CPU_S = {
+    "e10_frontier": 279.5,
+    "e10_frontier/nanochat/S4": 120.4,
+    "e10_frontier/mlp_chain/S4": 66.6,
+    "e10_frontier/logistic_regression/S4": 48.7,
+    "e10_frontier/nesterov_quadratic/S4": 43.8,
+    "e12_optimizers": 168.3,
+    "e18_scale": 93.0,
+    "e18_width": 63.0,  # measured alone at 7397e1e (user CPU, load 6-12; its own row in docs/results.md)
+    "e11_costs": 85.8,
+    "e17_staleness_2026": 77.2,
+    "e5_nanochat": 71.1,
+    "plan_accuracy": 60.5,
+    "e6_scaling": 58.5,
+    "staleness_scaling": 49.0,
+    "e9_frontier": 42.4,
+    "e16_survey": 34.7,
+    "e13_optim_staleness": 32.2,
+    "e4_logistic": 26.9,
+    "e7_schedules": 24.8,
+    "e19_stragglers": 23.6,
+    "e14_search": 17.7,
+    "e1_pd_vs_rpd": 16.7,
+    "e15_workers": 15.6,
+    "plan_claims": 14.6,
+    "e3_nesterov": 14.5,
+    "e8_delta": 13.0,
+    "e2_delay_law": 9.7,
+}

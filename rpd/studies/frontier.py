@@ -251,7 +251,9 @@ def pareto(points: list[tuple[float, float]]) -> list[int]:
 
 
 def units(cfg: Config) -> list[dict]:
-    """One unit per (objective, S, costs) cell (``rpd.studies.units``); checks ``cfg`` first."""
+    """One unit per (objective, S), its cost settings' cells together (``rpd.studies.units``):
+    they share every compiled program (one ring for both costs), so a unit of each would compile
+    them twice where the units run in two processes. Checks ``cfg`` first."""
     unknown = set(cfg.variants) - {v[0] for v in VARIANTS}
     if unknown:
         raise ValueError(f"variants: unknown {sorted(unknown)}; valid: {[v[0] for v in VARIANTS]}")
@@ -259,10 +261,9 @@ def units(cfg: Config) -> list[dict]:
     if unknown:
         raise ValueError(f"costs: unknown {sorted(unknown)}; valid: {list(COST_SETTINGS)}")
     return [
-        dict(key=f"{objective}/S{S}/{setting}", objective=objective, S=S, costs=setting)
+        dict(key=f"{objective}/S{S}", objective=objective, S=S)
         for objective in cfg.objectives
         for S in (cfg.lm_S_values if entry_of(objective).is_lm else cfg.S_values)
-        for setting in cfg.costs
     ]
 
 
@@ -271,13 +272,15 @@ def prepare(cfg: Config) -> dict:
     return {}
 
 
-def run_unit(cfg: Config, unit: dict, shared: dict | None = None) -> list[dict]:
-    """One cell's rows (every variant), with time to target."""
+def run_unit(cfg: Config, unit: dict, shared: dict | None = None) -> list[list[dict]]:
+    """The unit's cells, one per cost setting of ``cfg.costs``: each cell's rows (every
+    variant), with time to target."""
     objective, S = unit["objective"], unit["S"]
     made = (shared if shared is not None else {}).setdefault((objective, S), {})
     if S not in made:
         made[S] = make_objective(objective, S, cfg)
-    return _cell(cfg, made, objective, S, unit["costs"], tuning.pow2_grid(*cfg.gamma_exps[objective]))
+    grid = tuning.pow2_grid(*cfg.gamma_exps[objective])
+    return [_cell(cfg, made, objective, S, setting, grid) for setting in cfg.costs]
 
 
 def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutput:
@@ -285,21 +288,29 @@ def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutp
     return run_all(sys.modules[__name__], cfg, progress)
 
 
-def assemble(cfg: Config, cells: list[list[dict]]) -> StudyOutput:
-    """The study's output from every cell's rows, in the order of :func:`units`: curves as
-    arrays, the Pareto front per cell, the summary."""
-    rows, arrays = [], {}
-    for unit, cell in zip(units(cfg), cells):
-        for r in cell:
-            if r["status"] == "ok":
-                key = f"{unit['key']}/{r['schedule']}"
-                arrays[key + "/curve"] = r.pop("_curve")
-                arrays[key + "/axis"] = r.pop("_axis")
-        ok = [r for r in cell if r["status"] == "ok" and np.isfinite(r["loss_stable"])]
-        for j in pareto([(r["memory"], r["loss_stable"]) for r in ok]):
-            ok[j]["pareto"] = True
-        rows += cell
+def assemble(cfg: Config, payloads: list[list[list[dict]]]) -> StudyOutput:
+    """The study's output from every unit's cells, in the order of :func:`units` and, within
+    a unit, of ``cfg.costs``: curves as arrays, the Pareto front per cell, the summary."""
+    rows: list[dict] = []
+    arrays: dict[str, np.ndarray] = {}
+    for unit, cells in zip(units(cfg), payloads):
+        for setting, cell in zip(cfg.costs, cells):
+            rows += _assembled(f"{unit['key']}/{setting}", cell, arrays)
     return StudyOutput(arrays=arrays, summary=summarise(rows), table=rows)
+
+
+def _assembled(cell_key: str, cell: list[dict], arrays: dict) -> list[dict]:
+    """One (objective, S, costs) cell's rows, its curves moved into ``arrays`` and its Pareto
+    front marked."""
+    for r in cell:
+        if r["status"] == "ok":
+            key = f"{cell_key}/{r['schedule']}"
+            arrays[key + "/curve"] = r.pop("_curve")
+            arrays[key + "/axis"] = r.pop("_axis")
+    ok = [r for r in cell if r["status"] == "ok" and np.isfinite(r["loss_stable"])]
+    for j in pareto([(r["memory"], r["loss_stable"]) for r in ok]):
+        ok[j]["pareto"] = True
+    return cell
 
 
 def summarise(rows: list[dict]) -> dict:

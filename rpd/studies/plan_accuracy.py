@@ -57,7 +57,9 @@ def _timeline(*args):
     return registry.timeline(*args)
 
 
+@functools.lru_cache(maxsize=256)
 def model_of(run: Run):
+    """``run``'s model (frozen; built once per run: the fits ask for it at every (η, traffic))."""
     par = Parallel(TP=run.TP, SP=run.SP, attention=run.attention, tp_overlap=run.overlap.tp_comm)
     return gpt_model(run.model, run.recompute, par=par)
 

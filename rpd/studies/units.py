@@ -4,7 +4,7 @@
 A study module that splits offers
 
 - ``units(cfg) -> list[dict]``: one JSON-able spec per unit, each with a unique ``"key"`` (a
-  readable name, e.g. ``"nesterov_quadratic/S4/F=B"``); it checks ``cfg`` before any work;
+  readable name, e.g. ``"nesterov_quadratic/S4"``); it checks ``cfg`` before any work;
 - ``prepare(cfg) -> shared`` (optional): what the units share within one process (objectives,
   timelines), built once there;
 - ``run_unit(cfg, unit, shared) -> payload``: one unit's result (``rpd.io.payload``: builtins

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +14,8 @@ from experiments import reproduce_paper_figures as R
 from rpd.cli import checks, spread
 from rpd.cli import config as C
 from rpd.cli import figure as F
-from rpd.studies import fanout
+from rpd.cli.figure_list import COLD_CPU_S, FIGURES
+from rpd.studies import fanout, frontier
 from rpd.studies import units as U
 
 NUMBERS = ("figure", "size", "config", "summary", "table")  # a figure JSON's numbers (not its timings)
@@ -54,3 +56,25 @@ def test_a_figure_spread_over_the_workers_equals_the_figure_made_in_one_process(
         assert [p.parent.parent.name for p in plans] == (["e3_nesterov", "e4_logistic"] if jobs == 2 else [])
     for n in names:
         assert {k: runs[2][n][k] for k in NUMBERS} == {k: runs[1][n][k] for k in NUMBERS}, n
+
+
+def test_the_pool_takes_the_longest_task_first_a_spread_figure_by_its_units():
+    """Longest processing time first, by hand: a figure of unknown cost first (it may be the
+    longest), then 30 s; the spread figure's 100 s over its 4 units is 25 s a unit, and only its
+    units not stored are tasks; 10 s last. Ties keep the order of the names. A unit's own
+    recorded cost (40 s) places it before the 30 s figures."""
+    sp = spread.Spread("b", Path("plan.json"), (0, 1, 3), 4, ("u0", "u1", "u2", "u3"))
+    cost = {"a": 10.0, "b": 100.0, "c": 30.0, "e": 30.0}
+    order = spread.longest_first(["a", "b", "c", "d", "e"], {"b": sp}, cost)
+    assert order == [("d", None), ("c", None), ("e", None), ("b", 0), ("b", 1), ("b", 3), ("a", None)]
+    order = spread.longest_first(["a", "b", "c", "d", "e"], {"b": sp}, {**cost, "b/u3": 40.0})
+    assert order == [("d", None), ("b", 3), ("c", None), ("e", None), ("b", 0), ("b", 1), ("a", None)]
+
+
+def test_every_figure_has_a_measured_cold_cost():
+    """The queue's costs cover the figure list, so no figure is queued first for lack of one;
+    a unit's entry names a figure and one of its units (E10's: its units' keys)."""
+    figures = {k for k in COLD_CPU_S if "/" not in k}
+    assert figures == set(FIGURES) and all(v > 0 for v in COLD_CPU_S.values())
+    e10 = frontier.units(F.study_config(F.resolve("e10_frontier"), "quick"))
+    assert {k for k in COLD_CPU_S if "/" in k} == {f"e10_frontier/{u['key']}" for u in e10}
