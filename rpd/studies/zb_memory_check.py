@@ -15,7 +15,7 @@ What the runs held, read from the paper's code (``sail-sg/zero-bubble-pipeline-p
   padding taken from the last and the first stage (``megatron/model/transformer.py``,
   ``get_offset``; the paper, §5.1: "both the initial and final pipeline stages possess one
   fewer transformer layer"), so with L = p·k − 2 layers the end stages hold k − 1 and the rest
-  k (:func:`paper_bounds`). The plan's ``even`` partition gives the end stages k;
+  k: the plan's ``padded`` partition (:func:`paper_bounds`). Its ``even`` one gives them k;
 * tied input and output embeddings (Megatron's default), learned positions; the vocabulary is
   the sample dataset's SentencePiece model, not stated: 32,000 rows is the size whose total
   parameter count rounds to every name of Table 3 (1.5B, 6.2B, 14.6B, 28.3B; GPT-2's 50,304
@@ -76,18 +76,10 @@ def model_of(run: Run):
     return gpt_model(cfg, name=f"zb_{run.name}")
 
 
-def paper_bounds(n_layer: int, p: int) -> tuple[tuple[int, int], ...]:
-    """Layer ranges of the plan's model (embedding, n_layer blocks, head) on p stages as the
-    paper's code cuts them: blocks padded up to p·k, the padding taken from the last stage, then
-    the first (``get_offset``: indices −1, 0, 1, …), embedding on the first and head on the last."""
-    k = -(-n_layer // p)
-    sizes = [k] * p
-    for j in range(-1, p * k - n_layer - 1):
-        sizes[j] -= 1
-    sizes[0] += 1  # the embedding
-    sizes[-1] += 1  # the head
-    ends = np.cumsum([0, *sizes])
-    return tuple((int(a), int(b)) for a, b in zip(ends[:-1], ends[1:]))
+def paper_bounds(run: Run) -> tuple[tuple[int, int], ...]:
+    """Layer ranges of the run's model (embedding, blocks, head) on p stages as the paper's code
+    cuts them: the plan's ``padded`` partition (:func:`rpd.model.stages.partition`)."""
+    return partition(model_of(run), run.p, "padded")
 
 
 def plan_memory(run: Run, schedule: str, how: str = "paper") -> RankMemory:
@@ -97,7 +89,7 @@ def plan_memory(run: Run, schedule: str, how: str = "paper") -> RankMemory:
     check_choice("partition", how, PARTITIONS)
     name = SCHEDULES[check_choice("schedule", schedule, tuple(SCHEDULES))]
     model, hw = model_of(run), hardware_preset(HARDWARE)
-    bounds = paper_bounds(run.n_layer, run.p) if how == "paper" else partition(model, run.p, "even", hw)
+    bounds = partition(model, run.p, "padded" if how == "paper" else "even", hw)
     st = stages(model, bounds, hw)
     costs, _ = stage_costs(st, hw)
     tl = timeline(name, run.p, run.M, run.M, costs)

@@ -3,24 +3,32 @@ docs/plan.md#the-zero-bubble-papers-runs-which-bytes-they-held): one row worked 
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
+from rpd.model.stages import partition
 from rpd.studies import zb_memory_check as z
 
 
 def test_the_papers_code_takes_the_padding_from_the_last_and_the_first_stage():
     """sail-sg's get_offset at 22 layers on p = 8: padded to 24 = 8·3, rank_sizes[-1] and
     rank_sizes[0] lose one, so blocks per stage 2, 3, 3, 3, 3, 3, 3, 2; at 62 on 32, 1 on the
-    ends and 2 between. The plan's model has the embedding before the blocks and the head after."""
-    b = z.paper_bounds(22, 8)
+    ends and 2 between. The plan's model has the embedding before the blocks and the head after.
+    Where p divides the blocks (24 on 8) ``padded`` is ``even``."""
+    b = z.paper_bounds(z.RUNS[0])
     blocks = [hi - lo for lo, hi in b]
     blocks[0] -= 1  # the embedding
     blocks[-1] -= 1  # the head
     assert blocks == [2, 3, 3, 3, 3, 3, 3, 2]
     assert b[0][0] == 0 and b[-1][1] == 22 + 2
-    blocks = [hi - lo for lo, hi in z.paper_bounds(62, 32)]
-    assert blocks == [2] + [2] * 30 + [2]  # 1 block + embedding, 2 blocks, ..., 1 block + head
+    assert [hi - lo for lo, hi in z.paper_bounds(z.RUNS[3])] == [2] * 32  # 1 + embedding, 2, ..., 1 + head
+    m = z.model_of(dataclasses.replace(z.RUNS[0], n_layer=24))
+    assert partition(m, 8, "padded") == partition(m, 8, "even")
+    # 19 blocks: padded to 24, 5 off stages -1, 0, 1, 2, 3 (blocks 2 2 2 2 3 3 3 2), the ends + 1
+    padded19 = partition(z.model_of(dataclasses.replace(z.RUNS[0], n_layer=19)), 8, "padded")
+    assert [hi - lo for lo, hi in padded19] == [3, 2, 2, 2, 3, 3, 3, 3]
 
 
 @pytest.mark.parametrize("run", z.RUNS, ids=lambda r: r.name)
