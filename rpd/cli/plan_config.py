@@ -34,6 +34,7 @@ class Recompute(enum.Enum):
 
 class Partition(enum.Enum):
     even = "even"
+    padded = "padded"
     layers = "layers"
     time = "time"
     memory = "memory"

@@ -7,6 +7,12 @@ the interleaved and V schedules) is a tuple of (first, stop) layer ranges:
 * ``even``: the transformer blocks split as evenly as possible (earlier stages take the
   remainder), the embedding joined to the first stage and the output layer to the last (what
   Megatron and torchtitan do by default; the end stages come out heavier);
+* ``padded``: Megatron's ``--allow-padding-num-layers`` as the zero-bubble code cuts
+  (``sail-sg/zero-bubble-pipeline-parallelism``, ``megatron/model/transformer.py``,
+  ``get_offset``): the blocks padded up to k·G, the padding taken from the last stage, then the
+  first, the second, ..., so L = k·G − 2 blocks put k − 1 on each end stage and k on the others
+  (the zero-bubble paper's runs, docs/plan.md#the-zero-bubble-papers-runs-which-bytes-they-held);
+  ``even`` when G divides the blocks;
 * ``layers``: every layer counts one, embedding and head included (rpd's NanoChat: one per stage);
 * ``time``: minimises the slowest stage's F + I + W seconds, exactly (dynamic programming);
 * ``memory``: minimises the largest stage's bytes under 1F1B, static bytes per parameter times
@@ -36,7 +42,7 @@ from rpd.model.layers import Model
 from rpd.schedules.machinery.costs import CostModel, HostLink
 from rpd.validation import check_choice, check_int, check_real, required
 
-PARTITIONS = ("even", "layers", "time", "memory", "pipedream")
+PARTITIONS = ("even", "padded", "layers", "time", "memory", "pipedream")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,16 +101,23 @@ def partition(
         sizes = [len(a) for a in np.array_split(np.arange(L), G)]
         ends = np.cumsum([0, *sizes])
         return tuple((int(a), int(b)) for a, b in zip(ends[:-1], ends[1:]))
-    if how == "even":
+    if how in ("even", "padded"):
         kinds = [x.kind for x in model.layers]
         blocks = [j for j, k in enumerate(kinds) if k == "block"]
         if len(blocks) < G or blocks != list(range(blocks[0], blocks[-1] + 1)):
             raise ValueError(
-                f"partition=even needs at least stages={G} contiguous blocks, the model has "
+                f"partition={how} needs at least stages={G} contiguous blocks, the model has "
                 f"{len(blocks)}; use partition=layers"
             )
-        groups = np.array_split(np.array(blocks), G)
-        bounds = [(int(gr[0]), int(gr[-1]) + 1) for gr in groups]
+        if how == "padded":  # sail-sg's get_offset: the padding off rank_sizes[-1], [0], [1], ...
+            k = -(-len(blocks) // G)
+            sizes = [k] * G
+            for j in range(-1, G * k - len(blocks) - 1):
+                sizes[j] -= 1
+        else:
+            sizes = [len(gr) for gr in np.array_split(np.array(blocks), G)]
+        ends = blocks[0] + np.cumsum([0, *sizes])
+        bounds = [(int(a), int(b)) for a, b in zip(ends[:-1], ends[1:])]
         bounds[0], bounds[-1] = (0, bounds[0][1]), (bounds[-1][0], L)
         if G == 1:
             bounds = [(0, L)]
