@@ -18,6 +18,10 @@ from pathlib import Path
 import pytest
 from hydra_helpers import ROOT
 
+# Slow: the six entry points run as `python -m` runs them, in a subprocess (12 s of one worker's
+# time, its JAX and hydra imports), like the suite's other entry points run whole (docs/running.md).
+pytestmark = pytest.mark.slow
+
 REFUSED = {  # entry point: (a value its job refuses, the line it prints)
     "train": (["schedule.S=0"], "error: schedule.S must be >= 1, got 0"),
     "figure": (["experiment=e3_nesterov", "study.S=0"], "error: study.S must be >= 1, got 0"),
