@@ -265,10 +265,8 @@ def plan_one(
             st.params,
             where.dp_site_rings,
         )
-    opt_s = 0.0
-    if (
-        hw.gemm_efficiency is not None
-    ):  # the optimizer step after the flush, every rank at HBM speed (rpd.model.kernels)
+    opt_s = 0.0  # the optimizer step after the flush, every rank at HBM speed (rpd.model.kernels)
+    if hw.gemm_efficiency is not None:
         values = float(mem.weights.max()) / precision_bytes(precision)[0] / (DC if zero else 1)  # its shard
         moved = values * optimizer_bytes(precision_bytes(precision), gb, optimizer_states)
         opt_s = moved / required("hardware.hbm_bandwidth", hw.hbm_bandwidth)
