@@ -74,11 +74,11 @@ FIGURES = {
 # four objectives its 279.5 s were nanochat 120.4, mlp_chain 66.6, logistic 48.7, nesterov 43.8).
 # E10, E12, E18, E18 width and E5 remeasured the same way (user + system CPU, one by one, empty JAX,
 # numba and rpd caches) after their quick presets shrank, on branch quickA from 174575b, load 5-8:
-# E10 the quadratic alone (19 programs), E12 without the LM (19), E18 PD only (2), both E18s'
+# E10 the quadratic alone (18 programs, the flushes in 2BW's), E12 without the LM (19), E18 PD only (2), both E18s'
 # references in PD's program (E18 width: 2), E5 N = 128 at H = 4 (4).
 COLD_CPU_S = {
-    "e10_frontier": 39.1,
-    "e10_frontier/nesterov_quadratic/S4": 39.1,
+    "e10_frontier": 37.0,
+    "e10_frontier/nesterov_quadratic/S4": 37.0,
     "e12_optimizers": 42.3,
     "e18_scale": 30.3,
     "e18_width": 36.9,

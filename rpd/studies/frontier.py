@@ -203,8 +203,13 @@ def _cell(cfg: Config, made: dict, objective: str, S: int, setting: str, grid: n
             rows.append(dict(row, status="n/a", reason=str(err)))
             continue
         sem = registry.entry_of(name).semantics
-        ring = None if tl.synchronous or sem.runner != "plan" else 2 * S + 4  # one compile for both costs
-        res = methods.train(obj, tl, grid, seed=cfg.seed, at=at, ring_size=ring, semantics=sem, **opts)
+        # one ring for both costs, and at least 2BW's two gradient slots: the flushes run in 2BW's program
+        # (methods.train raises both to what a plan needs; the numbers are the same bit for bit)
+        plan = sem.runner == "plan"
+        res = methods.train(
+            obj, tl, grid, seed=cfg.seed, at=at, semantics=sem, ring_size=2 * S + 4 if plan else None,
+            n_slots=2 if plan else None, **opts,
+        )  # fmt: skip
         curve = res.curve  # [G, 1 + len(at)]: the start, then every recorded tick
         th = tuning.LM if lm else tuning.DEFAULT
         sel = {
