@@ -70,21 +70,21 @@ FIGURES = {
 # sessions (load 6-12; BENCHMARKS.md, "Quick figures, cold, one by one"): CPU seconds move less
 # with the load than wall time. The figure script queues its figures and the spread figures'
 # units longest first (rpd.cli.spread.longest_first); a unit costs its "<figure>/<unit key>"
-# entry, else its figure's cost over its units. E10's units: its 279.5 s in the proportions of
-# its units' seconds when spread (nanochat 396, mlp_chain 219, logistic 160, nesterov 144 s of
-# wall; 51, 29, 21 (3 from the cache) and 19 programs).
+# entry, else its figure's cost over its units (E10's quick preset is one unit now; with the
+# four objectives its 279.5 s were nanochat 120.4, mlp_chain 66.6, logistic 48.7, nesterov 43.8).
+# E10, E12, E18, E18 width and E5 remeasured the same way (user + system CPU, one by one, empty JAX,
+# numba and rpd caches) after their quick presets shrank, on branch quickA from 174575b, load 5-8:
+# E10 the quadratic alone (18 programs, the flushes in 2BW's), E12 without the LM (19), E18 PD only (2), both E18s'
+# references in PD's program (E18 width: 2), E5 N = 128 at H = 4 (4).
 COLD_CPU_S = {
-    "e10_frontier": 279.5,
-    "e10_frontier/nanochat/S4": 120.4,
-    "e10_frontier/mlp_chain/S4": 66.6,
-    "e10_frontier/logistic_regression/S4": 48.7,
-    "e10_frontier/nesterov_quadratic/S4": 43.8,
-    "e12_optimizers": 168.3,
-    "e18_scale": 93.0,
-    "e18_width": 63.0,  # measured alone at 7397e1e (user CPU, load 6-12; its own row in docs/results.md)
+    "e10_frontier": 37.0,
+    "e10_frontier/nesterov_quadratic/S4": 37.0,
+    "e12_optimizers": 42.3,
+    "e18_scale": 30.3,
+    "e18_width": 36.9,
     "e11_costs": 85.8,
     "e17_staleness_2026": 77.2,
-    "e5_nanochat": 71.1,
+    "e5_nanochat": 42.3,
     "plan_accuracy": 60.5,
     "e6_scaling": 58.5,
     "staleness_scaling": 49.0,

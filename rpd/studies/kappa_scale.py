@@ -49,7 +49,7 @@ from rpd.objectives.nanochat import nanochat
 from rpd.plotting.kappa_scale import kappa_scale_figure
 from rpd.results import StudyOutput
 from rpd.studies.kappa_scale_fits import dev_trend, finite, fits
-from rpd.train import methods
+from rpd.train import methods, plans
 
 OPTIMIZERS = ("sgd", "adamw", "muon")
 PIPELINES = ("pipedream", "pipedream_2bw", "pipemare")
@@ -106,12 +106,13 @@ class Config:
     seed: int = 0
 
 
-# two widths at one block, SGD, PD and DiLoCo M = 2 (LocalSGD M = 1 is its reference: no run): 8 programs
-# (1F1B at two global batches, PD, DiLoCo per width), about 20 s on one core with its programs cached
+# two widths at one block, SGD, PD (LocalSGD M = 1 is its reference: a row, no run): 2 programs (PD's,
+# which its 1F1B M = 1 reference shares, per width). DiLoCo M = 2 was 4 of the 8 programs before:
+# at the paper size only (compiling an LM program is ~12 CPU-s whatever its width).
 QUICK = dict(
     widths=(8, 16),
     stages=(3, 3),
-    arms=("sgd/pipedream", "sgd/local_sgd/M=1/H=2", "sgd/diloco/M=2/H=2"),
+    arms=("sgd/pipedream", "sgd/local_sgd/M=1/H=2"),
     D_mb=48,
     record_mb=8,
     lm_heldout_batches=2,
@@ -180,6 +181,8 @@ class _Size:
     N: int  # parameters
     tpm: int  # tokens per microbatch
     run_mb: int  # microbatches every run trains
+    ring: int = 1  # PD's history ring and gradient slots: every one-point pipeline run and
+    slots: int = 1  # reference gets them, so a reference and its arm share one compiled program
 
     def pipeline_tokens(self, cfg: Config) -> np.ndarray:
         """Tokens at the start and every ``record_mb`` microbatches."""
@@ -190,12 +193,15 @@ class _Size:
         return np.arange(0, self.run_mb + 1, R * H) * self.tpm
 
     def pipeline_run(self, cfg: Config, tl, optimizer: str, mb_per_update: int):
-        """grid -> curves [G, P] on :meth:`pipeline_tokens`: k block updates carry k·M/S microbatches."""
+        """grid -> curves [G, P] on :meth:`pipeline_tokens`: k block updates carry k·M/S microbatches.
+        A one-point run (not PipeMare's) gets PD's ring and slots (``methods.train``: the same numbers
+        bit for bit, one program for 1F1B M = 1 and PD, and for 1F1B M and 2BW M)."""
         at = np.arange(cfg.record_mb, self.run_mb + 1, cfg.record_mb) * self.S // mb_per_update
+        share = {} if tl.kind == "pipemare" else dict(ring_size=self.ring, n_slots=self.slots)
 
         def run(grid):
             return methods.train(
-                self.obj, tl, grid, seed=cfg.seed, axis="block_update", at=at, optimizer=_opt(optimizer)
+                self.obj, tl, grid, seed=cfg.seed, axis="block_update", at=at, optimizer=_opt(optimizer), **share
             ).curve
 
         return run
@@ -320,7 +326,9 @@ def _size(cfg: Config, width: int, S: int) -> _Size:
         heldout_batches=cfg.lm_heldout_batches,
     )  # fmt: skip
     assert obj.D == params(width, S, obj.meta["vocab_size"], cfg.lm_seq)
-    return _Size(obj, width, S, int(obj.D), cfg.lm_batch * cfg.lm_seq, round(cfg.kappa_max * cfg.D_mb))
+    run_mb = round(cfg.kappa_max * cfg.D_mb)
+    pd, slots = plans.pipedream_plan(schedules.pipedream(S, run_mb), obj.n_batches)
+    return _Size(obj, width, S, int(obj.D), cfg.lm_batch * cfg.lm_seq, run_mb, plans.ring_size(pd, S), slots)
 
 
 def run(cfg: Config, progress: Callable[[str], None] | None = None) -> StudyOutput:

@@ -49,7 +49,7 @@ class Config(ks.Config):
     gamma_exps: dict = dataclasses.field(default_factory=lambda: {"adamw": (-8, -5)})
 
 
-# two widths at S = 4, PipeDream only: 4 programs (1F1B M = 1 and PD per width)
+# two widths at S = 4, PipeDream only: 2 programs (PD's per width; its 1F1B M = 1 reference shares it)
 QUICK = dict(
     widths=(8, 16),
     stages=(4, 4),

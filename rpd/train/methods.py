@@ -259,13 +259,16 @@ def train(
     outer_optimizer=None,
     inner_state: str = "keep",
     semantics: semantics_.Semantics | None = None,
+    n_slots: int | None = None,
     **options,
 ) -> Result:
     """Train on any timeline with its schedule's ``semantics`` (the registry entry's; None: a bare
     built-in timeline's, :func:`rpd.train.semantics.of`); the curve is on
     the timeline's tick axis (``axis="sim_time"``) or against block updates, every ``stride``
-    or exactly ``at`` (see :func:`run_plan`). ``ring_size`` (raised to what the plan needs)
-    lets runs of several timelines share one compiled program.
+    or exactly ``at`` (see :func:`run_plan`). ``ring_size`` and ``n_slots`` (the gradient slots;
+    each raised to what the plan needs) let runs of several timelines share one compiled program:
+    a larger ring or more slots hold versions and gradients no update reads, so the numbers are
+    the same bit for bit (tests/studies/test_studies_kappa_scale.py).
 
     Options: ``predict`` (PipeDream, PipeMare: forward at predicted weights), ``ema`` (the
     velocity's EMA factor, default 0.9), ``t1`` / ``t1_window`` / ``t2`` (PipeMare). An option
@@ -303,9 +306,13 @@ def train(
     if tl.S != obj.S and tl.n_stages != obj.S and not tl.synchronous:  # replicated stages: S ranks > stages
         raise ValueError(f"timeline has S={tl.S} stages but the objective has S={obj.S} blocks")
     assert sem.plan is not None
-    plan, n_slots = sem.plan(tl, obj.S, obj.n_batches, **active)
+    plan, own_slots = sem.plan(tl, obj.S, obj.n_batches, **active)
     if ring_size is not None:  # at least what the plan needs
         ring_size = max(check_int("ring_size", ring_size), plans.ring_size(plan, obj.S, diag_stride))
+    if n_slots is not None:  # at least what the plan uses (None: the plan's slot indices say)
+        n_slots = max(check_int("n_slots", n_slots), own_slots or int(np.max(plan.slot, initial=0)) + 1)
+    else:
+        n_slots = own_slots
     res = _run_timeline(
         obj,
         tl,

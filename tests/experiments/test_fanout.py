@@ -58,10 +58,13 @@ def test_e3_and_e10_split_into_units_the_others_are_one():
     ]
     e4 = pd_vs_localsgd.config_for("e4_logistic", "quick")
     assert len(pd_vs_localsgd.units(e4)) == pd_vs_localsgd.n_steps(e4) == 4 * (3 + 1)
-    e10 = F.study_config(F.resolve("e10_frontier"), "quick")
+    four = ["nesterov_quadratic", "logistic_regression", "mlp_chain", "nanochat"]
+    e10 = F.study_config(F.resolve("e10_frontier"), "quick", {"objectives": four})
     keys = [u["key"] for u in frontier.units(e10)]
     # one unit per (objective, S): 4 objectives at S = 4, each unit both cost settings (they share programs)
     assert keys == ["nesterov_quadratic/S4", "logistic_regression/S4", "mlp_chain/S4", "nanochat/S4"]
+    quick = frontier.units(F.study_config(F.resolve("e10_frontier"), "quick"))
+    assert [u["key"] for u in quick] == ["nesterov_quadratic/S4"]  # the quick preset: the quadratic alone
     with pytest.raises(ValueError, match="costs: unknown"):
         frontier.units(F.study_config(F.resolve("e10_frontier"), "quick", {"costs": ["F=3B"]}))
     e2 = F.resolve("e2_delay_law")

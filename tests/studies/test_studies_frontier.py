@@ -184,3 +184,40 @@ def test_bad_config_names_the_field():
         frontier.run(make_config(frontier.Config, "full", variants=("GPipe", "Nope")))
     with pytest.raises(ValueError, match="costs"):
         frontier.run(make_config(frontier.Config, "full", costs=("free",)))
+
+
+def _gpipe_after_2bw():
+    """GPipe's row built right after 2BW's, the programs built for it counted, and what it needs."""
+    from rpd.analysis import tuning
+    from rpd.runtime.compile_cache import count_programs
+
+    cfg = small(("2BW",))
+    grid = tuning.pow2_grid(-6, -5)
+    made: dict = {}
+    frontier._cell(cfg, made, "nesterov_quadratic", S, "F=B", grid)  # 2BW's program
+    with count_programs() as n:
+        (row,) = frontier._cell(
+            dataclasses.replace(cfg, variants=("GPipe",)), made, "nesterov_quadratic", S, "F=B", grid
+        )
+    return row, n, cfg, grid, made
+
+
+def test_the_flushes_run_in_2bws_program():
+    """Every plan-run schedule gets at least 2BW's two gradient slots: GPipe (one slot of its own)
+    then runs in 2BW's compiled program (the same M-microbatch updates and records), building none."""
+    _, n, *_ = _gpipe_after_2bw()
+    assert (n["compiled"], n["from_cache"]) == (0, 0)
+
+
+@pytest.mark.slow
+def test_the_flushes_in_2bws_program_keep_their_own_numbers():
+    """GPipe's curve in 2BW's program is the one its own program (one slot, its own ring) gives, bit for bit."""
+    from rpd.train import methods
+
+    row, _, cfg, grid, made = _gpipe_after_2bw()
+    N, M = cfg.mb_per_S * S, cfg.M_factor * S
+    budget = N * 2 * frontier.SCALE
+    at = np.unique(np.linspace(budget / cfg.points, budget, cfg.points).round().astype(np.int64))
+    own = methods.train(made[S][0], frontier.timeline("gpipe", S, N, M, cfg.H, "F=B"), grid, at=at)
+    i = int(np.flatnonzero(grid == row["gamma_stable"])[0])
+    np.testing.assert_array_equal(row["_curve"], own.curve[i])

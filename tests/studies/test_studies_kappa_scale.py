@@ -1,6 +1,8 @@
 """E18 (rpd.studies.kappa_scale): its arms parse and refuse by field, the configs line up, and the
 figure JSON's top-level keys that another branch reads (``fits``, ``rows``) are there."""
 
+import types
+
 import pytest
 
 from rpd.cli import figure
@@ -105,8 +107,35 @@ def test_quick_study_rows():
     """The quick study end to end: every row has the JSON's keys; LocalSGD M = 1 is its reference."""
     out = ks.run(make_config(ks.Config, "quick", quick=ks.QUICK))
     got = ks.numbers(out.summary, out.table)
-    assert len(got["rows"]) == 6 and all(ROW_KEYS <= set(r) for r in got["rows"])
+    assert len(got["rows"]) == 2 * 2 and all(ROW_KEYS <= set(r) for r in got["rows"])  # 2 widths x 2 arms
     one = [r for r in out.table if r["method"] == "local_sgd" and r["settings"]["M"] == 1]
     assert all(r["status"] == "n/a" and r["kappa"] == 1.0 for r in one)
     ok = [r for r in out.table if r["status"] == "ok"]
     assert ok and all((r["kappa"] is None) == (r["censored"] or r.get("diverged", False)) for r in ok)
+
+
+def test_references_and_one_point_arms_run_on_pds_ring_and_slots(monkeypatch):
+    """Every 1F1B reference and one-point pipeline arm of a size gets PD's ring and gradient slots
+    (so 1F1B M = 1 runs in PD's program and 1F1B M in 2BW M's: methods.train's ``n_slots``, tested
+    bit for bit in tests/train/test_semantics.py); PipeMare (two-point) keeps its own. By hand at
+    S = 3: PD keeps 3 gradients in flight and reads 3 versions of a block."""
+    cfg = make_config(ks.Config, "full", widths=(8,), stages=(3,), D_mb=8, record_mb=4, lm_seq=8, lm_batch=2)
+    size = ks._size(cfg, 8, 3)  # building the LM compiles nothing
+    assert (size.ring, size.slots) == (3, 3)
+    seen = {}
+
+    def train(obj, tl, grid, **kw):
+        seen[tl.kind] = kw
+        return types.SimpleNamespace(curve=None)
+
+    monkeypatch.setattr(ks.methods, "train", train)
+    for tl, M in (
+        (ks.schedules.one_f_one_b(3, size.run_mb, 1), 1),
+        (ks.schedules.pipedream(3, size.run_mb), 1),
+        (ks.schedules.pipedream_2bw(3, size.run_mb, 4), 4),
+        (ks.schedules.pipemare(3, size.run_mb), 1),
+    ):
+        size.pipeline_run(cfg, tl, "adamw", M)([1.0])
+    for kind in ("1f1b", "pipedream", "pipedream_2bw"):
+        assert (seen[kind]["ring_size"], seen[kind]["n_slots"]) == (3, 3), kind
+    assert "ring_size" not in seen["pipemare"] and "n_slots" not in seen["pipemare"]

@@ -245,3 +245,32 @@ def test_stage_wise_plans_are_checked(mlp):
     assert plans.ring_size(stale, S) > C
     with pytest.raises(core.RingOverflowError):
         methods.run_plan(mlp, stale, 0.05, ring_size=C)
+
+
+def test_a_reference_on_pds_ring_and_slots_shares_its_program_bit_for_bit(quad):
+    """1F1B with a flush every microbatch given PD's ring and gradient slots (``n_slots``) runs in
+    PD's program: the same K = N·S updates, records and options, so no program is built after PD's
+    (counted), and its curve is the one its own ring and one slot give, bit for bit (a larger ring
+    and more slots hold versions and gradients no update reads). Without the slots it is another
+    program. E18 (rpd.studies.kappa_scale) runs every reference this way."""
+    from rpd.runtime.compile_cache import count_programs
+
+    n = 12
+    pd_plan, slots = plans.pipedream_plan(schedules.pipedream(S, n), quad.n_batches)
+    ring = plans.ring_size(pd_plan, S)
+    at = np.arange(S, n * S + 1, 2 * S)
+    grid = [GAMMA / 2, GAMMA]
+    ref = schedules.one_f_one_b(S, n, 1)
+    methods.train(quad, schedules.pipedream(S, n), grid, axis="block_update", at=at, ring_size=ring, n_slots=slots)
+    with count_programs() as shared_count:
+        shared = methods.train(quad, ref, grid, axis="block_update", at=at, ring_size=ring, n_slots=slots)
+    with count_programs() as own_count:
+        own = methods.train(quad, ref, grid, axis="block_update", at=at)
+    assert (shared_count["compiled"], shared_count["from_cache"]) == (0, 0)
+    assert own_count["compiled"] + own_count["from_cache"] == 1
+    # by hand: PD keeps NOAM = S gradients in flight; stage 0 applies S - 1 updates between a
+    # microbatch's forward and its backward, so S versions of a block are read
+    assert (slots, ring) == (S, S)
+    np.testing.assert_array_equal(shared.curve, own.curve)
+    with pytest.raises(ValueError, match="n_slots"):
+        methods.train(quad, ref, grid, n_slots=0)
