@@ -73,6 +73,11 @@ FIGURES = {
 # entry, else its figure's cost over its units. E10's units: its 279.5 s in the proportions of
 # its units' seconds when spread (nanochat 396, mlp_chain 219, logistic 160, nesterov 144 s of
 # wall; 51, 29, 21 (3 from the cache) and 19 programs).
+# Entries marked "remeasured" were measured again the same way (user + system, NUMBA_CACHE_DIR
+# empty too) on 174575b with the change that shrank their quick presets (E11, E6, S⁴, E4) or
+# memoised the schedule order builders (plan_accuracy), load 3-7; the same figures measured at
+# 174575b itself at the same loads: E11 81.8, E6 50.9, S⁴ 45.2, E4 23.8, plan_accuracy 49.1
+# CPU-s (the d11d7a5 entries were measured at another load: not all comparable with these).
 COLD_CPU_S = {
     "e10_frontier": 279.5,
     "e10_frontier/nanochat/S4": 120.4,
@@ -82,16 +87,16 @@ COLD_CPU_S = {
     "e12_optimizers": 168.3,
     "e18_scale": 93.0,
     "e18_width": 63.0,  # measured alone at 7397e1e (user CPU, load 6-12; its own row in docs/results.md)
-    "e11_costs": 85.8,
+    "e11_costs": 64.7,  # remeasured (above)
     "e17_staleness_2026": 77.2,
     "e5_nanochat": 71.1,
-    "plan_accuracy": 60.5,
-    "e6_scaling": 58.5,
-    "staleness_scaling": 49.0,
+    "plan_accuracy": 37.2,  # remeasured (above)
+    "e6_scaling": 38.1,  # remeasured (above)
+    "staleness_scaling": 32.0,  # remeasured (above)
     "e9_frontier": 42.4,
     "e16_survey": 34.7,
     "e13_optim_staleness": 32.2,
-    "e4_logistic": 26.9,
+    "e4_logistic": 18.5,  # remeasured (above)
     "e7_schedules": 24.8,
     "e19_stragglers": 23.6,
     "e14_search": 17.7,
