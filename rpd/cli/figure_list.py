@@ -74,10 +74,12 @@ FIGURES = {
 # its units' seconds when spread (nanochat 396, mlp_chain 219, logistic 160, nesterov 144 s of
 # wall; 51, 29, 21 (3 from the cache) and 19 programs).
 # Entries marked "remeasured" were measured again the same way (user + system, NUMBA_CACHE_DIR
-# empty too) on 174575b with the change that shrank their quick presets (E11, E6, S⁴, E4) or
-# memoised the schedule order builders (plan_accuracy), load 3-7; the same figures measured at
-# 174575b itself at the same loads: E11 81.8, E6 50.9, S⁴ 45.2, E4 23.8, plan_accuracy 49.1
-# CPU-s (the d11d7a5 entries were measured at another load: not all comparable with these).
+# empty too) on 174575b with issue 62 item 4's part B: E11, E6, S⁴ and E4 with their smaller
+# quick presets (load 5-7; the same figures at 174575b at those loads: E11 81.8, E6 50.9, S⁴
+# 45.2, E4 23.8); plan_accuracy with the memoised orders and the vectorised overlap lookups (load
+# 3.6; 49.1 at 174575b, load 3); E9, E7, E14, E15, plan_claims, E19 and E16, whose schedules the
+# memoised orders build, at load 1-3 (at 174575b, load 4-7: 37.8, 21.9, 16.3, 13.3, 11.9, 19.9,
+# 29.8: mostly the load's difference). The d11d7a5 entries were measured at load 6-12.
 COLD_CPU_S = {
     "e10_frontier": 279.5,
     "e10_frontier/nanochat/S4": 120.4,
@@ -90,19 +92,19 @@ COLD_CPU_S = {
     "e11_costs": 64.7,  # remeasured (above)
     "e17_staleness_2026": 77.2,
     "e5_nanochat": 71.1,
-    "plan_accuracy": 37.2,  # remeasured (above)
+    "plan_accuracy": 28.9,  # remeasured (above)
     "e6_scaling": 38.1,  # remeasured (above)
     "staleness_scaling": 32.0,  # remeasured (above)
-    "e9_frontier": 42.4,
-    "e16_survey": 34.7,
+    "e9_frontier": 30.9,  # remeasured (above)
+    "e16_survey": 26.6,  # remeasured (above)
     "e13_optim_staleness": 32.2,
     "e4_logistic": 18.5,  # remeasured (above)
-    "e7_schedules": 24.8,
-    "e19_stragglers": 23.6,
-    "e14_search": 17.7,
+    "e7_schedules": 20.0,  # remeasured (above)
+    "e19_stragglers": 20.0,  # remeasured (above)
+    "e14_search": 15.0,  # remeasured (above)
     "e1_pd_vs_rpd": 16.7,
-    "e15_workers": 15.6,
-    "plan_claims": 14.6,
+    "e15_workers": 13.0,  # remeasured (above)
+    "plan_claims": 12.4,  # remeasured (above)
     "e3_nesterov": 14.5,
     "e8_delta": 13.0,
     "e2_delay_law": 9.7,
