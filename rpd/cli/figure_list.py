@@ -76,28 +76,35 @@ FIGURES = {
 # numba and rpd caches) after their quick presets shrank, on branch quickA from 174575b, load 5-8:
 # E10 the quadratic alone (18 programs, the flushes in 2BW's), E12 without the LM (19), E18 PD only (2), both E18s'
 # references in PD's program (E18 width: 2), E5 N = 128 at H = 4 (4).
+# Entries marked "remeasured" were measured again the same way (user + system, NUMBA_CACHE_DIR
+# empty too) on 174575b with issue 62 item 4's part B: E11, E6, S⁴ and E4 with their smaller
+# quick presets (load 5-7; the same figures at 174575b at those loads: E11 81.8, E6 50.9, S⁴
+# 45.2, E4 23.8); plan_accuracy with the memoised orders and the vectorised overlap lookups (load
+# 3.6; 49.1 at 174575b, load 3); E9, E7, E14, E15, plan_claims, E19 and E16, whose schedules the
+# memoised orders build, at load 1-3 (at 174575b, load 4-7: 37.8, 21.9, 16.3, 13.3, 11.9, 19.9,
+# 29.8: mostly the load's difference). The d11d7a5 entries were measured at load 6-12.
 COLD_CPU_S = {
     "e10_frontier": 37.0,
     "e10_frontier/nesterov_quadratic/S4": 37.0,
     "e12_optimizers": 42.3,
     "e18_scale": 30.3,
     "e18_width": 36.9,
-    "e11_costs": 85.8,
+    "e11_costs": 64.7,  # remeasured (above)
     "e17_staleness_2026": 77.2,
     "e5_nanochat": 42.3,
-    "plan_accuracy": 60.5,
-    "e6_scaling": 58.5,
-    "staleness_scaling": 49.0,
-    "e9_frontier": 42.4,
-    "e16_survey": 34.7,
+    "plan_accuracy": 28.9,  # remeasured (above)
+    "e6_scaling": 38.1,  # remeasured (above)
+    "staleness_scaling": 32.0,  # remeasured (above)
+    "e9_frontier": 30.9,  # remeasured (above)
+    "e16_survey": 26.6,  # remeasured (above)
     "e13_optim_staleness": 32.2,
-    "e4_logistic": 26.9,
-    "e7_schedules": 24.8,
-    "e19_stragglers": 23.6,
-    "e14_search": 17.7,
+    "e4_logistic": 18.5,  # remeasured (above)
+    "e7_schedules": 20.0,  # remeasured (above)
+    "e19_stragglers": 20.0,  # remeasured (above)
+    "e14_search": 15.0,  # remeasured (above)
     "e1_pd_vs_rpd": 16.7,
-    "e15_workers": 15.6,
-    "plan_claims": 14.6,
+    "e15_workers": 13.0,  # remeasured (above)
+    "plan_claims": 12.4,  # remeasured (above)
     "e3_nesterov": 14.5,
     "e8_delta": 13.0,
     "e2_delay_law": 9.7,

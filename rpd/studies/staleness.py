@@ -71,7 +71,7 @@ class Config:
     large_S: int = 64  # the large-S exponent: fit over S >= large_S (64, 128, 256)
 
 
-QUICK = {"S_values": (2, 4, 8, 16), "n": 256, "d": 128, "N": 64, "n_seeds": 3, "gamma_exps": (-9, -3), "large_S": 4}
+QUICK = {"S_values": (2, 4, 8), "n": 256, "d": 128, "N": 64, "n_seeds": 3, "gamma_exps": (-9, -3), "large_S": 4}
 
 CONFIDENCE = 0.95
 

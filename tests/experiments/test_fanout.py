@@ -57,7 +57,7 @@ def test_e3_and_e10_split_into_units_the_others_are_one():
         "main/seed0/LocalSGD H=30",
     ]
     e4 = pd_vs_localsgd.config_for("e4_logistic", "quick")
-    assert len(pd_vs_localsgd.units(e4)) == pd_vs_localsgd.n_steps(e4) == 4 * (3 + 1)
+    assert len(pd_vs_localsgd.units(e4)) == pd_vs_localsgd.n_steps(e4) == 4 * 3  # PD + 3 H, per noise seed
     four = ["nesterov_quadratic", "logistic_regression", "mlp_chain", "nanochat"]
     e10 = F.study_config(F.resolve("e10_frontier"), "quick", {"objectives": four})
     keys = [u["key"] for u in frontier.units(e10)]

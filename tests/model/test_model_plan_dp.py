@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import numpy as np
 import pytest
 from hydra_helpers import compose
 from toy_hardware import toy_hardware
@@ -112,3 +113,25 @@ def test_one_pipeline_over_two_sites_is_bound_by_its_cut():
     assert row.site_bytes_per_step == pytest.approx(2e4)
     assert row.step_time_s == pytest.approx(0.02 + 0.002)
     assert row.tokens_per_s == pytest.approx(2 * 100 / 0.022)
+
+
+def test_chunk_lookups_by_hand_on_gpipe():
+    """The overlap model's per-(rank, stage) lookups on GPipe at S = M = 2, F = B = 1 tick, by
+    hand: rank 0 runs F0 [0, 1), F1 [1, 2), B0 [4, 5), B1 [5, 6); rank 1 F0 [1, 2), F1 [2, 3),
+    B0 [3, 4), B1 [4, 5) (B0 on rank 0 waits for rank 1's B0)."""
+    from rpd.model import overlap
+    from rpd.schedules.machinery.costs import CostModel
+    from rpd.schedules.machinery.ir import BWD, FWD
+
+    tl = registry.timeline("gpipe", 2, 2, 2, CostModel(F=1, B=1))
+    assert overlap._chunk_times(tl, (BWD,), first=False, use_end=False) == {(0, 0): 5.0, (1, 1): 4.0}
+    assert overlap._chunk_times(tl, (FWD,), first=True, use_end=False) == {(0, 0): 0.0, (1, 1): 1.0}
+    assert overlap._chunk_times(tl, (FWD,), first=True, use_end=True) == {(0, 0): 1.0, (1, 1): 2.0}
+    assert overlap._chunks(tl, None) == {0: [(0, 1.0)], 1: [(1, 1.0)]}
+    # interleaved, v = 2 chunks per rank (looped placement: rank r holds stages r and r + S),
+    # each chunk's share of the rank's values: by count, then by the stages' values 1, 2, 3, 4
+    il = registry.timeline("interleaved", 2, 4, 4, CostModel(F=1, B=1))
+    assert overlap._chunks(il, None) == {0: [(0, 0.5), (2, 0.5)], 1: [(1, 0.5), (3, 0.5)]}
+    shares = overlap._chunks(il, np.array([1.0, 2.0, 3.0, 4.0]))
+    assert shares == {0: [(0, 1 / 4), (2, 3 / 4)], 1: [(1, 2 / 6), (3, 4 / 6)]}
+    assert set(overlap._chunk_times(il, (BWD,), first=False, use_end=False)) == {(0, 0), (0, 2), (1, 1), (1, 3)}

@@ -256,3 +256,16 @@ def allocated_at_most(limit: int):
     finally:
         tracemalloc.stop()
     assert peak < limit, f"allocated {peak} bytes before refusing"
+
+
+def test_a_memoised_order_is_a_fresh_copy_each_call():
+    """The order builders are memoised (the plan's fits time one order under many costs); an
+    order edited in place by its caller must not change the next caller's. 1F1B at S = M = 2,
+    by hand: rank 0 runs F0, F1, B0, B1 (one warm-up F), rank 1 F0, B0, F1, B1."""
+    F, B = 1, 2  # ir.Op's ints
+    want = [[(F, 0, 0), (F, 0, 1), (B, 0, 0), (B, 0, 1)], [(F, 1, 0), (B, 1, 0), (F, 1, 1), (B, 1, 1)]]
+    first = orders.one_f_one_b_order(2, 2)
+    first[0][:, 2] += 7  # a caller shifting microbatches in place
+    for _ in range(2):
+        got = orders.one_f_one_b_order(2, 2)
+        assert [[tuple(int(x) for x in row[:3]) for row in a] for a in got] == want

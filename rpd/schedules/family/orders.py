@@ -6,16 +6,38 @@ constructors (:mod:`rpd.schedules.family`) repeat it per flush and time it.
 
 from __future__ import annotations
 
+import functools
+from typing import Callable, ParamSpec
+
 import numpy as np
 
 from rpd.schedules.machinery.ir import BWD, BWD_I, BWD_W, FWD, Order, ops
 
+P = ParamSpec("P")
 
+
+def memoised(build: Callable[P, Order]) -> Callable[P, Order]:
+    """``build`` computed once per (hashable) arguments, each call given its own copy of the
+    rank arrays: an order depends on (S, M, ...) alone, never on the costs it is timed under, and
+    a sweep over costs (the plan's fits, the tables' cost columns) asked for the same order at
+    every point (a quarter of ``plan_accuracy``'s profile). The copies keep a caller that edits
+    its order in place from changing another's."""
+    cached: Callable[..., Order] = functools.lru_cache(maxsize=256)(build)  # hashable arguments: ints
+
+    @functools.wraps(build)
+    def fresh(*args: P.args, **kwargs: P.kwargs) -> Order:
+        return [a.copy() for a in cached(*args, **kwargs)]
+
+    return fresh
+
+
+@memoised
 def gpipe_order(S: int, M: int) -> Order:
     """torch ``ScheduleGPipe._get_pipeline_order``: every rank F(0..M-1), then B(0..M-1)."""
     return [ops([(FWD, r, j) for j in range(M)] + [(BWD, r, j) for j in range(M)]) for r in range(S)]
 
 
+@memoised
 def one_f_one_b_order(S: int, M: int, advance: int = 0) -> Order:
     """1F1B with flush (Megatron ``forward_backward_pipelining_without_interleaving``, torch
     ``Schedule1F1B``): rank r runs w = min(S-1-r, M) warm-up F's, M - w pairs (F(w+i), B(i)),
@@ -59,6 +81,7 @@ def check_interleaved(S: int, M: int, v: int, group: int) -> None:
         )
 
 
+@memoised
 def interleaved_order(S: int, M: int, v: int, group: int | None = None) -> Order:
     """Interleaved 1F1B (Megatron ``get_pp_rank_microbatches`` + ``get_schedule_table``).
 
@@ -82,6 +105,7 @@ def interleaved_order(S: int, M: int, v: int, group: int | None = None) -> Order
     return out
 
 
+@memoised
 def zb_h1_order(S: int, M: int) -> Order:
     """ZB-H1 (torch ``ScheduleInterleavedZeroBubble`` with one stage per rank; Victarry
     ``generate_zero_bubble_1p_schedule``): rank r runs w = min(S-1-r, M) warm-up F's, then
