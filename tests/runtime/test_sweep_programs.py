@@ -38,9 +38,8 @@ def test_a_pd_sweep_over_S_compiles_one_program_per_S_and_none_again():
 @functools.partial(
     jax.jit,
     static_argnames=("K", "S", "n_batches", "delays", "block_order", "batch_order"),
-    compiler_options={
-        "xla_backend_optimization_level": 0
-    },  # integer draws: LLVM's passes change no bit, only the compile time
+    # integer draws, as in the sampler: LLVM's passes change no bit, only the compile time
+    compiler_options={"xla_backend_optimization_level": 0},
 )
 def _exact_draws(seed, delta, K, S, n_batches, delays, block_order, batch_order):
     """The sampler as it was with every shape exact (one program per K, S and batch count)."""
