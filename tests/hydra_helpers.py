@@ -3,6 +3,8 @@ its configs/, one compose call, tiny train configs (and E12's), and the plumbing
 registering fixture, a config folder, the entry point run after ``register()``, a sweep's table)."""
 
 import os
+import runpy
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -96,6 +98,25 @@ def config_dir(group: str, name: str, yaml: str):
         return tmp_path / "cfg"
 
     return fixture
+
+
+def run_as_main(module: str, args: list[str], monkeypatch) -> object:
+    """``python -m <module> <args>`` in this process, as ``python -m`` runs it (runpy, ``__main__``;
+    tests/experiments/refusing_commands.py runs the slow suite's the same way): its exit status, 0
+    when it returns. For a command refused before hydra starts its job
+    (:mod:`experiments.compose_check`): a fresh interpreter costs ~4 s of imports, this none. A
+    command whose job runs would leave hydra's logging on this process's captured streams. The Ctrl-C routing the entry point installs is undone after."""
+    monkeypatch.setattr(sys, "argv", [module, *args])
+    monkeypatch.delitem(sys.modules, module, raising=False)  # run afresh as __main__
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # rpd.runtime.interrupt.install sets it
+    sigint = signal.getsignal(signal.SIGINT)
+    try:
+        runpy.run_module(module, run_name="__main__")
+    except SystemExit as exc:
+        return exc.code
+    finally:
+        signal.signal(signal.SIGINT, sigint)
+    return 0
 
 
 def _env() -> dict[str, str]:

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from hydra_helpers import ROOT
+from hydra_helpers import ROOT, run_as_main
 
 from experiments import compose_check
 
@@ -142,17 +142,19 @@ def test_a_cost_that_is_no_integer_is_refused_with_the_unit_hint():
     assert "could not be converted to Integer" in compose_check.check("train", ["costs.seed=1.5"])  # no time
 
 
-def test_a_fractional_cost_exits_2_with_one_line(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "experiments.train", "costs.F=1.5", f"results_root={tmp_path}"],
-        cwd=tmp_path,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        capture_output=True,
-        text=True,
-        timeout=120,
+def test_a_fractional_cost_exits_2_with_one_line(tmp_path, monkeypatch, capsys):
+    """``python -m experiments.train costs.F=1.5`` (run in this process, from ``tmp_path``)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RPD_DEBUG", raising=False)  # RPD_DEBUG=1 leaves the check to hydra
+    code = run_as_main("experiments.train", ["costs.F=1.5", f"results_root={tmp_path}"], monkeypatch)
+    out, err = capsys.readouterr()
+    assert (
+        code == 2
+        and out == ""
+        and err.strip().splitlines()
+        == [
+            "error: costs.F=1.5: costs are whole numbers of ticks of costs.unit (tick, ns, us, ms, s): "
+            "pick a finer costs.unit for a fraction (1.5 ms is costs.unit=us costs.F=1500)"
+        ]
     )
-    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
-        "error: costs.F=1.5: costs are whole numbers of ticks of costs.unit (tick, ns, us, ms, s): "
-        "pick a finer costs.unit for a fraction (1.5 ms is costs.unit=us costs.F=1500)"
-    ]
     assert not (tmp_path / "outputs").exists()

@@ -4,6 +4,7 @@ chart's numbers are E9's; N defaults to two flushes; a wrapped row draws only th
 import numpy as np
 import pytest
 from hydra_helpers import CONFIGS, compose
+from omegaconf import OmegaConf
 
 from rpd.cli import chart as schedule
 from rpd.cli import checks
@@ -41,14 +42,21 @@ def test_interleaved_chart_is_e9s_number_and_its_axis_names_the_unit(tmp_path, m
     assert label == "Time (units of one stage's F = 1 tick; a chunk's op costs 1/2 of its stage's)"
 
 
-@pytest.mark.parametrize("costs, p2p", [("b2f", 0), ("b2f_latency", 1)])
-def test_every_schedule_charts_e9s_makespan(costs, p2p):
+def test_every_schedule_charts_e9s_makespan():
+    """Each schedule's file composed once, with costs=b2f (p2p 0) and then with the costs group of
+    a composed costs=b2f_latency (p2p 1) in its place: no schedule file sets a cost, so this is the
+    config ``costs=b2f_latency`` composes, for half the compositions (a quarter of a second each)."""
     names = [n for n in schedule_table.ORDER if (CONFIGS / "schedule" / f"{n}.yaml").exists()]
     assert {"interleaved", "zb_v", "dualpipe_v", "wpipe", "bitpipe", "v_half", "looped_bfs"} <= set(names)
+    latency = _typed(["costs=b2f_latency"]).costs
+    assert (latency.F, latency.B, latency.p2p) == (1, 2, 1)
     for name in names:
-        pipeline, tl, scale = schedule.build(_typed([f"schedule={name}", *SIZE, "schedule.N=16", f"costs={costs}"]))
-        e9 = schedule_table._cell(name, 4, 8, 16, "B=2F", 1, 2, p2p)
-        assert (name, tl.T / scale, tl.period() / scale) == (name, e9["T"], e9["period"])
+        b2f = _typed([f"schedule={name}", *SIZE, "schedule.N=16", "costs=b2f"])
+        assert b2f.costs.p2p == 0
+        for cfg, p2p in ((b2f, 0), (OmegaConf.merge(b2f, {"costs": latency}), 1)):
+            pipeline, tl, scale = schedule.build(cfg)
+            e9 = schedule_table._cell(name, 4, 8, 16, "B=2F", 1, 2, p2p)
+            assert (name, p2p, tl.T / scale, tl.period() / scale) == (name, p2p, e9["T"], e9["period"])
 
 
 def test_a_chunk_keeps_its_ticks_and_every_other_time_is_v_times():

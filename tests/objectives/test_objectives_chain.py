@@ -26,6 +26,12 @@ def _points(obj, seed):
     return (jnp.asarray(rng.standard_normal(obj.D)), jnp.asarray(rng.standard_normal(obj.D)))
 
 
+def _two_point(obj, b=1):
+    """``two_point_value_and_grad`` on batch ``b`` as one jitted program of (xf, xb): a program
+    per primitive op, run eagerly, cost the test most of its time compiling."""
+    return jax.jit(lambda xf, xb: two_point_value_and_grad(obj, obj.data, xf, xb, b))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("make", LINEAR + [lambda: mlp_chain(n=32, width=5, S=4, batch_size=8, seed=4)])
 def test_same_weights_equal_value_and_grad(make):
@@ -42,8 +48,8 @@ def test_same_weights_equal_value_and_grad(make):
 def test_backward_weights_do_not_matter_for_additive_linear_chains(make):
     obj = make()
     xf, xb = _points(obj, 1)
-    f, g = obj.value_and_grad(obj.data, xf, 1)
-    f2, g2 = two_point_value_and_grad(obj, obj.data, xf, xb, 1)
+    f, g = jax.jit(obj.value_and_grad)(obj.data, xf, 1)  # jitted: one program each, not one per op
+    f2, g2 = _two_point(obj)(xf, xb)
     lam = obj.meta.get("lam", 0.0)  # the separable L2 term is taken at the backward weights
     np.testing.assert_allclose(f2, f, rtol=1e-12)
     np.testing.assert_allclose(g2, g - lam * xf + lam * xb, rtol=1e-11, atol=1e-13)
@@ -54,8 +60,9 @@ def test_backward_weights_matter_for_the_mlp_and_match_a_manual_backprop():
     obj = mlp_chain(n=16, width=w, S=S, batch_size=B, seed=5)
     xf = obj.x0
     xb = xf + 0.3 * jnp.asarray(np.random.default_rng(6).standard_normal(obj.D))
-    _, g_same = two_point_value_and_grad(obj, obj.data, xf, xf, 1)
-    _, g_mixed = two_point_value_and_grad(obj, obj.data, xf, xb, 1)
+    two_point = _two_point(obj)
+    _, g_same = two_point(xf, xf)
+    _, g_mixed = two_point(xf, xb)
     assert np.max(np.abs(g_mixed - g_same)) > 1e-3
     # manual: forward at xf keeping inputs and pre-activations, backward with xb's matrices
     X = np.asarray(obj.data["X"])[B : 2 * B]

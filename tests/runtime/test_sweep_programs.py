@@ -35,7 +35,12 @@ def test_a_pd_sweep_over_S_compiles_one_program_per_S_and_none_again():
     assert _sweep(seed=12) == [0] * len(SWEEP_S)  # new numbers, the same programs
 
 
-@functools.partial(jax.jit, static_argnames=("K", "S", "n_batches", "delays", "block_order", "batch_order"))
+@functools.partial(
+    jax.jit,
+    static_argnames=("K", "S", "n_batches", "delays", "block_order", "batch_order"),
+    # integer draws, as in the sampler: LLVM's passes change no bit, only the compile time
+    compiler_options={"xla_backend_optimization_level": 0},
+)
 def _exact_draws(seed, delta, K, S, n_batches, delays, block_order, batch_order):
     """The sampler as it was with every shape exact (one program per K, S and batch count)."""
     key = jax.random.fold_in(jax.random.key(seed), 1)
