@@ -83,14 +83,17 @@ FIGURES = {
 # 3.6; 49.1 at 174575b, load 3); E9, E7, E14, E15, plan_claims, E19 and E16, whose schedules the
 # memoised orders build, at load 1-3 (at 174575b, load 4-7: 37.8, 21.9, 16.3, 13.3, 11.9, 19.9,
 # 29.8: mostly the load's difference). The d11d7a5 entries were measured at load 6-12.
+# "quickC": E17 (an optimizer's sync and 2BW arms, its PD and sync arms, one program each: 25 -> 19
+# programs) and E11 (α = 0, 16, 256 and E3's H = 2, 30: 31 -> 23) remeasured the same way on branch
+# quickC from e784592, load 2-3 (at e784592, same session and load: E17 71.8, E11 61.4).
 COLD_CPU_S = {
     "e10_frontier": 37.0,
     "e10_frontier/nesterov_quadratic/S4": 37.0,
     "e12_optimizers": 42.3,
     "e18_scale": 30.3,
     "e18_width": 36.9,
-    "e11_costs": 64.7,  # remeasured (above)
-    "e17_staleness_2026": 77.2,
+    "e11_costs": 50.1,  # remeasured (quickC, above)
+    "e17_staleness_2026": 54.1,  # remeasured (quickC, above)
     "e5_nanochat": 42.3,
     "plan_accuracy": 28.9,  # remeasured (above)
     "e6_scaling": 38.1,  # remeasured (above)

@@ -154,17 +154,26 @@ def part_a(cfg: Config, progress) -> tuple[list[dict], dict]:
         S, M = cfg.a_S, cfg.a_M
         tls = {"sync": schedules.one_f_one_b(S, N, M), "2bw": schedules.pipedream_2bw(S, N, M)}
         T = int(tls["2bw"].T)
-        delays[name] = {k: delay_units(required("plan", sem.of(tl).plan)(tl, S, N)[0], S, tl) for k, tl in tls.items()}
+        planned = {k: required("plan", sem.of(tl).plan)(tl, S, N) for k, tl in tls.items()}
+        delays[name] = {k: delay_units(planned[k][0], S, tl) for k, tl in tls.items()}
+        # One compiled program for an optimizer's sync and 2BW arms: both hold the larger ring and
+        # slot count (versions and gradients no update of the other reads: the numbers bit for bit)
+        # and record two points; 2BW's first (T - 1) is read by nothing, its last is at T.
+        shared = dict(
+            ring_size=max(plans.ring_size(p, S) for p, _ in planned.values()),
+            n_slots=max(int(n or np.max(p.slot) + 1) for p, n in planned.values()),
+        )
+        sync_at = np.unique([T, int(tls["sync"].T)])
         tuned = {}
         for opt in ("adamw", "muon"):
             for arm in ("sync", "2bw", "2bw_ef"):
                 tl = tls["sync" if arm == "sync" else "2bw"]
-                at = np.unique([T, int(tl.T)])
+                at = sync_at if arm == "sync" or len(sync_at) == 1 else np.array([T - 1, T])
                 o = {"name": opt, **({"correction": "error_feedback"} if arm == "2bw_ef" else {})}
 
                 def run(seed, g, tl=tl, at=at, o=o):
                     obj = make_objective(cfg, name, S, seed)
-                    return methods.train(obj, tl, g, seed=seed, at=at, optimizer=o).curve
+                    return methods.train(obj, tl, g, seed=seed, at=at, optimizer=o, **shared).curve
 
                 tuned[opt, arm] = _tuned(cfg, run, lambda s, c: _bad(c, -1), o)
                 if progress:
@@ -207,6 +216,12 @@ def _c_runs(cfg: Config, name: str, kind: str, S: int, N: int):
     """{(sched, arm): run(seed, gammas) -> curve per microbatch}, memoised per (seed, γ)."""
     memo: dict = {}
     stride = S
+    tl = schedules.pipedream(S, N)
+    # The synchronous run holds PipeDream's ring and gradient slots (versions and gradients no
+    # update of it reads: its numbers bit for bit): both run N·S block updates recorded alike, so
+    # an optimizer's PD and sync arms share one compiled program.
+    pd_plan, pd_slots = plans.pipedream_plan(tl, 1)
+    shared = dict(ring_size=plans.ring_size(pd_plan, S), n_slots=pd_slots)
 
     def make(sched, opt):
         def run(seed, g):
@@ -214,10 +229,9 @@ def _c_runs(cfg: Config, name: str, kind: str, S: int, N: int):
             if missing:
                 obj = make_objective(cfg, name, S, seed, kind)
                 if sched == "PD":
-                    tl = schedules.pipedream(S, N)
                     res = methods.pipedream(obj, tl, g, seed=seed, axis="block_update", stride=stride, optimizer=opt)
                 else:
-                    res = methods.sgd(obj, N, g, seed=seed, stride=stride, optimizer=opt)
+                    res = methods.sgd(obj, N, g, seed=seed, stride=stride, optimizer=opt, **shared)
                 for x, row in zip(g, res.curve):  # the whole grid asked for: G is a compiled shape
                     memo[sched, _opt_name(opt), seed, x] = row
             return np.stack([memo[sched, _opt_name(opt), seed, x] for x in g])

@@ -227,9 +227,22 @@ def rpd(
     )
 
 
-def sgd(obj: Objective, N: int, gamma, *, seed: int = 0, stride: int = 1, optimizer=None) -> Result:
+def sgd(
+    obj: Objective,
+    N: int,
+    gamma,
+    *,
+    seed: int = 0,
+    stride: int = 1,
+    optimizer=None,
+    ring_size: int | None = None,
+    n_slots: int | None = None,
+) -> Result:
     """Minibatch SGD, the staleness-free reference: x <- x - gamma * grad f(x; xi_n), batch
-    n mod n_batches, for n < N. Recorded against block updates (S per step)."""
+    n mod n_batches, for n < N. Recorded against block updates (S per step). ``ring_size`` and
+    ``n_slots`` (at least the plan's, 1 each) let it share the compiled program of a stale run
+    of the same N block updates (PipeDream's ring and slots): a larger ring or more slots hold
+    versions and gradients no update reads, so the numbers are the same bit for bit (as in :func:`train`)."""
     plan = plans.sgd_plan(check_int("N", N), obj.S, obj.n_batches)
     return run_plan(
         obj,
@@ -241,6 +254,8 @@ def sgd(obj: Objective, N: int, gamma, *, seed: int = 0, stride: int = 1, optimi
         method="sgd",
         meta={"N": N},
         optimizer=optimizer,
+        ring_size=ring_size,
+        n_slots=n_slots,
     )
 
 

@@ -53,7 +53,7 @@ def test_registry_and_settings_are_e3_and_e6():
     quick, e3q = make_config(study.Config, "quick", quick=study.QUICK), pd_vs_localsgd.config_for("e3_nesterov")
     assert (quick.quad_S, quick.quad_d, quick.quad_n, quick.quad_N) == (e3q.S, e3q.d, e3q.n, e3q.N)
     assert (quick.log_S_values, quick.log_T) == (scaling.QUICK["S_values"], scaling.QUICK["T"])
-    assert study.n_steps(quick) == 2 + 5 * 3 + 2 * (2 + 5)  # 2 PD + 5 rungs x 3 H; per S 2 PD + 5 rungs
+    assert study.n_steps(quick) == 2 + 4 * 2 + 2 * (2 + 4)  # 2 PD + 4 rungs x 2 H; per S 2 PD + 4 rungs
 
 
 @pytest.mark.slow

@@ -2,6 +2,7 @@
 edge while it may widen, updates to a target, and a plan's delay in both units."""
 
 import numpy as np
+import pytest
 
 from rpd import schedules
 from rpd.cli import figure
@@ -78,3 +79,30 @@ def test_progress_has_a_known_total(monkeypatch):
         calls = []
         staleness_2026.run(cfg, progress=calls.append)
         assert len(calls) == staleness_2026.n_steps(cfg) == total
+
+
+@pytest.mark.slow  # four small programs, ~5 s
+def test_shared_programs_leave_the_numbers_bit_for_bit():
+    """E17's sharing (issue 62 item 4): the synchronous run holding PipeDream's ring and slots (part
+    (c)) and 2BW recording a second, unread point before its T with the sync arm's ring and slots
+    (part (a)) give the numbers of the runs alone, bit for bit, and each pair compiles one program."""
+    from rpd import objectives
+    from rpd.train import core, methods
+
+    g = np.array([2.0**-6, 2.0**-4])
+    obj = objectives.nesterov_quadratic(32, 8, 4, 4, mu=0.05, seed=0)
+    tl = schedules.pipedream(4, 16)
+    plan, slots = plans.pipedream_plan(tl, 1)
+    alone = methods.sgd(obj, 16, g, stride=4, optimizer=None).curve
+    before = core._program.cache_info().currsize
+    pd = methods.pipedream(obj, tl, g, axis="block_update", stride=4, optimizer=None)
+    shared = methods.sgd(obj, 16, g, stride=4, optimizer=None, ring_size=plans.ring_size(plan, 4), n_slots=slots)
+    assert core._program.cache_info().currsize == before + 1 and pd.meta["ring_size"] == shared.meta["ring_size"] > 1
+    np.testing.assert_array_equal(shared.curve, alone)
+
+    sync, two = schedules.one_f_one_b(4, 16, 4), schedules.pipedream_2bw(4, 16, 4)
+    T = int(two.T)
+    assert int(sync.T) > T
+    own = methods.train(obj, two, g, at=[T], optimizer=None).curve
+    padded = methods.train(obj, two, g, at=[T - 1, T], optimizer=None, ring_size=2, n_slots=2).curve
+    np.testing.assert_array_equal(padded[:, [0, -1]], own)
