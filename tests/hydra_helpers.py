@@ -2,6 +2,8 @@
 its configs/, one compose call, tiny train configs (and E12's), and the plumbing of the toy-entry tests (a
 registering fixture, a config folder, the entry point run after ``register()``, a sweep's table)."""
 
+import contextlib
+import logging
 import os
 import runpy
 import signal
@@ -104,19 +106,59 @@ def run_as_main(module: str, args: list[str], monkeypatch) -> object:
     """``python -m <module> <args>`` in this process, as ``python -m`` runs it (runpy, ``__main__``;
     tests/experiments/refusing_commands.py runs the slow suite's the same way): its exit status, 0
     when it returns. For a command refused before hydra starts its job
-    (:mod:`experiments.compose_check`): a fresh interpreter costs ~4 s of imports, this none. A
-    command whose job runs would leave hydra's logging on this process's captured streams. The Ctrl-C routing the entry point installs is undone after."""
+    (:mod:`experiments.compose_check`) or in its job: a fresh interpreter costs ~4 s of imports,
+    this none. A job configures logging (``hydra.job_logging``: a handler on the root logger bound to
+    the test's captured stderr, the root's level, existing loggers disabled); pytest closes that stream
+    after the test, and the next record anywhere in the process failed with "I/O operation on closed
+    file" (under xdist the worker lost its stderr), so the loggers are put back as they were
+    (:func:`_logging_kept`). The Ctrl-C routing the entry point installs is undone after."""
     monkeypatch.setattr(sys, "argv", [module, *args])
     monkeypatch.delitem(sys.modules, module, raising=False)  # run afresh as __main__
     monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # rpd.runtime.interrupt.install sets it
     sigint = signal.getsignal(signal.SIGINT)
     try:
-        runpy.run_module(module, run_name="__main__")
+        with _logging_kept():
+            runpy.run_module(module, run_name="__main__")
     except SystemExit as exc:
         return exc.code
     finally:
         signal.signal(signal.SIGINT, sigint)
     return 0
+
+
+@contextlib.contextmanager
+def _logging_kept():
+    """The block sees logging as a fresh interpreter does, and the process gets its own back after.
+
+    Hydra's job configures logging with ``logging.config.dictConfig``, which first shuts down every
+    handler alive in the process (``logging._handlerList``), not only the root's: pytest's and absl's
+    too. absl's handler closes its stream when that is no longer ``sys.stderr``, and its stream was
+    the stderr pytest captured into when absl was imported, so pytest's own capture file was closed
+    under it ("I/O operation on closed file" at the session's end, "lost sys.stderr" under xdist):
+    the handlers alive before the block are hidden from that shutdown and put back after. Every
+    logger's handlers, level, propagation and disabled flag are restored; handlers the block added
+    (the job's stream and file handlers) are closed."""
+    manager = logging.Logger.manager
+
+    def loggers():
+        return [logging.getLogger()] + [lg for lg in manager.loggerDict.values() if isinstance(lg, logging.Logger)]
+
+    kept = {id(lg): (lg.handlers[:], lg.level, lg.propagate, lg.disabled) for lg in loggers()}
+    alive, named = logging._handlerList[:], dict(logging._handlers)  # type: ignore[attr-defined]
+    del logging._handlerList[:]  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        for lg in loggers():
+            handlers, level, propagate, disabled = kept.get(id(lg), ([], logging.NOTSET, True, False))
+            for handler in lg.handlers:
+                if handler not in handlers:
+                    handler.close()
+            lg.handlers[:] = handlers
+            lg.setLevel(level)
+            lg.propagate, lg.disabled = propagate, disabled
+        logging._handlerList[:0] = alive  # type: ignore[attr-defined]
+        logging._handlers.update(named)  # type: ignore[attr-defined]
 
 
 def _env() -> dict[str, str]:
