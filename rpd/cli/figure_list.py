@@ -77,7 +77,7 @@ FIGURES = {
 # E10 the quadratic alone (18 programs, the flushes in 2BW's), E12 without the LM (19), E18 PD only (2), both E18s'
 # references in PD's program (E18 width: 2), E5 N = 128 at H = 4 (4).
 # Entries marked "remeasured" were measured again the same way (user + system, NUMBA_CACHE_DIR
-# empty too) on 174575b with issue 62 item 4's part B: E11, E6, S⁴ and E4 with their smaller
+# empty too) on 174575b (the second shrinking of the quick presets): E11, E6, S⁴ and E4 with their smaller
 # quick presets (load 5-7; the same figures at 174575b at those loads: E11 81.8, E6 50.9, S⁴
 # 45.2, E4 23.8); plan_accuracy with the memoised orders and the vectorised overlap lookups (load
 # 3.6; 49.1 at 174575b, load 3); E9, E7, E14, E15, plan_claims, E19 and E16, whose schedules the

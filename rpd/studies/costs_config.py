@@ -45,7 +45,7 @@ class Config:
 
 # E3's and E6's quick sizes (so the unit rung equals paper_figures/quick/e3_nesterov, e6_scaling, for
 # E3 at its smallest and largest H), a shorter ladder (α = 0, 16, 256) and E3's H = 2 and 30 only:
-# 13 compiled programs instead of 17 (issue 62 item 4).
+# 13 compiled programs instead of 17.
 QUICK = dict(
     quad_S=4,
     quad_R=4,

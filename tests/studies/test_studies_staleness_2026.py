@@ -83,7 +83,7 @@ def test_progress_has_a_known_total(monkeypatch):
 
 @pytest.mark.slow  # four small programs, ~5 s
 def test_shared_programs_leave_the_numbers_bit_for_bit():
-    """E17's sharing (issue 62 item 4): the synchronous run holding PipeDream's ring and slots (part
+    """E17's shared programs: the synchronous run holding PipeDream's ring and slots (part
     (c)) and 2BW recording a second, unread point before its T with the sync arm's ring and slots
     (part (a)) give the numbers of the runs alone, bit for bit, and each pair compiles one program."""
     from rpd import objectives
