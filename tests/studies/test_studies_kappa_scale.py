@@ -6,8 +6,8 @@ import types
 import pytest
 
 from rpd.cli import figure
+from rpd.studies import kappa_arms, load, make_config
 from rpd.studies import kappa_scale as ks
-from rpd.studies import load, make_config
 
 FIT_KEYS = {"method", "optimizer", "settings", "c", "gamma", "gamma_ci95", "n_sizes", "N_range"}
 ROW_KEYS = {"method", "optimizer", "settings", "N", "kappa", "censored", "relative_gap"}
@@ -20,12 +20,12 @@ def test_registered_with_its_json_keys():
 
 
 def test_arms_parse():
-    assert ks.parse_arm("adamw/diloco/M=4/H=8") == (
+    assert kappa_arms.parse_arm("adamw/diloco/M=4/H=8") == (
         dict(method="diloco", optimizer="adamw", settings={"M": 4, "H": 8}),
         4,
     )
-    assert ks.parse_arm("sgd/pipedream") == (dict(method="pipedream", optimizer="sgd", settings={}), 1)
-    assert ks.parse_arm("muon/pipedream_2bw/M=4")[1] == 4
+    assert kappa_arms.parse_arm("sgd/pipedream") == (dict(method="pipedream", optimizer="sgd", settings={}), 1)
+    assert kappa_arms.parse_arm("muon/pipedream_2bw/M=4")[1] == 4
     for bad in (
         "adamw/gpipe",
         "adamw/diloco/M=4",
@@ -34,14 +34,14 @@ def test_arms_parse():
         "adamw/diloco/M=0/H=2",
     ):
         with pytest.raises(ValueError, match="arms"):
-            ks.parse_arm(bad)
+            kappa_arms.parse_arm(bad)
 
 
 @pytest.mark.parametrize("size", ["quick", "full"])
 def test_configs_line_up(size):
     cfg = make_config(ks.Config, size, quick=ks.QUICK)
     ks.check(cfg)
-    assert set(cfg.arms) <= set(ks.FULL_ARMS)
+    assert set(cfg.arms) <= set(kappa_arms.FULL_ARMS)
     assert ks.n_steps(cfg) == len(cfg.widths) * len(cfg.arms)
     if size == "full":  # at least a factor 16 in parameters across the sizes (vocabulary 84, the corpus's)
         N = [ks.params(w, S, 84, cfg.lm_seq) for w, S in zip(cfg.widths, cfg.stages)]

@@ -4,9 +4,9 @@ hold S and span >= 16x in N at S = 4 with a second S, and its fits are per S (ro
 import pytest
 
 from rpd.cli import figure
+from rpd.studies import kappa_arms, load, make_config
 from rpd.studies import kappa_scale as ks
 from rpd.studies import kappa_width as kw
-from rpd.studies import load, make_config
 from rpd.studies.kappa_scale_fits import fits
 
 
@@ -19,7 +19,7 @@ def test_registered_with_e18s_json_keys():
 def test_configs_line_up(size):
     cfg = make_config(kw.Config, size, quick=kw.QUICK)
     ks.check(cfg)
-    assert set(cfg.arms) <= set(ks.FULL_ARMS)
+    assert set(cfg.arms) <= set(kappa_arms.FULL_ARMS)
     if size == "full":
         # W = 24, S = 4, V = 84, T = 32: (84 + 32)·24 + 2(12·576 + 13·24) + 24·84 + 2·24 = 2784 + 14448 + 2016 + 48
         assert ks.params(24, 4, 84, 32) == 19296
